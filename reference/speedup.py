@@ -1,0 +1,113 @@
+"""Expected tokens per round, the law of the number of emitted tokens, and the walltime model.
+
+With acceptance rate alpha_i at draft position i (alpha = sum min(p, q)), one round emits N tokens with
+P(N = n) = (prod_{i<n} alpha_i)(1 - alpha_n) for n <= k and P(N = k+1) = prod_{i<=k} alpha_i
+(Leviathan et al. 2023, section 3.1, for constant alpha; the per-position form treats the alpha_i as
+the acceptance rates of successive positions). The walltime improvement factor of Leviathan et al.
+(Theorem 3.8) is E[N] / (c k + 1), c = draft cost / target cost; `improvement_factor` generalises the
+1 to a measured verification cost v(k+1) = time(target scores k+1 tokens) / time(target scores 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from reference.validation import check_k
+
+
+def _check_alpha(alpha: Any, name: str = "alpha") -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a number in [0, 1], got {alpha!r}")
+    if not np.isfinite(alpha) or not (0 <= alpha <= 1):
+        raise ValueError(f"{name} must be in [0, 1], got {alpha!r}")
+    return float(alpha)
+
+
+def _check_alphas(alphas: Any) -> np.ndarray:
+    array = np.asarray(alphas, dtype=np.float64)
+    if array.ndim != 1 or array.size < 1:
+        raise ValueError(f"alphas must be a non-empty 1-D sequence of per-position acceptance rates, got shape {array.shape}")
+    if np.isnan(array).any() or (array < 0).any() or (array > 1).any():
+        raise ValueError(f"alphas must all lie in [0, 1], got {array.tolist()}")
+    return array
+
+
+def tokens_law_per_position(alphas: Sequence[float]) -> np.ndarray:
+    """P(N = n), n = 1..k+1, for per-position acceptance rates alpha_1..alpha_k."""
+    a = _check_alphas(alphas)
+    survive = np.concatenate([[1.0], np.cumprod(a)])  # P(N > n - 1) = prod_{i<n} alpha_i
+    law = survive.copy()
+    law[:-1] *= 1.0 - a
+    return law
+
+
+def tokens_law(alpha: float, k: int) -> np.ndarray:
+    """P(N = n), n = 1..k+1: alpha^(n-1)(1 - alpha) for n <= k and alpha^k for n = k+1."""
+    return tokens_law_per_position([_check_alpha(alpha)] * check_k(k))
+
+
+def expected_tokens_per_position(alphas: Sequence[float]) -> float:
+    """E[N] = 1 + sum_j prod_{i<=j} alpha_i for per-position acceptance rates."""
+    a = _check_alphas(alphas)
+    return float(1.0 + np.cumprod(a).sum())
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """E[N] = (1 - alpha^(k+1)) / (1 - alpha), and k + 1 at alpha = 1."""
+    alpha, k = _check_alpha(alpha), check_k(k)
+    if alpha == 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def tokens_mean_variance(law: Sequence[float]) -> tuple[float, float]:
+    """Mean and variance of N from its law over n = 1..len(law)."""
+    probs = np.asarray(law, dtype=np.float64)
+    n = np.arange(1, probs.size + 1)
+    mean = float((n * probs).sum())
+    return mean, float((n**2 * probs).sum() - mean**2)
+
+
+def tokens_variance(alpha: float, k: int) -> float:
+    """Var[N] for constant acceptance rate alpha and k draft tokens."""
+    return tokens_mean_variance(tokens_law(alpha, k))[1]
+
+
+VerifyCost = Callable[[int], float] | Mapping[int, float] | Sequence[float] | None
+
+
+def verification_cost(verify_cost: VerifyCost, n_tokens: int) -> float:
+    """v(n): cost of the target scoring n tokens relative to 1; None means Leviathan's v = 1.
+
+    `verify_cost` may be a callable n -> v(n), a mapping {n: v(n)}, or a sequence indexed by n.
+    """
+    if verify_cost is None:
+        return 1.0
+    try:
+        value = verify_cost(n_tokens) if callable(verify_cost) else verify_cost[n_tokens]
+    except (KeyError, IndexError):
+        raise ValueError(f"verify_cost has no entry for {n_tokens} tokens") from None
+    value = float(value)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"verify_cost({n_tokens}) must be a positive number, got {value!r}")
+    return value
+
+
+def improvement_factor(alpha: float, k: int, c: float, verify_cost: VerifyCost = None) -> float:
+    """Expected speedup over plain decoding: E[N] / (c k + v(k+1)) (Leviathan et al. Thm 3.8 when v = 1)."""
+    if isinstance(c, bool) or not isinstance(c, (int, float, np.floating)) or not np.isfinite(c) or c < 0:
+        raise ValueError(f"c (draft cost / target cost) must be a finite number >= 0, got {c!r}")
+    k = check_k(k)
+    return expected_tokens(alpha, k) / (c * k + verification_cost(verify_cost, k + 1))
+
+
+def optimal_k(alpha: float, c: float, verify_cost: VerifyCost = None, k_max: int = 32) -> tuple[int, float]:
+    """The k in 1..k_max maximising the improvement factor, and that factor.
+
+    A factor below 1 means speculative decoding does not pay at these (alpha, c, v): decode plainly.
+    """
+    k_max = check_k(k_max, "k_max")
+    best = max(range(1, k_max + 1), key=lambda k: improvement_factor(alpha, k, c, verify_cost))
+    return best, improvement_factor(alpha, best, c, verify_cost)

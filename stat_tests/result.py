@@ -1,0 +1,58 @@
+"""`TestResult`: the one record every statistical test returns, JSON-ready."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [_jsonable(v) for v in x.tolist()]
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        x = float(x)
+        return x if math.isfinite(x) else None  # strict JSON has no NaN/inf
+    return x
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """Outcome of one check, with its stated error rates.
+
+    ``alpha`` is the false-fail probability when the implementation is exact;
+    ``detectable_tv`` is the total-variation deviation detected with probability
+    at least ``1 - beta`` (NaN when the test gives no TV guarantee; then
+    ``details`` names the metric it does guarantee).
+    """
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    statistic: float
+    p_value: float
+    n: int
+    alpha: float
+    beta: float
+    detectable_tv: float
+    passed: bool
+    message: str
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """Plain-JSON dict (NaN/inf become None, numpy scalars become Python)."""
+        return _jsonable({
+            "name": self.name, "statistic": self.statistic, "p_value": self.p_value,
+            "n": self.n, "alpha": self.alpha, "beta": self.beta,
+            "detectable_tv": self.detectable_tv, "passed": self.passed,
+            "message": self.message, "details": self.details,
+        })
