@@ -103,21 +103,38 @@ def _load_hf_dir(path: Path, device: Any, dtype: torch.dtype) -> tuple[Any, Any]
     return _finish(model, device, dtype), tokenizer
 
 
-def _convert_gguf(gguf: Path, target: Path) -> None:
-    """Convert a GGUF file with transformers and store config + safetensors weights + tokenizer in `target`."""
-    from safetensors.torch import save_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _gguf_to_model(gguf: Path) -> tuple[Any, Any]:
+    """Dequantise a GGUF file into a float32 transformers model and its tokenizer.
 
-    model = AutoModelForCausalLM.from_pretrained(
-        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
-    )
+    ``from_pretrained(gguf_file=...)`` needs the ``accelerate`` package in transformers 5, which exactspec
+    does not depend on, so the model is built from the GGUF config and filled with transformers' own
+    GGUF tensor converter (which also undoes llama.cpp's q/k permutation).
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model)["tensors"]
+    state = {name: torch.as_tensor(value, dtype=torch.float32) for name, value in tensors.items()}
+    result = model.load_state_dict(state, strict=False)
+    missing = [k for k in result.missing_keys if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or result.unexpected_keys:
+        raise ValueError(f"GGUF conversion of {gguf} left missing={missing[:5]} unexpected={result.unexpected_keys[:5]}")
+    model.tie_weights()
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+    return model.eval(), tokenizer
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    """Convert a GGUF file and store config + safetensors weights + tokenizer in `target` (atomically)."""
+    from safetensors.torch import save_model
+
+    model, tokenizer = _gguf_to_model(gguf)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
     try:
-        config = model.config.to_dict()
-        config.pop("quantization_config", None)
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str))
+        model.config.save_pretrained(str(tmp))
         if getattr(model, "generation_config", None) is not None:
             try:
                 model.generation_config.save_pretrained(str(tmp))
@@ -142,12 +159,7 @@ def _load_gguf(gguf: Path, device: Any, dtype: torch.dtype, use_cache: bool) -> 
     cached = _gguf_cache_path(gguf)
     source = "cache"
     if not use_cache:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        model = AutoModelForCausalLM.from_pretrained(
-            str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
-        )
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+        model, tokenizer = _gguf_to_model(gguf)
         LAST_LOAD_INFO.clear()
         LAST_LOAD_INFO.update(source="gguf", seconds=time.perf_counter() - start, path=str(gguf))
         return _finish(model, device, dtype), tokenizer
