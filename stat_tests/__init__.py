@@ -1,0 +1,42 @@
+"""stat_tests: calibrated statistical tests with stated false-fail and false-pass rates.
+
+Every test returns a `TestResult` carrying alpha (false-fail probability under
+exactness), beta and detectable_tv (a deviation of at least that total variation, on the
+test's bins, is caught with probability >= 1 - beta).  See README.md in this package for
+the design, the calibration regime and the measured figures.
+"""
+from .budget import ErrorBudget
+from .exact import multinomial_exact_test
+from .gof import chisquare_gof, zero_probability_check
+from .pit import pit_uniformity_test, pit_values
+from .power import chisquare_power, detectable_tv, required_samples
+from .result import TestResult
+from .rounds import mean_tokens_test, tokens_per_round_test
+from .two_sample import two_sample_chisquare
+
+__all__ = [
+    "TestResult", "chisquare_gof", "multinomial_exact_test", "zero_probability_check",
+    "pit_values", "pit_uniformity_test", "tokens_per_round_test", "mean_tokens_test",
+    "two_sample_chisquare", "required_samples", "detectable_tv", "chisquare_power",
+    "ErrorBudget", "plan_gof",
+]
+
+
+def plan_gof(p, epsilon_tv, alpha, beta=0.001, min_expected=20.0):
+    """(n, n_bins) for `chisquare_gof` against p: iterate n -> bins(n) -> n to a fixed
+    point, since pooling makes the bin count depend on n."""
+    import numpy as np
+
+    from ._validate import check_probs
+    from .binning import pool_bins
+
+    pp = check_probs(p, "p")
+    bins = max(2, int(np.count_nonzero(pp)))
+    n = required_samples(epsilon_tv, bins, alpha, beta)
+    for _ in range(50):
+        b = max(2, pool_bins(pp, n, min_expected)[1].size)
+        n_new = required_samples(epsilon_tv, b, alpha, beta)
+        if b == bins and n_new == n:
+            break
+        bins, n = b, max(n_new, int(np.ceil(2 * min_expected / max(1e-12, 1 - pp.max()))))
+    return n, bins

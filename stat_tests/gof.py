@@ -1,0 +1,166 @@
+"""Goodness of fit of token samples against a known discrete distribution p.
+
+Pearson chi-square (or G-test) on bins formed from p and n alone (see `binning`),
+preceded by a hard check that no zero-probability token was emitted.
+
+Tail calibration (documented regime): every bin has expected count >= min_expected
+(default 20).  The Pearson p-value uses a scaled chi-square a*chi2(nu) matching the
+*exact* null mean (df) and variance 2*df + (sum_b 1/p_b - B**2 - 2B + 2)/n of the
+statistic whenever that variance exceeds 2*df (rare / unequal bins), and the plain
+chi-square otherwise; it is never smaller than the plain asymptotic p-value.  The G
+statistic uses Williams' correction G / (1 + (B+1)/(6n)).  Measured calibration down to
+alpha = 1e-5 is in benchmarks/results/stat_calibration.json; below that, raise
+min_expected (the discrepancy shrinks like 1/min_expected) or use
+`multinomial_exact_test` when n*V is small.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from ._validate import check_alpha_beta, check_counts, check_int_array, check_probs
+from .binning import pool_bins
+from .power import detectable_tv
+from .result import TestResult
+
+
+def _counts_from(samples, counts, V: int) -> np.ndarray:
+    if (samples is None) == (counts is None):
+        raise ValueError("samples: pass exactly one of samples (token ids) or counts= (per-token counts)")
+    if samples is not None:
+        s = check_int_array(samples, "samples", lo=0, hi=V)
+        return np.bincount(s, minlength=V)
+    return check_counts(counts, V, "counts")
+
+
+def _check_min_expected(min_expected) -> float:
+    try:
+        m = float(min_expected)
+    except (TypeError, ValueError):
+        raise ValueError(f"min_expected must be a positive number, got {min_expected!r}") from None
+    if not np.isfinite(m) or m <= 0:
+        raise ValueError(f"min_expected must be a positive number, got {min_expected!r}")
+    return m
+
+
+def _zero_result(counts: np.ndarray, p: np.ndarray, beta: float, name: str) -> TestResult:
+    n = int(counts.sum())
+    zero = p == 0
+    bad = np.flatnonzero(zero & (counts > 0))
+    n_bad = int(counts[bad].sum())
+    # A deviation putting mass m on zero-probability tokens is missed w.p. (1-m)^n.
+    m_star = float(1.0 - beta ** (1.0 / n)) if n > 0 else float("nan")
+    details = {"detectable_zero_mass": m_star, "n_zero_prob_tokens_emitted": int(bad.size),
+               "detectable_metric": "mass on zero-probability tokens"}
+    if bad.size:
+        top = bad[np.argsort(-counts[bad], kind="stable")][:5]
+        listing = ", ".join(f"token {int(t)} x{int(counts[t])}" for t in top)
+        more = f" (+{bad.size - top.size} more tokens)" if bad.size > top.size else ""
+        details["offending_tokens"] = {int(t): int(counts[t]) for t in top}
+        msg = (f"{name}: FAIL: {n_bad} of {n} samples have probability 0 under p: "
+               f"{listing}{more}")
+        return TestResult(name, float(n_bad), 0.0, n, 0.0, beta, float("nan"), False, msg, details)
+    msg = f"{name}: PASS: no zero-probability token among {n} samples"
+    return TestResult(name, 0.0, 1.0, n, 0.0, beta, float("nan"), True, msg, details)
+
+
+def zero_probability_check(samples=None, p=None, *, counts=None, beta: float = 0.001,
+                           name: str = "zero_probability_check") -> TestResult:
+    """Hard check: fail if any token with p == 0 appears (false-fail rate exactly 0).
+
+    The message names the offending tokens and their counts.  ``detectable_tv`` is NaN;
+    details['detectable_zero_mass'] is the zero-set mass caught w.p. >= 1 - beta.
+    """
+    pp = check_probs(p, "p")
+    from ._validate import check_rate
+    be = check_rate(beta, "beta")
+    c = _counts_from(samples, counts, pp.size)
+    if int(c.sum()) == 0:
+        raise ValueError("samples: need at least one sample (n too small)")
+    return _zero_result(c, pp, be, name)
+
+
+def pearson_pvalue(stat: float, bin_prob: np.ndarray, n: int) -> tuple[float, float, dict]:
+    """(corrected p-value, plain chi-square p-value, info) for Pearson's statistic."""
+    B = bin_prob.size
+    df = B - 1
+    plain = float(stats.chi2.sf(stat, df))
+    var = 2.0 * df + (float(np.sum(1.0 / bin_prob)) - B * B - 2.0 * B + 2.0) / n
+    if var > 2.0 * df:
+        scale = var / (2.0 * df)
+        nu = 2.0 * df * df / var
+        corrected = float(stats.chi2.sf(stat / scale, nu))
+        return max(corrected, plain), plain, {"null_variance": var, "scale": scale, "nu": nu}
+    return plain, plain, {"null_variance": var, "scale": 1.0, "nu": float(df)}
+
+
+def chisquare_gof(samples=None, p=None, alpha=None, *, counts=None, beta: float = 0.001,
+                  min_expected: float = 20.0, method: str = "pearson",
+                  name: str = "chisquare_gof") -> TestResult:
+    """Chi-square goodness of fit of token samples (or per-token ``counts=``) to p.
+
+    Runs the zero-probability hard check first (a p == 0 token fails the test outright),
+    pools bins from p and n only, then Pearson ("pearson") or likelihood-ratio ("g").
+    ``detectable_tv`` is the binned-TV deviation detected w.p. >= 1 - beta.
+    """
+    pp = check_probs(p, "p")
+    if alpha is None:
+        raise ValueError("alpha is required")
+    a, be = check_alpha_beta(alpha, beta)
+    m = _check_min_expected(min_expected)
+    if method not in ("pearson", "g"):
+        raise ValueError(f"method must be 'pearson' or 'g', got {method!r}")
+    c = _counts_from(samples, counts, pp.size)
+    n = int(c.sum())
+    if n == 0:
+        raise ValueError("samples: need at least one sample (n too small)")
+    zr = _zero_result(c, pp, be, name)
+    if not zr.passed:
+        return TestResult(name, float("inf"), 0.0, n, a, be, float("nan"), False, zr.message,
+                          {**zr.details, "method": method})
+    support = int(np.count_nonzero(pp))
+    if support == 1:
+        msg = f"{name}: PASS: p is a point mass and every one of {n} samples hit it"
+        return TestResult(name, 0.0, 1.0, n, a, be, 0.0, True, msg,
+                          {"method": method, "n_bins": 1, "df": 0})
+    bin_of_token, bin_prob = pool_bins(pp, n, m)
+    B = bin_prob.size
+    if B < 2:
+        raise ValueError(
+            f"samples: n={n} too small: fewer than 2 bins reach min_expected={m:g}; "
+            f"need n >= about {int(np.ceil(2 * m / max(1e-300, 1.0 - pp.max())))}")
+    pos = bin_of_token >= 0
+    obs = np.bincount(bin_of_token[pos], weights=c[pos], minlength=B)
+    exp = n * bin_prob
+    df = B - 1
+    resid = (obs - exp) / np.sqrt(exp)
+    info: dict = {}
+    if method == "pearson":
+        stat = float(np.sum(resid * resid))
+        pval, plain, info = pearson_pvalue(stat, bin_prob, n)
+    else:
+        nz = obs > 0
+        stat = float(2.0 * np.sum(obs[nz] * np.log(obs[nz] / exp[nz])))
+        plain = float(stats.chi2.sf(stat, df))
+        q = 1.0 + (B + 1.0) / (6.0 * n)
+        info = {"williams_q": q}
+        pval = float(stats.chi2.sf(stat / q, df))
+    d = detectable_tv(n, B, a, be)
+    passed = bool(pval >= a)
+    worst = int(np.argmax(np.abs(resid)))
+    details = {
+        "method": method, "df": df, "n_bins": B, "min_expected": m,
+        "min_bin_expected": float(exp.min()), "n_tokens_pooled": int(np.count_nonzero(
+            np.bincount(bin_of_token[pos], minlength=B)[bin_of_token[pos]] > 1)),
+        "p_value_chi2_plain": plain, "worst_bin": worst,
+        "worst_bin_std_residual": float(resid[worst]),
+        "worst_bin_tokens": np.flatnonzero(bin_of_token == worst)[:10].tolist(),
+        "detectable_metric": "TV on the pooled bins (w = 2*TV planning)",
+        **info,
+    }
+    verdict = "PASS" if passed else "FAIL"
+    msg = (f"{name}: {verdict}: {method} stat={stat:.4g} df={df} p={pval:.3g} "
+           f"(alpha={a:.3g}, n={n}, {B} bins); detects binned TV >= {d:.3g} w.p. >= {1 - be:g}")
+    if not passed:
+        msg += f"; worst bin {worst} (tokens {details['worst_bin_tokens'][:5]}) z={resid[worst]:+.2f}"
+    return TestResult(name, stat, pval, n, a, be, d, passed, msg, details)

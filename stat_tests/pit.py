@@ -1,0 +1,113 @@
+"""Randomised probability integral transform (PIT) for token sequences.
+
+For token x emitted from its exact conditional distribution p_t (which may depend on the
+prefix), U_t = F_t(x-) + W_t * p_t(x), W_t ~ U(0,1) independent, where F_t is the CDF of
+p_t under a chosen vocabulary ordering.  Under exactness U_1..U_n are iid U(0,1), so
+continuous uniformity tests (KS) are valid -- unlike KS on raw token ids, which is
+discrete and must never be done.
+
+Ordering matters for power: "id" (token-id order) or "prob" (descending probability,
+ties by id), which puts the head of the distribution at U near 0, so a temperature
+error shows up as a monotone CDF distortion that KS sees well.
+
+For fixed p_t = p and tokens drawn from q, U has density q_x/p_x on token x's interval,
+so TV(law of U, U(0,1)) = TV(q, p) exactly; binning U into B equal cells keeps the
+w >= 2*TV planning of `power` for the binned law.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from ._validate import check_alpha_beta, check_int_array, check_prob_rows
+from .gof import chisquare_gof
+from .result import TestResult
+
+_CHUNK_ELEMS = 4_000_000
+
+
+def pit_values(tokens, probs, rng=None, ordering: str = "id") -> np.ndarray:
+    """Randomised PIT values U (n,) for tokens (n,) under per-token distributions probs (n, V).
+
+    ``rng``: numpy Generator or seed.  Raises ValueError if a token has probability 0
+    (run `zero_probability_check` for that failure mode).
+    """
+    if ordering not in ("id", "prob"):
+        raise ValueError(f"ordering must be 'id' or 'prob', got {ordering!r}")
+    P = check_prob_rows(probs, "probs")
+    n, V = P.shape
+    x = check_int_array(tokens, "tokens", lo=0, hi=V)
+    if x.size != n:
+        raise ValueError(f"tokens has length {x.size} but probs has {n} rows")
+    g = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    w = g.random(n)
+    rows = np.arange(n)
+    px = P[rows, x]
+    zero = np.flatnonzero(px == 0)
+    if zero.size:
+        t = int(zero[0])
+        raise ValueError(f"tokens: token {int(x[t])} at position {t} has probability 0 under probs "
+                         f"({zero.size} such positions); PIT undefined -- this is a hard failure")
+    F = np.empty(n)
+    ids = np.arange(V)
+    step = max(1, _CHUNK_ELEMS // V)
+    for s in range(0, n, step):                     # chunks of rows, vectorised within
+        Pc, xc, pc = P[s:s + step], x[s:s + step, None], px[s:s + step, None]
+        if ordering == "id":
+            before = ids[None, :] < xc
+        else:
+            before = (Pc > pc) | ((Pc == pc) & (ids[None, :] < xc))
+        F[s:s + step] = np.einsum("ij,ij->i", Pc, before)
+    return np.clip(F + w * px, 0.0, 1.0)
+
+
+def pit_uniformity_test(u, alpha=None, *, beta: float = 0.001, method: str = "ks",
+                        bins: int | None = None, min_expected: float = 20.0,
+                        name: str = "pit_uniformity") -> TestResult:
+    """Test that PIT values are iid U(0,1): Kolmogorov-Smirnov ("ks") or equal-cell
+    chi-square ("chisquare", ``bins`` cells, default min(100, n // min_expected)).
+
+    KS: ``detectable_tv`` is NaN (KS bounds Kolmogorov distance, which is <= TV);
+    details['detectable_kolmogorov'] is the distance detected w.p. >= 1 - beta via DKW.
+    Chi-square: ``detectable_tv`` is the TV of the binned law of U.
+    """
+    if alpha is None:
+        raise ValueError("alpha is required")
+    a, be = check_alpha_beta(alpha, beta)
+    uu = np.asarray(u, dtype=np.float64)
+    if uu.ndim != 1:
+        raise ValueError(f"u must be 1-D, got shape {uu.shape}")
+    if not np.all(np.isfinite(uu)):
+        raise ValueError("u contains NaN or infinite values")
+    if uu.size and (uu.min() < 0 or uu.max() > 1):
+        raise ValueError("u must lie in [0, 1]")
+    n = uu.size
+    if method == "ks":
+        if n < 2:
+            raise ValueError(f"u: n={n} too small for KS (need >= 2)")
+        res = stats.kstest(uu, "uniform")
+        crit = float(stats.kstwo.isf(a, n))
+        d = crit + math.sqrt(math.log(2.0 / be) / (2.0 * n))
+        passed = bool(res.pvalue >= a)
+        msg = (f"{name}: {'PASS' if passed else 'FAIL'}: KS D={res.statistic:.4g} p={res.pvalue:.3g} "
+               f"(alpha={a:.3g}, n={n}); detects Kolmogorov distance >= {d:.3g} w.p. >= {1 - be:g}")
+        return TestResult(name, float(res.statistic), float(res.pvalue), n, a, be, float("nan"), passed, msg,
+                          {"method": "ks", "critical_D": crit, "detectable_kolmogorov": d,
+                           "detectable_metric": "Kolmogorov distance of the law of U (<= TV)"})
+    if method != "chisquare":
+        raise ValueError(f"method must be 'ks' or 'chisquare', got {method!r}")
+    if bins is None:
+        bins = int(min(100, n // max(1.0, float(min_expected))))
+    if int(bins) != bins or bins < 2:
+        raise ValueError(f"bins must be an integer >= 2 (u: n={n} may be too small), got {bins!r}")
+    bins = int(bins)
+    if n / bins < min_expected:
+        raise ValueError(f"u: n={n} too small for {bins} bins at min_expected={min_expected:g}")
+    cell = np.minimum((uu * bins).astype(np.int64), bins - 1)
+    r = chisquare_gof(counts=np.bincount(cell, minlength=bins), p=np.full(bins, 1.0 / bins),
+                      alpha=a, beta=be, min_expected=min_expected, name=name)
+    det = dict(r.details, detectable_metric=f"TV of the law of U binned into {bins} equal cells")
+    return TestResult(r.name, r.statistic, r.p_value, r.n, r.alpha, r.beta, r.detectable_tv,
+                      r.passed, r.message, det)
