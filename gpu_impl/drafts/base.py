@@ -1,0 +1,41 @@
+"""The one interface every draft source implements; a new source is one small file implementing it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+from reference.warping import SamplingParams
+
+from ..randomness import Generators
+
+
+class DraftSource(ABC):
+    """Proposes draft tokens together with the (warped) probabilities q they were drawn from.
+
+    Life cycle per generation: `reset(prompt)`, then per round `propose(k)` -> the target verifies ->
+    `accept(...)` tells the source what was emitted so it can roll back / extend its state.
+    Convention: the last prompt token (and later the last emitted token) is "pending": the source has
+    seen it as context but a model source has not fed it to its cache yet.
+    """
+
+    def check_compatible(self, target_model: torch.nn.Module, target_tokenizer=None) -> None:
+        """Raise ValueError if this source cannot draft for `target_model` (e.g. other vocabulary)."""
+
+    @abstractmethod
+    def reset(self, input_ids: torch.Tensor, valid: torch.Tensor | None, vocab_size: int) -> None:
+        """Start from left-padded prompts (B, T); `valid` (B, T) bool marks real tokens (None: all real)."""
+
+    @abstractmethod
+    def propose(
+        self, k: int, sampling: SamplingParams, generators: Generators
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (tokens (B, k') long, probs (B, k', V) float32) with 1 <= k' <= k, tokens[b, i] ~ probs[b, i]."""
+
+    @abstractmethod
+    def accept(self, tokens: torch.Tensor, counts: torch.Tensor, emitted: list[list[int]]) -> None:
+        """The round's outcome: `tokens` (B, k'+1) padded with -1, `counts` (B,), and the same on the host.
+
+        Row b accepted counts[b] - 1 drafts and then emitted one correction/bonus token.
+        """

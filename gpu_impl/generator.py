@@ -1,0 +1,128 @@
+"""Speculative decoding loop: draft proposes k tokens, the target scores all k+1 positions in one forward,
+the on-device sampler verifies, both caches roll back the rejected positions.
+
+Batches are ragged: every row accepts its own number of drafts.  Both caches keep per-row slot masks
+and position ids (see `kv`), so each row computes exactly what it would alone; each row also owns its
+random stream (seed + b), so row b of a batch reproduces a lone run seeded seed + b (up to float
+summation order in batched matmuls).  One host sync per round reads the emitted tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from reference.validation import check_k
+from reference.warping import SamplingParams
+
+from .drafts.base import DraftSource
+from .kv import CachedModel
+from .prompts import TokenCollector, check_limits, check_prompt, row_seeds
+from .randomness import make_generators
+from .sampler import MODES, verify_batch
+from .stats import GenerationResult, SpecStats
+from .vocab import logit_width
+from .warping import warp
+
+
+def next_k(k: int, n_accepted: list[int], k_max: int) -> int:
+    """Adaptive k: grow by one when every row accepted all drafts, shrink by one when none accepted more than half.
+
+    Depends only on past outcomes, so choosing k this way keeps the output law exact.
+    """
+    if all(n >= k for n in n_accepted):
+        return min(k + 1, k_max)
+    if all(2 * n < k for n in n_accepted):
+        return max(k - 1, 1)
+    return k
+
+
+class SpeculativeGenerator:
+    """Exact speculative sampling of `target_model` with proposals from `draft`."""
+
+    def __init__(
+        self,
+        target_model: torch.nn.Module,
+        draft: DraftSource,
+        k: int = 4,
+        sampling: SamplingParams = SamplingParams(),
+        mode: str = "standard",
+        adaptive_k: bool = False,
+        target_tokenizer=None,
+        k_max: int | None = None,
+        precise_timing: bool = False,
+    ):
+        self.k = check_k(k)
+        self.k_max = check_k(k_max if k_max is not None else 2 * self.k, "k_max")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if not isinstance(draft, DraftSource):
+            raise ValueError(f"draft must be a DraftSource, got {type(draft).__name__}")
+        if not isinstance(sampling, SamplingParams):
+            raise ValueError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
+        draft.check_compatible(target_model, target_tokenizer)
+        self.target = CachedModel(target_model.eval())
+        self.vocab_size = logit_width(target_model)
+        self.draft, self.sampling, self.mode, self.adaptive_k = draft, sampling, mode, adaptive_k
+        self.precise_timing = precise_timing  # synchronize CUDA around timed sections (costs overlap)
+
+    def _clock(self) -> float:
+        if self.precise_timing and self.target.device.type == "cuda":
+            torch.cuda.synchronize(self.target.device)
+        return time.perf_counter()
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        seed: int | Sequence[int] = 0,
+        eos_token_id: int | None = None,
+        attention_mask: torch.Tensor | None = None,
+        on_tokens: Callable[[int, list[int]], None] | None = None,
+    ) -> GenerationResult:
+        """New tokens per row (prompt excluded), cut after EOS (inclusive) and at max_new_tokens."""
+        check_limits(max_new_tokens, eos_token_id)
+        start = time.perf_counter()
+        ids, valid = check_prompt(input_ids, attention_mask, self.target.device)
+        batch = ids.shape[0]
+        generators = make_generators(row_seeds(seed, batch), self.target.device)
+        collector = TokenCollector(batch, max_new_tokens, eos_token_id, on_tokens)
+        stats = SpecStats()
+        self.target.calls = 0
+        self.target.reset(batch)
+        if ids.shape[1] > 1:
+            self.target.forward(ids[:, :-1], None if valid is None else valid[:, :-1], last_only=True)
+        t0 = self._clock()
+        self.draft.reset(ids, valid, self.vocab_size)
+        stats.draft_time_s += self._clock() - t0
+        pending, k = ids[:, -1], self.k
+        while not collector.all_done:
+            t0 = self._clock()
+            draft_tokens, draft_probs = self.draft.propose(k, self.sampling, generators)
+            t1 = self._clock()
+            logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
+            tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, self.mode)
+            host = torch.cat([tokens, counts[:, None]], dim=1).tolist()  # the round's one sync
+            t2 = self._clock()
+            emitted = [row[: row[-1]] for row in host]
+            counts_host = [len(row) for row in emitted]
+            proposed = draft_tokens.shape[1]
+            self.target.keep_in_tail(proposed + 1, counts, counts_host)
+            pending = tokens.gather(1, (counts - 1)[:, None]).squeeze(1)
+            self.draft.accept(tokens, counts, emitted)
+            stats.record_round(proposed, [c - 1 for c, done in zip(counts_host, collector.done) if not done])
+            for row, new in enumerate(emitted):
+                collector.add(row, new)
+            if self.adaptive_k:
+                k = next_k(k, [c - 1 for c in counts_host], self.k_max)
+            stats.draft_time_s += (t1 - t0) + (self._clock() - t2)
+            stats.target_time_s += t2 - t1
+        stats.target_calls = self.target.calls
+        stats.draft_calls = getattr(getattr(self.draft, "cached", None), "calls", 0)
+        stats.new_tokens = sum(map(len, collector.sequences))
+        stats.wall_time_s = time.perf_counter() - start
+        stats.finish()
+        return GenerationResult(collector.sequences, stats)

@@ -1,0 +1,74 @@
+"""A causal LM with its own KV cache whose rows may advance by different amounts (ragged batches).
+
+Scheme: cache slots are shared by the batch, but each row has a validity mask over the slots.
+A rejected or padding slot is never removed from one row alone; it is masked out (attention weight
+exactly 0) and later positions of that row get position ids that skip it.  Each row therefore sees
+exactly the keys/values and rotary positions it would see alone, so its logits equal the unbatched
+ones up to float summation order and its law is unchanged.  Trailing slots that are invalid for every
+row are cropped from the cache, so a batch of one never accumulates holes.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+
+class CachedModel:
+    """`model` plus a DynamicCache and a (B, slots) validity mask; `forward` appends, `keep_in_tail` rolls back."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.calls = 0
+
+    def reset(self, batch: int) -> None:
+        """Empty cache for `batch` rows."""
+        self.cache = DynamicCache(config=self.model.config)
+        self.valid = torch.zeros((batch, 0), dtype=torch.bool, device=self.device)
+        self.lengths = torch.zeros(batch, dtype=torch.long, device=self.device)  # valid tokens per row
+        self.has_holes = False  # while False the mask is all ones and attention can use the causal fast path
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor, valid: torch.Tensor | None = None, last_only: bool = False) -> torch.Tensor:
+        """Append `tokens` (B, m) (slots where `valid` is False are holes) and return float32 logits.
+
+        Returns (B, m, V), or (B, 1, V) for the last slot only when `last_only`.
+        """
+        if valid is None:
+            valid = torch.ones_like(tokens, dtype=torch.bool)
+        elif not self.has_holes:
+            self.has_holes = not bool(valid.all())  # one sync, only while no hole has been seen yet
+        positions = (self.lengths[:, None] + valid.long().cumsum(-1) - 1).clamp_min(0)
+        self.valid = torch.cat([self.valid, valid], dim=1)
+        self.lengths = self.lengths + valid.long().sum(-1)
+        mask = self.valid.long() if self.has_holes else None
+        out = self.model(
+            input_ids=tokens,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1 if last_only else 0,
+        )
+        self.calls += 1
+        return out.logits.float()
+
+    def keep_in_tail(self, tail: int, keep: torch.Tensor, keep_host: list[int]) -> None:
+        """Of the last `tail` slots (valid for every row), row b keeps only its first keep[b].
+
+        `keep_host` is the same counts as host ints (the caller already synced them): slots beyond the
+        largest are cropped, and the mask is switched on when rows keep different amounts.
+        """
+        if tail <= 0:
+            return
+        max_keep = min(max(keep_host), tail)
+        drop = torch.arange(tail, device=self.device)[None, :] >= keep[:, None]
+        self.lengths = self.lengths - drop.long().sum(-1)
+        self.valid[:, -tail:] &= ~drop
+        surplus = tail - max_keep
+        if surplus > 0:
+            self.cache.crop(-surplus)  # transformers 5.x: a negative count removes that many tokens
+            self.valid = self.valid[:, :-surplus]
+        if min(keep_host) < max_keep:
+            self.has_holes = True

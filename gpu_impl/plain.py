@@ -1,0 +1,68 @@
+"""Plain (non-speculative) decoding with a KV cache, using the same warping and RNG as the speculative path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from reference.warping import SamplingParams
+
+from .kv import CachedModel
+from .prompts import TokenCollector, check_limits, check_prompt, row_seeds
+from .randomness import make_generators, sample
+from .stats import GenerationResult, SpecStats
+from .warping import warp
+
+
+@torch.inference_mode()
+def generate_plain(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    sampling: SamplingParams = SamplingParams(),
+    seed: int | Sequence[int] = 0,
+    eos_token_id: int | None = None,
+    attention_mask: torch.Tensor | None = None,
+    on_tokens: Callable[[int, list[int]], None] | None = None,
+    check_every: int = 8,
+) -> GenerationResult:
+    """Sample up to `max_new_tokens` per row, one target forward per token.
+
+    Tokens stay on the device; the host reads them every step when streaming, else every
+    `check_every` steps (to notice EOS), so the device is not stalled by a sync per token.
+    """
+    check_limits(max_new_tokens, eos_token_id)
+    if not isinstance(sampling, SamplingParams):
+        raise ValueError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
+    start = time.perf_counter()
+    cached = CachedModel(model)
+    ids, valid = check_prompt(input_ids, attention_mask, cached.device)
+    batch = ids.shape[0]
+    generators = make_generators(row_seeds(seed, batch), cached.device)
+    collector = TokenCollector(batch, max_new_tokens, eos_token_id, on_tokens)
+    stats = SpecStats()
+    every = 1 if on_tokens is not None else max(1, check_every)
+    new = torch.empty((batch, max_new_tokens), dtype=torch.long, device=cached.device)
+    cached.reset(batch)
+    flushed = 0
+    if max_new_tokens:
+        logits = cached.forward(ids, valid, last_only=True)[:, -1]
+    for step in range(max_new_tokens):
+        token = logits.argmax(-1) if sampling.greedy else sample(warp(logits, sampling), generators)
+        new[:, step] = token
+        last = step + 1 == max_new_tokens
+        if last or (eos_token_id is not None or on_tokens is not None) and (step + 1 - flushed) >= every:
+            for row, tokens in enumerate(new[:, flushed : step + 1].tolist()):
+                collector.add(row, tokens)
+            flushed = step + 1
+            if collector.all_done:
+                break
+        logits = cached.forward(token[:, None], None, last_only=True)[:, -1]
+    stats.target_calls = cached.calls
+    stats.new_tokens = sum(map(len, collector.sequences))
+    stats.wall_time_s = stats.target_time_s = time.perf_counter() - start
+    stats.finish()
+    stats.tokens_per_target_call = stats.new_tokens / max(1, batch * cached.calls)
+    return GenerationResult(collector.sequences, stats)
