@@ -1,0 +1,38 @@
+"""Adapters for exactspec's PyTorch implementation (`gpu_impl.sampler.TorchVerifier`).
+
+Factories (zero-argument callables) so that `--impl conformance.adapters.gpu_impl:TorchCUDA` reports
+"unavailable" (a skip with the reason) on a machine without CUDA instead of failing at import.
+"""
+
+from conformance.harness import ImplUnavailable
+
+
+def _verifier(device: str, mode: str = "standard", dtype: str = "float32"):
+    try:
+        import torch
+
+        from gpu_impl.sampler import TorchVerifier
+    except ImportError as error:  # pragma: no cover - depends on the checkout
+        raise ImplUnavailable(f"gpu_impl.sampler.TorchVerifier cannot be imported: {error}") from error
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ImplUnavailable("torch.cuda.is_available() is False: no CUDA device to certify on")
+    return TorchVerifier(device=device, mode=mode, dtype=getattr(torch, dtype))
+
+
+def TorchCPU():
+    """gpu_impl standard rule on the CPU (float32 arithmetic, the production dtype)."""
+    return _verifier("cpu")
+
+
+def TorchCUDA():
+    """gpu_impl standard rule on the first CUDA device (skipped when there is none)."""
+    return _verifier("cuda")
+
+
+def TorchCPUFloat64():
+    return _verifier("cpu", dtype="float64")
+
+
+def TorchCPUSamplerMatch():
+    """gpu_impl's sampler-match mode: exact, but accepts less than the standard rule."""
+    return _verifier("cpu", mode="sampler_match")

@@ -1,0 +1,203 @@
+"""The checks. Every one takes the outcome of rounds (`harness.Rounds`) and returns a `CheckRecord`
+wrapping a `stat_tests.TestResult` (n, alpha, p-value, detectable TV), tagged with its category:
+
+- ``contract``   hard: output type/shape/length, determinism for a fixed seed (false-fail rate 0);
+- ``invariant``  hard: emitted prefix equals the draft prefix, no token of target probability 0,
+                 also under an adversarial Generator (false-fail rate 0);
+- ``exactness``  statistical: tokens at each position j (given N >= j) ~ p_j, p-only binning; the
+                 whole emitted tuple against `reference.round_distribution` when enumerable;
+- ``efficiency`` statistical: the law of N (tokens per round) against the standard rule's exact law.
+
+The pytest suite and `exactspec certify` call these same functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stat_tests import TestResult, chisquare_gof, tokens_per_round_test, zero_probability_check
+from stat_tests.binning import pool_bins
+
+from conformance.cases import Case
+from conformance.harness import Rounds
+from conformance.profiles import Profile
+
+CATEGORIES = ("contract", "invariant", "exactness", "efficiency")
+
+
+@dataclass
+class CheckRecord:
+    impl: str
+    case: str
+    check: str
+    category: str
+    result: TestResult
+    plot: dict = field(default_factory=dict)  # observed/expected per bin, for the report
+
+    @property
+    def passed(self) -> bool:
+        return self.result.passed
+
+    def to_dict(self) -> dict:
+        d = self.result.to_dict()
+        d.update({"impl": self.impl, "case": self.case, "check": self.check, "category": self.category})
+        return d
+
+
+def _hard(name: str, n: int, passed: bool, message: str, details: dict | None = None) -> TestResult:
+    return TestResult(name, 0.0 if passed else 1.0, 1.0 if passed else 0.0, int(n), 0.0, 0.0, float("nan"),
+                      bool(passed), message, details or {})
+
+
+def hard_failure(impl: str, case: str, check: str, category: str, message: str) -> CheckRecord:
+    return CheckRecord(impl, case, check, category, _hard(check, 0, False, message))
+
+
+def invariant_check(impl: str, rounds: Rounds, label: str = "invariants") -> CheckRecord:
+    """Emitted prefix == draft prefix; every emitted token has target probability > 0 at its position."""
+    case, tok, cnt, x = rounds.case, rounds.tokens, rounds.counts, rounds.drafts
+    k = case.k
+    problems = []
+    pos = np.arange(k)[None, :]
+    accepted = pos < (cnt[:, None] - 1)
+    mismatch = accepted & (tok[:, :k] != x)
+    if mismatch.any():
+        r, j = map(int, np.argwhere(mismatch)[0])
+        problems.append(f"{int(mismatch.any(axis=1).sum())} rounds emit a prefix that is not the draft prefix "
+                        f"(first: round {r}, position {j + 1}: emitted {tok[r, : cnt[r]].tolist()}, drafts {x[r].tolist()})")
+    emitted = np.arange(k + 1)[None, :] < cnt[:, None]
+    safe = np.where(emitted, tok, 0)
+    p_at = case.target_probs[np.arange(k + 1)[None, :], safe]
+    zero = emitted & (p_at <= 0)
+    if zero.any():
+        r, j = map(int, np.argwhere(zero)[0])
+        problems.append(f"{int(zero.any(axis=1).sum())} rounds emit a token of target probability 0 (first: round {r}, "
+                        f"position {j + 1}, token {int(tok[r, j])}, p_{j + 1}={case.target_probs[j, tok[r, j]]!r}; "
+                        f"emitted {tok[r, : cnt[r]].tolist()}, drafts {x[r].tolist()})")
+    ok = not problems
+    msg = (f"{label}: PASS: {rounds.n} rounds, emitted prefix == draft prefix and no p=0 token" if ok
+           else f"{label}: FAIL: " + "; ".join(problems))
+    return CheckRecord(impl, case.name, label, "invariant", _hard(label, rounds.n, ok, msg))
+
+
+def determinism_check(impl: str, a: Rounds, b: Rounds) -> CheckRecord:
+    same = np.array_equal(a.tokens, b.tokens) and np.array_equal(a.counts, b.counts)
+    if same:
+        msg = f"determinism: PASS: {a.n} rounds repeated with the same seed give identical output"
+    else:
+        r = int(np.flatnonzero((a.tokens != b.tokens).any(axis=1))[0])
+        msg = (f"determinism: FAIL: same seed, different output (round {r}: {a.tokens[r, : a.counts[r]].tolist()} vs "
+               f"{b.tokens[r, : b.counts[r]].tolist()}); the rng argument must be the only source of randomness")
+    return CheckRecord(impl, a.case.name, "determinism", "contract", _hard("determinism", a.n, same, msg))
+
+
+def _plot_data(counts: np.ndarray, law: np.ndarray, min_expected: float, labels=None) -> dict:
+    """Observed vs expected counts on the test's own (p-only) bins, at most 40 largest bins."""
+    n = counts.sum()
+    if n == 0:
+        return {}
+    bins, bin_prob = pool_bins(law, float(n), min_expected)
+    pos = bins >= 0
+    obs = np.bincount(bins[pos], weights=counts[pos], minlength=bin_prob.size)
+    order = np.argsort(-bin_prob, kind="stable")[:40]
+    return {"observed": obs[order].tolist(), "expected": (n * bin_prob[order]).tolist(),
+            "zero_prob_observed": int(counts[~pos].sum())}
+
+
+def _gof(name: str, counts: np.ndarray, law: np.ndarray, alpha: float, profile: Profile) -> tuple[TestResult, dict]:
+    n = int(counts.sum())
+    me = profile.min_expected(n)
+    try:
+        res = chisquare_gof(counts=counts, p=law, alpha=alpha, beta=profile.beta, min_expected=me, name=name)
+    except ValueError as error:
+        # Too few samples for two bins: keep the (exact, zero-false-fail) hard zero check only.
+        zr = zero_probability_check(counts=counts, p=law, beta=profile.beta, name=name)
+        res = TestResult(name, zr.statistic, zr.p_value, n, alpha if zr.passed else 0.0, profile.beta, float("nan"),
+                         zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
+    return res, _plot_data(counts, law, me)
+
+
+def position_checks(impl: str, rounds: Rounds, alpha: float, profile: Profile) -> list[CheckRecord]:
+    """For j = 1..k+1: the token at position j, over rounds that emit >= j tokens, has law p_j."""
+    case = rounds.case
+    out = []
+    for j in range(1, case.k + 2):
+        sel = rounds.counts >= j
+        name = f"position_{j}"
+        law = case.target_probs[j - 1]
+        if not sel.any():
+            res = TestResult(name, 0.0, 1.0, 0, 0.0, profile.beta, float("nan"), True,
+                             f"{name}: no round reached position {j}: nothing to test", {"skipped": True})
+            out.append(CheckRecord(impl, case.name, name, "exactness", res))
+            continue
+        counts = np.bincount(rounds.tokens[sel, j - 1], minlength=case.V)
+        res, plot = _gof(name, counts, law, alpha, profile)
+        out.append(CheckRecord(impl, case.name, name, "exactness", res, plot))
+    return out
+
+
+def _encode(tokens: np.ndarray, V: int) -> np.ndarray:
+    """Tuples padded with -1 -> int64 codes (base V+1 digits, -1 -> 0)."""
+    base = np.int64(V + 1)
+    code = np.zeros(tokens.shape[0], dtype=np.int64)
+    for j in range(tokens.shape[1] - 1, -1, -1):
+        code = code * base + (tokens[:, j] + 1)
+    return code
+
+
+def tuple_law_check(impl: str, rounds: Rounds, alpha: float, profile: Profile) -> CheckRecord:
+    """The whole emitted tuple against `reference.round_distribution` (small V, k)."""
+    case = rounds.case
+    tuples, probs = case.tuple_law
+    padded = np.full((len(tuples), case.k + 1), -1, dtype=np.int64)
+    for i, t in enumerate(tuples):
+        padded[i, : len(t)] = t
+    codes = _encode(padded, case.V)
+    order = np.argsort(codes)
+    codes, probs_sorted = codes[order], probs[order]
+    obs = _encode(rounds.tokens, case.V)
+    idx = np.searchsorted(codes, obs)
+    idx_c = np.minimum(idx, codes.size - 1)
+    known = codes[idx_c] == obs
+    law = np.append(probs_sorted, 0.0)  # last category: any tuple of probability 0 under the rule
+    law = law / law.sum()
+    cats = np.where(known, idx_c, codes.size)
+    counts = np.bincount(cats, minlength=law.size)
+    res, plot = _gof("tuple_law", counts, law, alpha, profile)
+    if not known.all():
+        r = int(np.flatnonzero(~known)[0])
+        res = TestResult(res.name, res.statistic, 0.0, res.n, res.alpha, res.beta, res.detectable_tv, False,
+                         f"tuple_law: FAIL: {int((~known).sum())} of {rounds.n} rounds emit a tuple the standard rule "
+                         f"never emits (probability 0), e.g. {rounds.tokens[r, : rounds.counts[r]].tolist()} with drafts "
+                         f"{rounds.drafts[r].tolist()}", res.details)
+    return CheckRecord(impl, case.name, "tuple_law", "exactness", res, plot)
+
+
+def count_law_check(impl: str, rounds: Rounds, alpha: float, profile: Profile) -> CheckRecord:
+    """Tokens per round N against the standard rule's exact law (efficiency, not exactness)."""
+    case = rounds.case
+    law = case.count_law.copy()
+    law[law < 1e-12] = 0.0  # alpha_i = 1 up to rounding: the exact law puts no mass there
+    law /= law.sum()
+    n = rounds.n
+    me = profile.min_expected(n)
+    try:
+        res = tokens_per_round_test(rounds.counts, law, alpha, beta=profile.beta, min_expected=me,
+                                    name="tokens_per_round")
+    except ValueError as error:
+        c = np.bincount(rounds.counts - 1, minlength=law.size)
+        zr = zero_probability_check(counts=c, p=law, beta=profile.beta, name="tokens_per_round")
+        res = TestResult("tokens_per_round", zr.statistic, zr.p_value, n, alpha if zr.passed else 0.0, profile.beta,
+                         float("nan"), zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
+    mean_obs = float(rounds.counts.mean())
+    mean_exp = float((np.arange(1, case.k + 2) * law).sum())
+    details = dict(res.details)
+    details.update({"mean_tokens_observed": mean_obs, "mean_tokens_standard_rule": mean_exp,
+                    "acceptance_rates": case.alphas.tolist()})
+    res = TestResult(res.name, res.statistic, res.p_value, res.n, res.alpha, res.beta, res.detectable_tv,
+                     res.passed, res.message + f"; mean N {mean_obs:.4f} vs standard rule {mean_exp:.4f}", details)
+    plot = _plot_data(np.bincount(rounds.counts - 1, minlength=law.size), law, me)
+    plot["labels"] = [f"N={i}" for i in range(1, case.k + 2)]
+    return CheckRecord(impl, case.name, "tokens_per_round", "efficiency", res, plot)

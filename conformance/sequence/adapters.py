@@ -1,0 +1,203 @@
+"""Generation-level adapters (see CONTRACT.md): exactspec's own generator and transformers' two sampled
+speculative paths, each exposing
+
+    generate(target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]
+
+and, where the implementation batches, ``generate_batch(target, draft, prompts, max_new_tokens, k, sampling,
+seed) -> list[list[int]]``. EOS is ``target.generation_config.eos_token_id`` (None = none). An adapter
+raises ``Unsupported`` for a configuration its implementation cannot express (the suite records it).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Sequence
+
+import torch
+
+from conformance.sequence.models import eos_of
+from conformance.sequence.reference_loop import ReferenceLoop
+from reference.warping import SamplingParams
+
+
+class Unsupported(Exception):
+    """The adapter cannot run this configuration (recorded as 'unsupported', not as a failure)."""
+
+
+# ------------------------------------------------------------------------------------------------------
+# exactspec's PyTorch generator
+# ------------------------------------------------------------------------------------------------------
+
+
+class GpuImplAdapter:
+    """`gpu_impl.SpeculativeGenerator` with a `ModelDraft` (or `PromptLookupDraft` when draft_kind='lookup')."""
+
+    def __init__(self, draft_kind: str = "model", mode: str = "standard") -> None:
+        self.draft_kind, self.mode = draft_kind, mode
+        self.name = "gpu_impl" if draft_kind == "model" else f"gpu_impl-{draft_kind}"
+        if mode != "standard":
+            self.name += f"-{mode}"
+        self.description = f"gpu_impl.SpeculativeGenerator (draft={draft_kind}, mode={mode})"
+
+    def _generator(self, target: Any, draft: Any, k: int, sampling: SamplingParams):
+        from gpu_impl import SpeculativeGenerator
+
+        if self.draft_kind == "lookup":
+            from gpu_impl.drafts import PromptLookupDraft
+
+            source = PromptLookupDraft()
+        else:
+            from gpu_impl.drafts import ModelDraft
+
+            source = ModelDraft(draft)
+        return SpeculativeGenerator(target, source, k=k, sampling=sampling, mode=self.mode)
+
+    def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
+        return self.generate_batch(target, draft, [prompt_ids], max_new_tokens, k, sampling, seed)[0]
+
+    def generate_batch(self, target, draft, prompts, max_new_tokens, k, sampling, seed) -> list[list[int]]:
+        generator = self._generator(target, draft, k, sampling)
+        ids = torch.tensor([list(p) for p in prompts], dtype=torch.long)
+        result = generator.generate(ids, max_new_tokens, seed=seed, eos_token_id=eos_of(target))
+        return [list(map(int, s)) for s in result.sequences]
+
+
+# ------------------------------------------------------------------------------------------------------
+# transformers
+# ------------------------------------------------------------------------------------------------------
+
+
+def hf_sampling_kwargs(sampling: SamplingParams) -> dict:
+    """SamplingParams -> transformers generate() keywords with the same warping (every warper explicit, so
+    the model's generation_config defaults, e.g. top_k = 50, cannot leak in)."""
+    if sampling.greedy:
+        return {"do_sample": False, "temperature": None, "top_k": None, "top_p": None, "min_p": None}
+    return {
+        "do_sample": True,
+        "temperature": float(sampling.temperature),
+        "top_k": int(sampling.top_k) if sampling.top_k is not None else 0,
+        "top_p": float(sampling.top_p),
+        "min_p": float(sampling.min_p) if sampling.min_p > 0 else None,
+    }
+
+
+@contextmanager
+def _assistant_config(draft: Any, k: int):
+    """Constant draft length k on the assistant's generation_config, restored afterwards."""
+    config = draft.generation_config
+    names = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+    saved = {n: getattr(config, n, None) for n in names}
+    config.num_assistant_tokens = k
+    config.num_assistant_tokens_schedule = "constant"
+    config.assistant_confidence_threshold = 0.0
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            setattr(config, n, v)
+
+
+class _HFBase:
+    def _run(self, target, prompt_ids, max_new_tokens, sampling, seed, **extra) -> list[int]:
+        ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
+        torch.manual_seed(seed)
+        eos = eos_of(target)
+        out = target.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=0,
+            eos_token_id=eos,
+            pad_token_id=target.generation_config.pad_token_id if target.generation_config.pad_token_id is not None else 0,
+            repetition_penalty=None,
+            **hf_sampling_kwargs(sampling),
+            **extra,
+        )
+        return [int(t) for t in out[0, ids.shape[1]:].tolist()]
+
+
+class HFAssistedAdapter(_HFBase):
+    """transformers ``generate(assistant_model=draft, do_sample=True, ...)`` (speculative sampling, batch 1)."""
+
+    name = "transformers-assisted"
+
+    def __init__(self) -> None:
+        import transformers
+
+        self.description = f"transformers {transformers.__version__} generate(assistant_model=draft), constant k"
+
+    def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
+        with _assistant_config(draft, k):
+            return self._run(target, prompt_ids, max_new_tokens, sampling, seed, assistant_model=draft)
+
+
+class HFPromptLookupAdapter(_HFBase):
+    """transformers ``generate(prompt_lookup_num_tokens=k, do_sample=True, ...)`` (draft model unused)."""
+
+    name = "transformers-prompt-lookup"
+
+    def __init__(self) -> None:
+        import transformers
+
+        self.description = f"transformers {transformers.__version__} generate(prompt_lookup_num_tokens=k)"
+
+    def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
+        return self._run(target, prompt_ids, max_new_tokens, sampling, seed, prompt_lookup_num_tokens=k)
+
+
+class HFPlainAdapter(_HFBase):
+    """transformers plain ``generate(do_sample=True)`` -- not speculative; a control for the suite itself."""
+
+    name = "transformers-plain"
+    description = "transformers generate() without speculation (control)"
+
+    def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
+        return self._run(target, prompt_ids, max_new_tokens, sampling, seed)
+
+
+# ------------------------------------------------------------------------------------------------------
+# registry
+# ------------------------------------------------------------------------------------------------------
+
+BUILTIN = {
+    "reference": ReferenceLoop,
+    "reference_loop": ReferenceLoop,
+    "gpu_impl": GpuImplAdapter,
+    "gpu_impl-lookup": lambda: GpuImplAdapter("lookup"),
+    "transformers-assisted": HFAssistedAdapter,
+    "hf-assisted": HFAssistedAdapter,
+    "transformers-prompt-lookup": HFPromptLookupAdapter,
+    "hf-prompt-lookup": HFPromptLookupAdapter,
+    "transformers-plain": HFPlainAdapter,
+}
+
+
+def load_adapter(spec: Any) -> Any:
+    """An adapter object from a builtin name, 'MODULE:NAME' (class, factory or instance), or an object.
+
+    Returns None when the object offers no ``generate`` (e.g. a rule-level ``verify`` adapter)."""
+    if spec is None:
+        return None
+    obj = spec
+    if isinstance(spec, str):
+        if spec in BUILTIN:
+            obj = BUILTIN[spec]
+        elif ":" in spec:
+            import importlib
+
+            module_name, _, attr = spec.partition(":")
+            obj = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        else:
+            raise ValueError(f"unknown adapter {spec!r}: use MODULE:NAME or one of {sorted(BUILTIN)}")
+    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "generate")):
+        try:
+            obj = obj()
+        except TypeError:
+            return None
+    return obj if callable(getattr(obj, "generate", None)) else None
+
+
+def adapter_name(adapter: Any) -> str:
+    return str(getattr(adapter, "name", type(adapter).__name__))

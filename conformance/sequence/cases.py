@@ -1,0 +1,98 @@
+"""The sequence-level cases and profiles.
+
+Levels: ``exact`` (tiny V = 6 models, whole-sequence law enumerated), ``pit`` (any vocabulary: randomized
+PIT of every generated token under the teacher-forced target law, two vocabulary orderings), ``greedy``
+(temperature 0: token-for-token equality with plain greedy decoding of the target).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reference.warping import SamplingParams
+
+PROMPT_A = (0, 2, 3, 4, 2, 3, 4, 2, 3)  # repeated n-grams, so prompt lookup finds drafts
+PROMPT_B = (5, 1, 4, 1, 5, 2, 4, 1, 5)
+PIT_PROMPT = (3, 17, 42, 3, 17, 42, 9, 3, 17)
+TINY_EOS = 1
+PIT_EOS = 5
+REAL_PROMPT_TEXT = (
+    "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. "
+    "Once upon a time, in a small village by the sea, there lived"
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    level: str  # "exact" | "pit" | "greedy"
+    sampling: SamplingParams
+    k: int
+    max_new_tokens: int
+    models: str = "tiny"  # "tiny" (V=6) | "pit" (V=64) | "real" (SmolLM2-135M)
+    eos: int | None = None
+    batch: int = 1
+    what: str = ""
+    ks: tuple[int, ...] = ()  # greedy cases: every k in ks
+    prompts: tuple[tuple[int, ...], ...] = field(default=(PROMPT_A,))
+
+    def params(self) -> dict:
+        s = self.sampling
+        return {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
+                "k": list(self.ks) if self.ks else self.k, "max_new_tokens": self.max_new_tokens,
+                "models": self.models, "eos_token_id": self.eos, "batch": self.batch}
+
+
+SP = SamplingParams
+
+CASES: list[Case] = [
+    Case("t1.0_k2", "exact", SP(1.0), 2, 3, what="temperature 1"),
+    Case("t0.7_k3", "exact", SP(0.7), 3, 3, what="temperature 0.7"),
+    Case("t0.3_k2", "exact", SP(0.3), 2, 3, what="temperature 0.3 (peaked)"),
+    Case("t1.5_k4", "exact", SP(1.5), 4, 3, what="temperature 1.5 (flat)"),
+    Case("topk3_k3", "exact", SP(1.0, top_k=3), 3, 3, what="top-k 3"),
+    Case("topp0.8_k3", "exact", SP(1.0, top_p=0.8), 3, 3, what="top-p 0.8"),
+    Case("minp0.2_k2", "exact", SP(1.0, min_p=0.2), 2, 3, what="min-p 0.2"),
+    Case("combo_t0.8_k4_p0.9_m0.05_k3", "exact", SP(0.8, top_k=4, top_p=0.9, min_p=0.05), 3, 3,
+         what="temperature + top-k + top-p + min-p"),
+    Case("eos_k4_n4", "exact", SP(1.0), 4, 4, eos=TINY_EOS, what="EOS inside drafts (EOS = token 1)"),
+    Case("k1_n3", "exact", SP(1.0), 1, 3, what="k = 1"),
+    Case("k8_n4", "exact", SP(0.9), 8, 4, what="k = 8 > max_new_tokens: the limit falls inside a draft"),
+    Case("batch2_k3", "exact", SP(1.0), 3, 3, batch=2, prompts=(PROMPT_A, PROMPT_B),
+         what="batch of 2 rows with different prompts (generate_batch)"),
+    Case("pit_t1.0_k4", "pit", SP(1.0), 4, 12, models="pit", prompts=(PIT_PROMPT,), what="V = 64, PIT"),
+    Case("pit_t0.7_topk20_eos_k5", "pit", SP(0.7, top_k=20), 5, 12, models="pit", eos=PIT_EOS,
+         prompts=(PIT_PROMPT,), what="V = 64, temperature 0.7 + top-k 20, EOS = token 5, PIT"),
+    Case("greedy_tiny", "greedy", SP(0.0), 0, 6, ks=(1, 3, 8), prompts=(PROMPT_A, PROMPT_B),
+         what="greedy == plain greedy, V = 6"),
+    Case("greedy_v64", "greedy", SP(0.0), 0, 12, models="pit", ks=(1, 4, 8), prompts=(PIT_PROMPT,),
+         what="greedy == plain greedy, V = 64"),
+]
+
+REAL_CASES: list[Case] = [
+    Case("real_pit_t0.7_k4", "pit", SP(0.7), 4, 24, models="real", prompts=(),
+         what="SmolLM2-135M, temperature 0.7, PIT"),
+    Case("real_pit_t1.0_topk50_k3", "pit", SP(1.0, top_k=50), 3, 24, models="real", prompts=(),
+         what="SmolLM2-135M, top-k 50, PIT"),
+    Case("real_greedy", "greedy", SP(0.0), 0, 16, models="real", ks=(4,), prompts=(),
+         what="SmolLM2-135M greedy == plain greedy"),
+]
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    total_false_fail: float  # family-wise false-fail rate of one whole run (Bonferroni over checks)
+    beta: float  # per-check false-pass rate at the stated detectable deviation
+    target_tv: float  # exact level: plan n to detect this binned TV on the whole-sequence check
+    max_sequences: int  # exact level: cap on n
+    pit_sequences: int  # PIT level (tiny pair): sequences per case
+    real_sequences: int  # PIT level (real model): sequences per case
+    greedy_prompts: int  # greedy cases: prompts used (cycled)
+
+
+PROFILES = {
+    "quick": Profile("quick", 1e-3, 1e-3, 0.10, 1200, 150, 30, 2),
+    "standard": Profile("standard", 1e-4, 1e-3, 0.06, 4000, 500, 60, 4),
+    "full": Profile("full", 1e-5, 1e-3, 0.03, 20000, 3000, 200, 8),
+}

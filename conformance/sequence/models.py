@@ -1,0 +1,126 @@
+"""Models the sequence-level suite supplies, and teacher forcing with the oracle's warping.
+
+* :func:`tiny_pair` -- a target/draft pair of 1-layer random ``LlamaForCausalLM`` with a small vocabulary
+  (default V = 6), fixed seeds, the LM head scaled so the next-token laws are spread but far from uniform.
+  Small enough that the whole law over sequences of length <= 4 is enumerated exactly.
+* :func:`pit_pair` -- a wider random pair (default V = 64) for the PIT level.
+* :func:`real_pair` -- SmolLM2-135M (``gpu_impl.models.load_default_model``) as target and a layer-truncated
+  copy of it (the first few decoder layers, same embeddings and head: a self-speculative draft) as draft.
+* :func:`target_rows` -- the target's warped conditional distribution for every generated position, by
+  one forward over prompt + generated tokens (teacher forcing), warped by ``reference.warping``.
+
+Every model returned has ``generation_config.eos_token_id`` set to what the suite wants (None = no EOS):
+adapters must stop after the first token equal to it (see CONTRACT.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from functools import lru_cache
+from typing import Any, Sequence
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np
+import torch
+
+from reference.warping import SamplingParams
+
+TINY_VOCAB = 6
+PIT_VOCAB = 64
+
+
+def set_eos(model: Any, eos_token_id: int | None) -> Any:
+    """Set the EOS the adapters must honour (generation_config and config), and a pad id so HF does not warn."""
+    model.generation_config.eos_token_id = eos_token_id
+    model.config.eos_token_id = eos_token_id
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = 0
+    return model
+
+
+def eos_of(model: Any) -> int | None:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(eos, (list, tuple)):
+        eos = eos[0] if eos else None
+    return None if eos is None else int(eos)
+
+
+def _tiny(vocab: int, hidden: int, layers: int, seed: int, head_scale: float) -> Any:
+    from gpu_impl.models import tiny_llama
+
+    model = tiny_llama(vocab_size=vocab, hidden_size=hidden, n_layers=layers, seed=seed, n_heads=2, n_kv_heads=1)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(head_scale)
+    return set_eos(model, None)
+
+
+@lru_cache(maxsize=None)
+def _tiny_pair_cached(vocab: int, seed: int, noise: float = 0.06) -> tuple[Any, Any]:
+    """Target: 2-layer random Llama, LM head scaled by 0.6; draft: the target with every weight perturbed
+    by Gaussian noise (std = 3 * noise * mean |w|), so per-token acceptance is high but far from 1."""
+    target = _tiny(vocab, 16, 2, seed, 0.6)
+    draft = copy.deepcopy(target)
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for param in draft.parameters():
+            param.add_(3 * noise * param.abs().mean() * torch.randn(param.shape, generator=generator))
+    return target, draft
+
+
+def tiny_pair(vocab: int = TINY_VOCAB, seed: int = 14, eos_token_id: int | None = None) -> tuple[Any, Any]:
+    """(target, draft) tiny random Llamas (V = `vocab`), EOS set as asked; shallow copies share the weights."""
+    target, draft = _tiny_pair_cached(vocab, seed)
+    target, draft = copy.copy(target), copy.copy(draft)
+    target.generation_config = copy.deepcopy(target.generation_config)
+    draft.generation_config = copy.deepcopy(draft.generation_config)
+    target.config = copy.deepcopy(target.config)
+    draft.config = copy.deepcopy(draft.config)
+    return set_eos(target, eos_token_id), set_eos(draft, eos_token_id)
+
+
+def pit_pair(vocab: int = PIT_VOCAB, seed: int = 14, eos_token_id: int | None = None) -> tuple[Any, Any]:
+    """(target, draft) random Llamas with a wider vocabulary, for the PIT level."""
+    return tiny_pair(vocab, seed, eos_token_id)
+
+
+_REAL: dict[str, Any] = {}
+
+
+def real_pair(draft_layers: int = 6) -> tuple[Any, Any, Any]:
+    """(target, draft, tokenizer): SmolLM2-135M and its first `draft_layers` decoder layers as a draft.
+
+    Raises ``gpu_impl.models.ModelNotAvailableError`` when the model package is not installed.
+    """
+    if "pair" not in _REAL:
+        from gpu_impl.models import load_default_model
+
+        target, tokenizer = load_default_model()
+        draft = copy.deepcopy(target)
+        draft.model.layers = draft.model.layers[:draft_layers]
+        draft.config.num_hidden_layers = draft_layers
+        if hasattr(draft.config, "layer_types") and draft.config.layer_types is not None:
+            draft.config.layer_types = draft.config.layer_types[:draft_layers]
+        draft.eval()
+        _REAL["pair"] = (target, draft, tokenizer)
+    target, draft, tokenizer = _REAL["pair"]
+    return set_eos(target, None), set_eos(draft, None), tokenizer
+
+
+@torch.no_grad()
+def last_logits(model: Any, prefixes: Sequence[Sequence[int]]) -> np.ndarray:
+    """Float64 logits of the next token after each prefix (all prefixes the same length), shape (N, V)."""
+    ids = torch.tensor([list(p) for p in prefixes], dtype=torch.long)
+    return model(input_ids=ids).logits[:, -1, :].double().numpy()
+
+
+@torch.no_grad()
+def target_rows(target: Any, prompt: Sequence[int], generated: Sequence[int], sampling: SamplingParams) -> np.ndarray:
+    """Warped target distributions (len(generated), V) for each generated position, by teacher forcing."""
+    if len(generated) == 0:
+        return np.zeros((0, int(target.config.vocab_size)))
+    ids = torch.tensor([list(prompt) + list(generated[:-1])], dtype=torch.long)
+    logits = target(input_ids=ids).logits[0, len(prompt) - 1 :, :].double().numpy()
+    return sampling.warp(logits)
