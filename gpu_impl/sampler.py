@@ -143,7 +143,7 @@ class TorchVerifier:
             q_x = np.take_along_axis(draft, tokens[..., None], axis=-1)
             if (q_x <= 0).any():
                 raise ValueError("draft_probs gives probability 0 to a drafted token (x ~ q makes that impossible)")
-        as_tensor = lambda a, dt: torch.as_tensor(a, dtype=dt, device=self.device)
+        as_tensor = lambda a, dt: torch.tensor(a, dtype=dt, device=self.device)  # copies (inputs may be views)
         if not batched:
             target, draft, tokens = target[None], draft[None], tokens[None]
         return as_tensor(target, self.dtype), as_tensor(draft, self.dtype), as_tensor(tokens, torch.long)

@@ -1,0 +1,206 @@
+"""On-device verifier: edge cases of the rule, modes, shapes, ValueErrors, and a chi-square on the first token."""
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from gpu_impl.randomness import make_generators
+from gpu_impl.sampler import TorchVerifier, verify_batch
+
+ALPHA = 1e-3  # chi-square level for the fixed-seed statistical checks
+
+
+def random_probs(gen, *shape, sparsity=0.0):
+    w = torch.rand(*shape, generator=gen)
+    if sparsity:
+        w = w * (torch.rand(*shape, generator=gen) >= sparsity)
+        w[..., 0] += (w.sum(-1) == 0).float()  # never an all-zero row
+    return w / w.sum(-1, keepdim=True)
+
+
+def draft_from(q, gen):
+    return torch.multinomial(q.reshape(-1, q.shape[-1]), 1, generator=gen).reshape(q.shape[:-1])
+
+
+def test_output_layout():
+    g = torch.Generator().manual_seed(0)
+    p, q = random_probs(g, 64, 5, 10), random_probs(g, 64, 4, 10)
+    x = draft_from(q, g)
+    tokens, counts = verify_batch(p, q, x, g)
+    assert tokens.shape == (64, 5) and tokens.dtype == torch.long and counts.dtype == torch.long
+    for row, n in zip(tokens.tolist(), counts.tolist()):
+        assert 1 <= n <= 5 and all(t >= 0 for t in row[:n]) and all(t == -1 for t in row[n:])
+    n = counts - 1
+    accepted = torch.arange(4)[None] < n[:, None]
+    assert torch.equal(tokens[:, :4][accepted], x[accepted])
+
+
+def test_p_equal_q_never_rejects():
+    g = torch.Generator().manual_seed(1)
+    q = random_probs(g, 2000, 3, 7)
+    p = torch.cat([q, random_probs(g, 2000, 1, 7)], dim=1)
+    tokens, counts = verify_batch(p, q, draft_from(q, g), g)
+    assert counts.eq(4).all()
+
+
+def test_disjoint_supports_always_reject_and_emit_from_p():
+    p = torch.zeros(500, 3, 8)
+    p[..., :4] = 0.25
+    q = torch.zeros(500, 2, 8)
+    q[..., 4:] = 0.25
+    g = torch.Generator().manual_seed(2)
+    tokens, counts = verify_batch(p, q, draft_from(q, g), g)
+    assert counts.eq(1).all() and tokens[:, 0].lt(4).all()
+    assert set(tokens[:, 0].tolist()) == {0, 1, 2, 3}
+
+
+def test_one_hot_rows():
+    p = torch.nn.functional.one_hot(torch.tensor([[3, 5, 1]]), 8).float()
+    q = torch.nn.functional.one_hot(torch.tensor([[3, 2]]), 8).float()
+    tokens, counts = verify_batch(p, q, torch.tensor([[3, 2]]), torch.Generator().manual_seed(0))
+    assert tokens.tolist() == [[3, 5, -1]] and counts.tolist() == [2]
+    tokens, counts = verify_batch(p, p[:, :2], torch.tensor([[3, 5]]), torch.Generator().manual_seed(0))
+    assert tokens.tolist() == [[3, 5, 1]] and counts.tolist() == [3]
+
+
+def test_never_emits_a_zero_probability_token():
+    g = torch.Generator().manual_seed(3)
+    p = random_probs(g, 3000, 4, 16, sparsity=0.7)
+    q = random_probs(g, 3000, 3, 16, sparsity=0.5)
+    x = draft_from(q, g)
+    tokens, counts = verify_batch(p, q, x, g)
+    rows = torch.arange(4)[None].expand(3000, -1)
+    emitted = tokens >= 0
+    p_of_emitted = p.gather(-1, tokens.clamp_min(0)[..., None]).squeeze(-1)
+    assert (p_of_emitted[emitted] > 0).all()
+    assert rows.shape == tokens.shape
+
+
+def test_tiny_probabilities_and_large_vocab():
+    vocab, k = 32768, 8
+    g = torch.Generator().manual_seed(4)
+    p = torch.zeros((4, k + 1, vocab))
+    p[..., : vocab // 2] = 1e-12  # half the vocabulary at 1e-12, the other half exactly 0
+    p[..., 7] = 1 - 1e-12 * (vocab // 2 - 1)
+    q = random_probs(g, 4, k, vocab)
+    tokens, counts = verify_batch(p, q, draft_from(q, g), g)
+    emitted = tokens >= 0
+    assert (p.gather(-1, tokens.clamp_min(0)[..., None]).squeeze(-1)[emitted] > 0).all()
+    assert counts.ge(1).all() and counts.le(k + 1).all()
+
+
+def test_q_zero_where_p_positive_and_p_zero_where_q_positive():
+    p = torch.tensor([[[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]])
+    q = torch.tensor([[[0.0, 0.0, 1.0]]])  # drafted token 2 has p = 0: reject, emit from p's support
+    g = torch.Generator().manual_seed(5)
+    for _ in range(50):
+        tokens, counts = verify_batch(p, q, torch.tensor([[2]]), g)
+        assert counts.item() == 1 and tokens[0, 0].item() in (0, 1)
+
+
+def test_greedy_mode():
+    p = torch.nn.functional.softmax(torch.tensor([[[0.0, 2.0, 1.0], [3.0, 0.0, 0.0], [0.0, 0.0, 9.0]]]), -1)
+    q = torch.full((1, 2, 3), 1 / 3)
+    assert verify_batch(p, q, torch.tensor([[1, 0]]), None, "greedy")[0].tolist() == [[1, 0, 2]]
+    assert verify_batch(p, q, torch.tensor([[1, 2]]), None, "greedy")[0].tolist() == [[1, 0, -1]]
+    assert verify_batch(p, q, torch.tensor([[2, 0]]), None, "greedy")[0].tolist() == [[1, -1, -1]]
+
+
+def test_sampler_match_mode_with_one_hot_target():
+    p = torch.nn.functional.one_hot(torch.tensor([[2, 0, 1]]), 3).float()
+    q = torch.full((1, 2, 3), 1 / 3)
+    g = torch.Generator().manual_seed(0)
+    assert verify_batch(p, q, torch.tensor([[2, 0]]), g, "sampler_match")[0].tolist() == [[2, 0, 1]]
+    assert verify_batch(p, q, torch.tensor([[2, 1]]), g, "sampler_match")[0].tolist() == [[2, 0, -1]]
+
+
+def test_per_row_generators_make_rows_independent_of_the_batch():
+    g = torch.Generator().manual_seed(6)
+    p, q = random_probs(g, 3, 4, 9), random_probs(g, 3, 3, 9)
+    x = draft_from(q, g)
+    together = verify_batch(p, q, x, make_generators([10, 11, 12], "cpu"))[0]
+    for b in range(3):
+        alone = verify_batch(p[b : b + 1], q[b : b + 1], x[b : b + 1], make_generators([10 + b], "cpu"))[0]
+        assert torch.equal(together[b], alone[0])
+
+
+@pytest.mark.parametrize(
+    "p_shape,q_shape,x_shape,x_dtype,mode",
+    [
+        ((2, 4, 9), (2, 3, 8), (2, 3), torch.long, "standard"),  # vocabularies differ
+        ((2, 1, 9), (2, 0, 9), (2, 0), torch.long, "standard"),  # k = 0
+        ((2, 3, 9), (2, 3, 9), (2, 3), torch.long, "standard"),  # target has k rows, not k+1
+        ((2, 4, 9), (2, 3, 9), (2, 2), torch.long, "standard"),  # tokens shape
+        ((2, 4, 9), (2, 3, 9), (2, 3), torch.float32, "standard"),  # tokens dtype
+        ((2, 4, 9), (2, 3, 9), (2, 3), torch.long, "typical"),  # unknown mode
+        ((3, 4, 9), (2, 3, 9), (2, 3), torch.long, "standard"),  # batch sizes differ
+    ],
+)
+def test_bad_input_raises(p_shape, q_shape, x_shape, x_dtype, mode):
+    with pytest.raises(ValueError):
+        verify_batch(torch.rand(p_shape), torch.rand(q_shape), torch.zeros(x_shape, dtype=x_dtype), None, mode)
+
+
+def _round(rng, k=3, vocab=10):
+    p = rng.dirichlet(np.ones(vocab), size=k + 1)
+    q = rng.dirichlet(np.ones(vocab), size=k)
+    return p, q
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda p, q, x: (p * 1.1, q, x),  # rows do not sum to 1
+        lambda p, q, x: (p, np.where(np.arange(q.shape[1]) == 0, -0.1, q), x),  # negative
+        lambda p, q, x: (p, q, x + 100),  # token out of range
+        lambda p, q, x: (p[:-1], q, x),  # target rows != k + 1
+        lambda p, q, x: (p, q[:, :-1], x),  # vocabularies differ
+    ],
+)
+def test_torch_verifier_rejects_bad_input(change):
+    rng = np.random.default_rng(0)
+    p, q = _round(rng)
+    x = np.array([1, 2, 3])
+    with pytest.raises(ValueError):
+        TorchVerifier().verify(*change(p, q, x), rng)
+
+
+def test_torch_verifier_rejects_q_zero_on_draft_and_foreign_rng():
+    rng = np.random.default_rng(0)
+    p, q = _round(rng)
+    q[0] = 0.0
+    q[0, 5] = 1.0
+    with pytest.raises(ValueError, match="draft"):
+        TorchVerifier().verify(p, q, np.array([1, 2, 3]), rng)
+    with pytest.raises(ValueError, match="rng"):
+        TorchVerifier().verify(p, q, np.array([5, 2, 3]), np.random.RandomState(0))
+
+
+def test_torch_verifier_is_reproducible_and_batch_shapes():
+    p, q = _round(np.random.default_rng(1))
+    x = np.array([1, 2, 3])
+    v = TorchVerifier()
+    assert v.verify(p, q, x, np.random.default_rng(7)) == v.verify(p, q, x, np.random.default_rng(7))
+    tokens, counts = v.verify_batch(np.stack([p, p]), np.stack([q, q]), np.stack([x, x]), np.random.default_rng(7))
+    assert tokens.shape == (2, 4) and tokens.dtype == np.int64 and counts.shape == (2,)
+
+
+@pytest.mark.parametrize("mode", ["standard", "sampler_match"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_first_emitted_token_follows_p(mode, dtype):
+    """Chi-square (alpha = 1e-3, fixed seed) of the first emitted token against p_1: the rule's promise."""
+    rng = np.random.default_rng(2024)
+    k, vocab, n = 3, 8, 20000
+    p, q = _round(rng, k, vocab)
+    p[0, 6] = 0.0  # a zero of p where q is positive
+    p[0] /= p[0].sum()
+    q[0] = q[0] ** 3 / (q[0] ** 3).sum()  # a draft far from the target
+    x = (rng.random((n, k, 1)) < np.cumsum(q, axis=-1)).argmax(-1)  # x ~ q by inverse CDF
+    tokens, _ = TorchVerifier(mode=mode, dtype=dtype).verify_batch(
+        np.broadcast_to(p, (n, k + 1, vocab)), np.broadcast_to(q, (n, k, vocab)), x, rng
+    )
+    observed = np.bincount(tokens[:, 0], minlength=vocab)
+    assert observed[6] == 0
+    support = p[0] > 0
+    assert stats.chisquare(observed[support], n * p[0][support]).pvalue > ALPHA
