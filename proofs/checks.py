@@ -911,9 +911,11 @@ GRID_F32 = Fraction(1, 2**24)  # spacing of float32 uniforms in [0, 1) (torch.ra
 
 
 def float_tv_bound(vocab: int, k: int, u: Fraction = UNIT_ROUNDOFF_F32, g: Fraction = GRID_F32) -> Fraction:
-    """ARGUMENT.md C12: TV per round <= k (S(V) + 7.03 u + g + 3 V u) + S(V), S(V) = 3.003 V u + u (1 + u)."""
-    sampler = Fraction(3003, 1000) * vocab * u + u * (1 + u) + (vocab - 1) * (g - u)
-    draft_position = sampler + Fraction(703, 100) * u + g + 3 * vocab * u
+    """ARGUMENT.md C12: B(V, k) = k (S(V) + 7.03 u + g + S'(V)) + S(V), with
+    S'(V) = 3.01 V u + (V - 1)(g - u) and S(V) = S'(V) + u (1 + 2u); valid for V u <= 0.005."""
+    sampling = Fraction(301, 100) * vocab * u + (vocab - 1) * (g - u)
+    sampler = sampling + u * (1 + 2 * u)
+    draft_position = sampler + Fraction(703, 100) * u + g + sampling
     return k * draft_position + sampler
 
 
@@ -1032,7 +1034,7 @@ def float32_tv_bound(bound: Callable = float_tv_bound, cases: int = 40) -> Check
 
 _LOCATION = re.compile(r"`((?:reference|gpu_impl)/[\w/]+\.py):([\w.]+)`")
 _CHECK_NAME = re.compile(r"`check:(\w+)`")
-_CONFORMANCE = re.compile(r"`(conformance/test_\w+\.py)`( \(planned\))?")
+_CONFORMANCE = re.compile(r"`((?:conformance|tests)/test_\w+\.py)`( \(planned\))?")
 
 
 def traceability_rows(text: str | None = None) -> list[tuple[str, str]]:
