@@ -4,6 +4,16 @@ Every test returns a `TestResult` carrying alpha (false-fail probability under
 exactness), beta and detectable_tv (a deviation of at least that total variation, on the
 test's bins, is caught with probability >= 1 - beta).  See README.md in this package for
 the design, the calibration regime and the measured figures.
+
+Key measured figures (benchmarks/results/stat_calibration.json, 2 CPUs):
+* calibration, 2,000 seeds, 13 tests at alpha 0.01 / 0.001: every rejection rate within
+  the Clopper-Pearson 99% interval of nominal (e.g. Pearson V=150,000 pooled: 0.0070 /
+  0.0005; exact multinomial is conservative: 0.0080 / 0.0000);
+* tail: with min_expected=20 the chi-square tail runs up to 1.6x nominal at
+  alpha <= 1e-4 -- use ErrorBudget(tail_safety=2), larger min_expected or the exact test;
+* power at the planned n (alpha 1e-3, promised 0.9, least-favourable deviations of TV
+  0.01/0.02/0.05): measured 0.89-0.93 for GoF (V=10, pooled V=1000), N-law, two-sample;
+* cost at n=100,000: chisquare_gof 0.3 ms (V=10) to 20 ms (V=150,000).
 """
 from .budget import ErrorBudget
 from .exact import multinomial_exact_test

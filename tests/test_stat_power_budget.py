@@ -56,6 +56,7 @@ def test_planning_errors(fn, args, match):
 def test_error_budget_bonferroni_and_holm():
     b = st.ErrorBudget(1e-6, n_checks=4, beta=1e-3)
     assert b.per_check_alpha == pytest.approx(2.5e-7)
+    assert st.ErrorBudget(1e-6, n_checks=4, tail_safety=2).per_check_alpha == pytest.approx(1.25e-7)
     assert b.alphas([1, 1, 2, 4]).sum() == pytest.approx(1e-6)
     assert b.bonferroni([1e-7, 0.5])["reject"] == [True, False]
     h = b.holm([3e-7, 1e-7, 0.9])
@@ -83,6 +84,7 @@ def test_error_budget_summarize():
     (dict(n_checks=0), "n_checks"),
     (dict(n_checks=1.5), "n_checks"),
     (dict(beta=1.0), "beta"),
+    (dict(tail_safety=0.5), "tail_safety"),
 ])
 def test_error_budget_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
