@@ -1,0 +1,210 @@
+"""The machine checks of proofs/ARGUMENT.md: all pass on the oracle, and each one can fail.
+
+Every check takes the thing under test as a keyword argument; feeding it a deliberately wrong rule or
+formula must turn the check red. A check that cannot fail proves nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+from proofs import checks
+from proofs.checks import CHECKS, F0, F1
+
+ALL_CLAIMS = {f"C{i}" for i in range(1, 13)}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {r.name: r for r in checks.run_checks()}
+
+
+def test_every_claim_has_checks():
+    covered = {c for chk in CHECKS.values() for c in chk.claims}
+    assert covered == ALL_CLAIMS
+    for claim in ALL_CLAIMS:  # besides the traceability check, each claim has a check of its own
+        assert [n for n, chk in CHECKS.items() if claim in chk.claims and n != "traceability"], claim
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_check_passes(results, name):
+    result = results[name]
+    assert result.passed, f"{name}: {result.detail}"
+
+
+def test_cli_entry_points(capsys):
+    parser = argparse.ArgumentParser()
+    checks.add_arguments(parser)
+    assert checks.run(parser.parse_args(["--only", "exact_single_position", "sym_token_count"])) == 0
+    out = capsys.readouterr().out
+    assert "C1" in out and "2/2 checks passed" in out
+    assert checks.run(parser.parse_args(["--list"])) == 0
+
+
+def test_exactspec_dispatcher(capsys):
+    from exactspec.cli import main
+
+    assert main(["proofs", "--only", "exact_stopping"]) == 0
+    assert "exact_stopping" in capsys.readouterr().out
+
+
+def test_python_m_proofs_exits_nonzero_on_failure(monkeypatch, capsys):
+    def broken():
+        return checks.CheckResult("broken", False, "deliberately failing")
+
+    monkeypatch.setitem(CHECKS, "broken", checks.Check("broken", ("C1",), broken))
+    assert checks.main(["--only", "broken"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_python_m_proofs_subprocess():
+    done = subprocess.run([sys.executable, "-m", "proofs", "--only", "exact_round_chain"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# Each check fails when fed a wrong rule or formula
+# --------------------------------------------------------------------------------------------------
+
+
+def _failed(result) -> bool:
+    return not result.passed and result.detail
+
+
+def _kernel_round_law(kernel):
+    return lambda p_rows, q_rows: checks.kernel_round_law(kernel, p_rows, q_rows)
+
+
+def no_min_kernel(p, q):
+    """Accept with probability p/q capped wrongly: emits the residual from p, not p - q."""
+    return [(min(F1, px / qx) if qx > 0 else F0, list(p)) for px, qx in zip(p, q)]
+
+
+def test_sym_single_position_can_fail():
+    import sympy as sp
+
+    assert _failed(checks.sym_single_position(min_plus_residual=lambda a, b: sp.Min(a, b) + sp.Max(0, b - a)))
+
+
+def test_exact_single_position_can_fail():
+    assert _failed(checks.exact_single_position(round_law=_kernel_round_law(no_min_kernel), cases=20))
+    # acceptance reported as sum p q (the sampler-match rate) is wrong for the standard rule
+    assert _failed(checks.exact_single_position(acceptance=lambda p, q: sum(a * b for a, b in zip(p, q)), cases=20))
+    # residual not normalised
+    assert _failed(checks.exact_single_position(residual_fn=lambda p, q: [max(F0, a - b) for a, b in zip(p, q)], cases=20))
+
+
+def test_exact_round_chain_can_fail():
+    def bonus_from_draft(p_rows, q_rows):  # bonus token drawn from the last draft row instead of p_{k+1}
+        return checks.kernel_round_law(checks.standard_kernel, list(p_rows[:-1]) + [q_rows[-1]], q_rows)
+
+    assert _failed(checks.exact_round_chain(round_law=bonus_from_draft, cases=20))
+
+
+def test_exact_sequence_law_can_fail():
+    from reference.sequences import speculative_sequence_law
+
+    def typical_loop(target, draft, prompt, length, k):
+        return checks.kernel_sequence_law(checks.threshold_kernel(), target, draft, tuple(prompt), length, k)
+
+    assert _failed(checks.exact_sequence_law(speculative_law=typical_loop))
+
+    def prefix_ignoring(target, draft, prompt, length, k):  # draft conditioned on the round start only
+        stale = lambda prefix: draft(prefix[: len(prompt)])
+        return speculative_sequence_law(target, stale, prompt, length, k)
+
+    # still exact: any draft is fine as long as q is what x was drawn from -- the check must pass
+    assert checks.exact_sequence_law(speculative_law=prefix_ignoring).passed
+
+
+def test_exact_stopping_can_fail():
+    assert _failed(checks.exact_stopping(kernel=no_min_kernel))
+
+
+def test_coupling_bound_can_fail():
+    # a rule claiming to accept more than 1 - TV
+    assert _failed(checks.coupling_bound(rule_acceptance=lambda p, q: min(F1, sum(min(a, b) for a, b in zip(p, q)) + Fraction(1, 100)), cases=5))
+
+
+def test_sym_token_count_can_fail():
+    assert _failed(checks.sym_token_count(mean_formula=lambda a, k: (1 - a**k) / (1 - a)))
+    assert _failed(checks.sym_token_count(var_formula=lambda a, k: a / (1 - a) ** 2))
+    assert _failed(checks.sym_token_count(law_formula=lambda a, k, n: a ** (n - 1) * (1 - a)))
+
+
+def test_oracle_token_count_can_fail():
+    from reference import speedup
+
+    assert _failed(checks.oracle_token_count(expected_fn=lambda a, k: speedup.expected_tokens(a, k) + (a > 0.5) * 1e-3))
+    # the count law depends on the acceptance only: a wrong acceptance rule changes it
+    assert _failed(checks.oracle_token_count(round_law=_kernel_round_law(checks.threshold_kernel())))
+
+
+def test_sym_improvement_can_fail():
+    from reference import speedup
+
+    assert _failed(checks.sym_improvement(improvement_fn=lambda a, k, c, v=None: speedup.expected_tokens(a, k) / (c * k + 2)))
+    assert _failed(checks.sym_improvement(optimal_fn=lambda a, c, v=None, k_max=32: (1, speedup.improvement_factor(a, 1, c))))
+
+
+def test_warping_counterexamples_can_fail():
+    # an "implementation" that always emits the intended p: no counter-example appears, so the check fails
+    assert _failed(checks.warping_counterexamples(law=lambda intended, p_used, q_used, sampled: list(intended)))
+    # an implementation that ignores the sampling law mismatch breaks the consistent case too
+    assert _failed(checks.warping_counterexamples(law=lambda intended, p_used, q_used, sampled: list(q_used)))
+
+
+def test_exact_greedy_sampler_match_can_fail():
+    def always_accept(p, q):  # "sampler-match" that keeps every draft
+        return [(F1, list(p)) for _ in p]
+
+    assert _failed(checks.exact_greedy_sampler_match(sampler_match=always_accept))
+    assert _failed(checks.exact_greedy_sampler_match(greedy=checks.standard_kernel))
+
+
+def test_sampled_rules_on_grid_can_fail():
+    import numpy as np
+
+    from reference import rules
+
+    def biased_uniforms(target_probs, draft_probs, draft_tokens, rng):  # accepts with P(u^2 < p/q) > min(1, p/q)
+        batch, k = np.shape(draft_tokens)
+        accept_u, final_u = rng.random((batch, k)), rng.random(batch)
+        return rules.verify_batch(target_probs, draft_probs, draft_tokens, checks._GridUniforms([accept_u**2, final_u]))
+
+    assert _failed(checks.sampled_rules_on_grid(verify_batch_fn=biased_uniforms))
+
+    def greedy_off_by_one(target_probs, draft_probs, draft_tokens, rng=None):
+        return rules.verify_greedy(target_probs, draft_probs, draft_tokens)[:-1] + [0]
+
+    assert _failed(checks.sampled_rules_on_grid(greedy_fn=greedy_off_by_one))
+
+
+def test_inexact_rules_counterexamples_can_fail():
+    # the standard rule is exact: there is no counter-example to find
+    assert _failed(checks.inexact_rules_counterexamples(kernels={"standard": checks.standard_kernel}, cases=30))
+
+
+def test_float32_tv_bound_can_fail():
+    assert _failed(checks.float32_tv_bound(bound=lambda vocab, k: Fraction(0), cases=10))
+
+
+def test_float32_bound_is_not_vacuous():
+    from proofs.checks import float_tv_bound
+
+    assert float(float_tv_bound(49152, 4)) < 0.1  # SmolLM2's vocabulary
+    assert float(float_tv_bound(49152, 8, Fraction(1, 2**53), Fraction(1, 2**53))) < 1e-9
+
+
+def test_traceability_can_fail():
+    text = checks.ARGUMENT.read_text()
+    assert _failed(checks.traceability(text.replace("`reference/laws.py:residual`", "`reference/laws.py:no_such_function`")))
+    assert _failed(checks.traceability(text.replace("`check:exact_stopping`", "`check:no_such_check`")))
+    assert _failed(checks.traceability(text.replace("`conformance/test_warping.py` (planned)", "`conformance/test_no_such_file.py`")))
+    rows = [line for line in text.splitlines() if line.startswith("| C12 |")]
+    assert _failed(checks.traceability(text.replace(rows[0], "")))
