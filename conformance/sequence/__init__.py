@@ -1,0 +1,53 @@
+"""Sequence-level certification: tests of the *generated sequences* of a speculative generator.
+
+Rule-level tests see one verification round; bugs in the generation loop (draft warped differently from
+the q in the ratio, target rows conditioned on rejected tokens, caches not rolled back, batch rows mixed
+up, EOS and max-token handling) only show in the law of whole sequences. See CONTRACT.md.
+
+    from conformance.sequence import certify_generation, run_sequence_suite
+    report = certify_generation("transformers-assisted", profile="quick", out_dir="docs/certificates/sequence")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from conformance.sequence.adapters import (
+    GpuImplAdapter,
+    HFAssistedAdapter,
+    HFPromptLookupAdapter,
+    Unsupported,
+    load_adapter,
+)
+from conformance.sequence.cases import CASES, PROFILES, REAL_CASES
+from conformance.sequence.reference_loop import ReferenceLoop
+from conformance.sequence.report import to_markdown, write_report
+from conformance.sequence.suite import run_sequence_suite
+
+
+def offers_generation(impl: Any) -> bool:
+    """True when `impl` (object, builtin name or 'MODULE:NAME') offers the generation-level `generate`."""
+    try:
+        return load_adapter(impl) is not None
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def certify_generation(impl: Any, profile: str = "standard", out_dir: str | Path | None = None,
+                       real_model: bool = False, **kwargs: Any) -> dict:
+    """Run the sequence-level suite on `impl`; write `<impl>-<profile>.json/.md` under `out_dir` if given.
+
+    Returns the report dict (``report['passed']``, ``report['verdict']``, per-case checks and evidence)."""
+    report = run_sequence_suite(impl, profile=profile, real_model=real_model, **kwargs)
+    if out_dir is not None:
+        json_path, md_path = write_report(report, out_dir)
+        report["files"] = [str(json_path), str(md_path)]
+    return report
+
+
+__all__ = [
+    "CASES", "PROFILES", "REAL_CASES", "GpuImplAdapter", "HFAssistedAdapter", "HFPromptLookupAdapter",
+    "ReferenceLoop", "Unsupported", "certify_generation", "load_adapter", "offers_generation",
+    "run_sequence_suite", "to_markdown", "write_report",
+]
