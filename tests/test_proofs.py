@@ -208,3 +208,17 @@ def test_traceability_can_fail():
     assert _failed(checks.traceability(text.replace("`conformance/test_warping.py` (planned)", "`conformance/test_no_such_file.py`")))
     rows = [line for line in text.splitlines() if line.startswith("| C12 |")]
     assert _failed(checks.traceability(text.replace(rows[0], "")))
+
+
+def test_float32_law_model_is_exact_on_dyadic_rows():
+    """Sanity of the float32 law model: with dyadic rows nothing rounds, so it must equal the exact law."""
+    from reference.laws import round_distribution
+
+    p_rows = [[Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)], [Fraction(1, 8), Fraction(3, 8), Fraction(1, 2)],
+              [F0, Fraction(1, 4), Fraction(3, 4)]]
+    q_rows = [[Fraction(1, 4), Fraction(1, 4), Fraction(1, 2)], [Fraction(1, 2), Fraction(1, 2), F0]]
+    assert checks.f32_round_law(p_rows, q_rows) == {t: v for t, v in round_distribution(p_rows, q_rows).items() if v}
+    # and a non-dyadic row does move the law, by less than the bound
+    p_rows[0] = [Fraction(1, 3), Fraction(1, 3), Fraction(1, 3)]
+    distance = checks.tv_law(checks.f32_round_law(p_rows, q_rows), round_distribution(p_rows, q_rows))
+    assert 0 < distance <= checks.float_tv_bound(3, 2)
