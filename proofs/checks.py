@@ -671,6 +671,12 @@ def sym_improvement(improvement_fn: Callable | None = None, optimal_fn: Callable
                 got = improvement_fn(alpha, 3, cost, verify)
                 want = (1 - alpha**4) / ((1 - alpha) * (3 * cost + verify(4)))
                 _expect(abs(got - want) < 1e-12, f"generalised factor wrong: {got} != {want}")
+                # with convex v the factor is quasi-concave: optimal_k = brute force = first local maximum
+                values = [(1 - alpha ** (kk + 1)) / ((1 - alpha) * (cost * kk + verify(kk + 1))) for kk in range(1, 65)]
+                best_v, _ = optimal_fn(alpha, cost, verify, 64)
+                first_peak = next((kk for kk in range(1, 64) if values[kk] <= values[kk - 1]), 64)
+                _expect(best_v == 1 + int(np.argmax(values)) == first_peak,
+                        f"alpha={alpha}, c={cost}, convex v: optimal_k {best_v}, brute {1 + int(np.argmax(values))}, first peak {first_peak}")
                 count += 1
         return count, f"derivative and k = 1 identity symbolic; {count} (alpha, c) grid points vs brute force and k*"
 
