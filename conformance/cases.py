@@ -60,6 +60,20 @@ class Case:
         """Small enough for the exact law of the whole emitted tuple."""
         return self.branches <= TUPLE_LAW_MAX_BRANCHES and self.V <= 64
 
+    @property
+    def stream_enumerable(self) -> bool:
+        """Small enough for the product law of the completed stream (V^(k+1) categories)."""
+        return self.V ** (self.k + 1) <= 50_000
+
+    @cached_property
+    def stream_law(self) -> np.ndarray:
+        """Law of the completed stream (y_1..y_{k+1}) of an exact rule: prod_j p_j(y_j), flattened with
+        code sum_j y_j V^j (position 1 is the least significant digit)."""
+        law = np.ones(1)
+        for row in self.target_probs:
+            law = np.multiply.outer(row, law).ravel()  # new position becomes the most significant digit
+        return law
+
     @cached_property
     def alphas(self) -> np.ndarray:
         """Per-position acceptance rates sum_x min(p_i, q_i)."""

@@ -55,6 +55,8 @@ def get_profile(name: str) -> Profile:
 def statistical_checks(case: Case) -> list[str]:
     """Names of the statistical checks run on a case (each gets an equal share of the budget)."""
     names = [f"position_{j}" for j in range(1, case.k + 2)]
+    if case.stream_enumerable:
+        names.append("completed_stream")
     if case.enumerable:
         names.append("tuple_law")
     names.append("tokens_per_round")
@@ -66,9 +68,17 @@ def budget_for(profile: Profile, cases: list[Case]) -> ErrorBudget:
     return ErrorBudget(total_false_fail=profile.total_false_fail, n_checks=n_checks, beta=profile.beta)
 
 
-def primary_law(case: Case) -> np.ndarray:
-    """The law the case's sample size is planned for: the whole tuple if enumerable, else p_1."""
-    return case.tuple_law[1] if case.enumerable else case.target_probs[0]
+def primary_laws(case: Case) -> dict[str, np.ndarray]:
+    """The laws the case's sample size is planned for: the completed stream and the whole tuple when
+    enumerable, else p_1 (the first token, seen in every round)."""
+    laws = {}
+    if case.stream_enumerable:
+        laws["completed_stream"] = case.stream_law
+    if case.enumerable:
+        laws["tuple_law"] = case.tuple_law[1]
+    if not laws:
+        laws["position_1"] = case.target_probs[0]
+    return laws
 
 
 def n_bins(law: np.ndarray, n: int, profile: Profile) -> int:
@@ -77,15 +87,18 @@ def n_bins(law: np.ndarray, n: int, profile: Profile) -> int:
 
 def plan_rounds(case: Case, profile: Profile, alpha: float) -> dict:
     """Rounds for `case` so its primary check detects TV >= epsilon w.p. >= 1 - beta at level alpha."""
-    law = primary_law(case)
-    n = required_samples(profile.epsilon_tv, 2, alpha, profile.beta)
-    for _ in range(60):
-        b = n_bins(law, n, profile)
-        n_new = required_samples(profile.epsilon_tv, b, alpha, profile.beta)
-        if n_new <= n:
-            break
-        n = n_new
+    best = None
+    for name, law in primary_laws(case).items():
+        n = required_samples(profile.epsilon_tv, 2, alpha, profile.beta)
+        for _ in range(60):
+            b = n_bins(law, n, profile)
+            n_new = required_samples(profile.epsilon_tv, b, alpha, profile.beta)
+            if n_new <= n:
+                break
+            n = n_new
+        if best is None or n > best[1]:
+            best = (name, n, law)
+    name, n, law = best
     capped = n > profile.max_rounds
     n = min(n, profile.max_rounds)
-    return {"n": int(n), "bins": n_bins(law, n, profile), "capped": capped,
-            "primary": "tuple_law" if case.enumerable else "position_1"}
+    return {"n": int(n), "bins": n_bins(law, n, profile), "capped": capped, "primary": name}

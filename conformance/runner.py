@@ -39,7 +39,7 @@ def verdict_of(records: Iterable[checks.CheckRecord]) -> str:
         return "CONTRACT_VIOLATION"
     if "invariant" in failed or "exactness" in failed:
         return "NOT_EXACT"
-    if "efficiency" in failed:
+    if "standard_rule" in failed:
         return "EXACT_NOT_STANDARD"
     return "CERTIFIED"
 
@@ -86,6 +86,8 @@ def statistical_records(harness: Harness, case: Case, profile: Profile, alpha: f
         return [err]
     out = [checks.invariant_check(harness.name, rounds, "invariants_statistical_rounds")]
     out += checks.position_checks(harness.name, rounds, alpha, profile)
+    if case.stream_enumerable:
+        out.append(checks.completed_stream_check(harness.name, rounds, alpha, profile, case_seed(case, "stream")))
     if case.enumerable:
         out.append(checks.tuple_law_check(harness.name, rounds, alpha, profile))
     out.append(checks.count_law_check(harness.name, rounds, alpha, profile))
@@ -186,7 +188,7 @@ def run_suite(impl: Any, impl_name: str, profile: Profile | str = "standard", ca
     if bar is not None:
         bar.close()
     result.seconds = time.perf_counter() - start
-    stat = [r.result for r in result.records if r.category in ("exactness", "efficiency")]
+    stat = [r.result for r in result.records if r.category in ("exactness", "standard_rule")]
     result.budget = budget.summarize(stat) if stat else {}
     result.budget["per_check_alpha"] = alpha
     result.budget["n_checks_budgeted"] = budget.n_checks
