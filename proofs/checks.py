@@ -1112,7 +1112,7 @@ def traceability(text: str | None = None) -> CheckResult:
         extra = f"; now present, still marked planned: {sorted(set(appeared))}" if appeared else ""
         note = f", {skipped} gpu_impl/conformance locations skipped (no torch)" if skipped else ""
         return located, (f"{len(rows)} claims, {located} code locations resolved{note}; "
-                         f"{len(set(present))} conformance files present, {len(set(planned))} planned{extra}")
+                         f"{len(set(present))} listed test files present, {len(set(planned))} planned conformance test files not yet written{extra}")
 
     return _run_guarded("traceability", body)
 
