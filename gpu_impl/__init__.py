@@ -3,6 +3,8 @@
 `gpu_impl.models` (model loading) is imported only by those who need it.
 """
 
+from reference.warping import SamplingParams
+
 from .generator import SpeculativeGenerator
 from .plain import generate_plain
 from .sampler import TorchVerifier, verify_batch
@@ -11,6 +13,7 @@ from .warping import warp_probs
 
 __all__ = [
     "SpeculativeGenerator",
+    "SamplingParams",
     "generate_plain",
     "GenerationResult",
     "SpecStats",

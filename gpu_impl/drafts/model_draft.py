@@ -40,7 +40,7 @@ class ModelDraft(DraftSource):
         tokens, probs = [], []
         for i in range(k):
             q = warp(logits, sampling)
-            x = sample(q, generators)
+            x = q.argmax(-1) if sampling.greedy else sample(q, generators)  # one-hot q: same token
             tokens.append(x)
             probs.append(q)
             if i + 1 < k:
