@@ -79,17 +79,17 @@ class SpeculativeGenerator:
         input_ids: torch.Tensor,
         max_new_tokens: int,
         seed: int | Sequence[int] = 0,
-        eos_token_id: int | None = None,
+        eos_token_id: int | Sequence[int] | None = None,
         attention_mask: torch.Tensor | None = None,
         on_tokens: Callable[[int, list[int]], None] | None = None,
     ) -> GenerationResult:
         """New tokens per row (prompt excluded), cut after EOS (inclusive) and at max_new_tokens."""
-        check_limits(max_new_tokens, eos_token_id)
+        eos_ids = check_limits(max_new_tokens, eos_token_id)
         start = time.perf_counter()
         ids, valid = check_prompt(input_ids, attention_mask, self.target.device)
         batch = ids.shape[0]
         generators = make_generators(row_seeds(seed, batch), self.target.device)
-        collector = TokenCollector(batch, max_new_tokens, eos_token_id, on_tokens)
+        collector = TokenCollector(batch, max_new_tokens, eos_ids, on_tokens)
         stats = SpecStats()
         self.target.calls = 0
         self.target.reset(batch)

@@ -23,7 +23,7 @@ def generate_plain(
     max_new_tokens: int,
     sampling: SamplingParams = SamplingParams(),
     seed: int | Sequence[int] = 0,
-    eos_token_id: int | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
     attention_mask: torch.Tensor | None = None,
     on_tokens: Callable[[int, list[int]], None] | None = None,
     check_every: int = 8,
@@ -33,7 +33,7 @@ def generate_plain(
     Tokens stay on the device; the host reads them every step when streaming, else every
     `check_every` steps (to notice EOS), so the device is not stalled by a sync per token.
     """
-    check_limits(max_new_tokens, eos_token_id)
+    eos_ids = check_limits(max_new_tokens, eos_token_id)
     if not isinstance(sampling, SamplingParams):
         raise ValueError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
     start = time.perf_counter()
@@ -41,7 +41,7 @@ def generate_plain(
     ids, valid = check_prompt(input_ids, attention_mask, cached.device)
     batch = ids.shape[0]
     generators = make_generators(row_seeds(seed, batch), cached.device)
-    collector = TokenCollector(batch, max_new_tokens, eos_token_id, on_tokens)
+    collector = TokenCollector(batch, max_new_tokens, eos_ids, on_tokens)
     stats = SpecStats()
     every = 1 if on_tokens is not None else max(1, check_every)
     new = torch.empty((batch, max_new_tokens), dtype=torch.long, device=cached.device)
@@ -53,7 +53,7 @@ def generate_plain(
         token = logits.argmax(-1) if sampling.greedy else sample(warp(logits, sampling), generators)
         new[:, step] = token
         last = step + 1 == max_new_tokens
-        if last or (eos_token_id is not None or on_tokens is not None) and (step + 1 - flushed) >= every:
+        if last or (eos_ids or on_tokens is not None) and (step + 1 - flushed) >= every:
             for row, tokens in enumerate(new[:, flushed : step + 1].tolist()):
                 collector.add(row, tokens)
             flushed = step + 1

@@ -27,11 +27,16 @@ def check_prompt(input_ids, attention_mask, device) -> tuple[torch.Tensor, torch
     return ids, (None if bool(valid.all()) else valid)
 
 
-def check_limits(max_new_tokens, eos_token_id) -> None:
+def check_limits(max_new_tokens, eos_token_id) -> frozenset[int]:
+    """Validate the stopping arguments; -> the set of EOS ids (empty: no EOS)."""
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-    if eos_token_id is not None and (isinstance(eos_token_id, bool) or not isinstance(eos_token_id, int) or eos_token_id < 0):
-        raise ValueError(f"eos_token_id must be None or a token id >= 0, got {eos_token_id!r}")
+    if eos_token_id is None:
+        return frozenset()
+    ids = list(eos_token_id) if isinstance(eos_token_id, (list, tuple, set, frozenset)) else [eos_token_id]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        raise ValueError(f"eos_token_id must be None, a token id >= 0 or a list of them, got {eos_token_id!r}")
+    return frozenset(ids)
 
 
 def row_seeds(seed: int | Sequence[int], batch: int) -> list[int]:
@@ -48,11 +53,11 @@ def row_seeds(seed: int | Sequence[int], batch: int) -> list[int]:
 class TokenCollector:
     """Host-side new tokens per row, cut after EOS (inclusive) and at max_new_tokens, streamed as they come."""
 
-    def __init__(self, batch: int, max_new_tokens: int, eos_token_id: int | None, on_tokens: Callable | None):
+    def __init__(self, batch: int, max_new_tokens: int, eos_ids: frozenset[int], on_tokens: Callable | None):
         self.sequences: list[list[int]] = [[] for _ in range(batch)]
         self.done = [max_new_tokens == 0] * batch
         self.max_new_tokens = max_new_tokens
-        self.eos_token_id = eos_token_id
+        self.eos_ids = eos_ids
         self.on_tokens = on_tokens
 
     @property
@@ -65,8 +70,9 @@ class TokenCollector:
             return
         room = self.max_new_tokens - len(self.sequences[row])
         tokens = tokens[:room]
-        if self.eos_token_id is not None and self.eos_token_id in tokens:
-            tokens = tokens[: tokens.index(self.eos_token_id) + 1]
+        ends = [i for i, token in enumerate(tokens) if token in self.eos_ids]
+        if ends:
+            tokens = tokens[: ends[0] + 1]
             self.done[row] = True
         self.sequences[row].extend(tokens)
         if len(self.sequences[row]) >= self.max_new_tokens:

@@ -105,6 +105,8 @@ def test_eos_and_max_new_tokens_cuts_and_streaming(target, draft_model):
     res = gen.generate(ids, 30, eos_token_id=eos, on_tokens=lambda row, new: streamed.extend(new))
     assert res.sequences[0] == cut == streamed
     assert generate_plain(target, ids, 30, GREEDY, eos_token_id=eos).sequences[0] == cut
+    assert generate_plain(target, ids, 30, GREEDY, eos_token_id=[500, eos], check_every=3).sequences[0] == cut
+    assert gen.generate(ids, 30, eos_token_id=(eos, 501)).sequences[0] == cut
     assert gen.generate(ids, 7).sequences[0] == full[:7]
     assert gen.generate(ids, 0).sequences == [[]]
 
