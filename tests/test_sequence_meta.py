@@ -1,0 +1,35 @@
+"""Meta-test of the sequence-level suite: every generation-level mutant is rejected, the law-preserving
+variants and the correct implementations are certified (quick profile, deterministic seeds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.sequence import run_sequence_suite
+from conformance.sequence.mutants import BENIGN, MUTANTS
+from conformance.sequence.report import to_markdown
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_mutant_rejected(mutant):
+    report = run_sequence_suite(mutant(), profile="quick", fail_fast=True)
+    assert not report["passed"], f"{mutant.name} was certified"
+    failing = report["cases"][-1]
+    assert failing["passed"] is False and failing["status"] == "ok", failing.get("reason")
+    assert any(not c["passed"] for c in failing["checks"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("impl", ["reference", *BENIGN], ids=lambda x: x if isinstance(x, str) else x.name)
+def test_valid_certified(impl):
+    report = run_sequence_suite(impl() if isinstance(impl, type) else impl, profile="quick")
+    assert report["passed"], to_markdown(report)
+    assert report["error_budget"]["alpha_spent"] <= report["error_budget"]["total_false_fail"] * (1 + 1e-9)
+
+
+@pytest.mark.slow
+def test_gpu_impl_certified():
+    pytest.importorskip("gpu_impl.generator")
+    report = run_sequence_suite("gpu_impl", profile="quick")
+    assert report["passed"], to_markdown(report)
