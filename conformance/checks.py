@@ -106,9 +106,22 @@ def _plot_data(counts: np.ndarray, law: np.ndarray, min_expected: float, labels=
     bins, bin_prob = pool_bins(law, float(n), min_expected)
     pos = bins >= 0
     obs = np.bincount(bins[pos], weights=counts[pos], minlength=bin_prob.size)
+    zero_mass = float(counts[~pos].sum()) / n
     order = np.argsort(-bin_prob, kind="stable")[:40]
+    tv = 0.5 * (np.abs(obs / n - bin_prob).sum() + zero_mass)
+    # Under exactness the observed binned TV is not 0: its mean is about sum_b sqrt(p_b (1-p_b) / (2 pi n)).
+    null_tv = float(np.sqrt(bin_prob * (1 - bin_prob) / (2 * np.pi * n)).sum())
     return {"observed": obs[order].tolist(), "expected": (n * bin_prob[order]).tolist(),
-            "zero_prob_observed": int(counts[~pos].sum())}
+            "bin_tokens": [np.flatnonzero(bins == b)[:3].tolist() for b in order],
+            "zero_prob_observed": int(counts[~pos].sum()), "observed_tv_binned": float(tv),
+            "observed_tv_binned_null_mean": null_tv}
+
+
+def _add_tv(res: TestResult, plot: dict) -> None:
+    """Record the measured deviation (binned TV, and its mean under exactness) in the result."""
+    if plot:
+        res.details["observed_tv_binned"] = plot["observed_tv_binned"]
+        res.details["observed_tv_binned_null_mean"] = plot["observed_tv_binned_null_mean"]
 
 
 def _gof(name: str, counts: np.ndarray, law: np.ndarray, alpha: float, profile: Profile) -> tuple[TestResult, dict]:
@@ -139,6 +152,7 @@ def position_checks(impl: str, rounds: Rounds, alpha: float, profile: Profile) -
             continue
         counts = np.bincount(rounds.tokens[sel, j - 1], minlength=case.V)
         res, plot = _gof(name, counts, law, alpha, profile)
+        _add_tv(res, plot)
         out.append(CheckRecord(impl, case.name, name, "exactness", res, plot))
     return out
 
@@ -171,6 +185,7 @@ def tuple_law_check(impl: str, rounds: Rounds, alpha: float, profile: Profile) -
     cats = np.where(known, idx_c, codes.size)
     counts = np.bincount(cats, minlength=law.size)
     res, plot = _gof("tuple_law", counts, law, alpha, profile)
+    _add_tv(res, plot)
     if not known.all():
         r = int(np.flatnonzero(~known)[0])
         res = TestResult(res.name, res.statistic, 0.0, res.n, res.alpha, res.beta, res.detectable_tv, False,
@@ -198,6 +213,7 @@ def completed_stream_check(impl: str, rounds: Rounds, alpha: float, profile: Pro
     law = case.stream_law
     counts = np.bincount(code, minlength=law.size)
     res, plot = _gof("completed_stream", counts, law, alpha, profile)
+    _add_tv(res, plot)
     return CheckRecord(impl, case.name, "completed_stream", "exactness", res, plot)
 
 
@@ -225,4 +241,5 @@ def count_law_check(impl: str, rounds: Rounds, alpha: float, profile: Profile) -
     res = TestResult(res.name, res.statistic, res.p_value, res.n, res.alpha, res.beta, res.detectable_tv,
                      res.passed, res.message + f"; mean N {mean_obs:.4f} vs standard rule {mean_exp:.4f}", details)
     plot = _plot_data(np.bincount(rounds.counts - 1, minlength=law.size), law, me)
+    _add_tv(res, plot)
     return CheckRecord(impl, case.name, "tokens_per_round", "standard_rule", res, plot)

@@ -1,0 +1,62 @@
+"""`exactspec certify`: run the conformance checks in-process (no pytest) and write a certificate.
+
+    exactspec certify --impl MODULE:NAME [--profile quick|standard|full] [--out DIR]
+
+Exit status: 0 CERTIFIED, 1 NOT_EXACT or CONTRACT_VIOLATION, 3 EXACT_NOT_STANDARD (exact, but not the
+standard rule's acceptance), 4 the implementation is unavailable here (e.g. no CUDA), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT = {"CERTIFIED": 0, "NOT_EXACT": 1, "CONTRACT_VIOLATION": 1, "EXACT_NOT_STANDARD": 3}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from conformance.profiles import PROFILES
+
+    parser.add_argument("--impl", default="conformance.adapters.reference:Reference",
+                        help="MODULE:NAME of the implementation (an object with verify(), or a zero-argument "
+                             "callable returning one); MODULE is imported from sys.path, the current directory "
+                             "included (default: exactspec's NumPy reference)")
+    parser.add_argument("--profile", default="standard", choices=sorted(PROFILES),
+                        help="quick (CI), standard (default) or full (certificate grade)")
+    parser.add_argument("--out", default="conformance-report", help="directory for certificate.json, "
+                        "CERTIFICATE.md and the PNG plots (default: ./conformance-report)")
+    parser.add_argument("--fail-fast", action="store_true", help="stop at the first failing step")
+    parser.add_argument("--no-hypothesis", action="store_true", help="skip the Hypothesis-generated invariant cases")
+    parser.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from conformance.harness import ImplUnavailable, load_impl
+    from conformance.report import format_summary, write_report
+    from conformance.runner import run_suite
+
+    try:
+        impl = load_impl(args.impl)
+    except ImplUnavailable as error:
+        print(f"exactspec certify: {args.impl} is unavailable here: {error}", file=sys.stderr)
+        return 4
+    except ValueError as error:
+        print(f"exactspec certify: {error}", file=sys.stderr)
+        return 2
+    result = run_suite(impl, args.impl, args.profile, progress=not args.no_progress,
+                       fail_fast=args.fail_fast, hypothesis=not args.no_hypothesis)
+    notes = list(getattr(impl, "certificate_notes", []) or [])
+    paths = write_report(result, args.out, extra_notes=notes)
+    print(format_summary(result))
+    print(f"  report: {paths['markdown']} (+ {paths['json']}, {len(paths['plots'])} plots)")
+    return EXIT[result.verdict]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="exactspec certify", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,242 @@
+"""Certificate writer: JSON (machine-readable, every check), Markdown (human-readable) and PNG plots
+(observed vs expected distributions, tokens per round, p-value calibration). `format_summary` is the
+text both `exactspec certify` and `pytest conformance` print at the end."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from conformance import CONTRACT_VERSION
+from conformance.cases import CURATED, Case
+from conformance.runner import SuiteResult
+
+VERDICT_TEXT = {
+    "CERTIFIED": "exact, and achieves the standard rule's acceptance (law of tokens per round matches)",
+    "EXACT_NOT_STANDARD": ("exact (no deviation from the target distribution detected), but NOT the standard rule: "
+                           "its emitted tuples / tokens per round differ from Leviathan-Chen's"),
+    "NOT_EXACT": "NOT exact: its output distribution differs from the target's (or it emits impossible tokens)",
+    "CONTRACT_VIOLATION": "does not obey the interface contract (bad output, exception, or not reproducible)",
+}
+
+
+def _fmt(x, spec=".3g"):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return format(x, spec)
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for mod in ("numpy", "scipy", "torch", "transformers"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:  # pragma: no cover - optional
+            pass
+    return out
+
+
+def _profile_dict(result: SuiteResult) -> dict:
+    p = result.profile
+    return {"name": p.name, "epsilon_tv": p.epsilon_tv, "total_false_fail": p.total_false_fail, "beta": p.beta,
+            "max_bins": p.max_bins, "invariant_rounds": p.invariant_rounds,
+            "adversarial_rounds": p.adversarial_rounds, "hypothesis_examples": p.hypothesis_examples,
+            "description": p.description}
+
+
+def to_json(result: SuiteResult, cases: list[Case] | None = None) -> dict:
+    cases = cases or CURATED
+    recs = [r.to_dict() for r in result.records]
+    deviations = {}
+    for r in result.records:
+        if not r.passed and "observed_tv_binned" in r.result.details:
+            deviations[f"{r.case}/{r.check}"] = {
+                "observed_tv_binned": r.result.details["observed_tv_binned"],
+                "null_mean": r.result.details.get("observed_tv_binned_null_mean"), "p_value": r.result.p_value}
+    return {
+        "contract_version": CONTRACT_VERSION,
+        "impl": result.impl,
+        "verdict": result.verdict,
+        "verdict_text": VERDICT_TEXT[result.verdict],
+        "profile": _profile_dict(result),
+        "error_budget": result.budget,
+        "plan": result.plan,
+        "seconds": result.seconds,
+        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "environment": _versions(),
+        "cases": [c.summary() for c in cases if c.name in result.plan],
+        "measured_deviations": deviations,
+        "notes": result.notes,
+        "checks": recs,
+    }
+
+
+def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
+    b = result.budget
+    lines = [f"exactspec conformance: {result.impl} [profile {result.profile.name}] -> {result.verdict}",
+             f"  {VERDICT_TEXT[result.verdict]}",
+             f"  total false-fail rate <= {result.profile.total_false_fail:g} over {b.get('n_checks_budgeted', '?')} "
+             f"statistical checks (alpha {b.get('per_check_alpha', float('nan')):.3g} each); per case, a deviation "
+             f"of binned TV >= {result.profile.epsilon_tv:g} is detected w.p. >= {1 - result.profile.beta:g}; "
+             f"{len(result.records)} checks in {result.seconds:.1f}s"]
+    failed = result.failed
+    if failed:
+        lines.append(f"  {len(failed)} failed check(s):")
+        for r in failed[:max_rows]:
+            lines.append(f"    [{r.category}] {r.case}/{r.check}: {r.result.message[:220]}")
+        if len(failed) > max_rows:
+            lines.append(f"    ... {len(failed) - max_rows} more in the report")
+    lines.append(f"  {'case':34s} {'n':>8s} {'bins':>5s} {'detect TV':>9s} {'min p':>9s}")
+    by_case: dict[str, list] = {}
+    for r in result.records:
+        by_case.setdefault(r.case, []).append(r)
+    for name, plan in result.plan.items():
+        recs = [r for r in by_case.get(name, []) if r.category in ("exactness", "standard_rule")]
+        primary = [r for r in recs if r.check == plan["primary"]]
+        tv = primary[0].result.detectable_tv if primary else float("nan")
+        pmin = min((r.result.p_value for r in recs), default=float("nan"))
+        lines.append(f"  {name:34s} {plan['n']:8d} {plan['bins']:5d} {_fmt(tv, '9.3g')} {_fmt(pmin, '9.2g')}")
+    return "\n".join(lines)
+
+
+def _plots(result: SuiteResult, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    by = {(r.case, r.check): r for r in result.records}
+    case_names = list(result.plan)
+    worst = {}
+    for r in result.records:
+        if r.category == "exactness" and r.plot and r.result.n > 0:
+            if r.case not in worst or r.result.p_value < worst[r.case].result.p_value:
+                worst[r.case] = r
+    for check, fname, title in (("worst", "exactness_observed_vs_expected.png",
+                                 "per case, the exactness check with the smallest p-value: observed vs expected"),
+                                ("position_1", "first_token.png", "first emitted token: observed vs expected (p_1)"),
+                                ("tokens_per_round", "tokens_per_round.png",
+                                 "tokens per round N: observed vs the standard rule's exact law")):
+        if check == "worst":
+            by_check = {(c, "worst"): r for c, r in worst.items()}
+        else:
+            by_check = by
+        names = [c for c in case_names if (c, check) in by_check and by_check[(c, check)].plot]
+        if not names:
+            continue
+        cols = 4
+        rows = int(math.ceil(len(names) / cols))
+        fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.6 * rows), squeeze=False)
+        for ax in axes.flat:
+            ax.axis("off")
+        for ax, name in zip(axes.flat, names):
+            rec = by_check[(name, check)]
+            ax.axis("on")
+            obs, exp = np.asarray(rec.plot["observed"]), np.asarray(rec.plot["expected"])
+            idx = np.arange(obs.size)
+            ax.bar(idx - 0.2, exp, width=0.4, label="expected", color="#9ecae1")
+            ax.bar(idx + 0.2, obs, width=0.4, label="observed", color="#de2d26" if not rec.passed else "#31a354")
+            ax.set_title(f"{name[:30]} / {rec.check}\np={rec.result.p_value:.2g} {'PASS' if rec.passed else 'FAIL'}",
+                         fontsize=8)
+            ax.tick_params(labelsize=6)
+        axes.flat[0].legend(fontsize=6)
+        fig.suptitle(f"{result.impl}: {title} (bins from p only, largest 40)", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=90)
+        plt.close(fig)
+        files.append(fname)
+    pv = np.array([r.result.p_value for r in result.records
+                   if r.category in ("exactness", "standard_rule") and r.result.n > 0
+                   and r.result.details.get("n_bins", 0) >= 2])
+    if pv.size:
+        pv = np.sort(np.clip(pv, 1e-20, 1))  # display floor: smaller p-values are drawn at 1e-20
+        expected = (np.arange(1, pv.size + 1) - 0.5) / pv.size
+        fig, ax = plt.subplots(figsize=(4.5, 4.5))
+        ax.loglog(expected, pv, "o", ms=3, label="checks")
+        ax.loglog([expected[0], 1], [expected[0], 1], "k--", lw=0.8, label="uniform (exact impl.)")
+        a = result.budget.get("per_check_alpha")
+        if a:
+            ax.axhline(a, color="r", lw=0.8, label=f"per-check alpha {a:.2g}")
+        ax.set_xlabel("uniform quantile")
+        ax.set_ylabel("observed p-value")
+        ax.set_title(f"p-value calibration ({pv.size} checks)", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "pvalue_calibration.png", dpi=90)
+        plt.close(fig)
+        files.append("pvalue_calibration.png")
+    return files
+
+
+def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
+    prof = result.profile
+    b = result.budget
+    md = [f"# Conformance certificate: `{result.impl}`", "",
+          f"**Verdict: {result.verdict}** -- {VERDICT_TEXT[result.verdict]}.", "",
+          f"Produced by `exactspec certify` (contract {CONTRACT_VERSION}, profile `{prof.name}`) on "
+          f"{data['generated']} in {result.seconds:.1f} s. Environment: "
+          + ", ".join(f"{k} {v}" for k, v in data["environment"].items() if k != "platform") + ".", "",
+          "## Stated error rates", "",
+          f"- False-fail: P(any statistical check fails | implementation exact) <= **{prof.total_false_fail:g}** "
+          f"(Bonferroni over {b.get('n_checks_budgeted')} checks, alpha = {b.get('per_check_alpha', 0):.3g} each; "
+          f"alpha actually spent {b.get('alpha_spent', 0):.3g}). Hard checks (contract, invariants) have false-fail 0.",
+          f"- False-pass: on every case, a deviation of binned total variation >= **{prof.epsilon_tv:g}** in the "
+          f"primary law is detected with probability >= {1 - prof.beta:g}; n per case was computed from this "
+          f"target with `stat_tests.required_samples`. Each check's own detectable TV is listed below.",
+          f"- Seeds are fixed (CRC32 of the case name): the run is deterministic.", ""]
+    if data["measured_deviations"]:
+        md += ["## Measured deviations (failed statistical checks)", "",
+               "| case/check | observed binned TV | its mean under exactness | p-value |", "|---|---|---|---|"]
+        for k, v in data["measured_deviations"].items():
+            md.append(f"| {k} | {_fmt(v['observed_tv_binned'], '.4f')} | {_fmt(v['null_mean'], '.4f')} | "
+                      f"{_fmt(v['p_value'], '.3g')} |")
+        md.append("")
+    failed = result.failed
+    if failed:
+        md += ["## Failed checks", ""]
+        for r in failed[:40]:
+            md.append(f"- **{r.case} / {r.check}** ({r.category}): {r.result.message}")
+        md.append("")
+    md += ["## Cases and sample sizes", "", "| case | k | V | rounds n | primary check | bins | detectable TV | why |",
+           "|---|---|---|---|---|---|---|---|"]
+    by = {(r.case, r.check): r for r in result.records}
+    for c in data["cases"]:
+        plan = result.plan[c["name"]]
+        rec = by.get((c["name"], plan["primary"]))
+        md.append(f"| {c['name']} | {c['k']} | {c['V']} | {plan['n']} | {plan['primary']} | {plan['bins']} | "
+                  f"{_fmt(rec.result.detectable_tv if rec else None)} | {c['why']} |")
+    md += ["", "## Plots", ""]
+    for f in plots:
+        md.append(f"![{f}]({f})")
+    md += ["", "## Every check", "",
+           "| case | check | category | n | p-value | alpha | detectable TV | observed TV | result |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in result.records:
+        t = r.result
+        md.append(f"| {r.case} | {r.check} | {r.category} | {t.n} | {_fmt(t.p_value)} | {_fmt(t.alpha)} | "
+                  f"{_fmt(t.detectable_tv)} | {_fmt(t.details.get('observed_tv_binned'), '.4f')} | "
+                  f"{'PASS' if t.passed else 'FAIL'} |")
+    if result.notes:
+        md += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
+    md.append("")
+    return "\n".join(md)
+
+
+def write_report(result: SuiteResult, out_dir: str | Path, cases: list[Case] | None = None,
+                 extra_notes: list[str] | None = None) -> dict:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if extra_notes:
+        result.notes.extend(extra_notes)
+    data = to_json(result, cases)
+    plots = _plots(result, out)
+    (out / "certificate.json").write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
+    (out / "CERTIFICATE.md").write_text(to_markdown(result, data, plots))
+    return {"json": str(out / "certificate.json"), "markdown": str(out / "CERTIFICATE.md"),
+            "plots": [str(out / p) for p in plots]}
