@@ -120,6 +120,10 @@ class HFAssistedAdapter(_HFBase):
     """transformers ``generate(assistant_model=draft, do_sample=True, ...)`` (speculative sampling, batch 1)."""
 
     name = "transformers-assisted"
+    notes = ("Rule (read from transformers.generation.utils._speculative_sampling): the standard rule -- accept "
+             "x_i iff r_i <= p_i(x_i)/q_i(x_i) with p, q the softmax of the *processed* (warped) target and "
+             "assistant scores; at the first rejection sample norm(max(0, p - q)); all accepted: bonus from p_k. "
+             "The assistant samples with the same logits processors (do_sample copied from the main config).")
 
     def __init__(self) -> None:
         import transformers
@@ -135,6 +139,12 @@ class HFPromptLookupAdapter(_HFBase):
     """transformers ``generate(prompt_lookup_num_tokens=k, do_sample=True, ...)`` (draft model unused)."""
 
     name = "transformers-prompt-lookup"
+    notes = ("Rule (read from transformers.generation.utils._assisted_decoding): PromptLookupCandidateGenerator "
+             "returns no candidate logits, so with do_sample=True the 'Case 2' branch runs: one token y_i ~ p_i "
+             "(torch.multinomial on the processed target rows) is drawn at every candidate position and the "
+             "candidates are kept while x_i == y_i; the first y_i that differs (or y_{k+1}) is emitted. That is "
+             "the sampler-match rule (reference.verify_sampler_match): exact, acceptance sum_x p(x) q(x) with q "
+             "a point mass at the looked-up token, i.e. acceptance p(x_i) per draft.")
 
     def __init__(self) -> None:
         import transformers

@@ -46,6 +46,7 @@ def to_markdown(report: dict) -> str:
         "",
         f"Implementation: {report.get('description') or report['impl']}",
         "",
+        *([f"Notes: {report['notes']}", ""] if report.get("notes") else []),
         f"Environment: Python {env['python']}, torch {env['torch']}, transformers {env['transformers']}, "
         f"numpy {env['numpy']}, scipy {env['scipy']}.",
         "",
@@ -121,3 +122,27 @@ def write_report(report: dict, out_dir: str | Path, stem: str | None = None) -> 
     json_path.write_text(json.dumps(report, indent=1, sort_keys=False, allow_nan=False) + "\n")
     md_path.write_text(to_markdown(report))
     return json_path, md_path
+
+
+def render(json_path: str | Path) -> Path:
+    """Re-render the Markdown certificate beside a JSON certificate (adds the adapter's notes if missing)."""
+    path = Path(json_path)
+    report = json.loads(path.read_text())
+    if not report.get("notes"):
+        try:
+            from conformance.sequence.adapters import load_adapter
+
+            report["notes"] = getattr(load_adapter(report["impl"]), "notes", "") or ""
+        except Exception:  # noqa: BLE001
+            report["notes"] = ""
+        path.write_text(json.dumps(report, indent=1) + "\n")
+    md = path.with_suffix(".md")
+    md.write_text(to_markdown(report))
+    return md
+
+
+if __name__ == "__main__":
+    import sys
+
+    for arg in sys.argv[1:]:
+        print(render(arg))

@@ -325,6 +325,7 @@ def run_sequence_suite(impl: Any, profile: str = "quick", real_model: bool = Fal
     report = {
         "suite": "exactspec sequence-level conformance", "suite_version": SUITE_VERSION,
         "impl": adapter_name(adapter), "description": getattr(adapter, "description", ""),
+        "notes": getattr(adapter, "notes", ""),
         "profile": profile, "real_model": real_model,
         "passed": not failed and bool(records),
         "verdict": "CERTIFIED" if (not failed and records) else "FAILED",
