@@ -116,3 +116,41 @@ class Ensemble08(_HFSpeculativeSampling):
     """Ensemble verification, assistant_ensemble_weight = 0.8: v = 0.8 p + 0.2 q (lossy by design)."""
 
     ensemble_weight = 0.8
+
+
+def _ensemble_first_token_law(p: np.ndarray, q: np.ndarray, w: float) -> np.ndarray:
+    """Exact law of the first emitted token under transformers' ensemble verification: accept x ~ q
+    w.p. min(1, 1 - w + w p(x)/q(x)); on rejection draw from norm(max(0, p - q))."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        accept = np.where(q > 0, np.minimum(1.0, 1.0 - w + w * p / np.where(q > 0, q, 1.0)), 0.0)
+    residual = np.maximum(p - q, 0.0)
+    residual = residual / residual.sum() if residual.sum() > 0 else p
+    return q * accept + (1.0 - (q * accept).sum()) * residual
+
+
+def _notes(self) -> list[str]:
+    fn_sig = str(inspect.signature(self.fn))
+    notes = [f"Implementation: transformers {self.version} transformers.generation.utils._speculative_sampling{fn_sig}.",
+             "Adapter: p and q passed as float32 logits log p, log q; torch.multinomial seeded from the suite's rng"
+             + ("; torch.rand_like (the acceptance coins) routed through the suite's rng, so the adversarial "
+                "Generator's exact 0.0 reaches the comparison `r_i <= probability_ratio`."
+                if self.bridge_coins else "; coins from torch's own generator (boundary values as rare as in use)."),
+             ]
+    if self.ensemble_weight is not None:
+        from conformance.cases import CURATED
+
+        tvs = {c.name: 0.5 * float(np.abs(_ensemble_first_token_law(c.target_probs[0], c.draft_probs[0],
+                                                                   self.ensemble_weight) - c.target_probs[0]).sum())
+               for c in CURATED}
+        worst = max(tvs, key=tvs.get)
+        notes.append(f"{ENSEMBLE_PARAM}={self.ensemble_weight}: verification against v = w p + (1-w) q (DIVERSE, "
+                     f"static ensemble). Predicted exact TV(first token, p_1) per case: "
+                     + ", ".join(f"{k} {v:.4f}" for k, v in tvs.items()) + f" (largest: {worst}).")
+    else:
+        notes.append("The comparison is inclusive (`r_i <= probability_ratio`): a draft with p(x) = 0 is accepted "
+                     "when the coin is exactly 0.0 -- probability 2**-24 per float32 torch.rand draw, invisible "
+                     "to sampling, shown by the adversarial Generator. The standard rule needs u < p/q.")
+    return notes
+
+
+_HFSpeculativeSampling.certificate_notes = property(_notes)
