@@ -91,7 +91,8 @@ def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
             lines.append(f"    [{r.category}] {r.case}/{r.check}: {r.result.message[:220]}")
         if len(failed) > max_rows:
             lines.append(f"    ... {len(failed) - max_rows} more in the report")
-    lines.append(f"  {'case':34s} {'n':>8s} {'bins':>5s} {'detect TV':>9s} {'min p':>9s}")
+    lines.append(f"  {'case':34s} {'n':>8s} {'bins':>5s} {'detect TV':>9s} {'min p':>9s}  (large-V cases: "
+                 f"looser target, see CONTRACT.md)")
     by_case: dict[str, list] = {}
     for r in result.records:
         by_case.setdefault(r.case, []).append(r)
@@ -187,8 +188,9 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
           f"(Bonferroni over {b.get('n_checks_budgeted')} checks, alpha = {b.get('per_check_alpha', 0):.3g} each; "
           f"alpha actually spent {b.get('alpha_spent', 0):.3g}). Hard checks (contract, invariants) have false-fail 0.",
           f"- False-pass: on every case, a deviation of binned total variation >= **{prof.epsilon_tv:g}** in the "
-          f"primary law is detected with probability >= {1 - prof.beta:g}; n per case was computed from this "
-          f"target with `stat_tests.required_samples`. Each check's own detectable TV is listed below.",
+          f"primary law is detected with probability >= {1 - prof.beta:g} (large-vocabulary cases: 2.5 x looser, "
+          f"they cost O(V) per round); n per case was computed from this target with "
+          f"`stat_tests.required_samples`. Each check's own detectable TV is listed below.",
           f"- Seeds are fixed (CRC32 of the case name): the run is deterministic.", ""]
     if data["measured_deviations"]:
         md += ["## Measured deviations (failed statistical checks)", "",

