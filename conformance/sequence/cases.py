@@ -35,6 +35,7 @@ class Case:
     what: str = ""
     ks: tuple[int, ...] = ()  # greedy cases: every k in ks
     prompts: tuple[tuple[int, ...], ...] = field(default=(PROMPT_A,))
+    in_quick: bool = True  # False: only in the standard and full profiles
 
     def params(self) -> dict:
         s = self.sampling
@@ -72,7 +73,7 @@ CASES: list[Case] = [
 REAL_CASES: list[Case] = [
     Case("real_pit_t0.7_k4", "pit", SP(0.7), 4, 24, models="real", prompts=(),
          what="SmolLM2-135M, temperature 0.7, PIT"),
-    Case("real_pit_t1.0_topk50_k3", "pit", SP(1.0, top_k=50), 3, 24, models="real", prompts=(),
+    Case("real_pit_t1.0_topk50_k3", "pit", SP(1.0, top_k=50), 3, 24, models="real", prompts=(), in_quick=False,
          what="SmolLM2-135M, top-k 50, PIT"),
     Case("real_greedy", "greedy", SP(0.0), 0, 16, models="real", ks=(4,), prompts=(),
          what="SmolLM2-135M greedy == plain greedy"),
@@ -92,7 +93,7 @@ class Profile:
 
 
 PROFILES = {
-    "quick": Profile("quick", 1e-3, 1e-3, 0.10, 1200, 150, 30, 2),
+    "quick": Profile("quick", 1e-3, 1e-3, 0.10, 1200, 150, 20, 2),
     "standard": Profile("standard", 1e-4, 1e-3, 0.06, 4000, 500, 60, 4),
     "full": Profile("full", 1e-5, 1e-3, 0.03, 20000, 3000, 200, 8),
 }

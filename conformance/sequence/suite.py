@@ -201,6 +201,8 @@ def _n_checks(case: Case) -> int:
 
 def select_cases(profile: Profile, real_model: bool, names: Iterable[str] | None = None) -> list[Case]:
     cases = list(CASES) + (list(REAL_CASES) if real_model else [])
+    if profile.name == "quick":
+        cases = [c for c in cases if c.in_quick]
     if names is not None:
         wanted = set(names)
         cases = [c for c in cases if c.name in wanted]
