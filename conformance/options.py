@@ -23,3 +23,9 @@ def register(parser) -> None:
             group.addoption(*opts, **attrs)
         except ValueError:  # already registered by the other conftest
             pass
+
+
+def pytest_addoption(parser):
+    """Lets `pytest -p conformance.options --pyargs conformance --impl ...` work from any directory
+    (with --pyargs, pytest reads options before it finds conformance/conftest.py)."""
+    register(parser)

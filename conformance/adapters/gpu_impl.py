@@ -4,7 +4,27 @@ Factories (zero-argument callables) so that `--impl conformance.adapters.gpu_imp
 "unavailable" (a skip with the reason) on a machine without CUDA instead of failing at import.
 """
 
+import warnings
+
 from conformance.harness import ImplUnavailable
+
+
+class _Quiet:
+    """Forwards to TorchVerifier, silencing torch's 'non-writable NumPy array' warning (the suite's
+    inputs are read-only views on purpose; torch only reads them)."""
+
+    def __init__(self, verifier):
+        self._v = verifier
+
+    def verify(self, target_probs, draft_probs, draft_tokens, rng):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return self._v.verify(target_probs, draft_probs, draft_tokens, rng)
+
+    def verify_batch(self, target_probs, draft_probs, draft_tokens, rng):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return self._v.verify_batch(target_probs, draft_probs, draft_tokens, rng)
 
 
 def _verifier(device: str, mode: str = "standard", dtype: str = "float32"):
@@ -16,7 +36,7 @@ def _verifier(device: str, mode: str = "standard", dtype: str = "float32"):
         raise ImplUnavailable(f"gpu_impl.sampler.TorchVerifier cannot be imported: {error}") from error
     if device == "cuda" and not torch.cuda.is_available():
         raise ImplUnavailable("torch.cuda.is_available() is False: no CUDA device to certify on")
-    return TorchVerifier(device=device, mode=mode, dtype=getattr(torch, dtype))
+    return _Quiet(TorchVerifier(device=device, mode=mode, dtype=getattr(torch, dtype)))
 
 
 def TorchCPU():

@@ -215,7 +215,7 @@ class ExponentialRace(Rule):
 
     def sample(self, dist, u):
         e = self._rng.standard_exponential(dist.shape)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(dist > 0, e / dist, np.inf)
         return score.argmin(axis=-1)
 
