@@ -203,3 +203,12 @@ def _curated() -> list[Case]:
 
 CURATED: list[Case] = _curated()
 CASES_BY_NAME: dict[str, Case] = {c.name: c for c in CURATED}
+
+
+# A small deterministic set of Hypothesis-style generated cases (fixed seeds) joins the statistical
+# checks, so the generator's edge rows are also tested for exactness, not only for invariants.
+from conformance.strategies import statistical_cases as _statistical_cases  # noqa: E402
+
+GENERATED: list[Case] = _statistical_cases()
+SUITE_CASES: list[Case] = CURATED + GENERATED
+CASES_BY_NAME.update({c.name: c for c in GENERATED})

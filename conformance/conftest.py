@@ -8,7 +8,7 @@ import re
 import pytest
 
 from conformance.adapters import DEFAULT_IMPLS
-from conformance.cases import CURATED
+from conformance.cases import SUITE_CASES
 from conformance.harness import Harness, ImplUnavailable, load_impl
 from conformance.options import register
 from conformance.profiles import budget_for, get_profile, plan_rounds
@@ -36,7 +36,7 @@ def pytest_generate_tests(metafunc):
         specs = _specs(metafunc.config)
         metafunc.parametrize("impl_spec", specs, ids=[_short(s) for s in specs], scope="session")
     if "case" in metafunc.fixturenames:
-        metafunc.parametrize("case", CURATED, ids=[c.name for c in CURATED])
+        metafunc.parametrize("case", SUITE_CASES, ids=[c.name for c in SUITE_CASES])
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +63,7 @@ def harness(impl_spec):
 
 @pytest.fixture(scope="session")
 def alpha(profile):
-    return budget_for(profile, CURATED).per_check_alpha
+    return budget_for(profile, SUITE_CASES).per_check_alpha
 
 
 @pytest.fixture
@@ -89,14 +89,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     from conformance.report import format_summary, write_report
 
     prof = get_profile(config.getoption("--profile"))
-    alpha = budget_for(prof, CURATED).per_check_alpha
-    budget = budget_for(prof, CURATED)
+    alpha = budget_for(prof, SUITE_CASES).per_check_alpha
+    budget = budget_for(prof, SUITE_CASES)
     terminalreporter.section("exactspec conformance summary")
     out_dir = config.getoption("--conformance-report")
     for impl, records in _RECORDS.items():
         result = SuiteResult(impl, prof, list(records))
         seen = {r.case for r in records}
-        result.plan = {c.name: plan_rounds(c, prof, alpha) for c in CURATED if c.name in seen}
+        result.plan = {c.name: plan_rounds(c, prof, alpha) for c in SUITE_CASES if c.name in seen}
         stat = [r.result for r in records if r.category in ("exactness", "standard_rule")]
         result.budget = budget.summarize(stat) if stat else {}
         result.budget.update({"per_check_alpha": alpha, "n_checks_budgeted": budget.n_checks})

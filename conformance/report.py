@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from conformance import CONTRACT_VERSION
-from conformance.cases import CURATED, Case
+from conformance.cases import SUITE_CASES, Case
 from conformance.runner import SuiteResult
 
 VERDICT_TEXT = {
@@ -50,7 +50,7 @@ def _profile_dict(result: SuiteResult) -> dict:
 
 
 def to_json(result: SuiteResult, cases: list[Case] | None = None) -> dict:
-    cases = cases or CURATED
+    cases = cases or SUITE_CASES
     recs = [r.to_dict() for r in result.records]
     deviations = {}
     for r in result.records:

@@ -21,7 +21,7 @@ import numpy as np
 
 from conformance import checks
 from conformance.adversarial import adversarial_generator
-from conformance.cases import CURATED, Case
+from conformance.cases import SUITE_CASES, Case
 from conformance.harness import ContractViolation, Harness, ImplementationError
 from conformance.profiles import Profile, budget_for, get_profile, plan_rounds
 
@@ -157,7 +157,7 @@ def run_suite(impl: Any, impl_name: str, profile: Profile | str = "standard", ca
               progress: bool = False, fail_fast: bool = False, hypothesis: bool = True) -> SuiteResult:
     """All checks of `profile` on `impl` (an object with verify / verify_batch)."""
     profile = get_profile(profile) if isinstance(profile, str) else profile
-    cases = list(cases or CURATED)
+    cases = list(cases or SUITE_CASES)
     harness = Harness(impl, impl_name)
     budget = budget_for(profile, cases)
     alpha = budget.per_check_alpha
