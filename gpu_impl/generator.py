@@ -83,7 +83,10 @@ class SpeculativeGenerator:
         attention_mask: torch.Tensor | None = None,
         on_tokens: Callable[[int, list[int]], None] | None = None,
     ) -> GenerationResult:
-        """New tokens per row (prompt excluded), cut after EOS (inclusive) and at max_new_tokens."""
+        """New tokens per row (prompt excluded), cut after EOS (inclusive) and at max_new_tokens.
+
+        Row b draws from torch.Generator(seed + b) (or seed[b] when a list is given).
+        """
         eos_ids = check_limits(max_new_tokens, eos_token_id)
         start = time.perf_counter()
         ids, valid = check_prompt(input_ids, attention_mask, self.target.device)
@@ -91,38 +94,50 @@ class SpeculativeGenerator:
         generators = make_generators(row_seeds(seed, batch), self.target.device)
         collector = TokenCollector(batch, max_new_tokens, eos_ids, on_tokens)
         stats = SpecStats()
-        self.target.calls = 0
-        self.target.reset(batch)
-        if ids.shape[1] > 1:
-            self.target.forward(ids[:, :-1], None if valid is None else valid[:, :-1], last_only=True)
-        t0 = self._clock()
-        self.draft.reset(ids, valid, self.vocab_size)
-        stats.draft_time_s += self._clock() - t0
+        self._prefill(ids, valid, stats)
         pending, k = ids[:, -1], self.k
         while not collector.all_done:
-            t0 = self._clock()
-            draft_tokens, draft_probs = self.draft.propose(k, self.sampling, generators)
-            t1 = self._clock()
-            logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
-            tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, self.mode)
-            host = torch.cat([tokens, counts[:, None]], dim=1).tolist()  # the round's one sync
-            t2 = self._clock()
-            emitted = [row[: row[-1]] for row in host]
-            counts_host = [len(row) for row in emitted]
-            proposed = draft_tokens.shape[1]
-            self.target.keep_in_tail(proposed + 1, counts, counts_host)
+            tokens, counts, emitted = self._round(pending, k, generators, stats)
             pending = tokens.gather(1, (counts - 1)[:, None]).squeeze(1)
-            self.draft.accept(tokens, counts, emitted)
-            stats.record_round(proposed, [c - 1 for c, done in zip(counts_host, collector.done) if not done])
+            accepted = [len(row) - 1 for row in emitted]
+            stats.record_round(tokens.shape[1] - 1, [n for n, done in zip(accepted, collector.done) if not done])
             for row, new in enumerate(emitted):
                 collector.add(row, new)
             if self.adaptive_k:
-                k = next_k(k, [c - 1 for c in counts_host], self.k_max)
-            stats.draft_time_s += (t1 - t0) + (self._clock() - t2)
-            stats.target_time_s += t2 - t1
+                k = next_k(k, accepted, self.k_max)
         stats.target_calls = self.target.calls
         stats.draft_calls = getattr(getattr(self.draft, "cached", None), "calls", 0)
         stats.new_tokens = sum(map(len, collector.sequences))
         stats.wall_time_s = time.perf_counter() - start
         stats.finish()
         return GenerationResult(collector.sequences, stats)
+
+    def _prefill(self, ids: torch.Tensor, valid: torch.Tensor | None, stats: SpecStats) -> None:
+        """Feed every prompt token but the last ("pending") to the target; let the draft start."""
+        t0 = self._clock()
+        self.target.reset(ids.shape[0])
+        if ids.shape[1] > 1:
+            self.target.forward(ids[:, :-1], None if valid is None else valid[:, :-1], last_only=True)
+        t1 = self._clock()
+        self.draft.reset(ids, valid, self.vocab_size)
+        stats.target_time_s += t1 - t0
+        stats.draft_time_s += self._clock() - t1
+
+    def _round(self, pending: torch.Tensor, k: int, generators, stats: SpecStats):
+        """Draft k' tokens, score k'+1 positions in one target forward, verify, roll both caches back.
+
+        -> (tokens (B, k'+1) padded with -1, counts (B,), emitted tokens per row on the host).
+        """
+        t0 = self._clock()
+        draft_tokens, draft_probs = self.draft.propose(k, self.sampling, generators)
+        t1 = self._clock()
+        logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
+        tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, self.mode)
+        host = torch.cat([tokens, counts[:, None]], dim=1).tolist()  # the round's one device->host sync
+        emitted = [row[: row[-1]] for row in host]
+        self.target.keep_in_tail(tokens.shape[1], counts, [len(row) for row in emitted])
+        t2 = self._clock()
+        self.draft.accept(tokens, counts, emitted)
+        stats.target_time_s += t2 - t1
+        stats.draft_time_s += (t1 - t0) + (self._clock() - t2)
+        return tokens, counts, emitted

@@ -25,6 +25,7 @@ class CachedModel:
     def reset(self, batch: int) -> None:
         """Empty cache for `batch` rows."""
         self.cache = DynamicCache(config=self.model.config)
+        self.calls = 0
         self.valid = torch.zeros((batch, 0), dtype=torch.bool, device=self.device)
         self.lengths = torch.zeros(batch, dtype=torch.long, device=self.device)  # valid tokens per row
         self.has_holes = False  # while False the mask is all ones and attention can use the causal fast path
