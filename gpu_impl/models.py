@@ -282,39 +282,17 @@ def tiny_llama_pair(
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Vocabulary check
+# Vocabulary check (the implementation lives in gpu_impl.vocab; this keeps the (target, draft, tokenizers) form)
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _vocab_size_of(model: Any) -> int:
-    config = getattr(model, "config", None)
-    if config is not None and getattr(config, "vocab_size", None):
-        return int(config.vocab_size)
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is not None:
-        return int(head.weight.shape[0])
-    raise ValueError(f"cannot determine the vocabulary size of {type(model).__name__}")
-
-
 def check_same_vocabulary(target: Any, draft: Any, tokenizers: tuple[Any, Any] | None = None) -> None:
-    """Raise ValueError unless `target` and `draft` score the same vocabulary (size, and tokens if tokenizers given).
+    """Raise ValueError unless `target` and `draft` score the same vocabulary (and, if given, tokenizers agree).
 
-    Speculative sampling compares p(x) and q(x) token by token, so the two models must index the same
-    tokens: a size mismatch (or a different token at the same id) makes the rule meaningless.
+    Speculative sampling compares p(x) and q(x) token by token, so both models must index the same tokens.
+    Delegates to :func:`gpu_impl.vocab.check_same_vocabulary`.
     """
-    vt, vd = _vocab_size_of(target), _vocab_size_of(draft)
-    if vt != vd:
-        raise ValueError(f"target and draft vocabularies differ in size: target {vt}, draft {vd}")
-    if tokenizers is not None:
-        tok_t, tok_d = tokenizers
-        if tok_t is not None and tok_d is not None:
-            vocab_t, vocab_d = tok_t.get_vocab(), tok_d.get_vocab()
-            if vocab_t != vocab_d:
-                only_t = sorted(set(vocab_t.items()) - set(vocab_d.items()))[:5]
-                raise ValueError(
-                    f"target and draft tokenizers map tokens to different ids (e.g. target has {only_t}); "
-                    "speculative sampling needs one shared vocabulary"
-                )
-            for attr in ("eos_token_id", "bos_token_id"):
-                if getattr(tok_t, attr, None) != getattr(tok_d, attr, None):
-                    raise ValueError(f"target and draft tokenizers disagree on {attr}")
+    from gpu_impl.vocab import check_same_vocabulary as _check
+
+    target_tokenizer, draft_tokenizer = tokenizers if tokenizers is not None else (None, None)
+    _check(target, draft, target_tokenizer, draft_tokenizer)
