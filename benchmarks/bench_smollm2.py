@@ -44,7 +44,7 @@ from _common import (  # noqa: E402
 
 import torch  # noqa: E402
 
-from reference.speedup import expected_tokens, improvement_factor  # noqa: E402
+from reference.speedup import expected_tokens, expected_tokens_per_position, improvement_factor  # noqa: E402
 from reference.warping import SamplingParams  # noqa: E402
 
 
@@ -106,7 +106,11 @@ def summarise_stats(results: list[Any]) -> dict[str, Any]:
     acc_pos = [sum(x) for x in zip(*[r.stats.accepted_per_position for r in results])] if results else []
     rounds = sum(r.stats.rounds for r in results)
     return {
-        "alpha": accepted / proposed if proposed else 0.0,
+        # alpha = P(a drafted token is accepted | it is reached): pooled over positions, the estimate the
+        # iid model E[N] = (1 - alpha^(k+1)) / (1 - alpha) needs. accepted / proposed (SpecStats.acceptance_rate)
+        # also counts the drafts after a rejection, which are never examined, and is reported separately.
+        "alpha": sum(acc_pos) / sum(reached) if sum(reached) else 0.0,
+        "accepted_fraction": accepted / proposed if proposed else 0.0,
         "alpha_per_position": [a / n if n else None for a, n in zip(acc_pos, reached)],
         "tokens_per_target_call": sum(r.stats.emitted_before_cuts for r in results) / max(1, sum(r.stats.row_rounds for r in results)),
         "rounds": rounds,
@@ -116,13 +120,20 @@ def summarise_stats(results: list[Any]) -> dict[str, Any]:
     }
 
 
-def cost_model(alpha: float, k: int, c: float, v: float, tpc: float) -> dict[str, float]:
+def cost_model(alpha: float, k: int, c: float, v: float, tpc: float, alpha_per_position: list | None = None) -> dict[str, float]:
+    """E[N] / (c k + v(k+1)) with E[N] from the pooled alpha, and the same with per-position alphas / measured E[N]."""
     alpha_c = min(max(alpha, 0.0), 1.0)
-    return {
+    c = max(c, 0.0)
+    out = {
         "E_N": expected_tokens(alpha_c, k),
-        "predicted_speedup": improvement_factor(alpha_c, k, max(c, 0.0), {k + 1: v}),
-        "predicted_speedup_from_measured_tokens_per_call": tpc / (max(c, 0.0) * k + v),
+        "predicted_speedup": improvement_factor(alpha_c, k, c, {k + 1: v}),
+        "predicted_speedup_from_measured_tokens_per_call": tpc / (c * k + v),
     }
+    if alpha_per_position and len(alpha_per_position) >= k:
+        alphas = [0.0 if a is None else a for a in alpha_per_position[:k]]
+        out["E_N_per_position"] = expected_tokens_per_position(alphas)
+        out["predicted_speedup_per_position"] = out["E_N_per_position"] / (c * k + v)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -226,8 +237,9 @@ def run_config(model: Any, tokenizer: Any, kind: str, temperature: float, draft_
             "speedup_vs_hf_generate": spread([h / s for h, s in zip(times.get("hf_generate", times["plain"]), times[f"spec:{name}"])]),
             **{key: pooled[key] for key in ("alpha", "alpha_per_position", "tokens_per_target_call", "rounds")},
             "c_micro": c_micro, "v_micro": v_micro, "c_loop": c_loop, "v_loop": v_loop,
-            "model_micro": cost_model(pooled["alpha"], k, c_micro, v_micro, pooled["tokens_per_target_call"]),
-            "model_loop": cost_model(pooled["alpha"], k, c_loop, v_loop, pooled["tokens_per_target_call"]),
+            "accepted_fraction": pooled["accepted_fraction"],
+            "model_micro": cost_model(pooled["alpha"], k, c_micro, v_micro, pooled["tokens_per_target_call"], pooled["alpha_per_position"]),
+            "model_loop": cost_model(pooled["alpha"], k, c_loop, v_loop, pooled["tokens_per_target_call"], pooled["alpha_per_position"]),
             "stats": pooled["per_run"],
         }
         if f"hf_assisted:{name}" in times:
@@ -305,7 +317,9 @@ def section_ksweep(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict
                 "k": k, "speedup_vs_plain": spread([p / s for p, s in zip(times["plain"], times[k])]),
                 "alpha": pooled["alpha"], "alpha_per_position": pooled["alpha_per_position"],
                 "tokens_per_target_call": pooled["tokens_per_target_call"], "c_micro": c, "v_micro": vk,
-                "model_micro": cost_model(pooled["alpha"], k, c, vk, pooled["tokens_per_target_call"]),
+                "accepted_fraction": pooled["accepted_fraction"],
+                "model_micro": cost_model(pooled["alpha"], k, c, vk, pooled["tokens_per_target_call"], pooled["alpha_per_position"]),
+                "stats": pooled["per_run"],
             })
             log("ksweep", name, kind, temperature, "k", k, "x%.2f" % rows[-1]["speedup_vs_plain"]["median"],
                 "pred %.2f" % rows[-1]["model_micro"]["predicted_speedup"], "alpha %.2f" % pooled["alpha"])
@@ -344,7 +358,8 @@ def section_batch(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[
             "plain_tokens_per_s": spread([batch * n / t for t in t_plain]),
             "spec_tokens_per_s": spread([batch * n / t for t in t_spec]),
             "speedup_vs_plain": spread([p / s for p, s in zip(t_plain, t_spec)]),
-            "alpha": pooled["alpha"], "tokens_per_target_call": pooled["tokens_per_target_call"],
+            "alpha": pooled["alpha"], "alpha_per_position": pooled["alpha_per_position"],
+            "accepted_fraction": pooled["accepted_fraction"], "tokens_per_target_call": pooled["tokens_per_target_call"],
             "v_micro": verification_costs(model, ids[:, :-1], [k + 1], repeats=max(3, args.micro_repeats // 2))["v"][str(k + 1)]["median"],
         }
         out["rows"].append(row)
@@ -354,9 +369,54 @@ def section_batch(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[
     return out
 
 
+def recompute(names: list[str] = ("drafts", "ksweep", "batch")) -> None:
+    """Rewrite alpha / cost-model fields of existing result files from their stored per-run counters.
+
+    Results written before alpha was pooled per reached position (it was accepted / proposed) are fixed
+    here; timings are untouched.
+    """
+    import json
+
+    from _common import RESULTS_DIR
+
+    class _Run:  # per-run stats dict -> the attribute access summarise_stats expects
+        def __init__(self, d):
+            self.stats = type("S", (), d)
+
+    def fix(entry: dict[str, Any], k: int, c: float, v: float, loop: bool) -> None:
+        runs = entry.get("stats")
+        if runs:
+            pooled = summarise_stats([_Run(d) for d in runs])
+            entry["alpha"], entry["accepted_fraction"] = pooled["alpha"], pooled["accepted_fraction"]
+            entry["alpha_per_position"] = pooled["alpha_per_position"]
+        else:  # no counters stored: keep alpha_per_position, pool it without weights
+            entry.setdefault("accepted_fraction", entry.get("alpha"))
+        tpc = entry["tokens_per_target_call"]
+        entry["model_micro"] = cost_model(entry["alpha"], k, c, v, tpc, entry.get("alpha_per_position"))
+        if loop:
+            entry["model_loop"] = cost_model(entry["alpha"], k, entry["c_loop"], entry["v_loop"], tpc, entry.get("alpha_per_position"))
+
+    for name in names:
+        path = RESULTS_DIR / f"smollm2_{name}.json"
+        if not path.exists():
+            continue
+        payload = json.loads(path.read_text())
+        if name == "drafts":
+            for cfg in payload["configs"]:
+                for entry in cfg["drafts"].values():
+                    fix(entry, entry["k"], entry["c_micro"], entry["v_micro"], loop=True)
+        elif name == "ksweep":
+            for sweep in payload["sweeps"]:
+                for row in sweep["rows"]:
+                    fix(row, row["k"], row["c_micro"], row["v_micro"], loop=False)
+        payload["recomputed"] = "alpha pooled over reached positions; cost-model fields recomputed (bench_smollm2.recompute)"
+        path.write_text(json.dumps(payload, indent=2) + "\n")
+        log("recomputed", path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--section", default="all", choices=["costs", "drafts", "ksweep", "batch", "all"])
+    parser.add_argument("--section", default="all", choices=["costs", "drafts", "ksweep", "batch", "all", "recompute"])
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--micro-repeats", type=int, default=9)
@@ -368,6 +428,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-new-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     args = parser.parse_args(argv)
+    if args.section == "recompute":
+        recompute()
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tokenizer = load()

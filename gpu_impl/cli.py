@@ -303,8 +303,10 @@ def run(args: argparse.Namespace) -> int:
     lines = []
     if draft is not None:
         per_pos = ", ".join(f"{a:.2f}" for a in stats.alpha_per_position)
-        lines.append(f"acceptance alpha: {stats.acceptance_rate:.3f} overall ({stats.accepted}/{stats.proposed} drafts); "
-                     f"per position: [{per_pos}]")
+        reached = sum(stats.reached_per_position)
+        alpha = sum(stats.accepted_per_position) / reached if reached else 0.0  # P(accept | draft examined)
+        lines.append(f"acceptance alpha: {alpha:.3f} overall ({stats.accepted} of {reached} examined drafts accepted, "
+                     f"{stats.proposed} proposed); per position: [{per_pos}]")
         lines.append(f"tokens per target call: {stats.tokens_per_target_call:.2f} over {stats.rounds} rounds")
         lines.append(f"time: draft {stats.draft_time_s:.2f} s, target {stats.target_time_s:.2f} s, wall {stats.wall_time_s:.2f} s")
     lines.append(f"speed: {speed:.1f} tokens/s ({n_new} tokens in {stats.wall_time_s:.2f} s)")
