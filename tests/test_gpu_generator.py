@@ -36,7 +36,8 @@ def prompt(batch=1, length=8, seed=3):
 
 DRAFTS = {
     "model": lambda t, d: ModelDraft(d),
-    "quantized": lambda t, d: QuantizedSelfDraft(t),
+    "quantized": lambda t, d: QuantizedSelfDraft(t),  # "auto": ao dynamic on CPU
+    "quantized_int8": lambda t, d: QuantizedSelfDraft(t, backend="int8"),
     "prompt_lookup": lambda t, d: PromptLookupDraft(),
     "early_exit": lambda t, d: EarlyExitDraft(t, 1),
 }

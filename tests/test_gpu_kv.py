@@ -48,7 +48,7 @@ def record_rounds(monkeypatch, gen):
 
 @pytest.mark.parametrize(
     "make_draft",
-    [lambda t, d: ModelDraft(d), lambda t, d: EarlyExitDraft(t, 1), lambda t, d: QuantizedSelfDraft(t)],
+    [lambda t, d: ModelDraft(d), lambda t, d: EarlyExitDraft(t, 1), lambda t, d: QuantizedSelfDraft(t, backend="int8")],
     ids=["model", "early_exit", "quantized"],
 )
 def test_cached_logits_equal_full_forward(monkeypatch, make_draft, request):
