@@ -26,11 +26,23 @@ def classify(cls, max_profile: str = "full") -> dict:
         profiles = profiles[:1]  # valid variants: the CI profile (a full run of every profile is the certify job)
     for prof in profiles:
         t = time.perf_counter()
-        res = run_suite(cls(), cls.__name__, prof, fail_fast=cls.kind == "mutant")
+        res = run_suite(cls(), cls.__name__, prof, fail_fast=False)
         first = res.first_failure()
+        failed = res.failed
+        by_check: dict[str, int] = {}
+        for r in failed:
+            key = r.check if not r.check.startswith("position_") or r.check == "position_1" else "position_j>1"
+            by_check[key] = by_check.get(key, 0) + 1
         entry["runs"].append({"profile": prof, "verdict": res.verdict, "seconds": round(time.perf_counter() - t, 2),
                               "caught_by": None if first is None else f"{first.case}/{first.check} ({first.category})",
-                              "message": None if first is None else first.result.message[:400]})
+                              "message": None if first is None else first.result.message[:400],
+                              "failed_checks_by_kind": by_check,
+                              # Would a suite that only tests the first-token marginal (plus the contract and an
+                              # ordinary-Generator invariant check) have caught it?
+                              "visible_to_first_token_only": any(
+                                  r.check in ("position_1", "invariants", "invariants_statistical_rounds",
+                                              "determinism", "single_round_path") or r.category == "contract"
+                                  for r in failed)})
         entry["verdict"] = res.verdict
         entry["correct"] = res.verdict in cls.expected
         if cls.kind == "mutant" and res.verdict != "CERTIFIED":
@@ -63,6 +75,8 @@ def main(argv=None) -> int:
         "valid_variants": len(valid),
         "valid_variants_certified_as_expected": sum(e["correct"] for e in valid),
         "first_caught_by_profile": {p: sum(e.get("first_caught_by_profile") == p for e in mutants) for p in ORDER},
+        "mutants_invisible_to_first_token_only": [e["name"] for e in mutants
+                                                  if not e["runs"][-1]["visible_to_first_token_only"]],
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
