@@ -381,7 +381,7 @@ def recompute(names: list[str] = ("drafts", "ksweep", "batch")) -> None:
 
     class _Run:  # per-run stats dict -> the attribute access summarise_stats expects
         def __init__(self, d):
-            self.stats = type("S", (), d)
+            self.stats = type("S", (), {**d, "to_dict": lambda _self: d})()
 
     def fix(entry: dict[str, Any], k: int, c: float, v: float, loop: bool) -> None:
         runs = entry.get("stats")

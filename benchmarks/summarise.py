@@ -50,8 +50,10 @@ def main() -> int:
         print("== k sweep")
         for sweep in ksweep["sweeps"]:
             print(f"  {sweep['draft']} {sweep['prompt']} T={sweep['temperature']}: " + "  ".join(
-                f"k={r['k']} x{r['speedup_vs_plain']['median']:.2f} (pred {r['model_micro']['predicted_speedup']:.2f}, "
-                f"a {r['alpha']:.2f})" for r in sweep["rows"]))
+                f"k={r['k']} x{r['speedup_vs_plain']['median']:.2f} (pred "
+                f"{r['model_micro'].get('predicted_speedup_per_position', r['model_micro']['predicted_speedup']):.2f}, "
+                f"a1 {r['alpha_per_position'][0]:.2f})" for r in sweep["rows"]))
+            print("    (pred = E[N] from per-position alphas / (c k + v(k+1)); a1 = alpha at position 1)")
     batch = _load("batch")
     if batch:
         print("== batch sweep")
