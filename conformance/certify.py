@@ -1,6 +1,9 @@
 """`exactspec certify`: run the conformance checks in-process (no pytest) and write a certificate.
 
-    exactspec certify --impl MODULE:NAME [--profile quick|standard|full] [--out DIR]
+    exactspec certify --impl MODULE:NAME [--profile quick|standard|full] [--out DIR] [--level auto|rule|sequence]
+
+The level follows what the adapter offers: `generate(...)` -> the sequence level (whole generation
+loops on real transformers models, `conformance.sequence`), `verify(...)` -> the rule level.
 
 Exit status: 0 CERTIFIED, 1 NOT_EXACT or CONTRACT_VIOLATION, 3 EXACT_NOT_STANDARD (exact, but not the
 standard rule's acceptance), 4 the implementation is unavailable here (e.g. no CUDA), 2 usage error.
@@ -28,10 +31,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failing step")
     parser.add_argument("--no-hypothesis", action="store_true", help="skip the Hypothesis-generated invariant cases")
     parser.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    parser.add_argument("--level", default="auto", choices=["auto", "rule", "sequence"],
+                        help="auto (default): the sequence level if the adapter offers generate(), else the rule level")
+    parser.add_argument("--real-model", action="store_true",
+                        help="sequence level: also run the PIT cases on the embedded SmolLM2-135M")
+
+
+def run_sequence_level(args: argparse.Namespace) -> int:
+    """Certify a generation-level adapter and write its report under --out."""
+    from conformance.sequence import certify_generation
+
+    report = certify_generation(args.impl, profile=args.profile, out_dir=args.out, real_model=args.real_model,
+                                fail_fast=args.fail_fast,
+                                progress=None if args.no_progress else (lambda message: print(message, file=sys.stderr)))
+    print(f"exactspec certify (sequence level): {args.impl}: {report['verdict']}")
+    for path in report.get("files", []):
+        print(f"  report: {path}")
+    return 0 if report["passed"] else 1
 
 
 def run(args: argparse.Namespace) -> int:
     from conformance.harness import ImplUnavailable, load_impl
+    from conformance.sequence import offers_generation
+
+    if args.level == "sequence" or (args.level == "auto" and offers_generation(args.impl)):
+        return run_sequence_level(args)
     from conformance.report import format_summary, write_report
     from conformance.runner import run_suite
 

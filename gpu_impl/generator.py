@@ -20,7 +20,7 @@ from reference.warping import SamplingParams
 from .drafts.base import DraftSource
 from .kv import CachedModel
 from .prompts import TokenCollector, check_limits, check_prompt, row_seeds
-from .randomness import make_generators
+from .randomness import make_generators, sample
 from .sampler import MODES, verify_batch
 from .stats import GenerationResult, SpecStats
 from .vocab import logit_width
@@ -126,13 +126,20 @@ class SpeculativeGenerator:
     def _round(self, pending: torch.Tensor, k: int, generators, stats: SpecStats):
         """Draft k' tokens, score k'+1 positions in one target forward, verify, roll both caches back.
 
+        A source may propose k' = 0 tokens (e.g. prompt lookup with no match): the round is then one plain
+        decoding step. Whether to draft depends only on the context, so the law stays exact.
+
         -> (tokens (B, k'+1) padded with -1, counts (B,), emitted tokens per row on the host).
         """
         t0 = self._clock()
         draft_tokens, draft_probs = self.draft.propose(k, self.sampling, generators)
         t1 = self._clock()
         logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
-        tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, self.mode)
+        if draft_tokens.shape[1] == 0:  # nothing proposed: a plain decoding step from p
+            tokens = sample(warp(logits, self.sampling)[:, 0], generators)[:, None]
+            counts = torch.ones_like(tokens[:, 0])
+        else:
+            tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, self.mode)
         host = torch.cat([tokens, counts[:, None]], dim=1).tolist()  # the round's one device->host sync
         emitted = [row[: row[-1]] for row in host]
         self.target.keep_in_tail(tokens.shape[1], counts, [len(row) for row in emitted])

@@ -31,7 +31,9 @@ class SpecStats:
 
     @property
     def acceptance_rate(self) -> float:
-        return self.accepted / self.proposed if self.proposed else 0.0
+        """Accepted / examined drafts (a draft after a rejection is never examined): the pooled alpha."""
+        examined = sum(self.reached_per_position)
+        return sum(self.accepted_per_position) / examined if examined else 0.0
 
     def record_round(self, proposed: int, accepted_counts: list[int]) -> None:
         """Add one round: `proposed` drafts per row, `accepted_counts[b]` of them accepted by row b."""

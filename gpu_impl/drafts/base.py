@@ -31,7 +31,10 @@ class DraftSource(ABC):
     def propose(
         self, k: int, sampling: SamplingParams, generators: Generators
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """-> (tokens (B, k') long, probs (B, k', V) float32) with 1 <= k' <= k, tokens[b, i] ~ probs[b, i]."""
+        """-> (tokens (B, k') long, probs (B, k', V) float32) with 0 <= k' <= k, tokens[b, i] ~ probs[b, i].
+
+        k' = 0 (nothing worth proposing) makes the round a plain decoding step of the target.
+        """
 
     @abstractmethod
     def accept(self, tokens: torch.Tensor, counts: torch.Tensor, emitted: list[list[int]]) -> None:

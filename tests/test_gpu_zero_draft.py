@@ -1,0 +1,41 @@
+"""A draft source may propose nothing: the round is then one plain decoding step (still exact)."""
+
+from __future__ import annotations
+
+import torch
+
+from gpu_impl import SpeculativeGenerator, generate_plain
+from gpu_impl.drafts import PromptLookupDraft
+from gpu_impl.stats import SpecStats
+from gpu_impl.tiny import tiny_llama
+from reference.warping import SamplingParams
+
+
+def test_prompt_lookup_without_a_match_proposes_nothing():
+    draft = PromptLookupDraft()
+    draft.reset(torch.tensor([[1, 2, 3, 4]]), None, vocab_size=16)
+    tokens, probs = draft.propose(4, SamplingParams(), None)
+    assert tokens.shape == (1, 0) and probs.shape == (1, 0, 16)
+    draft.reset(torch.tensor([[1, 2, 3, 1]]), None, vocab_size=16)
+    tokens, _ = draft.propose(4, SamplingParams(), None)
+    assert tokens.tolist() == [[2, 3, 1]]
+
+
+def test_plain_steps_keep_greedy_output_and_sampled_seeds_identical():
+    torch.manual_seed(0)
+    target = tiny_llama(seed=1, scale=4.0)
+    prompt = torch.arange(1, 9)[None]  # all distinct: the first round has no match
+    for sampling in (SamplingParams(temperature=0), SamplingParams(temperature=1.0)):
+        spec = SpeculativeGenerator(target, PromptLookupDraft(), k=3, sampling=sampling).generate(prompt, 12, seed=5)
+        assert spec.stats.rounds >= 1
+        if sampling.greedy:
+            assert spec.sequences == generate_plain(target, prompt, 12, sampling=sampling).sequences
+        assert len(spec.sequences[0]) == 12
+
+
+def test_acceptance_rate_counts_examined_drafts_only():
+    stats = SpecStats()
+    stats.record_round(4, [0, 4])  # row 0 rejects the first draft: drafts 2..4 never examined
+    stats.finish()
+    assert stats.acceptance_rate == 4 / 5
+    assert stats.alpha_per_position == [0.5, 1.0, 1.0, 1.0]
