@@ -2,7 +2,7 @@
 
 Rule-level tests see one verification round; bugs in the generation loop (draft warped differently from
 the q in the ratio, target rows conditioned on rejected tokens, caches not rolled back, batch rows mixed
-up, EOS and max-token handling) only show in the law of whole sequences. See CONTRACT.md.
+up, EOS and max-token handling) only show in the law of whole sequences. See conformance/CONTRACT.md (sequence level).
 
     from conformance.sequence import certify_generation, run_sequence_suite
     report = certify_generation("transformers-assisted", profile="quick", out_dir="docs/certificates/sequence")

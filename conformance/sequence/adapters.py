@@ -1,4 +1,4 @@
-"""Generation-level adapters (see CONTRACT.md): exactspec's own generator and transformers' two sampled
+"""Generation-level adapters (see conformance/CONTRACT.md, sequence level): exactspec's own generator and transformers' two sampled
 speculative paths, each exposing
 
     generate(target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]

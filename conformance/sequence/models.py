@@ -10,7 +10,7 @@
   one forward over prompt + generated tokens (teacher forcing), warped by ``reference.warping``.
 
 Every model returned has ``generation_config.eos_token_id`` set to what the suite wants (None = no EOS):
-adapters must stop after the first token equal to it (see CONTRACT.md).
+adapters must stop after the first token equal to it (see conformance/CONTRACT.md, sequence level).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ wherever it falls inside a round.
 
 The loop is written as small overridable steps (`draft_dists`, `target_dists`, `settle`, `round_rng`,
 `next_target_context`, `settle_batch`) so that `conformance.sequence.mutants` can model real bugs as
-one-method variants. `ReferenceLoop` itself is a valid generation-level adapter (see CONTRACT.md),
+one-method variants. `ReferenceLoop` itself is a valid generation-level adapter (see conformance/CONTRACT.md, sequence level),
 including `generate_batch` (rows run in lock step, one generator per row).
 
 Rows are memoised per (model, prefix) when the vocabulary is small (the models are deterministic and
