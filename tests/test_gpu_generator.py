@@ -5,7 +5,7 @@ import torch
 
 from gpu_impl import SpeculativeGenerator, generate_plain
 from gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
-from gpu_impl.tiny import tiny_llama
+from tests.tiny_models import tiny_llama
 from reference.warping import SamplingParams
 
 GREEDY = SamplingParams(temperature=0)

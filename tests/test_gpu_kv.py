@@ -6,7 +6,7 @@ import torch
 import gpu_impl.generator as generator_module
 from gpu_impl import SpeculativeGenerator
 from gpu_impl.drafts import EarlyExitDraft, ModelDraft, QuantizedSelfDraft
-from gpu_impl.tiny import tiny_llama
+from tests.tiny_models import tiny_llama
 from gpu_impl.warping import warp
 from reference.warping import SamplingParams
 

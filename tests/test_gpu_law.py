@@ -10,7 +10,7 @@ from scipy import stats
 
 from gpu_impl import SpeculativeGenerator, generate_plain
 from gpu_impl.drafts import ModelDraft, PromptLookupDraft
-from gpu_impl.tiny import tiny_llama
+from tests.tiny_models import tiny_llama
 from gpu_impl.warping import warp
 from reference.warping import SamplingParams
 

@@ -1,4 +1,7 @@
-"""Tiny random Llama models for fast tests and smoke runs (built in-process from a fixed torch seed)."""
+"""Tiny random Llama models for the gpu_impl tests (a fixed torch seed; `scale` sharpens the logits).
+
+The library's own builder is `gpu_impl.models.tiny_llama`; this one keeps the exact weights the gpu tests were
+written against."""
 
 from __future__ import annotations
 
