@@ -13,12 +13,7 @@ from reference.warping import SamplingParams
 SAMPLING = SamplingParams(1.0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def record_rounds(monkeypatch, gen):
