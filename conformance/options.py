@@ -29,3 +29,8 @@ def pytest_addoption(parser):
     """Lets `pytest -p conformance.options --pyargs conformance --impl ...` work from any directory
     (with --pyargs, pytest reads options before it finds conformance/conftest.py)."""
     register(parser)
+
+
+def pytest_configure(config):
+    """The suite's own marker, so runs outside this repository (no pyproject.toml) do not warn."""
+    config.addinivalue_line("markers", "slow: long-running statistical or model-backed test")
