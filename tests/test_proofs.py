@@ -205,7 +205,7 @@ def test_traceability_can_fail():
     text = checks.ARGUMENT.read_text()
     assert _failed(checks.traceability(text.replace("`reference/laws.py:residual`", "`reference/laws.py:no_such_function`")))
     assert _failed(checks.traceability(text.replace("`check:exact_stopping`", "`check:no_such_check`")))
-    assert _failed(checks.traceability(text.replace("`conformance/test_warping.py` (planned)", "`conformance/test_no_such_file.py`")))
+    assert _failed(checks.traceability(text.replace("`tests/test_reference_warping.py`", "`conformance/test_no_such_file.py`")))
     rows = [line for line in text.splitlines() if line.startswith("| C12 |")]
     assert _failed(checks.traceability(text.replace(rows[0], "")))
 
