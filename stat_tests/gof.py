@@ -25,12 +25,16 @@ from .result import TestResult
 
 
 def _counts_from(samples, counts, V: int) -> np.ndarray:
+    """Per-token counts from token ids or from counts=, refusing an empty sample."""
     if (samples is None) == (counts is None):
         raise ValueError("samples: pass exactly one of samples (token ids) or counts= (per-token counts)")
     if samples is not None:
-        s = check_int_array(samples, "samples", lo=0, hi=V)
-        return np.bincount(s, minlength=V)
-    return check_counts(counts, V, "counts")
+        c = np.bincount(check_int_array(samples, "samples", lo=0, hi=V), minlength=V)
+    else:
+        c = check_counts(counts, V, "counts")
+    if int(c.sum()) == 0:
+        raise ValueError("samples: need at least one sample (n too small)")
+    return c
 
 
 def _check_min_expected(min_expected) -> float:
@@ -74,10 +78,7 @@ def zero_probability_check(samples=None, p=None, *, counts=None, beta: float = 0
     pp = check_probs(p, "p")
     from ._validate import check_rate
     be = check_rate(beta, "beta")
-    c = _counts_from(samples, counts, pp.size)
-    if int(c.sum()) == 0:
-        raise ValueError("samples: need at least one sample (n too small)")
-    return _zero_result(c, pp, be, name)
+    return _zero_result(_counts_from(samples, counts, pp.size), pp, be, name)
 
 
 def pearson_pvalue(stat: float, bin_prob: np.ndarray, n: int) -> tuple[float, float, dict]:
@@ -112,8 +113,6 @@ def chisquare_gof(samples=None, p=None, alpha=None, *, counts=None, beta: float 
         raise ValueError(f"method must be 'pearson' or 'g', got {method!r}")
     c = _counts_from(samples, counts, pp.size)
     n = int(c.sum())
-    if n == 0:
-        raise ValueError("samples: need at least one sample (n too small)")
     zr = _zero_result(c, pp, be, name)
     if not zr.passed:
         return TestResult(name, float("inf"), 0.0, n, a, be, float("nan"), False, zr.message,
