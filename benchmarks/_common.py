@@ -16,6 +16,8 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -259,6 +261,16 @@ def draft_cost_ratio(draft_model: Any, target: Any, input_ids: torch.Tensor, rep
         td += _forward_cached(draft_model, input_ids, [1], 1)[1]
         tt += _forward_cached(target, input_ids, [1], 1)[1]
     return {"c": spread([d / t for d, t in zip(td, tt)]), "draft_s": spread(td), "target_s": spread(tt)}
+
+
+@contextmanager
+def kernels(mode: str, *models: Any) -> Iterator[None]:
+    """Run the models' Linear layers with the CPU kernel plan `mode` ("auto" or "stock"), as CachedModel does."""
+    from gpu_impl.cpu_matmul import cpu_plan, plain_linears, planned_linears
+
+    linears = {id(m): m for model in models if model is not None for m in plain_linears(model)}
+    with planned_linears(list(linears.values()), cpu_plan(mode)):
+        yield
 
 
 def int8_copy(model: Any) -> Any:

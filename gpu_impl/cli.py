@@ -19,15 +19,16 @@ DRAFT_CHOICES = "prompt-lookup | self-int8 | early-exit[:N] | model:PATH | none"
 # DEFAULTS_WHY, which the help text shows.
 DEFAULT_DRAFT = "prompt-lookup"
 DEFAULT_K = 4
+DEFAULT_K_POLICY = "cost"
 DEFAULTS_WHY = (
-    "Defaults (--draft prompt-lookup -k 4) come from benchmarks/results/smollm2_*.json (2-core CPU, float32 "
-    "SmolLM2-135M, 64 new tokens, median of 3 interleaved runs): prompt lookup costs nothing to draft (c~0) and "
-    "gave the best speedups measured, x2.0 on code and x3.1 on summarisation at temperature 0, with a geometric "
-    "mean of x1.19 over code/summarisation/chat at temperatures 0 and 0.7; it loses on open chat (x0.64-0.68), "
-    "where nothing in the context is copied, because a CPU pays v(2)~1.6 target steps to verify even one draft "
-    "token. The int8 self-draft (c~0.38, alpha 0.7-0.9) is steadier but gained at most x1.8 (x0.83-1.8, geometric "
-    "mean x1.05); early-exit drafts are rarely accepted by SmolLM2 (alpha<0.17). k=4 was measured on every prompt "
-    "kind; larger k helps code at temperature 0 (k=8: x3.1) but costs more verification when matches are wrong."
+    "Defaults (--draft prompt-lookup -k 4 --k-policy cost --cpu-matmul auto) come from "
+    "benchmarks/results/smollm2_*.json (2-core CPU, float32 SmolLM2-135M, 64 new tokens, median of 3 interleaved "
+    "runs): prompt lookup costs nothing to draft (c~0) and gave the best speedups, x2.4-2.7 on code and "
+    "summarisation at temperature 0 and x1.4-2.0 at 0.7 with the cost policy, which picks each round's k in 0..2k "
+    "from the walltime model on measured costs and so drafts little where nothing is copied (open chat: x0.89-0.94 "
+    "instead of x0.83-0.88 at fixed k). The CPU kernel plan makes a plain step ~1.6x faster, after which the int8 "
+    "self-draft costs c~0.6 of a target step and does not pay on this machine; early-exit drafts are rarely "
+    "accepted by SmolLM2 (alpha<0.26)."
 )
 EARLY_EXIT_DEFAULT_FRACTION = 0.5
 
@@ -93,6 +94,9 @@ def _float(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpu_impl.cpu_matmul import CPU_MATMUL_CHOICES
+    from gpu_impl.k_policy import POLICIES
+
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = DEFAULTS_WHY
     parser.add_argument("prompt", help="the prompt text")
@@ -108,8 +112,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "target's first N layers (default half); model:PATH: a separate model with the same vocabulary; "
         "none: plain decoding",
     )
-    parser.add_argument("-k", type=_positive_int, default=DEFAULT_K, help=f"draft tokens per round (default {DEFAULT_K})")
-    parser.add_argument("--adaptive-k", action="store_true", help="grow/shrink k with the acceptance (stays exact)")
+    parser.add_argument(
+        "-k", type=_positive_int, default=DEFAULT_K,
+        help=f"draft tokens per round with --k-policy fixed; the first k and half the largest otherwise (default {DEFAULT_K})",
+    )
+    parser.add_argument(
+        "--k-policy", choices=POLICIES, default=DEFAULT_K_POLICY,
+        help="cost: each round the k in 0..2k that the walltime model E[N]/(ck+v(k+1)) favours, from costs measured on "
+        "this machine (first call) and the loop's timers; fixed: always k; grow-shrink: +1 after all accepted, -1 "
+        f"after fewer than half (all stay exact; default {DEFAULT_K_POLICY})",
+    )
+    parser.add_argument(
+        "--cpu-matmul", choices=CPU_MATMUL_CHOICES, default="auto",
+        help="CPU Linear kernels: auto = the fastest of F.linear and (W x^T)^T per row count, measured once per "
+        "machine and cached; stock = F.linear (default auto)",
+    )
     parser.add_argument("--temperature", type=_float, default=0.7, help="0 = greedy (default 0.7)")
     parser.add_argument("--top-k", type=_positive_int, default=None, help="keep the k most likely tokens (default off)")
     parser.add_argument("--top-p", type=_float, default=1.0, help="nucleus mass in (0, 1] (default 1 = off)")
@@ -172,7 +189,7 @@ def _load_target(args: argparse.Namespace, device: str, dtype: Any) -> tuple[Any
     return model, tokenizer, models.DEFAULT_NAME
 
 
-def build_draft(spec: DraftSpec, target: Any, tokenizer: Any, device: str, dtype: Any) -> tuple[Any, str]:
+def build_draft(spec: DraftSpec, target: Any, tokenizer: Any, device: str, dtype: Any, cpu_matmul: str = "auto") -> tuple[Any, str]:
     """The DraftSource for `spec` (None for plain decoding) and a one-line description."""
     from gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
 
@@ -183,19 +200,19 @@ def build_draft(spec: DraftSpec, target: Any, tokenizer: Any, device: str, dtype
     if spec.kind == "self-int8":
         on_cpu = str(device).startswith("cpu")
         backend = "dynamic" if on_cpu else "int8"
-        return QuantizedSelfDraft(target, backend=backend), f"int8 self-draft ({'torch dynamic quantisation' if on_cpu else 'weight-only int8'})"
+        return QuantizedSelfDraft(target, backend=backend, cpu_matmul=cpu_matmul), f"int8 self-draft ({'torch dynamic quantisation' if on_cpu else 'weight-only int8'})"
     if spec.kind == "early-exit":
         n_total = int(target.config.num_hidden_layers)
         n = spec.n_layers if spec.n_layers is not None else max(1, int(n_total * EARLY_EXIT_DEFAULT_FRACTION))
         if not 1 <= n < n_total:
             raise ValueError(f"--draft early-exit:N needs 1 <= N < {n_total} (the target's number of layers), got {n}")
-        return EarlyExitDraft(target, n), f"early exit after {n} of {n_total} layers"
+        return EarlyExitDraft(target, n, cpu_matmul=cpu_matmul), f"early exit after {n} of {n_total} layers"
     if spec.kind == "model":
         from gpu_impl import models
 
         draft_model, draft_tokenizer = models.load_model(spec.path, device=device, dtype=dtype)
         models.check_same_vocabulary(target, draft_model, (tokenizer, draft_tokenizer))
-        return ModelDraft(draft_model, draft_tokenizer), f"model {spec.path}"
+        return ModelDraft(draft_model, draft_tokenizer, cpu_matmul), f"model {spec.path}"
     raise ValueError(f"unknown draft kind {spec.kind!r}")
 
 
@@ -278,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch.ao's deprecation notice for quantised tensors
-            draft, draft_desc = build_draft(args.draft, target, tokenizer, device, dtype)
+            draft, draft_desc = build_draft(args.draft, target, tokenizer, device, dtype, args.cpu_matmul)
     except (ModelNotAvailableError, ValueError, OSError) as error:
         return _fail(str(error))
     input_ids = _encode(tokenizer, args.prompt, chat).to(device)
@@ -291,9 +308,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if draft is None:
             result = generate_plain(target, input_ids, args.max_new_tokens, sampling=sampling, seed=args.seed,
-                                    eos_token_id=eos, on_tokens=streamer)
+                                    eos_token_id=eos, on_tokens=streamer, cpu_matmul=args.cpu_matmul)
         else:
-            generator = SpeculativeGenerator(target, draft, k=args.k, sampling=sampling, adaptive_k=args.adaptive_k)
+            generator = SpeculativeGenerator(target, draft, k=args.k, sampling=sampling, adaptive_k=args.k_policy,
+                                             cpu_matmul=args.cpu_matmul)
             result = generator.generate(input_ids, args.max_new_tokens, seed=args.seed, eos_token_id=eos, on_tokens=streamer)
     except ValueError as error:
         return _fail(str(error))
@@ -310,9 +328,15 @@ def run(args: argparse.Namespace) -> int:
                      f"{stats.proposed} proposed); per position: [{per_pos}]")
         lines.append(f"tokens per target call: {stats.tokens_per_target_call:.2f} over {stats.rounds} rounds")
         lines.append(f"time: draft {stats.draft_time_s:.2f} s, target {stats.target_time_s:.2f} s, wall {stats.wall_time_s:.2f} s")
-    lines.append(f"speed: {speed:.1f} tokens/s ({n_new} tokens in {stats.wall_time_s:.2f} s)")
+        if stats.calibration_time_s:
+            decoding_s = stats.wall_time_s - stats.calibration_time_s
+            speed = n_new / decoding_s if decoding_s > 0 else float("nan")
+            lines.append(f"cost calibration for --k-policy cost: {stats.calibration_time_s:.2f} s (once per process and "
+                         f"batch size; excluded from the speed below)")
+    lines.append(f"speed: {speed:.1f} tokens/s ({n_new} tokens in {stats.wall_time_s - stats.calibration_time_s:.2f} s)")
     if args.compare_plain and draft is not None:
-        plain = generate_plain(target, input_ids, args.max_new_tokens, sampling=sampling, seed=args.seed, eos_token_id=eos)
+        plain = generate_plain(target, input_ids, args.max_new_tokens, sampling=sampling, seed=args.seed, eos_token_id=eos,
+                               cpu_matmul=args.cpu_matmul)
         n_plain = len(plain.sequences[0])
         plain_speed = n_plain / plain.stats.wall_time_s if plain.stats.wall_time_s > 0 else float("nan")
         lines.append(f"plain decoding: {plain_speed:.1f} tokens/s ({n_plain} tokens in {plain.stats.wall_time_s:.2f} s); "

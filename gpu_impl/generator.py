@@ -18,6 +18,7 @@ from reference.validation import check_k
 from reference.warping import SamplingParams
 
 from .drafts.base import DraftSource
+from .k_policy import POLICIES, CostModelK, Costs, next_k
 from .kv import CachedModel
 from .prompts import TokenCollector, check_limits, check_prompt, row_seeds
 from .randomness import make_generators, sample
@@ -27,20 +28,17 @@ from .vocab import logit_width
 from .warping import warp
 
 
-def next_k(k: int, n_accepted: list[int], k_max: int) -> int:
-    """Adaptive k: grow by one when every row accepted all drafts, shrink by one when none accepted more than half.
-
-    Depends only on past outcomes, so choosing k this way keeps the output law exact.
-    """
-    if all(n >= k for n in n_accepted):
-        return min(k + 1, k_max)
-    if all(2 * n < k for n in n_accepted):
-        return max(k - 1, 1)
-    return k
-
-
 class SpeculativeGenerator:
-    """Exact speculative sampling of `target_model` with proposals from `draft`."""
+    """Exact speculative sampling of `target_model` with proposals from `draft`.
+
+    `adaptive_k`: False/"fixed" drafts k tokens every round; True/"grow-shrink" grows or shrinks k by one
+    with the acceptance; "cost" picks k in 0..k_max each round from the walltime model, with v(n) and c
+    measured on this model and machine at the first call per batch size (see `k_policy`); on CUDA pass
+    `precise_timing=True` so the timers split draft and target time (otherwise the round's one sync
+    charges the draft's queued work to the target).
+    `cpu_matmul` picks the target's CPU Linear kernels ("auto": this machine's measured plan, "stock":
+    F.linear); a model draft takes its own `cpu_matmul` argument.
+    """
 
     def __init__(
         self,
@@ -49,13 +47,17 @@ class SpeculativeGenerator:
         k: int = 4,
         sampling: SamplingParams = SamplingParams(),
         mode: str = "standard",
-        adaptive_k: bool = False,
+        adaptive_k: bool | str = False,
         target_tokenizer=None,
         k_max: int | None = None,
         precise_timing: bool = False,
+        cpu_matmul: str = "auto",
     ):
         self.k = check_k(k)
         self.k_max = check_k(k_max if k_max is not None else 2 * self.k, "k_max")
+        policy = ("grow-shrink" if adaptive_k else "fixed") if isinstance(adaptive_k, bool) else adaptive_k
+        if policy not in POLICIES:
+            raise ValueError(f"adaptive_k must be a bool or one of {POLICIES}, got {adaptive_k!r}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not isinstance(draft, DraftSource):
@@ -63,9 +65,10 @@ class SpeculativeGenerator:
         if not isinstance(sampling, SamplingParams):
             raise ValueError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
         draft.check_compatible(target_model, target_tokenizer)
-        self.target = CachedModel(target_model.eval())
+        self.target = CachedModel(target_model.eval(), cpu_matmul)
         self.vocab_size = logit_width(target_model)
-        self.draft, self.sampling, self.mode, self.adaptive_k = draft, sampling, mode, adaptive_k
+        self.draft, self.sampling, self.mode, self.policy = draft, sampling, mode, policy
+        self.costs: dict[int, Costs] = {}  # measured per batch size, for the "cost" policy
         self.precise_timing = precise_timing  # synchronize CUDA around timed sections (costs overlap)
 
     def _clock(self) -> float:
@@ -95,16 +98,24 @@ class SpeculativeGenerator:
         collector = TokenCollector(batch, max_new_tokens, eos_ids, on_tokens)
         stats = SpecStats()
         self._prefill(ids, valid, stats)
+        chooser = CostModelK(self._costs(batch, stats), self.k_max) if self.policy == "cost" else None
         pending, k = ids[:, -1], self.k
         while not collector.all_done:
+            if chooser is not None:
+                k = chooser.choose()
+            times = (stats.target_time_s, stats.draft_time_s)
             tokens, counts, emitted = self._round(pending, k, generators, stats)
             pending = tokens.gather(1, (counts - 1)[:, None]).squeeze(1)
             accepted = [len(row) - 1 for row in emitted]
             stats.record_round(tokens.shape[1] - 1, [n for n, done in zip(accepted, collector.done) if not done])
             for row, new in enumerate(emitted):
                 collector.add(row, new)
-            if self.adaptive_k:
+            if chooser is not None:
+                chooser.update(tokens.shape[1] - 1, accepted, stats.target_time_s - times[0], stats.draft_time_s - times[1])
+            elif self.policy == "grow-shrink":
                 k = next_k(k, accepted, self.k_max)
+        if chooser is not None:  # keep what the timers learned for the next call
+            self.costs[batch] = Costs(chooser.target, chooser.draft)
         stats.target_calls = self.target.calls
         stats.draft_calls = getattr(getattr(self.draft, "cached", None), "calls", 0)
         stats.new_tokens = sum(map(len, collector.sequences))
@@ -122,6 +133,15 @@ class SpeculativeGenerator:
         self.draft.reset(ids, valid, self.vocab_size)
         stats.target_time_s += t1 - t0
         stats.draft_time_s += self._clock() - t1
+        stats.prefill_time_s = self._clock() - t0
+
+    def _costs(self, batch: int, stats: SpecStats) -> Costs:
+        """v(n) for n = 1..k_max+1 and c, measured on the prefilled caches (first call per batch size only)."""
+        if batch not in self.costs:
+            start = time.perf_counter()
+            self.costs[batch] = Costs(self.target.time_widths(list(range(1, self.k_max + 2)), reps=1), self.draft.step_seconds())
+            stats.calibration_time_s = time.perf_counter() - start
+        return self.costs[batch]
 
     def _round(self, pending: torch.Tensor, k: int, generators, stats: SpecStats):
         """Draft k' tokens, score k'+1 positions in one target forward, verify, roll both caches back.
@@ -133,6 +153,8 @@ class SpeculativeGenerator:
         """
         t0 = self._clock()
         draft_tokens, draft_probs = self.draft.propose(k, self.sampling, generators)
+        if draft_tokens.shape[1] > k:
+            raise ValueError(f"draft source proposed {draft_tokens.shape[1]} tokens, more than k = {k}")
         t1 = self._clock()
         logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
         if draft_tokens.shape[1] == 0:  # nothing proposed: a plain decoding step from p

@@ -10,16 +10,26 @@ row are cropped from the cache, so a batch of one never accumulates holes.
 
 from __future__ import annotations
 
+import time
+
 import torch
 from transformers import DynamicCache
 
+from .cpu_matmul import cpu_plan, plain_linears, planned_linears
+
 
 class CachedModel:
-    """`model` plus a DynamicCache and a (B, slots) validity mask; `forward` appends, `keep_in_tail` rolls back."""
+    """`model` plus a DynamicCache and a (B, slots) validity mask; `forward` appends, `keep_in_tail` rolls back.
 
-    def __init__(self, model: torch.nn.Module):
+    On a CPU its Linear layers run through the machine's measured kernel plan (`cpu_matmul`: "auto") or
+    stock `F.linear` ("stock"); see `cpu_matmul`.
+    """
+
+    def __init__(self, model: torch.nn.Module, cpu_matmul: str = "auto"):
         self.model = model
         self.device = next(model.parameters()).device
+        plan = cpu_plan(cpu_matmul) if self.device.type == "cpu" else None
+        self.plan, self.linears = plan, plain_linears(model) if plan else []
         self.calls = 0
 
     def reset(self, batch: int) -> None:
@@ -44,14 +54,15 @@ class CachedModel:
         self.valid = torch.cat([self.valid, valid], dim=1)
         self.lengths = self.lengths + valid.long().sum(-1)
         mask = self.valid.long() if self.has_holes else None
-        out = self.model(
-            input_ids=tokens,
-            attention_mask=mask,
-            position_ids=positions,
-            cache=self.cache,
-            use_cache=True,
-            logits_to_keep=1 if last_only else 0,
-        )
+        with planned_linears(self.linears, self.plan):
+            out = self.model(
+                input_ids=tokens,
+                attention_mask=mask,
+                position_ids=positions,
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=1 if last_only else 0,
+            )
         self.calls += 1
         return out.logits.float()
 
@@ -73,3 +84,24 @@ class CachedModel:
             self.valid = self.valid[:, :-surplus]
         if min(keep_host) < max_keep:
             self.has_holes = True
+
+    def time_widths(self, widths: list[int], reps: int = 3) -> dict[int, float]:
+        """Median seconds of one forward of n (dummy) tokens on the current cache, per n; the cache is left as it was.
+
+        Used to measure the verification cost v(n) on the real model, machine and context length.
+        """
+        state = (self.valid, self.lengths, self.has_holes, self.calls)
+        batch = self.valid.shape[0]
+        seconds: dict[int, list[float]] = {n: [] for n in widths}
+        for rep in range(reps + 1):  # the first pass warms up and is dropped
+            for n in widths:
+                tokens = torch.zeros((batch, n), dtype=torch.long, device=self.device)
+                start = time.perf_counter()
+                self.forward(tokens)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                if rep:
+                    seconds[n].append(time.perf_counter() - start)
+                self.cache.crop(-n)
+                self.valid, self.lengths, self.has_holes, self.calls = state
+        return {n: sorted(t)[len(t) // 2] for n, t in seconds.items()}

@@ -27,17 +27,19 @@ def generate_plain(
     attention_mask: torch.Tensor | None = None,
     on_tokens: Callable[[int, list[int]], None] | None = None,
     check_every: int = 8,
+    cpu_matmul: str = "auto",
 ) -> GenerationResult:
     """Sample up to `max_new_tokens` per row, one target forward per token.
 
     Tokens stay on the device; the host reads them every step when streaming, else every
     `check_every` steps (to notice EOS), so the device is not stalled by a sync per token.
+    `cpu_matmul` picks the CPU Linear kernels ("auto": measured plan, "stock": F.linear; see `cpu_matmul`).
     """
     eos_ids = check_limits(max_new_tokens, eos_token_id)
     if not isinstance(sampling, SamplingParams):
         raise ValueError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
     start = time.perf_counter()
-    cached = CachedModel(model)
+    cached = CachedModel(model, cpu_matmul)
     ids, valid = check_prompt(input_ids, attention_mask, cached.device)
     batch = ids.shape[0]
     generators = make_generators(row_seeds(seed, batch), cached.device)
@@ -49,6 +51,7 @@ def generate_plain(
     flushed = 0
     if max_new_tokens:
         logits = cached.forward(ids, valid, last_only=True)[:, -1]
+        stats.prefill_time_s = time.perf_counter() - start
     for step in range(max_new_tokens):
         token = logits.argmax(-1) if sampling.greedy else sample(warp(logits, sampling), generators)
         new[:, step] = token

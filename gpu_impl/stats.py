@@ -21,6 +21,8 @@ class SpecStats:
     draft_time_s: float = 0.0
     target_time_s: float = 0.0
     wall_time_s: float = 0.0
+    prefill_time_s: float = 0.0  # feeding the prompt (target and draft), within wall time
+    calibration_time_s: float = 0.0  # cost measurement of the "cost" k policy (first call per batch size), within wall time
     new_tokens: int = 0
     target_calls: int = 0
     draft_calls: int = 0

@@ -236,9 +236,12 @@ def first_token_law(kernel: Kernel, p: Sequence, q: Sequence, sample: Sequence |
 ToyModel = Callable[[tuple[int, ...]], Sequence[Fraction]]
 
 
+KSchedule = Callable[[tuple, tuple], int]  # (generated tokens, accepted counts of past rounds) -> this round's k
+
+
 def kernel_sequence_law(
-    kernel: Kernel, target: ToyModel, draft: ToyModel, prompt: tuple, length: int, k: int, eos: int | None = None,
-    bonus: Callable[[Sequence], Sequence] | None = None,
+    kernel: Kernel, target: ToyModel, draft: ToyModel, prompt: tuple, length: int, k: int | KSchedule,
+    eos: int | None = None, bonus: Callable[[Sequence], Sequence] | None = None,
 ) -> dict[tuple[int, ...], Fraction]:
     """Exact law of the generation loop written from the argument (independent of `reference`).
 
@@ -246,37 +249,42 @@ def kernel_sequence_law(
     from p after k acceptances. Generation stops at `length` tokens or right after `eos` is emitted
     (tokens the round would emit after it are discarded), also in the middle of a round. `bonus` maps
     the target row to the law of the bonus token (default: the row itself; greedy uses its argmax).
+    `k` may be a schedule: each round's k (0 = a plain step) chosen from the past only.
     """
     law: dict[tuple[int, ...], Fraction] = defaultdict(lambda: F0)
+    schedule = k if callable(k) else (lambda generated, history: k)
 
     def stopped(generated: tuple) -> bool:
         return len(generated) >= length or (eos is not None and bool(generated) and generated[-1] == eos)
 
-    def start_round(generated: tuple, weight: Fraction) -> None:
-        position(generated, 0, weight)
+    def start_round(generated: tuple, weight: Fraction, history: tuple) -> None:
+        if stopped(generated):
+            law[generated] += weight
+            return
+        position(generated, 0, weight, schedule(generated, history), history)
 
-    def position(generated: tuple, i: int, weight: Fraction) -> None:
+    def position(generated: tuple, i: int, weight: Fraction, k_round: int, history: tuple) -> None:
         if stopped(generated):
             law[generated] += weight
             return
         p = target(prompt + generated)
-        if i == k:
+        if i == k_round:
             for y, p_y in enumerate(bonus(p) if bonus else p):
                 if p_y > 0:
-                    start_round(generated + (y,), weight * p_y)
+                    start_round(generated + (y,), weight * p_y, history + (i,))
             return
         q = draft(prompt + generated)
         for x, (accept, rejected) in enumerate(kernel(p, q)):
             if q[x] == 0:
                 continue
             if accept > 0:
-                position(generated + (x,), i + 1, weight * q[x] * accept)
+                position(generated + (x,), i + 1, weight * q[x] * accept, k_round, history)
             if accept < 1:
                 for y, r_y in enumerate(rejected):
                     if r_y > 0:
-                        start_round(generated + (y,), weight * q[x] * (1 - accept) * r_y)
+                        start_round(generated + (y,), weight * q[x] * (1 - accept) * r_y, history + (i,))
 
-    start_round((), F1)
+    start_round((), F1, ())
     return dict(law)
 
 
@@ -484,6 +492,32 @@ def exact_sequence_law(speculative_law: Callable | None = None, target_law: Call
         return len(cases), f"{len(cases)} prefix-dependent model pairs, lengths 3..5, k = 1..4 (oracle and independent loop)"
 
     return _run_guarded("exact_sequence_law", body)
+
+
+def _schedules(k_max: int) -> dict[str, KSchedule]:
+    """k schedules that look only at the past, as adaptive implementations do (k = 0 is a plain step)."""
+    return {
+        "grow-shrink": lambda g, h: min(h[-1] + 1, k_max) if h else 1,
+        "context": lambda g, h: (sum(g) + len(h)) % (k_max + 1),
+        "acceptance-rate": lambda g, h: k_max if sum(h) * 2 >= len(h) else (len(g) % 2),
+    }
+
+
+@check("C4")
+def exact_adaptive_k(kernel: Kernel = standard_kernel) -> CheckResult:
+    """Fraction enumeration: a k chosen afresh each round from the past (outcomes, context; k = 0 allowed) keeps the law."""
+
+    def body():
+        count = 0
+        for name, target, draft, vocab, length, k in _sequence_cases(SEED + 9)[:6]:
+            expected = _nonzero(ancestral_law(target, (0,), length))
+            for label, schedule in _schedules(max(k, 2)).items():
+                got = _nonzero(kernel_sequence_law(kernel, target, draft, (0,), length, schedule))
+                _expect(got == expected, f"{name}, schedule {label}: law != target's, TV = {_fmt(tv_law(got, expected))}")
+                count += 1
+        return count, f"{count} (model pair, schedule) cases: grow/shrink, context-driven and acceptance-driven k in 0..4"
+
+    return _run_guarded("exact_adaptive_k", body)
 
 
 @check("C5")

@@ -37,10 +37,20 @@ def test_generate_tiny_greedy_matches_plain(capsys):
 
 
 def test_generate_tiny_is_reproducible_and_no_stream(capsys):
-    args = ["xyz", "--tiny", "--draft", "prompt-lookup", "--max-new-tokens", "8", "--seed", "5"]
+    # a seed fixes the tokens only under a k schedule that does not follow the timers
+    args = ["xyz", "--tiny", "--draft", "prompt-lookup", "--max-new-tokens", "8", "--seed", "5", "--k-policy", "fixed"]
     _, first, _ = _run(capsys, *args)
     _, second, _ = _run(capsys, *args, "--no-stream")
     assert first == second
+
+
+@pytest.mark.parametrize("policy", ["cost", "grow-shrink"])
+def test_k_policies_keep_greedy_output(capsys, policy):
+    code, out, err = _run(capsys, "abc abc abc", "--tiny", "--temperature", "0", "--max-new-tokens", "12",
+                          "--k-policy", policy, "--compare-plain")
+    assert code == 0, err
+    assert "greedy outputs identical to plain decoding: yes" in err
+    assert ("cost calibration" in err) == (policy == "cost")
 
 
 def test_dispatcher_runs_generate(capsys):
@@ -56,6 +66,8 @@ def test_dispatcher_runs_generate(capsys):
         (["--draft", "early-exit:x"], "early-exit:N"),
         (["--draft", "model:"], "model:PATH"),
         (["-k", "0"], "integer >= 1"),
+        (["--k-policy", "greedy"], "invalid choice"),
+        (["--cpu-matmul", "fast"], "invalid choice"),
         (["--max-new-tokens", "-1"], "integer >= 0"),
         (["--temperature", "warm"], "expected a number"),
     ],

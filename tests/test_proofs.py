@@ -126,6 +126,10 @@ def test_exact_stopping_can_fail():
     assert _failed(checks.exact_stopping(kernel=no_min_kernel))
 
 
+def test_exact_adaptive_k_can_fail():
+    assert _failed(checks.exact_adaptive_k(kernel=no_min_kernel))
+
+
 def test_coupling_bound_can_fail():
     # a rule claiming to accept more than 1 - TV
     assert _failed(checks.coupling_bound(rule_acceptance=lambda p, q: min(F1, sum(min(a, b) for a, b in zip(p, q)) + Fraction(1, 100)), cases=5))

@@ -29,7 +29,9 @@ def test_valid_certified(impl):
 
 
 @pytest.mark.slow
-def test_gpu_impl_certified():
+@pytest.mark.parametrize("name", ["gpu_impl", "gpu_impl-cost"])
+def test_gpu_impl_certified(name):
+    """Our generator, with fixed k and with the cost policy (k chosen each round from timings and outcomes)."""
     pytest.importorskip("gpu_impl.generator")
-    report = run_sequence_suite("gpu_impl", profile="quick")
+    report = run_sequence_suite(name, profile="quick")
     assert report["passed"], to_markdown(report)

@@ -32,6 +32,8 @@ class Rule:
     models = "the standard rule"
     #: Verdicts the suite must reach: any of these counts as a correct classification.
     expected = ("CERTIFIED",)
+    #: Float type of every probability the driver computes with.
+    dtype = np.float64
 
     # --- steps -----------------------------------------------------------------------------
     def ratio_q(self, q: np.ndarray) -> np.ndarray:
@@ -66,8 +68,8 @@ class Rule:
 
     # --- driver ----------------------------------------------------------------------------
     def verify_batch(self, target_probs, draft_probs, draft_tokens, rng):
-        p = np.asarray(target_probs, dtype=np.float64)
-        q = np.asarray(draft_probs, dtype=np.float64)
+        p = np.asarray(target_probs, dtype=self.dtype)
+        q = np.asarray(draft_probs, dtype=self.dtype)
         x = np.asarray(draft_tokens, dtype=np.int64)
         batch, k = x.shape
         at = np.arange(batch)

@@ -227,28 +227,19 @@ class ExponentialRace(Rule):
 class Float32Arithmetic(Rule):
     kind = "valid"
     models = "Valid: every probability, ratio, residual and uniform in float32 (float32 uniforms in [0, 1))."
+    dtype = np.float32
 
-    def verify_batch(self, target_probs, draft_probs, draft_tokens, rng):
-        p = np.asarray(target_probs, dtype=np.float32)
-        q = np.asarray(draft_probs, dtype=np.float32)
-        x = np.asarray(draft_tokens, dtype=np.int64)
-        batch, k = x.shape
-        at = np.arange(batch)
-        rows, cols = at[:, None], np.arange(k)[None, :]
-        p_x, q_x = p[rows, cols, x], q[rows, cols, x]
-        u = rng.random((batch, k), dtype=np.float32)
-        acc = u * q_x < p_x  # u < p/q without a float32 division
-        n_acc = leading_true(acc)
-        rejected = n_acc < k
-        c = np.minimum(n_acc, k - 1)
-        r = np.maximum(p[at, c] - q[at, c], np.float32(0))
-        res = normalise(r, p[at, c])
-        final = np.where(rejected[:, None], res, p[at, k]).astype(np.float32)
-        tok = inverse_cdf(final, rng.random(batch, dtype=np.float32))
-        out = np.full((batch, k + 1), -1, dtype=np.int64)
-        out[:, :k] = np.where(cols < n_acc[:, None], x, -1)
-        out[at, n_acc] = tok
-        return out, n_acc + 1
+    def uniforms(self, rng, batch, k):
+        return rng.random((batch, k), dtype=np.float32)
+
+    def accept(self, u, p_x, q_x):
+        return u * q_x < p_x  # u < p/q without a float32 division
+
+    def residual(self, p_row, q_row):
+        return normalise(np.maximum(p_row - q_row, np.float32(0)), p_row)
+
+    def final_uniform(self, rng, u, n_acc):
+        return rng.random(u.shape[0], dtype=np.float32)
 
 
 class SamplerMatch(Rule):

@@ -30,14 +30,20 @@ class Unsupported(Exception):
 
 
 class GpuImplAdapter:
-    """`gpu_impl.SpeculativeGenerator` with a `ModelDraft` (or `PromptLookupDraft` when draft_kind='lookup')."""
+    """`gpu_impl.SpeculativeGenerator` with a `ModelDraft` (or `PromptLookupDraft` when draft_kind='lookup').
 
-    def __init__(self, draft_kind: str = "model", mode: str = "standard") -> None:
-        self.draft_kind, self.mode = draft_kind, mode
+    `k_policy` other than "fixed" lets the generator choose each round's k itself (at most 2k): the suite
+    then certifies that a data- and timing-dependent k leaves the law exact.
+    """
+
+    def __init__(self, draft_kind: str = "model", mode: str = "standard", k_policy: str = "fixed") -> None:
+        self.draft_kind, self.mode, self.k_policy = draft_kind, mode, k_policy
         self.name = "gpu_impl" if draft_kind == "model" else f"gpu_impl-{draft_kind}"
         if mode != "standard":
             self.name += f"-{mode}"
-        self.description = f"gpu_impl.SpeculativeGenerator (draft={draft_kind}, mode={mode})"
+        if k_policy != "fixed":
+            self.name += f"-{k_policy}"
+        self.description = f"gpu_impl.SpeculativeGenerator (draft={draft_kind}, mode={mode}, k policy={k_policy})"
 
     def _generator(self, target: Any, draft: Any, k: int, sampling: SamplingParams):
         from gpu_impl import SpeculativeGenerator
@@ -50,7 +56,7 @@ class GpuImplAdapter:
             from gpu_impl.drafts import ModelDraft
 
             source = ModelDraft(draft)
-        return SpeculativeGenerator(target, source, k=k, sampling=sampling, mode=self.mode)
+        return SpeculativeGenerator(target, source, k=k, sampling=sampling, mode=self.mode, adaptive_k=self.k_policy)
 
     def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
         return self.generate_batch(target, draft, [prompt_ids], max_new_tokens, k, sampling, seed)[0]
@@ -174,6 +180,7 @@ BUILTIN = {
     "reference_loop": ReferenceLoop,
     "gpu_impl": GpuImplAdapter,
     "gpu_impl-lookup": lambda: GpuImplAdapter("lookup"),
+    "gpu_impl-cost": lambda: GpuImplAdapter(k_policy="cost"),
     "transformers-assisted": HFAssistedAdapter,
     "hf-assisted": HFAssistedAdapter,
     "transformers-prompt-lookup": HFPromptLookupAdapter,

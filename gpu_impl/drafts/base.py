@@ -23,6 +23,10 @@ class DraftSource(ABC):
     def check_compatible(self, target_model: torch.nn.Module, target_tokenizer=None) -> None:
         """Raise ValueError if this source cannot draft for `target_model` (e.g. other vocabulary)."""
 
+    def step_seconds(self) -> float:
+        """Seconds to draft one token right now (after `reset`), for the cost model; 0 for a source without a model."""
+        return 0.0
+
     @abstractmethod
     def reset(self, input_ids: torch.Tensor, valid: torch.Tensor | None, vocab_size: int) -> None:
         """Start from left-padded prompts (B, T); `valid` (B, T) bool marks real tokens (None: all real)."""

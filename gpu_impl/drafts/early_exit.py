@@ -39,5 +39,5 @@ def truncated_model(target: torch.nn.Module, n_layers: int) -> torch.nn.Module:
 class EarlyExitDraft(ModelDraft):
     """Draft = target truncated after `n_layers` layers, with its own KV cache."""
 
-    def __init__(self, target: torch.nn.Module, n_layers: int, tokenizer=None):
-        super().__init__(truncated_model(target, n_layers), tokenizer)
+    def __init__(self, target: torch.nn.Module, n_layers: int, tokenizer=None, cpu_matmul: str = "auto"):
+        super().__init__(truncated_model(target, n_layers), tokenizer, cpu_matmul)

@@ -21,21 +21,28 @@ class ModelDraft(DraftSource):
     [x_k, y] if n == k, else [y].  Rows needing one token get a hole slot in front (see `kv`).
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer=None):
+    def __init__(self, model: torch.nn.Module, tokenizer=None, cpu_matmul: str = "auto"):
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.cached = CachedModel(self.model)
+        self.cached = CachedModel(self.model, cpu_matmul)
 
     def check_compatible(self, target_model, target_tokenizer=None) -> None:
         check_same_vocabulary(target_model, self.model, target_tokenizer, self.tokenizer)
 
     def reset(self, input_ids, valid, vocab_size) -> None:
         self.cached.reset(input_ids.shape[0])
+        self.vocab_size = vocab_size
         if input_ids.shape[1] > 1:
             self.cached.forward(input_ids[:, :-1], None if valid is None else valid[:, :-1], last_only=True)
         self.unfed, self.unfed_valid = input_ids[:, -1:], None
 
+    def step_seconds(self) -> float:
+        return self.cached.time_widths([1])[1]
+
     def propose(self, k: int, sampling: SamplingParams, generators: Generators):
+        if k == 0:  # a plain target step: the draft catches up next round
+            self.proposed = self.unfed.new_zeros((self.unfed.shape[0], 0))
+            return self.proposed, torch.zeros((*self.proposed.shape, self.vocab_size), device=self.unfed.device)
         logits = self.cached.forward(self.unfed, self.unfed_valid, last_only=True)[:, -1]
         tokens, probs = [], []
         for i in range(k):
@@ -50,6 +57,11 @@ class ModelDraft(DraftSource):
 
     def accept(self, tokens, counts, emitted) -> None:
         k = self.proposed.shape[1]
+        if k == 0:  # nothing was fed this round: the emitted token joins the tokens still to feed
+            self.unfed = torch.cat([self.unfed, tokens[:, :1]], dim=1)
+            if self.unfed_valid is not None:
+                self.unfed_valid = torch.cat([self.unfed_valid, torch.ones_like(self.unfed_valid[:, :1])], dim=1)
+            return
         n_accepted = counts - 1
         n_host = [len(row) - 1 for row in emitted]
         self.cached.keep_in_tail(k - 1, n_accepted.clamp(max=k - 1), [min(n, k - 1) for n in n_host])

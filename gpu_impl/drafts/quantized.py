@@ -67,5 +67,5 @@ def quantized_copy(target: nn.Module, backend: str = "auto") -> nn.Module:
 class QuantizedSelfDraft(ModelDraft):
     """Draft = int8 copy of the target; same vocabulary by construction."""
 
-    def __init__(self, target: nn.Module, backend: str = "auto", tokenizer=None):
-        super().__init__(quantized_copy(target, backend), tokenizer)
+    def __init__(self, target: nn.Module, backend: str = "auto", tokenizer=None, cpu_matmul: str = "auto"):
+        super().__init__(quantized_copy(target, backend), tokenizer, cpu_matmul)

@@ -1,0 +1,153 @@
+"""Faster CPU kernels for decoding's skinny products: M rows (M = batch x tokens per forward) times a big weight.
+
+Why: a decoding forward multiplies a handful of rows (1 for a plain step, k+1 for a verification) by every
+weight, so it should run at memory bandwidth.  On some CPU BLAS builds `torch.nn.functional.linear`
+(x @ W^T) takes a slow path at small M: on this project's benchmark machine (AMD EPYC, 2 threads, torch
+2.13 with MKL 2024.2) it streamed 64 MB of weights at 6-10 GB/s for M = 1..8, while the same product
+written (W @ x^T)^T ran at 25-32 GB/s for M = 2..4 and, with one zero row added, for M = 1 and 3
+(benchmarks/results/smollm2_costs.json, field "cpu_matmul").  A SmolLM2-135M step fell from ~58 to
+~35 ms.  Which formulation wins depends on the CPU and the BLAS, so the choice is measured once per
+machine (per thread count and torch version) and cached beside the models.
+
+Every kernel computes the same product; they differ only in float summation order (rounding), so a plan
+changes no law: plain and speculative decoding run the same model through the same plan.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+KERNELS = ("linear", "mm", "mm_pad")
+MAX_TUNED_ROWS = 16  # above this a forward is compute-bound and F.linear's blocked GEMM is used
+CPU_MATMUL_CHOICES = ("auto", "stock")
+
+
+def skinny_product(kernel: str, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (M, in) @ weight (out, in)^T with the named kernel -> (M, out).
+
+    "linear": F.linear; "mm": (W @ x^T)^T on contiguous rows; "mm_pad": the same with one zero row added
+    (an even row count sometimes selects a faster BLAS path; the extra row is dropped).
+    """
+    if kernel == "linear":
+        return torch.nn.functional.linear(x, weight)
+    rows = x.shape[0]
+    x = torch.cat([x, x.new_zeros(1, x.shape[1])]) if kernel == "mm_pad" else x.contiguous()
+    return torch.mm(weight, x.t()).t()[:rows]
+
+
+def _linear_forward(module: torch.nn.Linear, plan: dict[int, str]):
+    weight, bias = module.weight, module.bias
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        kernel = plan.get(flat.shape[0], "linear")
+        if kernel == "linear" or x.dtype != weight.dtype:
+            return torch.nn.functional.linear(x, weight, bias)
+        out = skinny_product(kernel, flat, weight)
+        if bias is not None:
+            out = out + bias
+        return out.reshape(*x.shape[:-1], weight.shape[0])
+
+    return forward
+
+
+def plain_linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
+    """The model's exact `nn.Linear` modules with float CPU weights (quantized or subclassed layers are left alone)."""
+    return [
+        m
+        for m in model.modules()
+        if type(m) is torch.nn.Linear and m.weight.device.type == "cpu" and m.weight.is_floating_point()
+    ]
+
+
+@contextmanager
+def planned_linears(linears: list[torch.nn.Linear], plan: dict[int, str] | None) -> Iterator[None]:
+    """Run the given Linear modules through `plan` inside the block; the modules are restored on exit."""
+    if not plan or not linears:
+        yield
+        return
+    for m in linears:
+        m.forward = _linear_forward(m, plan)
+    try:
+        yield
+    finally:
+        for m in linears:
+            del m.forward
+
+
+def _time_kernels(rows: int, weights: list[torch.Tensor], reps: int) -> dict[str, float]:
+    x = torch.randn(rows, weights[0].shape[1])
+    times: dict[str, list[float]] = {k: [] for k in KERNELS}
+    for _ in range(reps + 1):  # the first pass warms up and is dropped
+        for kernel in KERNELS:
+            start = time.perf_counter()
+            for w in weights:
+                skinny_product(kernel, x, w)
+            times[kernel].append(time.perf_counter() - start)
+    return {k: statistics.median(v[1:]) for k, v in times.items()}
+
+
+def measure_plan(max_rows: int = MAX_TUNED_ROWS, reps: int = 5, seconds: dict | None = None) -> dict[int, str]:
+    """Fastest kernel per row count 1..max_rows, timed on 64 MB of weights (more than a CPU cache holds).
+
+    `seconds`, when given, receives every timing ({rows: {kernel: s}}) for reports.
+    """
+    with torch.inference_mode():
+        generator = torch.Generator().manual_seed(0)
+        weights = [torch.randn(2048, 512, generator=generator) for _ in range(16)]
+        plan = {}
+        for rows in range(1, max_rows + 1):
+            timing = _time_kernels(rows, weights, reps)
+            if seconds is not None:
+                seconds[rows] = timing
+            best = min(timing, key=timing.get)
+            # keep F.linear unless another kernel is clearly (> 10%) faster: no churn on noise
+            plan[rows] = best if timing[best] < 0.9 * timing["linear"] else "linear"
+    return plan
+
+
+def _plan_file() -> Path:
+    from .models import cache_dir
+
+    key = f"{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}"
+    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in key)
+    return cache_dir() / "cpu_matmul" / f"{safe}.json"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+_PLANS: dict[Path, dict[int, str]] = {}
+
+
+def cpu_plan(cpu_matmul: str = "auto") -> dict[int, str] | None:
+    """The kernel plan for this machine ("auto": measured once, then read from the cache), or None ("stock")."""
+    if cpu_matmul not in CPU_MATMUL_CHOICES:
+        raise ValueError(f"cpu_matmul must be one of {CPU_MATMUL_CHOICES}, got {cpu_matmul!r}")
+    if cpu_matmul == "stock":
+        return None
+    path = _plan_file()
+    if path not in _PLANS:
+        try:
+            _PLANS[path] = {int(r): k for r, k in json.loads(path.read_text())["plan"].items() if k in KERNELS}
+        except (OSError, ValueError, KeyError, AttributeError):
+            plan = measure_plan()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"plan": plan, "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1))
+            _PLANS[path] = plan
+    return _PLANS[path]

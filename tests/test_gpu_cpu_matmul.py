@@ -1,0 +1,92 @@
+"""CPU Linear kernel plans: every kernel computes F.linear's product, plans are cached, modules are restored."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from gpu_impl import cpu_matmul
+from gpu_impl.cpu_matmul import KERNELS, cpu_plan, measure_plan, plain_linears, planned_linears, skinny_product
+from gpu_impl.kv import CachedModel
+from tests.tiny_models import tiny_llama
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 8])
+def test_every_kernel_computes_the_linear_product(kernel, rows):
+    generator = torch.Generator().manual_seed(rows)
+    weight = torch.randn(40, 24, generator=generator)
+    x = torch.randn(rows, 48, generator=generator)[:, ::2]  # a strided view, as attention outputs can be
+    out = skinny_product(kernel, x, weight)
+    assert out.shape == (rows, 40)
+    torch.testing.assert_close(out, torch.nn.functional.linear(x, weight), rtol=1e-5, atol=1e-5)
+
+
+def test_planned_linears_match_stock_and_are_restored_even_on_error():
+    model = tiny_llama(0, layers=2)
+    linears = plain_linears(model)
+    assert len(linears) == 2 * 7 + 1  # q k v o gate up down per layer, and lm_head
+    ids = torch.tensor([[1, 5, 9, 2, 7]])
+    with torch.no_grad():
+        stock = model(ids).logits
+        plan = {n: "mm_pad" if n % 2 else "mm" for n in range(1, 17)}
+        with planned_linears(linears, plan):
+            assert all("forward" in m.__dict__ for m in linears)
+            planned = model(ids).logits
+        with pytest.raises(RuntimeError), planned_linears(linears, plan):
+            raise RuntimeError("boom")
+    assert not any("forward" in m.__dict__ for m in linears)
+    torch.testing.assert_close(planned, stock, rtol=1e-4, atol=1e-4)
+
+
+def test_subclassed_and_quantized_layers_are_left_alone():
+    class Custom(torch.nn.Linear):
+        pass
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Custom(4, 4))
+    assert plain_linears(model) == [model[0]]
+
+
+def test_cached_model_logits_equal_stock_ones():
+    model = tiny_llama(1, layers=2)
+    ids = torch.tensor([[3, 1, 4, 1, 5, 9]])
+    outs = {}
+    for mode in ("stock", "auto"):
+        cached = CachedModel(model, mode)
+        cached.reset(1)
+        outs[mode] = torch.cat([cached.forward(ids[:, :4]), cached.forward(ids[:, 4:])], dim=1)
+    assert CachedModel(model, "stock").plan is None
+    torch.testing.assert_close(outs["auto"], outs["stock"], rtol=1e-4, atol=1e-4)
+
+
+def test_plan_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
+    monkeypatch.setattr(cpu_matmul, "_PLANS", {})
+    calls = []
+    monkeypatch.setattr(cpu_matmul, "measure_plan", lambda: calls.append(1) or {1: "mm_pad", 2: "mm"})
+    assert cpu_plan("auto") == {1: "mm_pad", 2: "mm"}
+    files = list(tmp_path.rglob("*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text())["plan"] == {"1": "mm_pad", "2": "mm"}
+    monkeypatch.setattr(cpu_matmul, "_PLANS", {})  # a new process reads the file
+    assert cpu_plan("auto") == {1: "mm_pad", 2: "mm"} and len(calls) == 1
+    files[0].write_text("not json")  # a damaged cache is measured again
+    monkeypatch.setattr(cpu_matmul, "_PLANS", {})
+    assert cpu_plan("auto") == {1: "mm_pad", 2: "mm"} and len(calls) == 2
+
+
+def test_stock_and_bad_choices():
+    assert cpu_plan("stock") is None
+    with pytest.raises(ValueError, match="cpu_matmul must be one of"):
+        cpu_plan("fast")
+
+
+def test_measure_plan_names_a_kernel_for_every_row_count():
+    seconds = {}
+    plan = measure_plan(max_rows=3, reps=1, seconds=seconds)
+    assert sorted(plan) == [1, 2, 3] and set(plan.values()) <= set(KERNELS)
+    for rows, kernel in plan.items():  # a kernel other than F.linear must have been > 10% faster
+        assert kernel == "linear" or seconds[rows][kernel] < 0.9 * seconds[rows]["linear"]
