@@ -28,6 +28,9 @@ import torch
 KERNELS = ("linear", "mm", "mm_pad")
 MAX_TUNED_ROWS = 16  # above this a forward is compute-bound and F.linear's blocked GEMM is used
 CPU_MATMUL_CHOICES = ("auto", "stock")
+#: Weights smaller than this (256 KB in float32) stay in cache, where every kernel is fast and the plan's
+#: Python wrapper would only add overhead (tiny test models ran ~30 % slower through it).
+MIN_PLANNED_ELEMENTS = 2**16
 
 
 def skinny_product(kernel: str, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -59,12 +62,15 @@ def _linear_forward(module: torch.nn.Linear, plan: dict[int, str]):
     return forward
 
 
-def plain_linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
-    """The model's exact `nn.Linear` modules with float CPU weights (quantized or subclassed layers are left alone)."""
+def plain_linears(model: torch.nn.Module, min_elements: int = 0) -> list[torch.nn.Linear]:
+    """The model's exact `nn.Linear` modules with float CPU weights of at least `min_elements` entries.
+
+    Quantized or subclassed layers are left alone."""
     return [
         m
         for m in model.modules()
         if type(m) is torch.nn.Linear and m.weight.device.type == "cpu" and m.weight.is_floating_point()
+        and m.weight.numel() >= min_elements
     ]
 
 

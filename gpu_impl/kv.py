@@ -15,6 +15,7 @@ import time
 import torch
 from transformers import DynamicCache
 
+from . import cpu_matmul as cpu_matmul_module
 from .cpu_matmul import cpu_plan, plain_linears, planned_linears
 
 
@@ -29,7 +30,8 @@ class CachedModel:
         self.model = model
         self.device = next(model.parameters()).device
         plan = cpu_plan(cpu_matmul) if self.device.type == "cpu" else None
-        self.plan, self.linears = plan, plain_linears(model) if plan else []
+        self.linears = plain_linears(model, cpu_matmul_module.MIN_PLANNED_ELEMENTS) if plan else []
+        self.plan = plan if self.linears else None
         self.calls = 0
 
     def reset(self, batch: int) -> None:

@@ -51,7 +51,13 @@ def test_subclassed_and_quantized_layers_are_left_alone():
     assert plain_linears(model) == [model[0]]
 
 
-def test_cached_model_logits_equal_stock_ones():
+def test_small_weights_are_left_to_f_linear():
+    assert CachedModel(tiny_llama(1, layers=2), "auto").plan is None  # every weight < MIN_PLANNED_ELEMENTS
+    assert plain_linears(tiny_llama(1, layers=2), cpu_matmul.MIN_PLANNED_ELEMENTS) == []
+
+
+def test_cached_model_logits_equal_stock_ones(monkeypatch):
+    monkeypatch.setattr(cpu_matmul, "MIN_PLANNED_ELEMENTS", 0)  # plan even the tiny model's layers
     model = tiny_llama(1, layers=2)
     ids = torch.tensor([[3, 1, 4, 1, 5, 9]])
     outs = {}
@@ -59,7 +65,7 @@ def test_cached_model_logits_equal_stock_ones():
         cached = CachedModel(model, mode)
         cached.reset(1)
         outs[mode] = torch.cat([cached.forward(ids[:, :4]), cached.forward(ids[:, 4:])], dim=1)
-    assert CachedModel(model, "stock").plan is None
+    assert CachedModel(model, "stock").plan is None and CachedModel(model, "auto").plan is not None
     torch.testing.assert_close(outs["auto"], outs["stock"], rtol=1e-4, atol=1e-4)
 
 

@@ -44,8 +44,19 @@ class GpuImplAdapter:
         if k_policy != "fixed":
             self.name += f"-{k_policy}"
         self.description = f"gpu_impl.SpeculativeGenerator (draft={draft_kind}, mode={mode}, k policy={k_policy})"
+        self._generators: dict[tuple, Any] = {}
 
     def _generator(self, target: Any, draft: Any, k: int, sampling: SamplingParams):
+        """One generator per (models, k, sampling), reused across calls as a server would (the cost policy
+        measures its costs once, at the first call)."""
+        key = (id(target), id(draft), k, repr(sampling))
+        if key not in self._generators:
+            if len(self._generators) >= 8:
+                self._generators.clear()
+            self._generators[key] = self._new_generator(target, draft, k, sampling)
+        return self._generators[key]
+
+    def _new_generator(self, target: Any, draft: Any, k: int, sampling: SamplingParams):
         from gpu_impl import SpeculativeGenerator
 
         if self.draft_kind == "lookup":
