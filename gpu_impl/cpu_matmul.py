@@ -65,12 +65,13 @@ def _linear_forward(module: torch.nn.Linear, plan: dict[int, str]):
 def plain_linears(model: torch.nn.Module, min_elements: int = 0) -> list[torch.nn.Linear]:
     """The model's exact `nn.Linear` modules with float CPU weights of at least `min_elements` entries.
 
-    Quantized or subclassed layers are left alone."""
+    Quantized or subclassed layers, and layers whose forward is already wrapped per instance (e.g. by
+    accelerate hooks), are left alone."""
     return [
         m
         for m in model.modules()
         if type(m) is torch.nn.Linear and m.weight.device.type == "cpu" and m.weight.is_floating_point()
-        and m.weight.numel() >= min_elements
+        and m.weight.numel() >= min_elements and "forward" not in m.__dict__
     ]
 
 

@@ -29,15 +29,6 @@ class Costs:
     target: dict[int, float]
     draft: float
 
-    @property
-    def v(self) -> dict[int, float]:
-        """v(n) = target[n] / target[1]."""
-        return {n: s / self.target[1] for n, s in self.target.items()}
-
-    @property
-    def c(self) -> float:
-        return self.draft / self.target[1]
-
 
 class CostModelK:
     """Each round, the k in 0..k_max maximising E[N] / (c k + v(k+1)) (k = 0: a plain step, value 1).
