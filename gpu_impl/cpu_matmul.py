@@ -75,6 +75,13 @@ def plain_linears(model: torch.nn.Module, min_elements: int = 0) -> list[torch.n
     ]
 
 
+def planned_layers(model: torch.nn.Module, cpu_matmul: str = "auto") -> tuple[list[torch.nn.Linear], dict[int, str] | None]:
+    """The Linear layers worth a plan (CPU, >= MIN_PLANNED_ELEMENTS weights) and the plan; ([], None) if none."""
+    plan = cpu_plan(cpu_matmul) if next(model.parameters()).device.type == "cpu" else None
+    linears = plain_linears(model, MIN_PLANNED_ELEMENTS) if plan else []
+    return linears, plan if linears else None
+
+
 @contextmanager
 def planned_linears(linears: list[torch.nn.Linear], plan: dict[int, str] | None) -> Iterator[None]:
     """Run the given Linear modules through `plan` inside the block; the modules are restored on exit."""

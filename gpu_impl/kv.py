@@ -10,13 +10,13 @@ row are cropped from the cache, so a batch of one never accumulates holes.
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import torch
 from transformers import DynamicCache
 
-from . import cpu_matmul as cpu_matmul_module
-from .cpu_matmul import cpu_plan, plain_linears, planned_linears
+from .cpu_matmul import planned_layers, planned_linears
 
 
 class CachedModel:
@@ -29,9 +29,7 @@ class CachedModel:
     def __init__(self, model: torch.nn.Module, cpu_matmul: str = "auto"):
         self.model = model
         self.device = next(model.parameters()).device
-        plan = cpu_plan(cpu_matmul) if self.device.type == "cpu" else None
-        self.linears = plain_linears(model, cpu_matmul_module.MIN_PLANNED_ELEMENTS) if plan else []
-        self.plan = plan if self.linears else None
+        self.linears, self.plan = planned_layers(model, cpu_matmul)
         self.calls = 0
 
     def reset(self, batch: int) -> None:
@@ -106,4 +104,4 @@ class CachedModel:
                     seconds[n].append(time.perf_counter() - start)
                 self.cache.crop(-n)
                 self.valid, self.lengths, self.has_holes, self.calls = state
-        return {n: sorted(t)[len(t) // 2] for n, t in seconds.items()}
+        return {n: statistics.median(t) for n, t in seconds.items()}
