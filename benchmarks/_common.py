@@ -266,7 +266,7 @@ def draft_cost_ratio(draft_model: Any, target: Any, input_ids: torch.Tensor, rep
 @contextmanager
 def kernels(mode: str, *models: Any) -> Iterator[None]:
     """Run the models' Linear layers with the CPU kernel plan `mode` ("auto" or "stock"), as CachedModel does."""
-    from gpu_impl.cpu_matmul import cpu_plan, planned_layers, planned_linears
+    from exactspec.gpu_impl.cpu_matmul import cpu_plan, planned_layers, planned_linears
 
     linears = {id(m): m for model in models if model is not None for m in planned_layers(model, mode)[0]}
     with planned_linears(list(linears.values()), cpu_plan(mode)):

@@ -49,12 +49,12 @@ from _common import (  # noqa: E402
 
 import torch  # noqa: E402
 
-from reference.speedup import expected_tokens, expected_tokens_per_position, improvement_factor  # noqa: E402
-from reference.warping import SamplingParams  # noqa: E402
+from exactspec.reference.speedup import expected_tokens, expected_tokens_per_position, improvement_factor  # noqa: E402
+from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 
 def load() -> tuple[Any, Any]:
-    from gpu_impl.models import LAST_LOAD_INFO, load_default_model
+    from exactspec.gpu_impl.models import LAST_LOAD_INFO, load_default_model
 
     model, tokenizer = load_default_model()
     log("loaded", dict(LAST_LOAD_INFO))
@@ -63,7 +63,7 @@ def load() -> tuple[Any, Any]:
 
 def make_draft(name: str, model: Any, cache: dict[Any, Any], cpu_matmul: str = "auto") -> Any:
     """Draft sources by name and CPU kernel plan (model-backed drafts built once and reused)."""
-    from gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
+    from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
 
     key = (name, cpu_matmul)
     if key not in cache:
@@ -76,7 +76,7 @@ def make_draft(name: str, model: Any, cache: dict[Any, Any], cpu_matmul: str = "
         elif name.startswith("early-exit:"):
             cache[key] = EarlyExitDraft(model, int(name.split(":")[1]), cpu_matmul=cpu_matmul)
         elif name == "tiny-random":
-            from gpu_impl.models import tiny_llama
+            from exactspec.gpu_impl.models import tiny_llama
 
             small = tiny_llama(vocab_size=model.config.vocab_size, hidden_size=64, n_layers=2, seed=0)
             cache[key] = ModelDraft(small, cpu_matmul=cpu_matmul)
@@ -147,9 +147,9 @@ def cost_model(alpha: float, k: int, c: float, v: float, tpc: float, alpha_per_p
 
 
 def section_costs(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from gpu_impl import SpeculativeGenerator, generate_plain
+    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 
-    from gpu_impl.cpu_matmul import cpu_plan, measure_plan
+    from exactspec.gpu_impl.cpu_matmul import cpu_plan, measure_plan
 
     out: dict[str, Any] = {"section": "costs", "v": {}, "v_stock": {}, "c": {}, "c_stock": {}, "alpha_probe": []}
     path_name = "smollm2_costs"
@@ -205,7 +205,7 @@ def run_config(model: Any, tokenizer: Any, kind: str, temperature: float, draft_
     cost policy; ours with stock F.linear kernels: plain and speculative with fixed k (the like-for-like
     comparison with transformers, which uses stock kernels); transformers: generate and assisted generation.
     """
-    from gpu_impl import SpeculativeGenerator, generate_plain
+    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 
     sampling = SamplingParams(temperature=temperature)
     ids = encode_prompt(tokenizer, PROMPTS[kind])
@@ -336,7 +336,7 @@ def section_drafts(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict
 
 
 def section_ksweep(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from gpu_impl import SpeculativeGenerator, generate_plain
+    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 
     out: dict[str, Any] = {"section": "ksweep", "sweeps": []}
     drafts: dict[str, Any] = {}
@@ -391,7 +391,7 @@ def section_ksweep(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict
 
 
 def section_batch(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from gpu_impl import SpeculativeGenerator, generate_plain
+    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 
     out: dict[str, Any] = {"section": "batch", "rows": []}
     drafts: dict[Any, Any] = {}

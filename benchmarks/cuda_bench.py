@@ -25,7 +25,7 @@ from _common import log, machine_info, spread, write_result  # noqa: E402
 
 import torch  # noqa: E402
 
-from reference.speedup import improvement_factor  # noqa: E402
+from exactspec.reference.speedup import improvement_factor  # noqa: E402
 
 SHAPES = {
     # ~1.0B parameters (TinyLlama-like, 16 layers) and ~100M parameters, same 32k vocabulary
@@ -144,7 +144,7 @@ def per_row_loop(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
 
 @torch.inference_mode()
 def sampler_section(cfg: dict[str, Any], device: str, deadline: float) -> list[dict[str, Any]]:
-    from gpu_impl.sampler import verify_batch
+    from exactspec.gpu_impl.sampler import verify_batch
 
     rows = []
     k, vocab = 4, cfg["sampler_vocab"]

@@ -27,8 +27,8 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import stat_tests as st  # noqa: E402
-from stat_tests.binning import pool_bins  # noqa: E402
-from stat_tests.gof import pearson_pvalue  # noqa: E402
+from exactspec.stat_tests.binning import pool_bins  # noqa: E402
+from exactspec.stat_tests.gof import pearson_pvalue  # noqa: E402
 
 ALPHAS = (0.01, 0.001)
 

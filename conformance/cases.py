@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-import reference
+from exactspec import reference
 
 #: Cases whose number of accepted-prefix branches is at most this get the whole-tuple law check.
 TUPLE_LAW_MAX_BRANCHES = 20_000
@@ -207,7 +207,7 @@ CASES_BY_NAME: dict[str, Case] = {c.name: c for c in CURATED}
 
 # A small deterministic set of Hypothesis-style generated cases (fixed seeds) joins the statistical
 # checks, so the generator's edge rows are also tested for exactness, not only for invariants.
-from conformance.strategies import statistical_cases as _statistical_cases  # noqa: E402
+from exactspec.conformance.strategies import statistical_cases as _statistical_cases  # noqa: E402
 
 GENERATED: list[Case] = _statistical_cases()
 SUITE_CASES: list[Case] = CURATED + GENERATED

@@ -18,9 +18,9 @@ EXIT = {"CERTIFIED": 0, "NOT_EXACT": 1, "CONTRACT_VIOLATION": 1, "EXACT_NOT_STAN
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from conformance.profiles import PROFILES
+    from exactspec.conformance.profiles import PROFILES
 
-    parser.add_argument("--impl", default="conformance.adapters.reference:Reference",
+    parser.add_argument("--impl", default="exactspec.conformance.adapters.reference:Reference",
                         help="MODULE:NAME of the implementation (an object with verify(), or a zero-argument "
                              "callable returning one); MODULE is imported from sys.path, the current directory "
                              "included (default: exactspec's NumPy reference)")
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_sequence_level(args: argparse.Namespace) -> int:
     """Certify a generation-level adapter and write its report under --out."""
-    from conformance.sequence import certify_generation
+    from exactspec.conformance.sequence import certify_generation
 
     report = certify_generation(args.impl, profile=args.profile, out_dir=args.out, real_model=args.real_model,
                                 fail_fast=args.fail_fast,
@@ -51,13 +51,13 @@ def run_sequence_level(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.harness import ImplUnavailable, load_impl
-    from conformance.sequence import offers_generation
+    from exactspec.conformance.harness import ImplUnavailable, load_impl
+    from exactspec.conformance.sequence import offers_generation
 
     if args.level == "sequence" or (args.level == "auto" and offers_generation(args.impl)):
         return run_sequence_level(args)
-    from conformance.report import format_summary, write_report
-    from conformance.runner import run_suite
+    from exactspec.conformance.report import format_summary, write_report
+    from exactspec.conformance.runner import run_suite
 
     try:
         impl = load_impl(args.impl)

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stat_tests import TestResult, chisquare_gof, tokens_per_round_test, zero_probability_check
-from stat_tests.binning import pool_bins
+from exactspec.stat_tests import TestResult, chisquare_gof, tokens_per_round_test, zero_probability_check
+from exactspec.stat_tests.binning import pool_bins
 
-from conformance.cases import Case
-from conformance.harness import Rounds
-from conformance.profiles import Profile
+from exactspec.conformance.cases import Case
+from exactspec.conformance.harness import Rounds
+from exactspec.conformance.profiles import Profile
 
 CATEGORIES = ("contract", "invariant", "exactness", "standard_rule")
 

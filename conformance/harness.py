@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from conformance.cases import Case
+from exactspec.conformance.cases import Case
 
 #: Largest float64 element count of one batch of inputs handed to verify_batch.
 MAX_BATCH_ELEMENTS = 12_000_000

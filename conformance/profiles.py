@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stat_tests import ErrorBudget, required_samples
-from stat_tests.binning import pool_bins
+from exactspec.stat_tests import ErrorBudget, required_samples
+from exactspec.stat_tests.binning import pool_bins
 
-from conformance.cases import Case
+from exactspec.conformance.cases import Case
 
 
 @dataclass(frozen=True)

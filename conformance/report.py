@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from conformance import CONTRACT_VERSION
-from conformance.cases import SUITE_CASES, Case
-from conformance.runner import SuiteResult
+from exactspec.conformance import CONTRACT_VERSION
+from exactspec.conformance.cases import SUITE_CASES, Case
+from exactspec.conformance.runner import SuiteResult
 
 VERDICT_TEXT = {
     "CERTIFIED": "exact, and achieves the standard rule's acceptance (law of tokens per round matches)",

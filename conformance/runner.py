@@ -19,11 +19,11 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from conformance import checks
-from conformance.adversarial import adversarial_generator
-from conformance.cases import SUITE_CASES, Case
-from conformance.harness import ContractViolation, Harness, ImplementationError
-from conformance.profiles import Profile, budget_for, get_profile, plan_rounds
+from exactspec.conformance import checks
+from exactspec.conformance.adversarial import adversarial_generator
+from exactspec.conformance.cases import SUITE_CASES, Case
+from exactspec.conformance.harness import ContractViolation, Harness, ImplementationError
+from exactspec.conformance.profiles import Profile, budget_for, get_profile, plan_rounds
 
 VERDICTS = ("CONTRACT_VIOLATION", "NOT_EXACT", "EXACT_NOT_STANDARD", "CERTIFIED")
 
@@ -100,7 +100,7 @@ def hypothesis_records(harness: Harness, profile: Profile, seed: int = 0) -> lis
     """Hard invariants on Hypothesis-generated edge cases (derandomized: same cases every run)."""
     from hypothesis import HealthCheck, Phase, given, settings
 
-    from conformance.strategies import round_cases
+    from exactspec.conformance.strategies import round_cases
 
     failures: list[str] = []
     seen = [0]

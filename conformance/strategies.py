@@ -1,7 +1,7 @@
 """Hypothesis strategies for speculative-verification rounds, exported for users:
 
     from hypothesis import given
-    from conformance.strategies import round_cases
+    from exactspec.conformance.strategies import round_cases
 
     @given(round_cases())
     def test_my_rule(case): ...
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import Case
+from exactspec.conformance.cases import Case
 
 ROW_KINDS = ("random", "one_hot_p", "one_hot_q", "equal", "disjoint", "q_zero_p_pos", "p_zero_q_pos", "tiny",
              "spiky")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.runner import hypothesis_records, invariant_records
+from exactspec.conformance.runner import hypothesis_records, invariant_records
 
 
 def _messages(records, categories):

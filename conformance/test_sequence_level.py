@@ -1,8 +1,8 @@
 """Sequence-level conformance (conformance/sequence): the law of whole generated sequences.
 
-Uses the suite's ``--impl`` / ``--profile`` options when they are registered: every ``--impl`` that offers
+Uses the suite's ``--exactspec-impl`` / ``--exactspec-profile`` options: every ``--exactspec-impl`` that offers
 the generation-level ``generate`` is certified here; rule-level adapters (``verify`` only) are left to the
-rule-level suite, and when every ``--impl`` is rule-level this test is skipped. Without any ``--impl`` it
+rule-level suite, and when every ``--exactspec-impl`` is rule-level this test is skipped. Without any ``--exactspec-impl`` it
 certifies exactspec's own generator (gpu_impl) and the reference loop.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.sequence import load_adapter, run_sequence_suite
-from conformance.sequence.report import to_markdown
+from exactspec.conformance.sequence import load_adapter, run_sequence_suite
+from exactspec.conformance.sequence.report import to_markdown
 
 DEFAULT_GENERATION_IMPLS = ["reference", "gpu_impl"]
 
 
 def _impls(config) -> list:
-    given = config.getoption("--impl", default=None) or []
+    given = config.getoption("--exactspec-impl", default=None) or []
     if isinstance(given, str):
         given = [given]
     if not given:
@@ -41,6 +41,6 @@ def pytest_generate_tests(metafunc):
 
 @pytest.mark.slow
 def test_sequence_level(generation_impl, request):
-    profile = request.config.getoption("--profile", default="quick") or "quick"
+    profile = request.config.getoption("--exactspec-profile", default="quick") or "quick"
     report = run_sequence_suite(generation_impl, profile=profile)
     assert report["passed"], to_markdown(report)

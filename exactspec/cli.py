@@ -11,10 +11,10 @@ import importlib
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "reference-demo": ("reference.demo", "print the seed-article figures computed by the exact oracle"),
-    "generate": ("gpu_impl.cli", "speculative decoding on a real model (default: the embedded SmolLM2-135M)"),
-    "certify": ("conformance.certify", "certify an implementation of the verification rule and write a report"),
-    "proofs": ("proofs.checks", "run every machine check of the correctness argument"),
+    "reference-demo": ("exactspec.reference.demo", "print the seed-article figures computed by the exact oracle"),
+    "generate": ("exactspec.gpu_impl.cli", "speculative decoding on a real model (default: the embedded SmolLM2-135M)"),
+    "certify": ("exactspec.conformance.certify", "certify an implementation of the verification rule and write a report"),
+    "proofs": ("exactspec.proofs.checks", "run every machine check of the correctness argument"),
 }
 
 

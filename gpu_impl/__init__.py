@@ -3,7 +3,7 @@
 `gpu_impl.models` (model loading) is imported only by those who need it.
 """
 
-from reference.warping import SamplingParams
+from exactspec.reference.warping import SamplingParams
 
 from .generator import SpeculativeGenerator
 from .plain import generate_plain

@@ -95,8 +95,8 @@ def _float(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpu_impl.cpu_matmul import CPU_MATMUL_CHOICES
-    from gpu_impl.k_policy import POLICIES
+    from exactspec.gpu_impl.cpu_matmul import CPU_MATMUL_CHOICES
+    from exactspec.gpu_impl.k_policy import POLICIES
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = DEFAULTS_WHY
@@ -176,7 +176,7 @@ def _fail(message: str) -> int:
 
 
 def _load_target(args: argparse.Namespace, device: str, dtype: Any) -> tuple[Any, Any, str]:
-    from gpu_impl import models
+    from exactspec.gpu_impl import models
 
     if args.tiny:
         model = models.tiny_llama(vocab_size=64, hidden_size=64, n_layers=4, seed=0)
@@ -192,7 +192,7 @@ def _load_target(args: argparse.Namespace, device: str, dtype: Any) -> tuple[Any
 
 def build_draft(spec: DraftSpec, target: Any, tokenizer: Any, device: str, dtype: Any, cpu_matmul: str = "auto") -> tuple[Any, str]:
     """The DraftSource for `spec` (None for plain decoding) and a one-line description."""
-    from gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
+    from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
 
     if spec.kind == "none":
         return None, "none (plain decoding)"
@@ -209,7 +209,7 @@ def build_draft(spec: DraftSpec, target: Any, tokenizer: Any, device: str, dtype
             raise ValueError(f"--draft early-exit:N needs 1 <= N < {n_total} (the target's number of layers), got {n}")
         return EarlyExitDraft(target, n, cpu_matmul=cpu_matmul), f"early exit after {n} of {n_total} layers"
     if spec.kind == "model":
-        from gpu_impl import models
+        from exactspec.gpu_impl import models
 
         draft_model, draft_tokenizer = models.load_model(spec.path, device=device, dtype=dtype)
         models.check_same_vocabulary(target, draft_model, (tokenizer, draft_tokenizer))
@@ -264,7 +264,7 @@ def _encode(tokenizer: Any, prompt: str, chat: bool) -> Any:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from reference.warping import SamplingParams
+    from exactspec.reference.warping import SamplingParams
 
     try:
         sampling = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p)
@@ -281,8 +281,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--device {device!r} is not usable here: {error}")
     dtype = getattr(torch, args.dtype)
 
-    from gpu_impl import SpeculativeGenerator, generate_plain
-    from gpu_impl.models import LAST_LOAD_INFO, ModelNotAvailableError
+    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+    from exactspec.gpu_impl.models import LAST_LOAD_INFO, ModelNotAvailableError
 
     start = time.perf_counter()
     try:

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from reference.validation import check_k
-from reference.warping import SamplingParams
+from exactspec.reference.validation import check_k
+from exactspec.reference.warping import SamplingParams
 
 from .drafts.base import DraftSource
 from .k_policy import POLICIES, CostModelK, Costs, next_k

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reference.speedup import expected_tokens_per_position
+from exactspec.reference.speedup import expected_tokens_per_position
 
 POLICIES = ("fixed", "grow-shrink", "cost")
 

@@ -292,7 +292,7 @@ def check_same_vocabulary(target: Any, draft: Any, tokenizers: tuple[Any, Any] |
     Speculative sampling compares p(x) and q(x) token by token, so both models must index the same tokens.
     Delegates to :func:`gpu_impl.vocab.check_same_vocabulary`.
     """
-    from gpu_impl.vocab import check_same_vocabulary as _check
+    from exactspec.gpu_impl.vocab import check_same_vocabulary as _check
 
     target_tokenizer, draft_tokenizer = tokenizers if tokenizers is not None else (None, None)
     _check(target, draft, target_tokenizer, draft_tokenizer)

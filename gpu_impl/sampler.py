@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reference import validation
+from exactspec.reference import validation
 
 from .randomness import Generators, exponential, race, uniform
 

@@ -382,7 +382,7 @@ def sym_single_position(min_plus_residual: Callable | None = None) -> CheckResul
 def exact_single_position(round_law: Callable | None = None, acceptance: Callable | None = None,
                           residual_fn: Callable | None = None, cases: int = 300) -> CheckResult:
     """Fraction enumeration, k = 1: the first emitted token has law p exactly; P(accept) = sum min = 1 - TV."""
-    from reference.laws import acceptance_rate, emitted_count_law, first_token_marginal, residual, round_distribution
+    from exactspec.reference.laws import acceptance_rate, emitted_count_law, first_token_marginal, residual, round_distribution
 
     round_law = round_law or round_distribution
     acceptance = acceptance or acceptance_rate
@@ -423,7 +423,7 @@ def exact_single_position(round_law: Callable | None = None, acceptance: Callabl
 @check("C3")
 def exact_round_chain(round_law: Callable | None = None, cases: int = 120) -> CheckResult:
     """Fraction enumeration, k = 1..3: the round, completed by draws from the unused target rows, has law prod p_i."""
-    from reference.laws import round_distribution
+    from exactspec.reference.laws import round_distribution
 
     round_law = round_law or round_distribution
 
@@ -474,7 +474,7 @@ def _sequence_cases(seed: int) -> list[tuple[str, ToyModel, ToyModel, int, int, 
 @check("C4", "C5")
 def exact_sequence_law(speculative_law: Callable | None = None, target_law: Callable | None = None) -> CheckResult:
     """Fraction enumeration: the whole loop (prefix-dependent p, q; max-token cut mid-round) has the target's sequence law."""
-    from reference.sequences import speculative_sequence_law, target_sequence_law
+    from exactspec.reference.sequences import speculative_sequence_law, target_sequence_law
 
     speculative_law = speculative_law or speculative_sequence_law
     target_law = target_law or target_sequence_law
@@ -627,8 +627,8 @@ def sym_token_count(law_formula: Callable | None = None, mean_formula: Callable 
 def oracle_token_count(tokens_law_fn: Callable | None = None, expected_fn: Callable | None = None,
                        variance_fn: Callable | None = None, round_law: Callable | None = None) -> CheckResult:
     """The oracle's count law / mean / variance agree with the formulas; exact count law of enumerated rounds."""
-    from reference import speedup
-    from reference.laws import emitted_count_law, round_distribution
+    from exactspec.reference import speedup
+    from exactspec.reference.laws import emitted_count_law, round_distribution
 
     tokens_law_fn = tokens_law_fn or speedup.tokens_law_per_position
     expected_fn = expected_fn or speedup.expected_tokens
@@ -668,7 +668,7 @@ def sym_improvement(improvement_fn: Callable | None = None, optimal_fn: Callable
     import sympy as sp
     from scipy.optimize import brentq
 
-    from reference import speedup
+    from exactspec.reference import speedup
 
     improvement_fn = improvement_fn or speedup.improvement_factor
     optimal_fn = optimal_fn or speedup.optimal_k
@@ -731,7 +731,7 @@ def _exact_probs(row: np.ndarray) -> list[Fraction]:
 
 def warping_cases():
     """(name, intended p, q in the ratio, law the draft really samples from) for mismatched warping."""
-    from reference.warping import warp_probs
+    from exactspec.reference.warping import warp_probs
 
     rng = np.random.default_rng(SEED + 7)
     target_logits = np.round(rng.normal(size=6) * 2, 2)
@@ -819,8 +819,8 @@ def _lcm_denominators(values) -> int:
 def sampled_rules_on_grid(verify_batch_fn: Callable | None = None, sampler_match_fn: Callable | None = None,
                           greedy_fn: Callable | None = None) -> CheckResult:
     """The oracle's sampled rules, run on every point of a uniform grid, realise exactly the enumerated laws."""
-    from reference import rules
-    from reference.laws import round_distribution
+    from exactspec.reference import rules
+    from exactspec.reference.laws import round_distribution
 
     verify_batch_fn = verify_batch_fn or rules.verify_batch
     sampler_match_fn = sampler_match_fn or rules.verify_sampler_match
@@ -1033,7 +1033,7 @@ def f32_round_law(p_rows: Sequence[Sequence[Fraction]], q_rows: Sequence[Sequenc
 @check("C12")
 def float32_tv_bound(bound: Callable = float_tv_bound, cases: int = 40) -> CheckResult:
     """Exact law of a float32 implementation vs the exact rational law: TV per round <= the bound of C12."""
-    from reference.laws import round_distribution
+    from exactspec.reference.laws import round_distribution
 
     def body():
         rng = random.Random(SEED + 11)

@@ -5,16 +5,16 @@ exactness is possible (`fractions.Fraction` inputs to the laws give exact ration
 imports torch.
 """
 
-from reference.laws import (
+from exactspec.reference.laws import (
     acceptance_rate,
     emitted_count_law,
     first_token_marginal,
     residual,
     round_distribution,
 )
-from reference.rules import verify, verify_batch, verify_greedy, verify_sampler_match
-from reference.sequences import speculative_sequence_law, target_sequence_law
-from reference.speedup import (
+from exactspec.reference.rules import verify, verify_batch, verify_greedy, verify_sampler_match
+from exactspec.reference.sequences import speculative_sequence_law, target_sequence_law
+from exactspec.reference.speedup import (
     expected_tokens,
     expected_tokens_per_position,
     improvement_factor,
@@ -25,8 +25,8 @@ from reference.speedup import (
     tokens_variance,
     verification_cost,
 )
-from reference.validation import PROB_SUM_TOL
-from reference.warping import SamplingParams, greedy_probs, warp_probs
+from exactspec.reference.validation import PROB_SUM_TOL
+from exactspec.reference.warping import SamplingParams, greedy_probs, warp_probs
 
 __all__ = [
     "PROB_SUM_TOL",

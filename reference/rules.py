@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from reference.laws import _residual_rows
-from reference.validation import as_prob_array, as_token_array, check_rng, check_round_shapes
+from exactspec.reference.laws import _residual_rows
+from exactspec.reference.validation import as_prob_array, as_token_array, check_rng, check_round_shapes
 
 
 def _checked_batch(target_probs: Any, draft_probs: Any, draft_tokens: Any, batched: bool):

@@ -17,8 +17,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from reference.laws import _residual_rational, _residual_rows
-from reference.validation import PROB_SUM_TOL, check_k
+from exactspec.reference.laws import _residual_rational, _residual_rows
+from exactspec.reference.validation import PROB_SUM_TOL, check_k
 
 ToyModel = Callable[[tuple[int, ...]], Sequence[Any]]
 

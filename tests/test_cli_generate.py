@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from exactspec.cli import main as exactspec_main
-from gpu_impl import cli
+from exactspec.gpu_impl import cli
 
 
 def _run(capsys, *argv):
@@ -104,7 +104,7 @@ def test_model_path_errors_without_tiny(capsys):
 
 
 def test_model_draft_from_local_directory(tmp_path, capsys):
-    from gpu_impl.models import tiny_llama
+    from exactspec.gpu_impl.models import tiny_llama
 
     tiny_llama(vocab_size=64, hidden_size=32, n_layers=1, seed=9).save_pretrained(tmp_path / "draft")
     code, out, err = _run(capsys, "hello", "--tiny", "--draft", f"model:{tmp_path / 'draft'}", "--max-new-tokens", "6")

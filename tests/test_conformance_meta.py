@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.mutants.zoo import MUTANTS, VALID
-from conformance.runner import run_suite
+from exactspec.conformance.mutants.zoo import MUTANTS, VALID
+from exactspec.conformance.runner import run_suite
 
 
 def test_zoo_size():

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-import reference
-from conformance.adversarial import ONE_MINUS_ULP, adversarial_generator
-from conformance.cases import CASES_BY_NAME, CURATED, Case
-from conformance.harness import ContractViolation, Harness, ImplementationError, ImplUnavailable, load_impl
-from conformance.profiles import PROFILES, budget_for, plan_rounds, statistical_checks
-from conformance.runner import invariant_records, statistical_records, verdict_of
-from conformance.strategies import build_case, round_cases
-from stat_tests import detectable_tv
+from exactspec import reference
+from exactspec.conformance.adversarial import ONE_MINUS_ULP, adversarial_generator
+from exactspec.conformance.cases import CASES_BY_NAME, CURATED, Case
+from exactspec.conformance.harness import ContractViolation, Harness, ImplementationError, ImplUnavailable, load_impl
+from exactspec.conformance.profiles import PROFILES, budget_for, plan_rounds, statistical_checks
+from exactspec.conformance.runner import invariant_records, statistical_records, verdict_of
+from exactspec.conformance.strategies import build_case, round_cases
+from exactspec.stat_tests import detectable_tv
 
 DEMO = CASES_BY_NAME["demo_uniform_draft"]
 QUICK = PROFILES["quick"]
@@ -94,7 +94,7 @@ def test_nondeterminism_is_a_contract_violation():
 
 def test_load_impl_from_cwd_module(tmp_path, monkeypatch):
     (tmp_path / "my_rule_mod.py").write_text(textwrap.dedent("""
-        import reference
+        from exactspec import reference
         class Mine:
             def verify(self, p, q, x, rng):
                 return reference.verify(p, q, x, rng)
@@ -110,8 +110,8 @@ def test_load_impl_from_cwd_module(tmp_path, monkeypatch):
 @pytest.mark.parametrize("spec, fragment", [
     ("no_colon", "MODULE:NAME"),
     ("surely_missing_module_xyz:Thing", "cannot import"),
-    ("conformance.adapters.reference:Nope", "no attribute"),
-    ("conformance.cases:CURATED", "verify"),
+    ("exactspec.conformance.adapters.reference:Nope", "no attribute"),
+    ("exactspec.conformance.cases:CURATED", "verify"),
 ])
 def test_load_impl_errors(spec, fragment):
     with pytest.raises(ValueError, match=fragment):
@@ -123,7 +123,7 @@ def test_cuda_adapter_unavailable_without_cuda():
     if torch.cuda.is_available():
         pytest.skip("CUDA present")
     with pytest.raises(ImplUnavailable, match="CUDA"):
-        load_impl("conformance.adapters.gpu_impl:TorchCUDA")
+        load_impl("exactspec.conformance.adapters.gpu_impl:TorchCUDA")
 
 
 def test_adversarial_generator_hits_boundaries():
@@ -153,7 +153,7 @@ def test_adversarial_generator_exposes_inclusive_boundary():
     h = Harness(Inclusive(), "inclusive")
     ordinary = h.run(case, 300, seed=5)
     adversarial = h.run(case, 300, seed=5, rng_factory=adversarial_generator)
-    from conformance.checks import invariant_check
+    from exactspec.conformance.checks import invariant_check
     assert invariant_check("i", ordinary).passed
     assert not invariant_check("i", adversarial).passed
 
@@ -218,7 +218,7 @@ def test_planned_n_meets_the_stated_epsilon():
 
 
 def test_reference_passes_checks_and_sampler_match_is_flagged():
-    from conformance.adapters.reference import Reference, ReferenceSamplerMatch
+    from exactspec.conformance.adapters.reference import Reference, ReferenceSamplerMatch
     alpha = budget_for(QUICK, CURATED).per_check_alpha
     ok = statistical_records(Harness(Reference(), "ref"), DEMO, QUICK, alpha)
     assert verdict_of(ok) == "CERTIFIED"
@@ -228,7 +228,7 @@ def test_reference_passes_checks_and_sampler_match_is_flagged():
 
 
 def test_shared_coin_is_invisible_to_first_token_but_caught():
-    from conformance.mutants.zoo import SharedCoin
+    from exactspec.conformance.mutants.zoo import SharedCoin
     alpha = budget_for(QUICK, CURATED).per_check_alpha
     recs = statistical_records(Harness(SharedCoin(), "shared"), DEMO, QUICK, alpha)
     by = {r.check: r for r in recs}

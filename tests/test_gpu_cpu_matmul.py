@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from gpu_impl import cpu_matmul
-from gpu_impl.cpu_matmul import KERNELS, cpu_plan, measure_plan, plain_linears, planned_linears, skinny_product
-from gpu_impl.kv import CachedModel
+from exactspec.gpu_impl import cpu_matmul
+from exactspec.gpu_impl.cpu_matmul import KERNELS, cpu_plan, measure_plan, plain_linears, planned_linears, skinny_product
+from exactspec.gpu_impl.kv import CachedModel
 from tests.tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

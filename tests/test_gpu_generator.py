@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from gpu_impl import SpeculativeGenerator, generate_plain
-from gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
+from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
 from tests.tiny_models import tiny_llama
-from reference.warping import SamplingParams
+from exactspec.reference.warping import SamplingParams
 
 GREEDY = SamplingParams(temperature=0)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gpu_impl import SpeculativeGenerator, generate_plain
-from gpu_impl.drafts import ModelDraft, PromptLookupDraft
-from gpu_impl.k_policy import CostModelK, Costs, next_k
-from reference.speedup import improvement_factor
-from reference.warping import SamplingParams
+from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+from exactspec.gpu_impl.drafts import ModelDraft, PromptLookupDraft
+from exactspec.gpu_impl.k_policy import CostModelK, Costs, next_k
+from exactspec.reference.speedup import improvement_factor
+from exactspec.reference.warping import SamplingParams
 from tests.tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

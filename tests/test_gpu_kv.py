@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-import gpu_impl.generator as generator_module
-from gpu_impl import SpeculativeGenerator
-from gpu_impl.drafts import EarlyExitDraft, ModelDraft, QuantizedSelfDraft
+import exactspec.gpu_impl.generator as generator_module
+from exactspec.gpu_impl import SpeculativeGenerator
+from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, QuantizedSelfDraft
 from tests.tiny_models import tiny_llama
-from gpu_impl.warping import warp
-from reference.warping import SamplingParams
+from exactspec.gpu_impl.warping import warp
+from exactspec.reference.warping import SamplingParams
 
 SAMPLING = SamplingParams(1.0)
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 from scipy import stats
 
-from gpu_impl import SpeculativeGenerator, generate_plain
-from gpu_impl.drafts import ModelDraft, PromptLookupDraft
+from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+from exactspec.gpu_impl.drafts import ModelDraft, PromptLookupDraft
 from tests.tiny_models import tiny_llama
-from gpu_impl.warping import warp
-from reference.warping import SamplingParams
+from exactspec.gpu_impl.warping import warp
+from exactspec.reference.warping import SamplingParams
 
 ALPHA = 1e-3
 VOCAB = 12

@@ -5,8 +5,8 @@ import pytest
 import torch
 from scipy import stats
 
-from gpu_impl.randomness import make_generators
-from gpu_impl.sampler import TorchVerifier, verify_batch
+from exactspec.gpu_impl.randomness import make_generators
+from exactspec.gpu_impl.sampler import TorchVerifier, verify_batch
 
 ALPHA = 1e-3  # chi-square level for the fixed-seed statistical checks
 

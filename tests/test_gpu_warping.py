@@ -1,4 +1,4 @@
-"""gpu_impl.warping must equal reference.warping (same kept sets, float32-close values)."""
+"""exactspec.gpu_impl.warping must equal reference.warping (same kept sets, float32-close values)."""
 
 import itertools
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpu_impl.warping import warp_probs
-from reference.warping import warp_probs as oracle_warp
+from exactspec.gpu_impl.warping import warp_probs
+from exactspec.reference.warping import warp_probs as oracle_warp
 
 GRID = list(
     itertools.product([0.0, 0.5, 1.0, 1.7], [None, 1, 3, 17, 40], [1.0, 0.95, 0.5, 0.05], [0.0, 0.02, 0.3])

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from gpu_impl import SpeculativeGenerator, generate_plain
-from gpu_impl.drafts import PromptLookupDraft
-from gpu_impl.stats import SpecStats
+from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+from exactspec.gpu_impl.drafts import PromptLookupDraft
+from exactspec.gpu_impl.stats import SpecStats
 from tests.tiny_models import tiny_llama
-from reference.warping import SamplingParams
+from exactspec.reference.warping import SamplingParams
 
 
 def test_prompt_lookup_without_a_match_proposes_nothing():

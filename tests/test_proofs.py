@@ -13,8 +13,8 @@ from fractions import Fraction
 
 import pytest
 
-from proofs import checks
-from proofs.checks import CHECKS, F0, F1
+from exactspec.proofs import checks
+from exactspec.proofs.checks import CHECKS, F0, F1
 
 ALL_CLAIMS = {f"C{i}" for i in range(1, 13)}
 
@@ -107,7 +107,7 @@ def test_exact_round_chain_can_fail():
 
 
 def test_exact_sequence_law_can_fail():
-    from reference.sequences import speculative_sequence_law
+    from exactspec.reference.sequences import speculative_sequence_law
 
     def typical_loop(target, draft, prompt, length, k):
         return checks.kernel_sequence_law(checks.threshold_kernel(), target, draft, tuple(prompt), length, k)
@@ -142,7 +142,7 @@ def test_sym_token_count_can_fail():
 
 
 def test_oracle_token_count_can_fail():
-    from reference import speedup
+    from exactspec.reference import speedup
 
     assert _failed(checks.oracle_token_count(expected_fn=lambda a, k: speedup.expected_tokens(a, k) + (a > 0.5) * 1e-3))
     # the count law depends on the acceptance only: a wrong acceptance rule changes it
@@ -150,7 +150,7 @@ def test_oracle_token_count_can_fail():
 
 
 def test_sym_improvement_can_fail():
-    from reference import speedup
+    from exactspec.reference import speedup
 
     assert _failed(checks.sym_improvement(improvement_fn=lambda a, k, c, v=None: speedup.expected_tokens(a, k) / (c * k + 2)))
     assert _failed(checks.sym_improvement(optimal_fn=lambda a, c, v=None, k_max=32: (1, speedup.improvement_factor(a, 1, c))))
@@ -174,7 +174,7 @@ def test_exact_greedy_sampler_match_can_fail():
 def test_sampled_rules_on_grid_can_fail():
     import numpy as np
 
-    from reference import rules
+    from exactspec.reference import rules
 
     def biased_uniforms(target_probs, draft_probs, draft_tokens, rng):  # accepts with P(u^2 < p/q) > min(1, p/q)
         batch, k = np.shape(draft_tokens)
@@ -199,7 +199,7 @@ def test_float32_tv_bound_can_fail():
 
 
 def test_float32_bound_is_not_vacuous():
-    from proofs.checks import float_tv_bound
+    from exactspec.proofs.checks import float_tv_bound
 
     assert float(float_tv_bound(49152, 4)) < 0.1  # SmolLM2's vocabulary
     assert float(float_tv_bound(49152, 8, Fraction(1, 2**53), Fraction(1, 2**53))) < 1e-9
@@ -216,7 +216,7 @@ def test_traceability_can_fail():
 
 def test_float32_law_model_is_exact_on_dyadic_rows():
     """Sanity of the float32 law model: with dyadic rows nothing rounds, so it must equal the exact law."""
-    from reference.laws import round_distribution
+    from exactspec.reference.laws import round_distribution
 
     p_rows = [[Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)], [Fraction(1, 8), Fraction(3, 8), Fraction(1, 2)],
               [F0, Fraction(1, 4), Fraction(3, 4)]]

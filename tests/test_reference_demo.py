@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from exactspec.cli import main
-from reference.demo import demo_rows
+from exactspec.reference.demo import demo_rows
 
 
 def test_demo_reproduces_seed_figures():
@@ -27,7 +27,7 @@ def test_demo_command_prints_table(capsys):
 
 
 def test_laws_reject_bad_input():
-    from reference import acceptance_rate, residual, round_distribution
+    from exactspec.reference import acceptance_rate, residual, round_distribution
 
     with pytest.raises(ValueError, match="p and q must have the same shape"):
         acceptance_rate(np.full(3, 1 / 3), np.full(2, 0.5))

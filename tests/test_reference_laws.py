@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from reference import (
+from exactspec.reference import (
     acceptance_rate,
     emitted_count_law,
     expected_tokens_per_position,

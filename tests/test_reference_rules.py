@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from scipy import stats
 
-from reference import round_distribution, verify, verify_batch, verify_greedy, verify_sampler_match
+from exactspec.reference import round_distribution, verify, verify_batch, verify_greedy, verify_sampler_match
 from tests.reference_strategies import draw_drafts, round_pairs
 
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from reference import speculative_sequence_law, target_sequence_law
+from exactspec.reference import speculative_sequence_law, target_sequence_law
 
 
 def toy_target(prefix):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference import (
+from exactspec.reference import (
     expected_tokens,
     expected_tokens_per_position,
     improvement_factor,

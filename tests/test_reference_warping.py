@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference import SamplingParams, greedy_probs, warp_probs
+from exactspec.reference import SamplingParams, greedy_probs, warp_probs
 
 
 def logits_of(probs):

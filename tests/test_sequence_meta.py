@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.sequence import run_sequence_suite
-from conformance.sequence.mutants import BENIGN, MUTANTS
-from conformance.sequence.report import to_markdown
+from exactspec.conformance.sequence import run_sequence_suite
+from exactspec.conformance.sequence.mutants import BENIGN, MUTANTS
+from exactspec.conformance.sequence.report import to_markdown
 
 
 @pytest.mark.slow
@@ -33,6 +33,6 @@ def test_gpu_impl_cost_policy_certified():
     """Our generator with the cost policy (k chosen each round from timings and outcomes).
 
     With fixed k it is certified by conformance/test_sequence_level.py, which CI runs too."""
-    pytest.importorskip("gpu_impl.generator")
+    pytest.importorskip("exactspec.gpu_impl.generator")
     report = run_sequence_suite("gpu_impl-cost", profile="quick")
     assert report["passed"], to_markdown(report)

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from conformance.sequence import offers_generation
-from conformance.sequence.adapters import hf_sampling_kwargs, load_adapter
-from conformance.sequence.cases import PROMPT_A
-from conformance.sequence.exact_law import sequence_law
-from conformance.sequence.models import tiny_pair
-from conformance.sequence.reference_loop import ReferenceLoop, sample_inverse_cdf
-from conformance.sequence.report import to_markdown
-from conformance.sequence.suite import plain_greedy, run_sequence_suite, structure_check
-from reference.sequences import target_sequence_law
-from reference.warping import SamplingParams
+from exactspec.conformance.sequence import offers_generation
+from exactspec.conformance.sequence.adapters import hf_sampling_kwargs, load_adapter
+from exactspec.conformance.sequence.cases import PROMPT_A
+from exactspec.conformance.sequence.exact_law import sequence_law
+from exactspec.conformance.sequence.models import tiny_pair
+from exactspec.conformance.sequence.reference_loop import ReferenceLoop, sample_inverse_cdf
+from exactspec.conformance.sequence.report import to_markdown
+from exactspec.conformance.sequence.suite import plain_greedy, run_sequence_suite, structure_check
+from exactspec.reference.sequences import target_sequence_law
+from exactspec.reference.warping import SamplingParams
 
 
 @pytest.fixture(autouse=True)

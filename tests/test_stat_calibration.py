@@ -5,8 +5,8 @@ seeds make the outcome deterministic."""
 import numpy as np
 from scipy import stats
 
-import stat_tests as st
-from stat_tests.binning import pool_bins
+from exactspec import stat_tests as st
+from exactspec.stat_tests.binning import pool_bins
 
 
 def zipf(V):

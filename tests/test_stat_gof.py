@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import stat_tests as st
-from stat_tests.binning import pool_bins
+from exactspec import stat_tests as st
+from exactspec.stat_tests.binning import pool_bins
 
 
 def zipf(V):
@@ -129,7 +129,7 @@ def test_pearson_null_variance_formula():
     pb = np.array([0.5, 0.3, 0.15, 0.05]); n = 50
     X = rng.multinomial(n, pb, size=200000)
     var = (((X - n * pb) ** 2) / (n * pb)).sum(1).var()
-    from stat_tests.gof import pearson_pvalue
+    from exactspec.stat_tests.gof import pearson_pvalue
     _, _, info = pearson_pvalue(1.0, pb, n)
     assert info["null_variance"] == pytest.approx(var, rel=0.03)
 

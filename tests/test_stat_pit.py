@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import stat_tests as st
+from exactspec import stat_tests as st
 
 
 def test_pit_id_hand_case():

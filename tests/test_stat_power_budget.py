@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.power import GofChisquarePower
 
-import stat_tests as st
+from exactspec import stat_tests as st
 
 
 @pytest.mark.parametrize("eps", [0.005, 0.01, 0.02, 0.05, 0.2])
@@ -32,7 +32,7 @@ def test_monotonicity():
 def test_plan_gof_fixed_point():
     p = 1 / np.arange(1, 1001); p /= p.sum()
     n, bins = st.plan_gof(p, 0.02, 1e-3, 0.1)
-    from stat_tests.binning import pool_bins
+    from exactspec.stat_tests.binning import pool_bins
     assert pool_bins(p, n, 20)[1].size == bins
     assert st.detectable_tv(n, bins, 1e-3, 0.1) <= 0.02
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import stat_tests as st
+from exactspec import stat_tests as st
 
 LAW = np.array([0.35, 0.25, 0.18, 0.12, 0.10])
 

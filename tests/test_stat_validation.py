@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-import stat_tests as st
+from exactspec import stat_tests as st
 
 P = np.full(4, 0.25)
 S = np.arange(400) % 4

@@ -8,7 +8,7 @@ Built in: ``conformance.adapters.reference:Reference``, ``conformance.adapters.g
 
 #: What ``pytest conformance`` certifies when no --impl is given: our own implementations.
 DEFAULT_IMPLS = (
-    "conformance.adapters.reference:Reference",
-    "conformance.adapters.gpu_impl:TorchCPU",
-    "conformance.adapters.gpu_impl:TorchCUDA",
+    "exactspec.conformance.adapters.reference:Reference",
+    "exactspec.conformance.adapters.gpu_impl:TorchCPU",
+    "exactspec.conformance.adapters.gpu_impl:TorchCUDA",
 )

@@ -6,7 +6,7 @@ Factories (zero-argument callables) so that `--impl conformance.adapters.gpu_imp
 
 import warnings
 
-from conformance.harness import ImplUnavailable
+from exactspec.conformance.harness import ImplUnavailable
 
 
 class _Quiet:
@@ -31,9 +31,9 @@ def _verifier(device: str, mode: str = "standard", dtype: str = "float32"):
     try:
         import torch
 
-        from gpu_impl.sampler import TorchVerifier
+        from exactspec.gpu_impl.sampler import TorchVerifier
     except ImportError as error:  # pragma: no cover - depends on the checkout
-        raise ImplUnavailable(f"gpu_impl.sampler.TorchVerifier cannot be imported: {error}") from error
+        raise ImplUnavailable(f"exactspec.gpu_impl.sampler.TorchVerifier cannot be imported: {error}") from error
     if device == "cuda" and not torch.cuda.is_available():
         raise ImplUnavailable("torch.cuda.is_available() is False: no CUDA device to certify on")
     return _Quiet(TorchVerifier(device=device, mode=mode, dtype=getattr(torch, dtype)))

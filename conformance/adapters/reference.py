@@ -1,6 +1,6 @@
 """Adapter for exactspec's NumPy oracle (`reference.verify` / `reference.verify_batch`)."""
 
-import reference
+from exactspec import reference
 
 
 class Reference:

@@ -12,8 +12,8 @@ import json
 import time
 from pathlib import Path
 
-from conformance.mutants.zoo import MUTANTS, VALID
-from conformance.runner import run_suite
+from exactspec.conformance.mutants.zoo import MUTANTS, VALID
+from exactspec.conformance.runner import run_suite
 
 ORDER = ("quick", "standard", "full")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.mutants.base import Rule, inverse_cdf, leading_true, normalise
+from exactspec.conformance.mutants.base import Rule, inverse_cdf, leading_true, normalise
 
 KILLED = ("CONTRACT_VIOLATION", "NOT_EXACT")
 

@@ -4,7 +4,7 @@ Rule-level tests see one verification round; bugs in the generation loop (draft 
 the q in the ratio, target rows conditioned on rejected tokens, caches not rolled back, batch rows mixed
 up, EOS and max-token handling) only show in the law of whole sequences. See conformance/CONTRACT.md (sequence level).
 
-    from conformance.sequence import certify_generation, run_sequence_suite
+    from exactspec.conformance.sequence import certify_generation, run_sequence_suite
     report = certify_generation("transformers-assisted", profile="quick", out_dir="docs/certificates/sequence")
 """
 
@@ -13,17 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conformance.sequence.adapters import (
+from exactspec.conformance.sequence.adapters import (
     GpuImplAdapter,
     HFAssistedAdapter,
     HFPromptLookupAdapter,
     Unsupported,
     load_adapter,
 )
-from conformance.sequence.cases import CASES, PROFILES, REAL_CASES
-from conformance.sequence.reference_loop import ReferenceLoop
-from conformance.sequence.report import to_markdown, write_report
-from conformance.sequence.suite import run_sequence_suite
+from exactspec.conformance.sequence.cases import CASES, PROFILES, REAL_CASES
+from exactspec.conformance.sequence.reference_loop import ReferenceLoop
+from exactspec.conformance.sequence.report import to_markdown, write_report
+from exactspec.conformance.sequence.suite import run_sequence_suite
 
 
 def offers_generation(impl: Any) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conformance.sequence import certify_generation
-from conformance.sequence.adapters import BUILTIN
+from exactspec.conformance.sequence import certify_generation
+from exactspec.conformance.sequence.adapters import BUILTIN
 
 
 def main(argv: list[str] | None = None) -> int:

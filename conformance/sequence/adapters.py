@@ -15,9 +15,9 @@ from typing import Any, Sequence
 
 import torch
 
-from conformance.sequence.models import eos_of
-from conformance.sequence.reference_loop import ReferenceLoop
-from reference.warping import SamplingParams
+from exactspec.conformance.sequence.models import eos_of
+from exactspec.conformance.sequence.reference_loop import ReferenceLoop
+from exactspec.reference.warping import SamplingParams
 
 
 class Unsupported(Exception):
@@ -57,14 +57,14 @@ class GpuImplAdapter:
         return self._generators[key]
 
     def _new_generator(self, target: Any, draft: Any, k: int, sampling: SamplingParams):
-        from gpu_impl import SpeculativeGenerator
+        from exactspec.gpu_impl import SpeculativeGenerator
 
         if self.draft_kind == "lookup":
-            from gpu_impl.drafts import PromptLookupDraft
+            from exactspec.gpu_impl.drafts import PromptLookupDraft
 
             source = PromptLookupDraft()
         else:
-            from gpu_impl.drafts import ModelDraft
+            from exactspec.gpu_impl.drafts import ModelDraft
 
             source = ModelDraft(draft)
         return SpeculativeGenerator(target, source, k=k, sampling=sampling, mode=self.mode, adaptive_k=self.k_policy)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reference.warping import SamplingParams
+from exactspec.reference.warping import SamplingParams
 
 PROMPT_A = (0, 2, 3, 4, 2, 3, 4, 2, 3)  # repeated n-grams, so prompt lookup finds drafts
 PROMPT_B = (5, 1, 4, 1, 5, 2, 4, 1, 5)

@@ -11,8 +11,8 @@ import json
 import time
 from pathlib import Path
 
-from conformance.sequence.mutants import BENIGN, MUTANTS
-from conformance.sequence.suite import run_sequence_suite
+from exactspec.conformance.sequence.mutants import BENIGN, MUTANTS
+from exactspec.conformance.sequence.suite import run_sequence_suite
 
 
 def kill_table(profile: str = "quick", include_valid: bool = True) -> dict:

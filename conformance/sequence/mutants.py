@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.sequence.reference_loop import ReferenceLoop, _Row, sample_inverse_cdf
-from reference.rules import verify
-from reference.warping import SamplingParams, warp_probs
+from exactspec.conformance.sequence.reference_loop import ReferenceLoop, _Row, sample_inverse_cdf
+from exactspec.reference.rules import verify
+from exactspec.reference.warping import SamplingParams, warp_probs
 
 
 def _with(sampling: SamplingParams, **changes) -> SamplingParams:

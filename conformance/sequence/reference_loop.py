@@ -24,9 +24,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from conformance.sequence.models import eos_of
-from reference.rules import verify
-from reference.warping import SamplingParams
+from exactspec.conformance.sequence.models import eos_of
+from exactspec.reference.rules import verify
+from exactspec.reference.warping import SamplingParams
 
 MEMO_MAX_VOCAB = 16
 MEMO_MAX_ROWS = 500_000

@@ -130,7 +130,7 @@ def render(json_path: str | Path) -> Path:
     report = json.loads(path.read_text())
     if not report.get("notes"):
         try:
-            from conformance.sequence.adapters import load_adapter
+            from exactspec.conformance.sequence.adapters import load_adapter
 
             report["notes"] = getattr(load_adapter(report["impl"]), "notes", "") or ""
         except Exception:  # noqa: BLE001

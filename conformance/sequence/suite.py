@@ -30,12 +30,12 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from conformance.sequence.adapters import Unsupported, adapter_name, load_adapter
-from conformance.sequence.cases import CASES, PROFILES, REAL_CASES, REAL_PROMPT_TEXT, Case, Profile
-from conformance.sequence.exact_law import SequenceLaw, sequence_law
-from conformance.sequence.models import eos_of, last_logits, pit_pair, real_pair, target_rows, tiny_pair
-from reference.warping import SamplingParams
-from stat_tests import ErrorBudget, TestResult, chisquare_gof, pit_uniformity_test, pit_values, plan_gof
+from exactspec.conformance.sequence.adapters import Unsupported, adapter_name, load_adapter
+from exactspec.conformance.sequence.cases import CASES, PROFILES, REAL_CASES, REAL_PROMPT_TEXT, Case, Profile
+from exactspec.conformance.sequence.exact_law import SequenceLaw, sequence_law
+from exactspec.conformance.sequence.models import eos_of, last_logits, pit_pair, real_pair, target_rows, tiny_pair
+from exactspec.reference.warping import SamplingParams
+from exactspec.stat_tests import ErrorBudget, TestResult, chisquare_gof, pit_uniformity_test, pit_values, plan_gof
 
 SUITE_VERSION = 1
 
