@@ -7,13 +7,11 @@ figure is the median over the repetitions with its min and max (the spread).
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
 import json
 import os
 import platform
 import statistics
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -29,9 +27,6 @@ warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 # ---------------------------------------------------------------------------------------------------------
 # Prompts: three kinds (code, summarisation of a given text, open chat)
@@ -271,22 +266,3 @@ def kernels(mode: str, *models: Any) -> Iterator[None]:
     linears = {id(m): m for model in models if model is not None for m in planned_layers(model, mode)[0]}
     with planned_linears(list(linears.values()), cpu_plan(mode)):
         yield
-
-
-def int8_copy(model: Any) -> Any:
-    """Dynamic int8 quantisation of every nn.Linear (CPU), a copy; the model the int8 self-draft runs."""
-    from torch.ao.quantization import quantize_dynamic
-
-    return quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8).eval()
-
-
-def early_exit_copy(model: Any, n_layers: int) -> Any:
-    """A model that shares `model`'s weights but runs only its first `n_layers` layers, then norm + head."""
-    shallow = copy.copy(model)
-    shallow.config = copy.deepcopy(model.config)
-    shallow.config.num_hidden_layers = n_layers
-    inner = copy.copy(model.model)
-    inner.config = shallow.config
-    inner.layers = torch.nn.ModuleList(list(model.model.layers)[:n_layers])
-    shallow.model = inner
-    return shallow

@@ -27,6 +27,7 @@ a randomly initialised tiny Llama with SmolLM2's vocabulary; it only demonstrate
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -49,7 +50,8 @@ from _common import (  # noqa: E402
 
 import torch  # noqa: E402
 
-from exactspec.reference.speedup import expected_tokens, expected_tokens_per_position, improvement_factor  # noqa: E402
+from _speculation import cost_model, draft_model_of, hf_assisted_kwargs, make_draft, summarise_stats  # noqa: E402
+
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 
@@ -59,91 +61,6 @@ def load() -> tuple[Any, Any]:
     model, tokenizer = load_default_model()
     log("loaded", dict(LAST_LOAD_INFO))
     return model, tokenizer
-
-
-def make_draft(name: str, model: Any, cache: dict[Any, Any], cpu_matmul: str = "auto") -> Any:
-    """Draft sources by name and CPU kernel plan (model-backed drafts built once and reused)."""
-    from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
-
-    key = (name, cpu_matmul)
-    if key not in cache:
-        if name == "prompt-lookup":
-            cache[key] = PromptLookupDraft(ngram_max=3)
-        elif name == "int8-dynamic":
-            cache[key] = QuantizedSelfDraft(model, backend="dynamic", cpu_matmul=cpu_matmul)
-        elif name == "int8-weight-only":
-            cache[key] = QuantizedSelfDraft(model, backend="int8", cpu_matmul=cpu_matmul)
-        elif name.startswith("early-exit:"):
-            cache[key] = EarlyExitDraft(model, int(name.split(":")[1]), cpu_matmul=cpu_matmul)
-        elif name == "tiny-random":
-            from exactspec.gpu_impl.models import tiny_llama
-
-            small = tiny_llama(vocab_size=model.config.vocab_size, hidden_size=64, n_layers=2, seed=0)
-            cache[key] = ModelDraft(small, cpu_matmul=cpu_matmul)
-        else:
-            raise ValueError(name)
-    return cache[key]
-
-
-def draft_model_of(draft: Any) -> Any | None:
-    return getattr(draft, "model", None)
-
-
-def hf_assisted_kwargs(name: str, draft: Any, k: int) -> dict[str, Any] | None:
-    """transformers' assisted-generation kwargs for the same draft, or None where generate has no equivalent."""
-    if name == "prompt-lookup":
-        return {"prompt_lookup_num_tokens": k}
-    if name.startswith("early-exit:"):
-        return {"assistant_early_exit": int(name.split(":")[1]), "num_assistant_tokens": k}
-    model = draft_model_of(draft)
-    if model is None:
-        return None
-    gc = model.generation_config
-    gc.num_assistant_tokens = k
-    gc.num_assistant_tokens_schedule = "constant"
-    gc.assistant_confidence_threshold = 0.0
-    return {"assistant_model": model}
-
-
-def summarise_stats(results: list[Any]) -> dict[str, Any]:
-    """Pool the counters of several runs: alpha, per-position alpha, tokens per target call, timers."""
-    proposed = sum(r.stats.proposed for r in results)
-    accepted = sum(r.stats.accepted for r in results)
-    reached = [sum(x) for x in zip(*[r.stats.reached_per_position for r in results])] if results else []
-    acc_pos = [sum(x) for x in zip(*[r.stats.accepted_per_position for r in results])] if results else []
-    rounds = sum(r.stats.rounds for r in results)
-    return {
-        # alpha = P(a drafted token is accepted | it is reached): pooled over positions, the estimate the
-        # iid model E[N] = (1 - alpha^(k+1)) / (1 - alpha) needs. accepted / proposed (SpecStats.acceptance_rate)
-        # also counts the drafts after a rejection, which are never examined, and is reported separately.
-        "alpha": sum(acc_pos) / sum(reached) if sum(reached) else 0.0,
-        "accepted_fraction": accepted / proposed if proposed else 0.0,
-        "alpha_per_position": [a / n if n else None for a, n in zip(acc_pos, reached)],
-        "tokens_per_target_call": sum(r.stats.emitted_before_cuts for r in results) / max(1, sum(r.stats.row_rounds for r in results)),
-        "rounds": rounds,
-        "draft_time_per_round_s": sum(r.stats.draft_time_s for r in results) / max(1, rounds),
-        "target_time_per_round_s": sum(r.stats.target_time_s for r in results) / max(1, rounds),
-        "per_run": [r.stats.to_dict() for r in results],
-    }
-
-
-def cost_model(alpha: float, k: int, c: float, v: float, tpc: float, alpha_per_position: list | None = None) -> dict[str, float]:
-    """E[N] / (c k + v(k+1)) with E[N] from the pooled alpha, and the same with per-position alphas / measured E[N]."""
-    alpha_c = min(max(alpha, 0.0), 1.0)
-    c = max(c, 0.0)
-    out = {
-        "E_N": expected_tokens(alpha_c, k),
-        "predicted_speedup": improvement_factor(alpha_c, k, c, {k + 1: v}),
-        "predicted_speedup_from_measured_tokens_per_call": tpc / (c * k + v),
-    }
-    if alpha_per_position and len(alpha_per_position) >= k:
-        alphas = [0.0 if a is None else a for a in alpha_per_position[:k]]
-        out["E_N_per_position"] = expected_tokens_per_position(alphas)
-        out["predicted_speedup_per_position"] = out["E_N_per_position"] / (c * k + v)
-    return out
-
-
-# ----------------------------------------------------------------------------------------------------------
 
 
 def section_costs(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -188,13 +105,81 @@ def section_costs(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[
                 res = gen.generate(ids, n_tokens, seed=1)
                 out["alpha_probe"].append({
                     "draft": name, "temperature": temperature, "prompt": kind, "k": 2, "max_new_tokens": n_tokens,
-                    "alpha": res.stats.acceptance_rate, "alpha_per_position": res.stats.alpha_per_position,
+                    "alpha": res.stats.acceptance_rate, "alpha_per_position": res.stats.acceptance_rate_per_position,
                     "tokens_per_target_call": res.stats.tokens_per_target_call,
                     "speedup_single_run": t_plain / res.stats.wall_time_s,
                 })
                 log("alpha", name, temperature, kind, round(res.stats.acceptance_rate, 3))
                 write_result(path_name, out)
     return out
+
+
+def _interleaved(runs: dict[str, Any], repeats: int) -> tuple[dict[str, list[float]], dict[str, list[Any]]]:
+    """Every run once per repetition, rep by rep (so drifts of the machine cancel): seconds and results per run."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    values: dict[str, list[Any]] = {name: [] for name in runs}
+    for rep in range(repeats):
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            value = fn(rep)
+            times[name].append(time.perf_counter() - start)
+            values[name].append(value)
+    return times, values
+
+
+def _draft_entry(name: str, k: int, model: Any, ids: Any, args: argparse.Namespace, drafts: dict[str, Any],
+                 times: dict[str, list[float]], values: dict[str, list[Any]], t_step: list[float],
+                 v_micro_all: dict[str, Any], temperature: float, with_hf: bool) -> dict[str, Any]:
+    """One draft's figures in a configuration: measured speedups, acceptance, costs and the model's prediction."""
+    ratio = lambda num, den: spread([a / b for a, b in zip(times[num], times[den])])
+    spec = f"spec:{name}"
+    pooled = summarise_stats(values[spec])
+    c_loop = pooled["draft_time_per_round_s"] / k / statistics.median(t_step)
+    v_loop = pooled["target_time_per_round_s"] / statistics.median(t_step)
+    model_d = draft_model_of(drafts[(name, "auto")])
+    if model_d is not None:
+        with kernels("auto", model, model_d):
+            c_micro = draft_cost_ratio(model_d, model, ids, repeats=args.micro_repeats)["c"]["median"]
+    else:
+        c_micro = c_loop
+    v_micro = v_micro_all["v"][str(k + 1)]["median"]
+    decode = spread([(tp - p.stats.prefill_time_s) / (ts - q.stats.prefill_time_s) for tp, p, ts, q in
+                     zip(times["plain"], values["plain"], times[spec], values[spec])])
+    model_micro = cost_model(pooled["alpha"], k, c_micro, v_micro, pooled["tokens_per_target_call"], pooled["alpha_per_position"])
+    cost_pooled = summarise_stats(values[f"spec_cost:{name}"])
+    entry = {
+        "k": k,
+        "speedup_vs_plain": ratio("plain", spec),
+        "decode_speedup_vs_plain": decode,
+        "prediction_ratio": decode["median"] / model_micro["predicted_speedup"],
+        "speedup_vs_hf_generate": ratio("hf_generate" if with_hf else "plain", spec),
+        **{key: pooled[key] for key in ("alpha", "alpha_per_position", "tokens_per_target_call", "rounds")},
+        "c_micro": c_micro, "v_micro": v_micro, "c_loop": c_loop, "v_loop": v_loop,
+        "accepted_fraction": pooled["accepted_fraction"],
+        "model_micro": model_micro,
+        "model_loop": cost_model(pooled["alpha"], k, c_loop, v_loop, pooled["tokens_per_target_call"], pooled["alpha_per_position"]),
+        "stats": pooled["per_run"],
+        "cost_policy": {
+            "speedup_vs_plain": ratio("plain", f"spec_cost:{name}"),
+            "alpha": cost_pooled["alpha"], "tokens_per_target_call": cost_pooled["tokens_per_target_call"],
+            "mean_k": sum(r.stats.proposed for r in values[f"spec_cost:{name}"]) / max(1, sum(r.stats.row_rounds for r in values[f"spec_cost:{name}"])),
+            "stats": cost_pooled["per_run"],
+        },
+        "stock_kernels": {"speedup_vs_plain_stock": ratio("plain_stock", f"spec_stock:{name}")},
+    }
+    if f"hf_assisted:{name}" in times:
+        assisted = f"hf_assisted:{name}"
+        entry["hf_assisted_speedup_vs_hf_generate"] = ratio("hf_generate", assisted)
+        entry["ours_vs_hf_assisted"] = ratio(assisted, spec)
+        entry["cost_policy"]["ours_vs_hf_assisted"] = ratio(assisted, f"spec_cost:{name}")
+        entry["stock_kernels"]["ours_vs_hf_assisted"] = ratio(assisted, f"spec_stock:{name}")
+    if temperature == 0:
+        plain_seq = values["plain"][0].sequences
+        entry["greedy_identical_to_plain"] = all(
+            v.sequences == plain_seq for key in (spec, f"spec_cost:{name}") for v in values[key])
+        entry["greedy_stock_identical_to_plain_stock"] = all(
+            v.sequences == values["plain_stock"][0].sequences for v in values[f"spec_stock:{name}"])
+    return entry
 
 
 def run_config(model: Any, tokenizer: Any, kind: str, temperature: float, draft_names: list[str], ks: dict[str, int],
@@ -227,14 +212,7 @@ def run_config(model: Any, tokenizer: Any, kind: str, temperature: float, draft_
         assisted = hf_assisted_kwargs(name, draft_stock, k) if with_hf else None
         if assisted is not None:
             runs[f"hf_assisted:{name}"] = (lambda kw: lambda seed: hf_generate(model, ids, None, seed, **hf_kw, **kw))(assisted)
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    values: dict[str, list[Any]] = {name: [] for name in runs}
-    for rep in range(args.repeats):
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            value = fn(rep)
-            times[name].append(time.perf_counter() - start)
-            values[name].append(value)
+    times, values = _interleaved(runs, args.repeats)
     ratio = lambda num, den: spread([a / b for a, b in zip(times[num], times[den])])
     t_step = [t / n for t in times["plain"]]
     result: dict[str, Any] = {
@@ -252,62 +230,9 @@ def run_config(model: Any, tokenizer: Any, kind: str, temperature: float, draft_
     with kernels("auto", model):
         v_micro_all = verification_costs(model, ids, sorted({ks[d] + 1 for d in draft_names}), repeats=args.micro_repeats)
     for name in draft_names:
-        k = ks[name]
-        spec = f"spec:{name}"
-        pooled = summarise_stats(values[spec])
-        c_loop = pooled["draft_time_per_round_s"] / k / statistics_median(t_step)
-        v_loop = pooled["target_time_per_round_s"] / statistics_median(t_step)
-        model_d = draft_model_of(drafts[(name, "auto")])
-        if model_d is not None:
-            with kernels("auto", model, model_d):
-                c_micro = draft_cost_ratio(model_d, model, ids, repeats=args.micro_repeats)["c"]["median"]
-        else:
-            c_micro = c_loop
-        v_micro = v_micro_all["v"][str(k + 1)]["median"]
-        decode = spread([(tp - p.stats.prefill_time_s) / (ts - q.stats.prefill_time_s) for tp, p, ts, q in
-                         zip(times["plain"], values["plain"], times[spec], values[spec])])
-        model_micro = cost_model(pooled["alpha"], k, c_micro, v_micro, pooled["tokens_per_target_call"], pooled["alpha_per_position"])
-        cost_pooled = summarise_stats(values[f"spec_cost:{name}"])
-        entry = {
-            "k": k,
-            "speedup_vs_plain": ratio("plain", spec),
-            "decode_speedup_vs_plain": decode,
-            "prediction_ratio": decode["median"] / model_micro["predicted_speedup"],
-            "speedup_vs_hf_generate": ratio("hf_generate" if with_hf else "plain", spec),
-            **{key: pooled[key] for key in ("alpha", "alpha_per_position", "tokens_per_target_call", "rounds")},
-            "c_micro": c_micro, "v_micro": v_micro, "c_loop": c_loop, "v_loop": v_loop,
-            "accepted_fraction": pooled["accepted_fraction"],
-            "model_micro": model_micro,
-            "model_loop": cost_model(pooled["alpha"], k, c_loop, v_loop, pooled["tokens_per_target_call"], pooled["alpha_per_position"]),
-            "stats": pooled["per_run"],
-            "cost_policy": {
-                "speedup_vs_plain": ratio("plain", f"spec_cost:{name}"),
-                "alpha": cost_pooled["alpha"], "tokens_per_target_call": cost_pooled["tokens_per_target_call"],
-                "mean_k": sum(r.stats.proposed for r in values[f"spec_cost:{name}"]) / max(1, sum(r.stats.row_rounds for r in values[f"spec_cost:{name}"])),
-                "stats": cost_pooled["per_run"],
-            },
-            "stock_kernels": {"speedup_vs_plain_stock": ratio("plain_stock", f"spec_stock:{name}")},
-        }
-        if f"hf_assisted:{name}" in times:
-            assisted = f"hf_assisted:{name}"
-            entry["hf_assisted_speedup_vs_hf_generate"] = ratio("hf_generate", assisted)
-            entry["ours_vs_hf_assisted"] = ratio(assisted, spec)
-            entry["cost_policy"]["ours_vs_hf_assisted"] = ratio(assisted, f"spec_cost:{name}")
-            entry["stock_kernels"]["ours_vs_hf_assisted"] = ratio(assisted, f"spec_stock:{name}")
-        if temperature == 0:
-            plain_seq = values["plain"][0].sequences
-            entry["greedy_identical_to_plain"] = all(
-                v.sequences == plain_seq for key in (spec, f"spec_cost:{name}") for v in values[key])
-            entry["greedy_stock_identical_to_plain_stock"] = all(
-                v.sequences == values["plain_stock"][0].sequences for v in values[f"spec_stock:{name}"])
-        result["drafts"][name] = entry
+        result["drafts"][name] = _draft_entry(name, ks[name], model, ids, args, drafts, times, values, t_step,
+                                              v_micro_all, temperature, with_hf)
     return result
-
-
-def statistics_median(values: list[float]) -> float:
-    import statistics
-
-    return statistics.median(values)
 
 
 def _brief(cfg: dict[str, Any]) -> str:

@@ -43,7 +43,7 @@ SHAPES = {
     },
 }
 KS = [1, 2, 4, 8]
-ALPHAS = [0.6, 0.8, 0.9]
+ACCEPTANCE_RATES = [0.6, 0.8, 0.9]
 
 
 def build(shape: dict[str, int], vocab: int, device: str, dtype: torch.dtype, seed: int) -> Any:
@@ -112,7 +112,8 @@ def latency_section(target: Any, draft: Any, cfg: dict[str, Any], device: str, d
             "target_verify_s": {str(n): spread(ts) for n, ts in tn.items()},
             "v": {str(n): value for n, value in v.items()}, "c": c,
             "predicted_speedup": {
-                str(alpha): {str(k): improvement_factor(alpha, k, c, {k + 1: v[k + 1]}) for k in KS} for alpha in ALPHAS
+                str(acceptance_rate): {str(k): improvement_factor(acceptance_rate, k, c, {k + 1: v[k + 1]}) for k in KS}
+                for acceptance_rate in ACCEPTANCE_RATES
             },
         }
         rows.append(row)

@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -25,12 +24,12 @@ import scipy
 import statsmodels
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import stat_tests as st  # noqa: E402
-from exactspec.stat_tests.binning import pool_bins  # noqa: E402
-from exactspec.stat_tests.gof import pearson_pvalue  # noqa: E402
+from exactspec import stat_tests as st
+from exactspec.reference.sampling import inverse_cdf
+from exactspec.stat_tests.binning import pool_bins
+from exactspec.stat_tests.gof import pearson_pvalue
 
-ALPHAS = (0.01, 0.001)
+FALSE_FAIL_RATES = (0.01, 0.001)
 
 
 def cp_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
@@ -43,10 +42,10 @@ def zipf(V: int, s: float = 1.0) -> np.ndarray:
     return p / p.sum()
 
 
-def rates(pvals, alphas=ALPHAS) -> dict:
+def rates(pvals, false_fail_rates=FALSE_FAIL_RATES) -> dict:
     pv = np.asarray(pvals)
     out = {}
-    for a in alphas:
+    for a in false_fail_rates:
         k = int(np.count_nonzero(pv < a))
         lo, hi = cp_interval(k, pv.size)
         lo99, hi99 = cp_interval(k, pv.size, 0.99)
@@ -89,18 +88,18 @@ def calibration(S: int) -> dict:
         np.random.default_rng(i).choice(10, 1000, p=p10), p10, 0.01).p_value)
     pz = zipf(1000)
     run("chisquare_gof pearson V=1000 zipf n=20000 (pooled)", lambda i: st.chisquare_gof(
-        counts=np.random.default_rng(10_000 + i).multinomial(20000, pz), p=pz, alpha=0.01).p_value)
+        counts=np.random.default_rng(10_000 + i).multinomial(20000, pz), p=pz, false_fail_rate=0.01).p_value)
     run("chisquare_gof g V=1000 zipf n=20000 (pooled)", lambda i: st.chisquare_gof(
-        counts=np.random.default_rng(10_000 + i).multinomial(20000, pz), p=pz, alpha=0.01, method="g").p_value)
+        counts=np.random.default_rng(10_000 + i).multinomial(20000, pz), p=pz, false_fail_rate=0.01, method="g").p_value)
     pbig = zipf(150_000)
     run("chisquare_gof pearson V=150000 zipf n=100000 (pooled)", lambda i: st.chisquare_gof(
-        counts=np.random.default_rng(20_000 + i).multinomial(100_000, pbig), p=pbig, alpha=0.01).p_value)
+        counts=np.random.default_rng(20_000 + i).multinomial(100_000, pbig), p=pbig, false_fail_rate=0.01).p_value)
     p4 = np.array([0.5, 0.25, 0.15, 0.1])
     run("multinomial_exact_test exact V=4 n=20", lambda i: st.multinomial_exact_test(
-        counts=np.random.default_rng(30_000 + i).multinomial(20, p4), p=p4, alpha=0.01).p_value)
+        counts=np.random.default_rng(30_000 + i).multinomial(20, p4), p=p4, false_fail_rate=0.01).p_value)
     p8 = zipf(8)
     run("multinomial_exact_test monte-carlo V=8 n=40 n_sim=2000", lambda i: st.multinomial_exact_test(
-        counts=np.random.default_rng(40_000 + i).multinomial(40, p8), p=p8, alpha=0.01,
+        counts=np.random.default_rng(40_000 + i).multinomial(40, p8), p=p8, false_fail_rate=0.01,
         n_sim=2000, rng=i).p_value)
 
     V, n = 50, 1000
@@ -128,7 +127,7 @@ def calibration(S: int) -> dict:
 def tail_study(sims_small: int, sims_zipf: int) -> dict:
     """Empirical tail of the Pearson (plain / moment-corrected) and G (Williams) p-values."""
     out = {}
-    alphas = (1e-3, 1e-4, 1e-5)
+    false_fail_rates = (1e-3, 1e-4, 1e-5)
     cases = [("V=10 uniform n=200 (every expected count = 20)", np.full(10, 0.1), 200, sims_small),
              ("V=10 zipf n=400 (min expected 20, unequal)", zipf(10), None, sims_small),
              ("V=1000 zipf n=20000 pooled to min expected 20", zipf(1000), 20000, sims_zipf)]
@@ -156,7 +155,7 @@ def tail_study(sims_small: int, sims_zipf: int) -> dict:
         res = {"n": n, "n_bins": B, "sims": sims}
         for key, pv in (("pearson_plain_chi2", pv_plain), ("pearson_moment_corrected (used)", pv_corr),
                         ("g_williams (used)", pv_g)):
-            res[key] = rates(np.concatenate(pv), alphas)
+            res[key] = rates(np.concatenate(pv), false_fail_rates)
         out[label] = res
         print(f"  tail {label}: corrected 1e-4 -> {res['pearson_moment_corrected (used)']['0.0001']['rate']:.2e}, "
               f"1e-5 -> {res['pearson_moment_corrected (used)']['1e-05']['rate']:.2e}", flush=True)
@@ -183,7 +182,7 @@ def least_favourable(p: np.ndarray, bin_of: np.ndarray, pb: np.ndarray, eps: flo
     return q / q.sum(), float(w / (2 * eps))
 
 
-def power(M: int, beta: float = 0.1, alpha: float = 1e-3) -> dict:
+def power(M: int, beta: float = 0.1, false_fail_rate: float = 1e-3) -> dict:
     out = {}
     promised = 1 - beta
     for label, p in (("chisquare_gof pearson V=10 uniform", np.full(10, 0.1)),
@@ -191,14 +190,14 @@ def power(M: int, beta: float = 0.1, alpha: float = 1e-3) -> dict:
                      ("tokens_per_round k=4 law", np.array([0.35, 0.25, 0.18, 0.12, 0.10]))):
         for eps in (0.01, 0.02, 0.05):
             t = time.time()
-            n, B = st.plan_gof(p, eps, alpha, beta)
+            n, B = st.plan_gof(p, eps, false_fail_rate, beta)
             bin_of, pb = pool_bins(p, n, 20.0)
             q, ratio = least_favourable(p, bin_of, pb, eps)
             rng = np.random.default_rng(int(eps * 1e4))
-            rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, alpha=alpha, beta=beta).passed
+            rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, beta=beta).passed
                       for _ in range(M))
             lo, hi = cp_interval(rej, M)
-            out[f"{label} TV={eps}"] = {"planned_n": n, "n_bins": B, "w_over_2tv": ratio, "alpha": alpha,
+            out[f"{label} TV={eps}"] = {"planned_n": n, "n_bins": B, "w_over_2tv": ratio, "alpha": false_fail_rate,
                                        "promised_power": promised, "measured_power": rej / M,
                                        "ci95": [lo, hi], "ci99": list(cp_interval(rej, M, 0.99)), "seeds": M,
                                        "ok": bool(cp_interval(rej, M, 0.99)[1] >= promised), "seconds": round(time.time() - t, 2)}
@@ -207,7 +206,7 @@ def power(M: int, beta: float = 0.1, alpha: float = 1e-3) -> dict:
     p = np.full(10, 0.1)
     for eps in (0.01, 0.02, 0.05):
         t = time.time()
-        n_eff = st.required_samples(eps, 10, alpha, beta)
+        n_eff = st.required_samples(eps, 10, false_fail_rate, beta)
         na = 2 * n_eff
         q, ratio = least_favourable(p, np.arange(10), p, eps)
         rng = np.random.default_rng(7 + int(eps * 1e4))
@@ -215,10 +214,10 @@ def power(M: int, beta: float = 0.1, alpha: float = 1e-3) -> dict:
         for _ in range(M):
             a = np.repeat(np.arange(10), rng.multinomial(na, p))
             b = np.repeat(np.arange(10), rng.multinomial(na, q))
-            rej += not st.two_sample_chisquare(a, b, alpha, beta=beta).passed
+            rej += not st.two_sample_chisquare(a, b, false_fail_rate, beta=beta).passed
         lo, hi = cp_interval(rej, M)
         out[f"two_sample_chisquare V=10 uniform TV={eps}"] = {
-            "planned_n_each": na, "n_eff": n_eff, "alpha": alpha, "promised_power": promised,
+            "planned_n_each": na, "n_eff": n_eff, "alpha": false_fail_rate, "promised_power": promised,
             "measured_power": rej / M, "ci95": [lo, hi], "seeds": M,
             "ok": bool(cp_interval(rej, M, 0.99)[1] >= promised),
             "seconds": round(time.time() - t, 2)}
@@ -229,7 +228,7 @@ def power(M: int, beta: float = 0.1, alpha: float = 1e-3) -> dict:
 def pit_ordering_power(M: int) -> dict:
     """Power of PIT tests against a temperature error (no promise; shows ordering matters)."""
     rng0 = np.random.default_rng(99)
-    V, n, alpha = 200, 2000, 1e-3
+    V, n, false_fail_rate = 200, 2000, 1e-3
     out = {}
     for temp in (1.05, 1.15):
         res = {}
@@ -239,14 +238,14 @@ def pit_ordering_power(M: int) -> dict:
             logits = rng0.normal(0, 2.0, size=(n, V))
             P = np.exp(logits - logits.max(1, keepdims=True)); P /= P.sum(1, keepdims=True)
             Q = np.exp(logits / temp - (logits / temp).max(1, keepdims=True)); Q /= Q.sum(1, keepdims=True)
-            x = (Q.cumsum(1) < rng.random(n)[:, None]).sum(1).clip(0, V - 1)
+            x = inverse_cdf(Q, rng.random(n))
             for o in ("id", "prob"):
                 u = st.pit_values(x, P, rng, o)
-                cnt[f"ks/{o}"] += not st.pit_uniformity_test(u, alpha).passed
-                cnt[f"chisquare/{o}"] += not st.pit_uniformity_test(u, alpha, method="chisquare").passed
+                cnt[f"ks/{o}"] += not st.pit_uniformity_test(u, false_fail_rate).passed
+                cnt[f"chisquare/{o}"] += not st.pit_uniformity_test(u, false_fail_rate, method="chisquare").passed
         for k, v in cnt.items():
             res[k] = {"power": v / M, "ci95": list(cp_interval(v, M))}
-        out[f"temperature {temp} V={V} n={n} alpha={alpha}"] = res
+        out[f"temperature {temp} V={V} n={n} alpha={false_fail_rate}"] = res
         print(f"  pit temperature {temp}: " + ", ".join(f"{k}={v['power']:.2f}" for k, v in res.items()), flush=True)
     return out
 
@@ -290,9 +289,9 @@ def cost() -> dict:
         "tokens_per_round": timeit(lambda: st.tokens_per_round_test(N, law, 1e-3)),
         "mean_tokens": timeit(lambda: st.mean_tokens_test(N, 2.37, 1.8, 1e-3)),
         "multinomial_exact_test exact V=4 n=20": timeit(lambda: st.multinomial_exact_test(
-            counts=np.array([9, 6, 3, 2]), p=[0.5, 0.25, 0.15, 0.1], alpha=1e-3)),
+            counts=np.array([9, 6, 3, 2]), p=[0.5, 0.25, 0.15, 0.1], false_fail_rate=1e-3)),
         "multinomial_exact_test MC V=10 n=50 alpha=1e-3 (20000 sims)": timeit(lambda: st.multinomial_exact_test(
-            counts=np.full(10, 5), p=np.full(10, 0.1), alpha=1e-3)),
+            counts=np.full(10, 5), p=np.full(10, 0.1), false_fail_rate=1e-3)),
         "required_samples (cold cache)": timeit(lambda: (st.power._noncentrality.cache_clear(),
                                                         st.required_samples(0.01, 1000, 1e-8, 1e-3))),
     }.items()}

@@ -1,10 +1,49 @@
-"""exactspec conformance suite: certify any implementation of the speculative-sampling verification
-rule against the exact oracle, with stated error rates. See conformance/CONTRACT.md.
+"""exactspec conformance suite: certify any implementation of speculative sampling against the exact oracle,
+with stated error rates, at the rule level (`verify`) or the sequence level (`generate`). See
+conformance/CONTRACT.md.
 
-    pytest conformance --impl mypkg.spec:Verifier [--profile quick|standard|full]
+    pytest conformance --exactspec-impl mypkg.spec:Verifier [--exactspec-profile quick|standard|full]
     exactspec certify --impl mypkg.spec:Verifier --out report/
+
+What an adapter author needs is importable from here::
+
+    from exactspec.conformance import ImplUnavailable, Unsupported, SamplingParams, load_cases, strategies
+
+Importing this package is light (no numpy-heavy or torch imports): `SamplingParams`, `load_cases` and
+`strategies` are imported on first use.
 """
 
-__all__ = ["CONTRACT_VERSION"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from exactspec.conformance.loader import call_implementation, load_adapter
+from exactspec.errors import ContractViolation, ExactspecError, ImplementationError, ImplUnavailable, Unsupported
 
 CONTRACT_VERSION = "1.0"
+
+#: Public names imported on first access: name -> (module, attribute or None for the module itself).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "SamplingParams": ("exactspec.reference.warping", "SamplingParams"),
+    "load_cases": ("exactspec.conformance.cases", "load_cases"),
+    "strategies": ("exactspec.conformance.strategies", None),
+}
+
+__all__ = ["CONTRACT_VERSION", "ContractViolation", "ExactspecError", "ImplUnavailable", "ImplementationError",
+           "SamplingParams", "Unsupported", "call_implementation", "load_adapter", "load_cases", "strategies"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the lazy public names (and any submodule) on first access."""
+    if name in _LAZY:
+        module_name, attribute = _LAZY[name]
+        module = importlib.import_module(module_name)
+        value = module if attribute is None else getattr(module, attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

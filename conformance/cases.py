@@ -1,22 +1,33 @@
 """Conformance cases as data: a case is (target rows p_1..p_{k+1}, draft rows q_1..q_k), a name and
 the reason it exists (which implementation bug it is built to expose).
 
-`CURATED` is the fixed, deterministic set every statistical check runs on. Hypothesis-generated cases
-(`conformance.strategies.round_cases`) feed the invariant checks. `Case.to_dict` / `Case.from_dict`
-make a case portable (a JSON file of cases can be replayed against any implementation).
+The curated cases live in JSON files under `case_data/` (format: `case_data/cases.schema.json`,
+described in CONTRACT.md "Cases as data"); `load_cases(path)` validates such a file and returns `Case`
+objects, so a user's own file runs through the same path (`--exactspec-cases FILE`). Rows are given
+inline (numbers, exact decimal strings "0.3" or fractions "1/3") or as a named recipe (`RECIPES`) for
+the large ones. `GENERATED` are edge cases drawn from a fixed seed, each describable as a "generated"
+recipe. `SUITE_CASES = CURATED + GENERATED` is what every statistical check runs on.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 
 from exactspec import reference
+from exactspec.reference.validation import as_prob_array, check_k
 
 #: Cases whose number of accepted-prefix branches is at most this get the whole-tuple law check.
 TUPLE_LAW_MAX_BRANCHES = 20_000
+
+CASE_DATA_DIR = Path(__file__).resolve().parent / "case_data"
+CURATED_FILE = CASE_DATA_DIR / "curated.json"
+SCHEMA_FILE = CASE_DATA_DIR / "cases.schema.json"
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,9 +43,7 @@ class Case:
         q = np.ascontiguousarray(self.draft_probs, dtype=np.float64)
         # The oracle validates shapes and rows; a malformed case is a bug in the suite, not the impl.
         reference.validation.check_round_shapes(
-            reference.validation.as_prob_array(p, f"{self.name}.target_probs", 2),
-            reference.validation.as_prob_array(q, f"{self.name}.draft_probs", 2),
-        )
+            as_prob_array(p, f"{self.name}.target_probs", 2), as_prob_array(q, f"{self.name}.draft_probs", 2))
         p.setflags(write=False)
         q.setflags(write=False)
         object.__setattr__(self, "target_probs", p)
@@ -92,13 +101,14 @@ class Case:
         return tuples, np.array([law[t] for t in tuples], dtype=np.float64)
 
     def to_dict(self) -> dict:
+        """A case-file entry with inline rows (floats round-trip exactly through JSON)."""
         return {"name": self.name, "why": self.why, "tags": list(self.tags), "k": self.k, "V": self.V,
                 "target_probs": self.target_probs.tolist(), "draft_probs": self.draft_probs.tolist()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Case":
-        return cls(d["name"], np.asarray(d["target_probs"]), np.asarray(d["draft_probs"]), d.get("why", ""),
-                   tuple(d.get("tags", ())))
+        """A case from one case-file entry, validated like `load_cases` does."""
+        return case_from_entry(d, "Case.from_dict")
 
     def summary(self) -> dict:
         return {"name": self.name, "k": self.k, "V": self.V, "why": self.why, "tags": list(self.tags),
@@ -106,109 +116,283 @@ class Case:
                     (np.arange(1, self.k + 2) * self.count_law).sum())}
 
 
+# --- recipes: rows computed from a few parameters (large vocabularies, seeded edge cases) ------------
+
+ROW_KINDS = ("random", "one_hot_p", "one_hot_q", "equal", "disjoint", "q_zero_p_pos", "p_zero_q_pos", "tiny",
+             "spiky")
+
+
 def _norm(x) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    return x / x.sum(axis=-1, keepdims=True)
+    return np.asarray(x, dtype=np.float64) / np.sum(x, axis=-1, keepdims=True)
 
 
-def _rows(row, n) -> np.ndarray:
-    return np.repeat(np.asarray(row, dtype=np.float64)[None], n, axis=0)
+def _random_row(rng: np.random.Generator, V: int, concentration: float = 0.5) -> np.ndarray:
+    return _norm(rng.gamma(concentration, size=V) + 1e-300)
 
 
-def _bf16_unfriendly_row() -> np.ndarray:
-    """A row whose entries all sit just above a bfloat16 rounding midpoint, so rounding them to
-    bf16 moves each up by almost half an ulp (~0.2-0.4 % relative)."""
-    vals = []
-    for base, ulp in ((0.25, 2.0**-9), (0.125, 2.0**-10), (0.0625, 2.0**-11), (0.0625, 2.0**-11)):
-        vals.append(base + ulp * (3 + 0.5) + ulp * 1e-3)
-    vals.append(1.0 - sum(vals))
-    return np.asarray(vals)
+def _edge_pair(kind: str, V: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One (p_i, q_i) pair of the given kind (see ROW_KINDS); kinds needing more tokens fall back to random."""
+    if kind == "one_hot_p":
+        p = np.zeros(V); p[rng.integers(V)] = 1.0
+        return p, _random_row(rng, V)
+    if kind == "one_hot_q":
+        q = np.zeros(V); q[rng.integers(V)] = 1.0
+        return _random_row(rng, V), q
+    if kind == "equal":
+        p = _random_row(rng, V)
+        return p, p.copy()
+    if kind == "disjoint" and V >= 2:
+        mask = rng.random(V) < 0.5
+        mask[0], mask[-1] = True, False
+        return _norm(_random_row(rng, V) * mask), _norm(_random_row(rng, V) * ~mask)
+    if kind in ("q_zero_p_pos", "p_zero_q_pos") and V >= 2:
+        zero = rng.random(V) < 0.4
+        zero[rng.integers(V)] = False
+        a, b = _random_row(rng, V), _norm(_random_row(rng, V) * ~zero)
+        return (a, b) if kind == "q_zero_p_pos" else (b, a)
+    if kind == "tiny" and V >= 3:
+        p, q = _random_row(rng, V, 1.0), _random_row(rng, V, 1.0)
+        for row in (p, q):
+            idx = rng.choice(V, size=max(1, V // 3), replace=False)
+            row[idx] = 1e-12 * (1 + rng.random(idx.size))
+            rest = np.setdiff1d(np.arange(V), idx)
+            row[rest] *= (1 - row[idx].sum()) / row[rest].sum()
+        return p, q
+    if kind == "spiky":
+        return _random_row(rng, V, 0.05), _random_row(rng, V, 0.05)
+    return _random_row(rng, V, 1.0), _random_row(rng, V, 1.0)
 
 
-def demo_rows():
-    p = np.array([0.50, 0.30, 0.15, 0.05])
-    return p, np.full(4, 0.25), 0.6 * p + 0.4 * 0.25
+def generated_rows(k: int, V: int, kinds: list[str], seed: int, same_rows: bool = False):
+    """Recipe "generated": position i gets a pair of kind kinds[i % len(kinds)] drawn from
+    default_rng(seed); the bonus row has kind kinds[k % len(kinds)]. `same_rows` repeats position 1's
+    pair at every position (and its p as the bonus row). Returns (target_probs, draft_probs)."""
+    rng = np.random.default_rng(seed)
+    ps, qs = [], []
+    for i in range(k):
+        if same_rows and i > 0:
+            ps.append(ps[0]); qs.append(qs[0])
+            continue
+        p, q = _edge_pair(kinds[i % len(kinds)], V, rng)
+        ps.append(p); qs.append(q)
+    ps.append(ps[0] if same_rows else _edge_pair(kinds[k % len(kinds)], V, rng)[0])
+    return np.stack(ps), np.stack(qs)
 
 
-def _curated() -> list[Case]:
-    rng = np.random.default_rng(20230518)  # fixed: the curated set is data, not randomness
-    p_demo, q_uniform, q_mix = demo_rows()
-    k = 4
-    cases = [
-        Case("demo_uniform_draft", _rows(p_demo, k + 1), _rows(q_uniform, k),
-             "Seed article demo: p=(0.50,0.30,0.15,0.05), uniform draft, k=4 (alpha=0.8).", ("demo",)),
-        Case("demo_mixed_draft", _rows(p_demo, k + 1), _rows(q_mix, k),
-             "Seed article demo: draft 0.6p+0.4*uniform, k=4 (alpha=0.92).", ("demo",)),
-        Case("demo_identical_draft", _rows(p_demo, k + 1), _rows(p_demo, k),
-             "Seed article demo: draft == target, k=4: every draft accepted, N = k+1 always; a rule that "
-             "ever rejects here is wrong.", ("demo", "p_equals_q")),
-    ]
-    p_rows = rng.dirichlet(np.full(6, 0.7), size=4)
-    q_rows = rng.dirichlet(np.full(6, 0.7), size=3)
-    cases.append(Case("rows_differ_k3", p_rows, q_rows,
-                      "Every position has its own p_i and q_i: catches residuals or bonus tokens taken from "
-                      "the wrong row (one row late, draft row, p_k for the bonus).", ("rows_differ",)))
-    cases.append(Case("disjoint_supports", _rows([0.6, 0.4, 0, 0, 0], 3), _rows([0, 0, 0.5, 0.3, 0.2], 2),
-                      "Supports of p and q are disjoint: every draft has p(x)=0 and must be rejected, the "
-                      "residual is p itself.", ("disjoint", "p_zero_q_pos", "q_zero_p_pos")))
-    cases.append(Case("q_zero_where_p_positive",
-                      np.array([[0.3, 0.3, 0.2, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4, 0.0], [0.25, 0.25, 0.25, 0.0, 0.25]]),
-                      np.array([[0.5, 0.5, 0.0, 0.0, 0.0], [0.0, 0.0, 0.6, 0.0, 0.4]]),
-                      "q(x)=0 where p(x)>0: those tokens can only come from the residual; ratios must not "
-                      "divide by the zero entries.", ("q_zero_p_pos",)))
-    cases.append(Case("p_zero_where_q_positive",
-                      np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.7, 0.3, 0.0], [0.2, 0.2, 0.2, 0.4]]),
-                      np.array([[0.25, 0.25, 0.25, 0.25], [0.1, 0.1, 0.1, 0.7]]),
-                      "The draft proposes tokens the target forbids (p(x)=0): they must never be emitted; "
-                      "an inclusive boundary u <= p/q accepts them when u == 0.", ("p_zero_q_pos",)))
-    cases.append(Case("one_hot_target", _rows([0, 0, 1.0, 0], 4), _rows([0.4, 0.3, 0.2, 0.1], 3),
-                      "Greedy-like target (one-hot p): the output is deterministic, every draft other than "
-                      "token 2 must be rejected.", ("one_hot",)))
-    cases.append(Case("one_hot_draft", rng.dirichlet(np.ones(5), size=3),
-                      np.array([[1.0, 0, 0, 0, 0], [0, 0, 0, 1.0, 0]]),
-                      "Greedy draft (one-hot q): acceptance is p(x), the residual is p without x renormalised.",
-                      ("one_hot",)))
-    tiny = np.array([1e-12, 0.5 - 1e-12, 2e-12, 0.3, 0.2 - 2e-12, 0.0])
-    cases.append(Case("near_1e-12", np.stack([tiny, tiny[::-1], tiny]),
-                      np.stack([_norm([1e-12, 0.1, 0.3, 1e-12, 0.6 - 2e-12, 0.0]), tiny[::-1]]),
-                      "Probabilities near 1e-12 beside large ones: floors, epsilons and float32 underflow "
-                      "change the law here.", ("tiny",)))
-    tenths = np.array([0.1] * 10 + [0.0, 0.0])
-    cases.append(Case("cumsum_below_one_trailing_zeros", np.stack([tenths, tenths[::-1], tenths]),
-                      np.stack([_norm([0.05] * 10 + [0.5, 0.0]), _norm([0.2] * 5 + [0.0] * 5 + [0.0, 0.0])]),
-                      "Rows of 0.1 whose float cumulative sum ends at 0.9999999999999999, followed by "
-                      "zero-probability tokens: an inverse-CDF sampler without a guard emits a p=0 token "
-                      "when u is close to 1.", ("p_zero_q_pos", "rounding")))
-    bf = _bf16_unfriendly_row()
-    perm = np.array([4, 2, 0, 3, 1])
-    cases.append(Case("p_equals_q_bf16_unrepresentable", np.stack([bf, bf[perm], bf, bf[perm]]),
-                      np.stack([bf, bf[perm], bf]),
-                      "Self-speculation (draft == target) with entries not representable in bfloat16: the "
-                      "exact rule accepts everything; a ratio computed from bf16-rounded q rejects ~1%.",
-                      ("p_equals_q", "rounding")))
-    cases.append(Case("k8_rows_differ", rng.dirichlet(np.ones(3), size=9), rng.dirichlet(np.ones(3), size=8),
-                      "Longest draft (k=8) with different rows at every position: errors that compound "
-                      "along the draft (shared coins, off-by-one rows) are largest here.", ("rows_differ", "k8")))
-    V = 32768
-    zipf = _norm(1.0 / np.arange(1, V + 1) ** 1.1)
-    perm2 = rng.permutation(V)
-    p_big = np.stack([zipf, zipf[perm2], _norm(zipf ** 0.9)])
-    q_big = np.stack([np.full(V, 1.0 / V), _norm(0.5 * zipf[perm2] + 0.5 * zipf)])
-    cases.append(Case("large_vocab_32k", p_big, q_big,
-                      "V = 32768 (a real tokenizer size), Zipf target; the first draft row is uniform so "
-                      "q(x) ~ 3e-5 everywhere: flooring q at an epsilon or pooling errors show here.",
-                      ("large_vocab",)))
+def generated_name(k: int, V: int, kinds: list[str], seed: int, same_rows: bool = False) -> str:
+    return f"gen_V{V}_k{k}_{'-'.join(kinds[:k])}_s{seed}{'_same' if same_rows else ''}"
+
+
+def zipf_rows(k: int, V: int, exponent: float, flatten: float, permutation_seed: int, permutation_skip: int = 0):
+    """Recipe "zipf": z = Zipf(exponent) over V tokens, perm = Generator(PCG64(permutation_seed)
+    advanced by permutation_skip steps).permutation(V). Target rows cycle through z, z[perm],
+    norm(z**flatten); draft rows cycle through uniform 1/V and norm(0.5 z[perm] + 0.5 z)."""
+    zipf = _norm(1.0 / np.arange(1, V + 1) ** exponent)
+    bit_generator = np.random.PCG64(permutation_seed)
+    bit_generator.advance(permutation_skip)  # the historical case drew its permutation after 158 steps
+    permuted = zipf[np.random.Generator(bit_generator).permutation(V)]
+    targets = (zipf, permuted, _norm(zipf ** flatten))
+    drafts = (np.full(V, 1.0 / V), _norm(0.5 * permuted + 0.5 * zipf))
+    return (np.stack([targets[j % 3] for j in range(k + 1)]), np.stack([drafts[i % 2] for i in range(k)]))
+
+
+def _kinds(value, where: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(v in ROW_KINDS for v in value):
+        raise ValueError(f"{where} must be a non-empty list of row kinds from {list(ROW_KINDS)}, got {value!r}")
+    return list(value)
+
+
+def _integer(minimum: int):
+    def check(value, where: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{where} must be an integer >= {minimum}, got {value!r}")
+        return value
+    return check
+
+
+def _positive_number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{where} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _boolean(value, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ValueError(f"{where} must be true or false, got {value!r}")
+
+
+REQUIRED = object()  # RECIPES: name -> (row function, {parameter: (checker, default or REQUIRED)}); k from the case
+RECIPES = {
+    "generated": (generated_rows, {"V": (_integer(1), REQUIRED), "kinds": (_kinds, REQUIRED),
+                                   "seed": (_integer(0), REQUIRED), "same_rows": (_boolean, False)}),
+    "zipf": (zipf_rows, {"V": (_integer(2), REQUIRED), "exponent": (_positive_number, REQUIRED),
+                         "flatten": (_positive_number, 1.0), "permutation_seed": (_integer(0), REQUIRED),
+                         "permutation_skip": (_integer(0), 0)}),
+}
+
+
+# --- case files: validation with errors naming the file, the case and the field ----------------------
+
+CASE_FIELDS = ("name", "why", "tags", "k", "V", "target_probs", "draft_probs", "recipe")
+REQUIRED_FIELDS = ("name", "why", "k")
+FILE_FIELDS = ("$schema", "description", "cases")
+GENERATED_WHY = "Hypothesis-generated edge case"
+
+
+def _number(value, where: str) -> float:
+    """A JSON number, or a string holding an exact decimal ("0.3", "1e-12") or fraction ("1/3")."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(Fraction(value.strip()))  # exact value, then one correct rounding to float64
+        except (ValueError, ZeroDivisionError):
+            pass
+    raise ValueError(f"{where}: {value!r} is not a probability (a number, a decimal string like \"0.3\" "
+                     "or a fraction like \"1/3\")")
+
+
+def _inline_rows(entry: dict, field_name: str, n_rows: int, where: str) -> np.ndarray:
+    rows = entry[field_name]
+    label = f"{where}: field {field_name!r}"
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        raise ValueError(f"{label} must be a list of rows (lists of probabilities)")
+    if len(rows) != n_rows:
+        raise ValueError(f"{label} must hold {n_rows} rows for k = {entry['k']}, got {len(rows)}")
+    ragged = [i for i, row in enumerate(rows) if len(row) != len(rows[0])]
+    if ragged:
+        raise ValueError(f"{label}: row {ragged[0]} has {len(rows[ragged[0]])} entries, row 0 has {len(rows[0])} "
+                         "(wrong shape)")
+    parsed = [[_number(x, f"{label}[{i}][{j}]") for j, x in enumerate(row)] for i, row in enumerate(rows)]
+    return as_prob_array(parsed, label, 2)
+
+
+def _recipe_rows(recipe, k: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(recipe, dict) or not isinstance(recipe.get("name"), str):
+        raise ValueError(f"{where}: field 'recipe' must be an object with a string \"name\"")
+    name = recipe["name"]
+    if name not in RECIPES:
+        raise ValueError(f"{where}: field 'recipe.name': unknown recipe {name!r}; known: {sorted(RECIPES)}")
+    function, params = RECIPES[name]
+    if set(recipe) - {"name"} - set(params):
+        raise ValueError(f"{where}: field 'recipe': unknown parameters {sorted(set(recipe) - {'name'} - set(params))} "
+                         f"of recipe {name!r}; it takes {sorted(params)}")
+    kwargs = {}
+    for param, (check, default) in params.items():
+        if param in recipe:
+            kwargs[param] = check(recipe[param], f"{where}: field 'recipe.{param}'")
+        elif default is REQUIRED:
+            raise ValueError(f"{where}: field 'recipe.{param}' is required by recipe {name!r}")
+        else:
+            kwargs[param] = default
+    p, q = function(k, **kwargs)
+    return (as_prob_array(p, f"{where}: recipe {name!r} target rows", 2),
+            as_prob_array(q, f"{where}: recipe {name!r} draft rows", 2))
+
+
+def _case_rows(entry: dict, k: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    inline = [f for f in ("target_probs", "draft_probs") if f in entry]
+    if "recipe" in entry:
+        if inline:
+            raise ValueError(f"{where}: field {inline[0]!r}: give the rows inline or as a recipe, not both")
+        return _recipe_rows(entry["recipe"], k, where)
+    if len(inline) < 2:
+        raise ValueError(f"{where}: field 'target_probs' and 'draft_probs' (or 'recipe') are required")
+    p = _inline_rows(entry, "target_probs", k + 1, where)
+    q = _inline_rows(entry, "draft_probs", k, where)
+    if p.shape[1] != q.shape[1]:
+        raise ValueError(f"{where}: field 'draft_probs' rows have V = {q.shape[1]} tokens, "
+                         f"'target_probs' rows have {p.shape[1]} (wrong shape)")
+    return p, q
+
+
+def case_from_entry(entry, source: str, index: int | None = None) -> Case:
+    """One validated `Case` from a case-file entry; every ValueError names `source`, the case and the field."""
+    label = f"{source}: case {index if index is not None else '?'}"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{label} must be a JSON object, got {type(entry).__name__}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{label}: field 'name' must be a non-empty string, got {name!r}")
+    where = f"{source}: case {name!r}"
+    unknown = sorted(set(entry) - set(CASE_FIELDS))
+    if unknown:
+        raise ValueError(f"{where}: unknown fields {unknown}; a case has {list(CASE_FIELDS)}")
+    missing = [f for f in REQUIRED_FIELDS if f not in entry]
+    if missing:
+        raise ValueError(f"{where}: field {missing[0]!r} is required")
+    if not isinstance(entry["why"], str):
+        raise ValueError(f"{where}: field 'why' must be a string (the bug this case reaches)")
+    tags = entry.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ValueError(f"{where}: field 'tags' must be a list of strings, got {tags!r}")
+    k = check_k(entry["k"], f"{where}: field 'k'")
+    p, q = _case_rows(entry, k, where)
+    if "V" in entry and entry["V"] != p.shape[1]:
+        raise ValueError(f"{where}: field 'V' is {entry['V']!r} but the rows have {p.shape[1]} tokens")
+    return Case(name, p, q, entry["why"], tuple(tags))
+
+
+def cases_from_data(data, source: str) -> list[Case]:
+    """Validated cases of a parsed case file ({"cases": [...]}); names must be unique."""
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise ValueError(f"{source}: a case file is a JSON object with a \"cases\" list")
+    unknown = sorted(set(data) - set(FILE_FIELDS))
+    if unknown:
+        raise ValueError(f"{source}: unknown top-level fields {unknown}; a case file has {list(FILE_FIELDS)}")
+    if not data["cases"]:
+        raise ValueError(f"{source}: field 'cases' is empty")
+    cases, seen = [], {}
+    for index, entry in enumerate(data["cases"]):
+        case = case_from_entry(entry, source, index)
+        if case.name in seen:
+            raise ValueError(f"{source}: case {case.name!r}: field 'name': duplicate name "
+                             f"(cases {seen[case.name]} and {index})")
+        seen[case.name] = index
+        cases.append(case)
     return cases
 
 
-CURATED: list[Case] = _curated()
-CASES_BY_NAME: dict[str, Case] = {c.name: c for c in CURATED}
+def load_cases(path) -> list[Case]:
+    """The cases of a JSON case file (format: case_data/cases.schema.json), validated; ValueError otherwise."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read the case file ({error.strerror or error})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not a valid JSON file ({error})") from None
+    return cases_from_data(data, str(path))
 
 
-# A small deterministic set of Hypothesis-style generated cases (fixed seeds) joins the statistical
-# checks, so the generator's edge rows are also tested for exactness, not only for invariants.
-from exactspec.conformance.strategies import statistical_cases as _statistical_cases  # noqa: E402
+def write_cases(cases: list[Case], path, description: str = "") -> None:
+    """Write `cases` as a case file with inline rows (what `load_cases` reads back, to the bit)."""
+    data = {"description": description, "cases": [case.to_dict() for case in cases]}
+    Path(path).write_text(json.dumps(data) + "\n", encoding="utf-8")
 
-GENERATED: list[Case] = _statistical_cases()
+
+def generated_entries(n: int = 4, seed: int = 7) -> list[dict]:
+    """Case-file entries (recipe "generated") of `n` small edge cases drawn from `seed`."""
+    rng = np.random.default_rng(seed)
+    entries = []
+    for _ in range(n):
+        V = int(rng.choice([3, 4, 5]))
+        k = int(rng.integers(1, 4))
+        kinds = [str(rng.choice(ROW_KINDS)) for _ in range(k + 1)]
+        case_seed = int(rng.integers(2**31))
+        entries.append({"name": generated_name(k, V, kinds, case_seed), "why": GENERATED_WHY, "tags": ["generated"],
+                        "k": k, "recipe": {"name": "generated", "V": V, "kinds": kinds, "seed": case_seed}})
+    return entries
+
+
+def generated_cases(n: int = 4, seed: int = 7) -> list[Case]:
+    """A small deterministic set of generated cases (fixed seeds), small enough for the tuple law."""
+    return cases_from_data({"cases": generated_entries(n, seed)}, f"generated cases (seed {seed})")
+
+
+CURATED: list[Case] = load_cases(CURATED_FILE)
+# Generated cases join the statistical checks, so the generator's edge rows are tested for exactness too.
+GENERATED: list[Case] = generated_cases()
 SUITE_CASES: list[Case] = CURATED + GENERATED
-CASES_BY_NAME.update({c.name: c for c in GENERATED})
+CASES_BY_NAME: dict[str, Case] = {c.name: c for c in SUITE_CASES}

@@ -3,70 +3,118 @@
     exactspec certify --impl MODULE:NAME [--profile quick|standard|full] [--out DIR] [--level auto|rule|sequence]
 
 The level follows what the adapter offers: `generate(...)` -> the sequence level (whole generation
-loops on real transformers models, `conformance.sequence`), `verify(...)` -> the rule level.
-
-Exit status: 0 CERTIFIED, 1 NOT_EXACT or CONTRACT_VIOLATION, 3 EXACT_NOT_STANDARD (exact, but not the
-standard rule's acceptance), 4 the implementation is unavailable here (e.g. no CUDA), 2 usage error.
+loops on real transformers models, `conformance.sequence`), `verify(...)` -> the rule level. Whatever
+the implementation raises is a failed case in the certificate, never a crash of the run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
+from pathlib import Path
+from typing import Any
 
-EXIT = {"CERTIFIED": 0, "NOT_EXACT": 1, "CONTRACT_VIOLATION": 1, "EXACT_NOT_STANDARD": 3}
+from exactspec.errors import AdapterLoadError, ImplementationError, ImplUnavailable
+
+EXIT_CERTIFIED = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_UNAVAILABLE = 4
+#: Verdict -> exit status. EXACT_NOT_STANDARD is exact (a pass); the report says it is not the standard rule.
+EXIT = {"CERTIFIED": EXIT_CERTIFIED, "EXACT_NOT_STANDARD": EXIT_CERTIFIED, "NOT_EXACT": EXIT_FAILED,
+        "CONTRACT_VIOLATION": EXIT_FAILED, "FAILED": EXIT_FAILED}
+
+EXIT_CODES_HELP = """\
+exit status:
+  0  CERTIFIED, or EXACT_NOT_STANDARD (exact, but not the standard rule's acceptance)
+  1  NOT_EXACT or CONTRACT_VIOLATION (an exception raised by the implementation counts as a failed case)
+  2  usage error: bad arguments, --out not writable, or the adapter cannot be loaded (import error, no
+     verify/generate, asked level not offered)
+  3  exactspec itself crashed (an unexpected exception inside exactspec: please report it, with the traceback)
+  4  the implementation is unavailable here (ImplUnavailable: missing package, no CUDA device, ...)
+"""
+
+INTERNAL_ERROR_HINT = ("exactspec certify: internal error in exactspec (not in your implementation). Please report it "
+                       "with the traceback above and the command line.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from exactspec.conformance.profiles import PROFILES
 
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES_HELP
     parser.add_argument("--impl", default="exactspec.conformance.adapters.reference:Reference",
-                        help="MODULE:NAME of the implementation (an object with verify(), or a zero-argument "
-                             "callable returning one); MODULE is imported from sys.path, the current directory "
+                        help="MODULE:NAME of the implementation (an object with verify() or generate(), or a "
+                             "zero-argument callable returning one), or a builtin sequence adapter name such as "
+                             "'reference' or 'gpu_impl'; MODULE is imported from sys.path, the current directory "
                              "included (default: exactspec's NumPy reference)")
     parser.add_argument("--profile", default="standard", choices=sorted(PROFILES),
                         help="quick (CI), standard (default) or full (certificate grade)")
     parser.add_argument("--out", default="conformance-report", help="directory for certificate.json, "
-                        "CERTIFICATE.md and the PNG plots (default: ./conformance-report)")
+                        "CERTIFICATE.md and the PNG plots (default: ./conformance-report); created and checked "
+                        "for writability before the run starts")
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failing step")
     parser.add_argument("--no-hypothesis", action="store_true", help="skip the Hypothesis-generated invariant cases")
     parser.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     parser.add_argument("--level", default="auto", choices=["auto", "rule", "sequence"],
-                        help="auto (default): the sequence level if the adapter offers generate(), else the rule level")
+                        help="auto (default): the sequence level if the adapter offers generate(), else the rule "
+                             "level; rule/sequence demand that level (an error if the adapter does not offer it)")
     parser.add_argument("--real-model", action="store_true",
                         help="sequence level: also run the PIT cases on the embedded SmolLM2-135M")
 
 
-def run_sequence_level(args: argparse.Namespace) -> int:
+def check_writable(out: str | os.PathLike) -> Path:
+    """Create `out` and write then delete a probe file in it; ValueError naming --out if that fails."""
+    path = Path(out)
+    probe = path / ".exactspec-write-probe"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_text("probe\n")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"--out {str(out)!r} is not a writable directory: {error}") from error
+    return path
+
+
+def _sequence_builtins(spec: str) -> dict:
+    """The builtin sequence adapters, imported (with torch) only for a spec without ':' that may name one."""
+    if ":" in spec:
+        return {}
+    try:
+        from exactspec.conformance.sequence.adapters import BUILTIN
+    except ImportError as error:
+        raise ImplUnavailable(f"builtin sequence adapter {spec!r} needs torch and transformers: {error}") from error
+    return BUILTIN
+
+
+def load(args: argparse.Namespace) -> Any:
+    """The LoadedAdapter for args.impl at args.level."""
+    from exactspec.conformance.loader import load_adapter
+
+    return load_adapter(args.impl, level=args.level, builtins=_sequence_builtins(args.impl))
+
+
+def run_sequence_level(args: argparse.Namespace, adapter: Any) -> int:
     """Certify a generation-level adapter and write its report under --out."""
     from exactspec.conformance.sequence import certify_generation
 
-    report = certify_generation(args.impl, profile=args.profile, out_dir=args.out, real_model=args.real_model,
+    report = certify_generation(adapter, profile=args.profile, out_dir=args.out, real_model=args.real_model,
                                 fail_fast=args.fail_fast,
                                 progress=None if args.no_progress else (lambda message: print(message, file=sys.stderr)))
     print(f"exactspec certify (sequence level): {args.impl}: {report['verdict']}")
     for path in report.get("files", []):
         print(f"  report: {path}")
-    return 0 if report["passed"] else 1
+    return EXIT.get(report["verdict"], EXIT_CERTIFIED if report.get("passed") else EXIT_FAILED)
 
 
-def run(args: argparse.Namespace) -> int:
-    from exactspec.conformance.harness import ImplUnavailable, load_impl
-    from exactspec.conformance.sequence import offers_generation
-
-    if args.level == "sequence" or (args.level == "auto" and offers_generation(args.impl)):
-        return run_sequence_level(args)
+def run_rule_level(args: argparse.Namespace, impl: Any) -> int:
+    """Certify a rule-level adapter and write its report under --out."""
     from exactspec.conformance.report import format_summary, write_report
     from exactspec.conformance.runner import run_suite
 
-    try:
-        impl = load_impl(args.impl)
-    except ImplUnavailable as error:
-        print(f"exactspec certify: {args.impl} is unavailable here: {error}", file=sys.stderr)
-        return 4
-    except ValueError as error:
-        print(f"exactspec certify: {error}", file=sys.stderr)
-        return 2
     result = run_suite(impl, args.impl, args.profile, progress=not args.no_progress,
                        fail_fast=args.fail_fast, hypothesis=not args.no_hypothesis)
     notes = list(getattr(impl, "certificate_notes", []) or [])
@@ -74,6 +122,35 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(result))
     print(f"  report: {paths['markdown']} (+ {paths['json']}, {len(paths['plots'])} plots)")
     return EXIT[result.verdict]
+
+
+def _certify(args: argparse.Namespace) -> int:
+    try:
+        check_writable(args.out)
+        loaded = load(args)
+    except (AdapterLoadError, ValueError) as error:
+        print(f"exactspec certify: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if loaded.level == "sequence":
+        return run_sequence_level(args, loaded.adapter)
+    return run_rule_level(args, loaded.adapter)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, run and report; every outcome is one of the documented exit statuses (see EXIT_CODES_HELP)."""
+    try:
+        return _certify(args)
+    except ImplUnavailable as error:
+        print(f"exactspec certify: {args.impl} is unavailable here: {error}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except ImplementationError as error:  # should be recorded per case; never let it look like our crash
+        print(f"exactspec certify: {args.impl} failed outside any recorded case: {error}\n{error.traceback_text}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    except Exception:  # noqa: BLE001 -- anything else is a bug in exactspec
+        traceback.print_exc()
+        print(INTERNAL_ERROR_HINT, file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def main(argv: list[str] | None = None) -> int:

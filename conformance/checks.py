@@ -18,46 +18,18 @@ The pytest suite and `exactspec certify` call these same functions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from exactspec.stat_tests import TestResult, chisquare_gof, tokens_per_round_test, zero_probability_check
 from exactspec.stat_tests.binning import pool_bins
 
-from exactspec.conformance.cases import Case
+from exactspec.conformance.core.profiles import Profile
+from exactspec.conformance.core.records import CATEGORIES, CheckRecord, hard_failure, hard_result
 from exactspec.conformance.harness import Rounds
-from exactspec.conformance.profiles import Profile
+from exactspec.reference.sampling import inverse_cdf
 
-CATEGORIES = ("contract", "invariant", "exactness", "standard_rule")
-
-
-@dataclass
-class CheckRecord:
-    impl: str
-    case: str
-    check: str
-    category: str
-    result: TestResult
-    plot: dict = field(default_factory=dict)  # observed/expected per bin, for the report
-
-    @property
-    def passed(self) -> bool:
-        return self.result.passed
-
-    def to_dict(self) -> dict:
-        d = self.result.to_dict()
-        d.update({"impl": self.impl, "case": self.case, "check": self.check, "category": self.category})
-        return d
-
-
-def _hard(name: str, n: int, passed: bool, message: str, details: dict | None = None) -> TestResult:
-    return TestResult(name, 0.0 if passed else 1.0, 1.0 if passed else 0.0, int(n), 0.0, 0.0, float("nan"),
-                      bool(passed), message, details or {})
-
-
-def hard_failure(impl: str, case: str, check: str, category: str, message: str) -> CheckRecord:
-    return CheckRecord(impl, case, check, category, _hard(check, 0, False, message))
+__all__ = ["CATEGORIES", "CheckRecord", "hard_failure", "invariant_check", "determinism_check", "position_checks",
+           "tuple_law_check", "completed_stream_check", "count_law_check"]
 
 
 def invariant_check(impl: str, rounds: Rounds, label: str = "invariants") -> CheckRecord:
@@ -84,7 +56,7 @@ def invariant_check(impl: str, rounds: Rounds, label: str = "invariants") -> Che
     ok = not problems
     msg = (f"{label}: PASS: {rounds.n} rounds, emitted prefix == draft prefix and no p=0 token" if ok
            else f"{label}: FAIL: " + "; ".join(problems))
-    return CheckRecord(impl, case.name, label, "invariant", _hard(label, rounds.n, ok, msg))
+    return CheckRecord(impl, case.name, label, "invariant", hard_result(label, ok, rounds.n, msg))
 
 
 def determinism_check(impl: str, a: Rounds, b: Rounds) -> CheckRecord:
@@ -95,7 +67,7 @@ def determinism_check(impl: str, a: Rounds, b: Rounds) -> CheckRecord:
         r = int(np.flatnonzero((a.tokens != b.tokens).any(axis=1))[0])
         msg = (f"determinism: FAIL: same seed, different output (round {r}: {a.tokens[r, : a.counts[r]].tolist()} vs "
                f"{b.tokens[r, : b.counts[r]].tolist()}); the rng argument must be the only source of randomness")
-    return CheckRecord(impl, a.case.name, "determinism", "contract", _hard("determinism", a.n, same, msg))
+    return CheckRecord(impl, a.case.name, "determinism", "contract", hard_result("determinism", same, a.n, msg))
 
 
 def _plot_data(counts: np.ndarray, law: np.ndarray, min_expected: float, labels=None) -> dict:
@@ -124,20 +96,20 @@ def _add_tv(res: TestResult, plot: dict) -> None:
         res.details["observed_tv_binned_null_mean"] = plot["observed_tv_binned_null_mean"]
 
 
-def _gof(name: str, counts: np.ndarray, law: np.ndarray, alpha: float, profile: Profile) -> tuple[TestResult, dict]:
+def _gof(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, profile: Profile) -> tuple[TestResult, dict]:
     n = int(counts.sum())
-    me = profile.min_expected(n)
+    me = profile.rule.min_expected(n)
     try:
-        res = chisquare_gof(counts=counts, p=law, alpha=alpha, beta=profile.beta, min_expected=me, name=name)
+        res = chisquare_gof(counts=counts, p=law, false_fail_rate=false_fail_rate, beta=profile.beta, min_expected=me, name=name)
     except ValueError as error:
         # Too few samples for two bins: keep the (exact, zero-false-fail) hard zero check only.
         zr = zero_probability_check(counts=counts, p=law, beta=profile.beta, name=name)
-        res = TestResult(name, zr.statistic, zr.p_value, n, alpha if zr.passed else 0.0, profile.beta, float("nan"),
+        res = TestResult(name, zr.statistic, zr.p_value, n, false_fail_rate if zr.passed else 0.0, profile.beta, float("nan"),
                          zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
     return res, _plot_data(counts, law, me)
 
 
-def position_checks(impl: str, rounds: Rounds, alpha: float, profile: Profile) -> list[CheckRecord]:
+def position_checks(impl: str, rounds: Rounds, false_fail_rate: float, profile: Profile) -> list[CheckRecord]:
     """For j = 1..k+1: the token at position j, over rounds that emit >= j tokens, has law p_j."""
     case = rounds.case
     out = []
@@ -151,7 +123,7 @@ def position_checks(impl: str, rounds: Rounds, alpha: float, profile: Profile) -
             out.append(CheckRecord(impl, case.name, name, "exactness", res))
             continue
         counts = np.bincount(rounds.tokens[sel, j - 1], minlength=case.V)
-        res, plot = _gof(name, counts, law, alpha, profile)
+        res, plot = _gof(name, counts, law, false_fail_rate, profile)
         _add_tv(res, plot)
         out.append(CheckRecord(impl, case.name, name, "exactness", res, plot))
     return out
@@ -166,7 +138,7 @@ def _encode(tokens: np.ndarray, V: int) -> np.ndarray:
     return code
 
 
-def tuple_law_check(impl: str, rounds: Rounds, alpha: float, profile: Profile) -> CheckRecord:
+def tuple_law_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: Profile) -> CheckRecord:
     """The whole emitted tuple against `reference.round_distribution` (small V, k)."""
     case = rounds.case
     tuples, probs = case.tuple_law
@@ -184,7 +156,7 @@ def tuple_law_check(impl: str, rounds: Rounds, alpha: float, profile: Profile) -
     law = law / law.sum()
     cats = np.where(known, idx_c, codes.size)
     counts = np.bincount(cats, minlength=law.size)
-    res, plot = _gof("tuple_law", counts, law, alpha, profile)
+    res, plot = _gof("tuple_law", counts, law, false_fail_rate, profile)
     _add_tv(res, plot)
     if not known.all():
         r = int(np.flatnonzero(~known)[0])
@@ -195,7 +167,7 @@ def tuple_law_check(impl: str, rounds: Rounds, alpha: float, profile: Profile) -
     return CheckRecord(impl, case.name, "tuple_law", "standard_rule", res, plot)
 
 
-def completed_stream_check(impl: str, rounds: Rounds, alpha: float, profile: Profile, seed: int) -> CheckRecord:
+def completed_stream_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: Profile, seed: int) -> CheckRecord:
     """Joint law of the completed stream y_1..y_{k+1} against prod_j p_j (any exact rule)."""
     case = rounds.case
     rng = np.random.default_rng([seed, 7])
@@ -203,35 +175,32 @@ def completed_stream_check(impl: str, rounds: Rounds, alpha: float, profile: Pro
     for j in range(case.k + 1):
         missing = rounds.counts <= j
         if missing.any():
-            row = case.target_probs[j]
-            cum = np.cumsum(row)
-            draw = np.searchsorted(cum, rng.random(int(missing.sum())) * cum[-1], side="right")
-            tok[missing, j] = np.minimum(draw, int(np.flatnonzero(row > 0)[-1]))
+            tok[missing, j] = inverse_cdf(case.target_probs[j], rng.random(int(missing.sum())))
     code = np.zeros(tok.shape[0], dtype=np.int64)
     for j in range(case.k, -1, -1):
         code = code * case.V + tok[:, j]
     law = case.stream_law
     counts = np.bincount(code, minlength=law.size)
-    res, plot = _gof("completed_stream", counts, law, alpha, profile)
+    res, plot = _gof("completed_stream", counts, law, false_fail_rate, profile)
     _add_tv(res, plot)
     return CheckRecord(impl, case.name, "completed_stream", "exactness", res, plot)
 
 
-def count_law_check(impl: str, rounds: Rounds, alpha: float, profile: Profile) -> CheckRecord:
+def count_law_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: Profile) -> CheckRecord:
     """Tokens per round N against the standard rule's exact law (efficiency: standard rule, not exactness)."""
     case = rounds.case
     law = case.count_law.copy()
     law[law < 1e-12] = 0.0  # alpha_i = 1 up to rounding: the exact law puts no mass there
     law /= law.sum()
     n = rounds.n
-    me = profile.min_expected(n)
+    me = profile.rule.min_expected(n)
     try:
-        res = tokens_per_round_test(rounds.counts, law, alpha, beta=profile.beta, min_expected=me,
+        res = tokens_per_round_test(rounds.counts, law, false_fail_rate=false_fail_rate, beta=profile.beta, min_expected=me,
                                     name="tokens_per_round")
     except ValueError as error:
         c = np.bincount(rounds.counts - 1, minlength=law.size)
         zr = zero_probability_check(counts=c, p=law, beta=profile.beta, name="tokens_per_round")
-        res = TestResult("tokens_per_round", zr.statistic, zr.p_value, n, alpha if zr.passed else 0.0, profile.beta,
+        res = TestResult("tokens_per_round", zr.statistic, zr.p_value, n, false_fail_rate if zr.passed else 0.0, profile.beta,
                          float("nan"), zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
     mean_obs = float(rounds.counts.mean())
     mean_exp = float((np.arange(1, case.k + 2) * law).sum())

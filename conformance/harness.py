@@ -7,9 +7,6 @@ gets a separate `numpy.random.Generator`, its only allowed source of randomness.
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -17,74 +14,37 @@ from typing import Any, Callable
 import numpy as np
 
 from exactspec.conformance.cases import Case
+from exactspec.conformance.loader import PASS_THROUGH, implementation_error, load_adapter
+from exactspec.errors import ContractViolation, ImplementationError, ImplUnavailable
+
+__all__ = ["ContractViolation", "Harness", "ImplUnavailable", "ImplementationError", "Rounds", "draw_drafts",
+           "load_impl"]
 
 #: Largest float64 element count of one batch of inputs handed to verify_batch.
 MAX_BATCH_ELEMENTS = 12_000_000
 MAX_BATCH_ROUNDS = 8192
 
 
-class ContractViolation(AssertionError):
-    """The implementation's output breaks the interface contract (type, shape, length, range)."""
-
-
-class ImplementationError(AssertionError):
-    """The implementation raised while verifying a valid round."""
-
-
-class ImplUnavailable(RuntimeError):
-    """An adapter cannot run here (missing package, no CUDA device, signature no longer fits)."""
-
-
 def load_impl(spec: str) -> Any:
-    """Import NAME from MODULE for spec "MODULE:NAME"; call it if it is a zero-argument factory."""
-    if ":" not in spec:
-        raise ValueError(f"--impl must look like MODULE:NAME (e.g. mypkg.spec:Verifier), got {spec!r}")
-    module_name, _, attr = spec.partition(":")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"--impl {spec}: cannot import module {module_name!r} ({error}); it must be importable "
-                         f"from sys.path (the current directory {cwd} is on it)") from error
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"--impl {spec}: module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if isinstance(obj, type) or (not hasattr(obj, "verify") and callable(obj)):
-        obj = obj()  # may raise ImplUnavailable: the caller reports it as a skip, with the reason
-    if not callable(getattr(obj, "verify", None)):
-        raise ValueError(f"--impl {spec}: {attr} (or what it returns when called) has no callable "
-                         f"verify(target_probs, draft_probs, draft_tokens, rng)")
-    return obj
+    """The rule-level adapter for spec "MODULE:NAME" (a class or zero-argument factory is called).
+
+    AdapterLoadError (a ValueError) when it cannot be loaded or offers no verify; ImplUnavailable propagates."""
+    return load_adapter(spec, level="rule").adapter
 
 
 def draw_drafts(case: Case, n: int, rng: np.random.Generator) -> np.ndarray:
-    """(n, k) draft tokens, x_i ~ q_i independently, by inverse CDF (O(n log V))."""
+    """(n, k) draft tokens, x_i ~ q_i independently, by the oracle's guarded inverse CDF (O(n log V))."""
+    from exactspec.reference.sampling import inverse_cdf
+
     out = np.empty((n, case.k), dtype=np.int64)
     for i, q in enumerate(case.draft_probs):
-        cum = np.cumsum(q)
-        last_positive = int(np.flatnonzero(q > 0)[-1])
-        idx = np.searchsorted(cum, rng.random(n) * cum[-1], side="right")
-        idx = np.minimum(idx, last_positive)
-        # Never return a q=0 token (possible only through rounding at a zero-width step).
-        bad = q[idx] <= 0
-        while bad.any():
-            idx[bad] = np.searchsorted(cum, rng.random(int(bad.sum())) * cum[-1], side="right").clip(max=last_positive)
-            bad = q[idx] <= 0
-        out[:, i] = idx
+        out[:, i] = inverse_cdf(q, rng.random(n))
     return out
 
 
 def _check_single(out: Any, case: Case, drafts: np.ndarray) -> np.ndarray:
-    try:
-        import torch  # noqa: F401 -- tensors are sequences too; convert them
-        if hasattr(out, "detach"):
-            out = out.detach().cpu().numpy()
-    except ImportError:
-        pass
+    if hasattr(out, "detach"):  # a torch tensor (torch is imported already if one exists): convert it
+        out = out.detach().cpu().numpy()
     if isinstance(out, (str, bytes, dict)) or out is None or not hasattr(out, "__len__"):
         raise ContractViolation(f"verify must return a sequence of int token ids, got {type(out).__name__}: {out!r:.80}")
     arr = np.asarray(out)
@@ -145,12 +105,25 @@ class Rounds:
 
 
 class Harness:
-    """Runs one implementation on cases. `prefer_batch=False` forces the per-round `verify` path."""
+    """Runs one implementation on cases. `prefer_batch=False` forces the per-round `verify` path.
+
+    Whatever the implementation raises (AssertionError included) becomes an ImplementationError with the
+    case, the exception type and its traceback text; output that breaks the contract a ContractViolation."""
 
     def __init__(self, impl: Any, name: str = "impl", prefer_batch: bool = True):
         self.impl = impl
         self.name = name
         self.has_batch = prefer_batch and callable(getattr(impl, "verify_batch", None))
+
+    def _call(self, method: str, case: Case, *args: Any) -> Any:
+        """self.impl.<method>(*args), any exception turned into an ImplementationError naming the case."""
+        try:
+            return getattr(self.impl, method)(*args)
+        except PASS_THROUGH:
+            raise
+        except Exception as error:  # noqa: BLE001 -- the implementation's failure, never the run's crash
+            raise implementation_error(error, f"{self.name}.{method}",
+                                       f"case {case.name}, k={case.k}, V={case.V}") from error
 
     def run(self, case: Case, n: int, seed: int, rng_factory: Callable[[int], np.random.Generator] | None = None,
             force_single: bool = False) -> Rounds:
@@ -160,44 +133,44 @@ class Harness:
         impl_rng = rng_factory(seed) if rng_factory else np.random.default_rng([seed, 1])
         tokens = np.full((n, case.k + 1), -1, dtype=np.int64)
         counts = np.zeros(n, dtype=np.int64)
+        batched = self.has_batch and not force_single
         start = time.perf_counter()
-        p, q = case.target_probs, case.draft_probs
-        if self.has_batch and not force_single:
-            per_round = (2 * case.k + 1) * case.V
-            chunk = int(max(1, min(MAX_BATCH_ROUNDS, MAX_BATCH_ELEMENTS // per_round)))
-            for lo in range(0, n, chunk):
-                hi = min(n, lo + chunk)
-                b = hi - lo
-                # Read-only broadcast views: the contract forbids writing into the inputs.
-                pb = np.broadcast_to(p, (b,) + p.shape)
-                qb = np.broadcast_to(q, (b,) + q.shape)
-                try:
-                    out = self.impl.verify_batch(pb, qb, drafts[lo:hi].copy(), impl_rng)
-                except AssertionError:
-                    raise
-                except Exception as error:
-                    raise ImplementationError(f"{self.name}.verify_batch raised {type(error).__name__}: {error} "
-                                              f"(case {case.name}, k={case.k}, V={case.V})") from error
-                tb, cb = _check_batch(out, case, b)
-                tokens[lo:hi], counts[lo:hi] = tb, cb
+        if batched:
+            self._run_batched(case, drafts, impl_rng, tokens, counts)
         else:
-            for r in range(n):
-                try:
-                    out = self.impl.verify(p, q, drafts[r].copy(), impl_rng)
-                except AssertionError:
-                    raise
-                except Exception as error:
-                    raise ImplementationError(f"{self.name}.verify raised {type(error).__name__}: {error} "
-                                              f"(case {case.name}, k={case.k}, V={case.V})") from error
-                arr = _check_single(out, case, drafts[r])
-                tokens[r, : arr.size] = arr
-                counts[r] = arr.size
+            self._run_single(case, drafts, impl_rng, tokens, counts)
         seconds = time.perf_counter() - start
-        valid = tokens[:, 0] >= 0
-        oob = (tokens >= case.V) | ((tokens < 0) & (np.arange(case.k + 1)[None] < counts[:, None]))
-        if oob.any():
-            r = int(np.argwhere(oob)[0][0])
-            raise ContractViolation(f"round {r} of case {case.name} emitted token ids outside [0, V={case.V}): "
-                                    f"{tokens[r, : counts[r]].tolist()}")
-        del valid
-        return Rounds(case, tokens, counts, drafts, seconds, self.has_batch and not force_single)
+        _check_token_range(case, tokens, counts)
+        return Rounds(case, tokens, counts, drafts, seconds, batched)
+
+    def _run_batched(self, case: Case, drafts: np.ndarray, impl_rng: np.random.Generator,
+                     tokens: np.ndarray, counts: np.ndarray) -> None:
+        p, q = case.target_probs, case.draft_probs
+        per_round = (2 * case.k + 1) * case.V
+        chunk = int(max(1, min(MAX_BATCH_ROUNDS, MAX_BATCH_ELEMENTS // per_round)))
+        for lo in range(0, drafts.shape[0], chunk):
+            hi = min(drafts.shape[0], lo + chunk)
+            b = hi - lo
+            # Read-only broadcast views: the contract forbids writing into the inputs.
+            pb = np.broadcast_to(p, (b,) + p.shape)
+            qb = np.broadcast_to(q, (b,) + q.shape)
+            out = self._call("verify_batch", case, pb, qb, drafts[lo:hi].copy(), impl_rng)
+            tokens[lo:hi], counts[lo:hi] = _check_batch(out, case, b)
+
+    def _run_single(self, case: Case, drafts: np.ndarray, impl_rng: np.random.Generator,
+                    tokens: np.ndarray, counts: np.ndarray) -> None:
+        p, q = case.target_probs, case.draft_probs
+        for r in range(drafts.shape[0]):
+            out = self._call("verify", case, p, q, drafts[r].copy(), impl_rng)
+            arr = _check_single(out, case, drafts[r])
+            tokens[r, : arr.size] = arr
+            counts[r] = arr.size
+
+
+def _check_token_range(case: Case, tokens: np.ndarray, counts: np.ndarray) -> None:
+    """Every emitted id (the first counts[r] of row r) must lie in [0, V)."""
+    oob = (tokens >= case.V) | ((tokens < 0) & (np.arange(case.k + 1)[None] < counts[:, None]))
+    if oob.any():
+        r = int(np.argwhere(oob)[0][0])
+        raise ContractViolation(f"round {r} of case {case.name} emitted token ids outside [0, V={case.V}): "
+                                f"{tokens[r, : counts[r]].tolist()}")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+#: The profile names of `exactspec.conformance.core.profiles.PROFILES` (spelled out so that loading the plugin
+#: imports nothing heavy; tests/test_conformance_core.py checks they agree).
 PROFILE_NAMES = ("quick", "standard", "full")
 
 
@@ -32,7 +34,7 @@ def pytest_addoption(parser):
     group.addoption("--exactspec-report", action="store", default=None, metavar="DIR",
                     help="also write a certificate (JSON, Markdown, plots) per implementation into DIR/<impl>/")
     group.addoption("--exactspec-cases", action="store", default=None, metavar="FILE",
-                    help="run the rule-level cases of this JSON file (schema: conformance/cases.schema.json) "
+                    help="run the rule-level cases of this JSON file (schema: conformance/case_data/cases.schema.json) "
                          "instead of the curated ones")
 
 
@@ -120,7 +122,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def profile(request):
-    from exactspec.conformance.profiles import get_profile
+    from exactspec.conformance.core.profiles import get_profile
 
     return get_profile(profile_name(request.config))
 
@@ -148,10 +150,11 @@ def harness(impl_spec):
 
 
 @pytest.fixture(scope="session")
-def alpha(profile, request):
-    from exactspec.conformance.profiles import budget_for
+def per_check_false_fail_rate(profile, request):
+    """Each statistical check's share of the rule level's total false-fail rate (from the registry)."""
+    from exactspec.conformance.core.registry import budget_for
 
-    return budget_for(profile, suite_cases(request.config)).per_check_alpha
+    return budget_for("rule", profile, suite_cases(request.config)).per_check_false_fail_rate
 
 
 @pytest.fixture
@@ -163,14 +166,31 @@ def record():
 
 
 @pytest.fixture
-def stat_records(harness, case, profile, alpha, record):
+def stat_records(harness, case, profile, per_check_false_fail_rate, record):
     """Statistical rounds are shared by the exactness and standard-rule tests of a case."""
     from exactspec.conformance.runner import statistical_records
 
     key = (harness.name, case.name, profile.name)
     if key not in _STAT_CACHE:
-        _STAT_CACHE[key] = record(harness.name, statistical_records(harness, case, profile, alpha))
+        _STAT_CACHE[key] = record(harness.name, statistical_records(harness, case, profile, per_check_false_fail_rate))
     return _STAT_CACHE[key]
+
+
+def impl_records(impl: str) -> list:
+    """The rule-level records this process has collected for `impl` so far."""
+    return list(_RECORDS.get(impl, []))
+
+
+def rule_result(impl: str, config):
+    """The rule-level SuiteResult of `impl` from the records this process collected."""
+    from exactspec.conformance.core.profiles import get_profile
+    from exactspec.conformance.core.report import SuiteResult
+    from exactspec.conformance.runner import finish_result
+
+    records = impl_records(impl)
+    result = SuiteResult(level="rule", impl=impl, profile=get_profile(profile_name(config)), records=records)
+    result.seconds = sum(float(r.result.details.get("seconds", 0.0)) for r in records if r.check == "position_1")
+    return finish_result(result, list(suite_cases(config)))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -178,26 +198,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     import os
 
-    from exactspec.conformance.profiles import budget_for, get_profile, plan_rounds
     from exactspec.conformance.report import format_summary, write_report
-    from exactspec.conformance.runner import SuiteResult
 
-    prof = get_profile(profile_name(config))
-    cases = suite_cases(config)
-    budget = budget_for(prof, cases)
-    alpha = budget.per_check_alpha
     terminalreporter.section("exactspec conformance summary")
     out_dir = config.getoption("--exactspec-report")
-    for impl, records in _RECORDS.items():
-        result = SuiteResult(impl, prof, list(records))
-        seen = {r.case for r in records}
-        result.plan = {c.name: plan_rounds(c, prof, alpha) for c in cases if c.name in seen}
-        stat = [r.result for r in records if r.category in ("exactness", "standard_rule")]
-        result.budget = budget.summarize(stat) if stat else {}
-        result.budget.update({"per_check_alpha": alpha, "n_checks_budgeted": budget.n_checks})
-        result.seconds = sum(float(r.result.details.get("seconds", 0.0)) for r in records
-                             if r.check == "position_1")
+    for impl in list(_RECORDS):
+        result = rule_result(impl, config)
         terminalreporter.write_line(format_summary(result))
         if out_dir:
-            paths = write_report(result, os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", impl)))
+            paths = write_report(result, os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", impl)), impl_spec=impl)
             terminalreporter.write_line(f"  report: {paths['markdown']}")

@@ -1,28 +1,22 @@
-"""Certificate writer: JSON (machine-readable, every check), Markdown (human-readable) and PNG plots
-(observed vs expected distributions, tokens per round, p-value calibration). `format_summary` is the
-text both `exactspec certify` and `pytest conformance` print at the end."""
+"""Rule-level certificate rendering: Markdown (human-readable), PNG plots (observed vs expected
+distributions, tokens per round, p-value calibration) and `format_summary`, the text both `exactspec
+certify` and `pytest conformance` print at the end. The JSON document and the file layout are the core's
+(`exactspec.conformance.core.report`), the same for both levels."""
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import math
-import platform
 from pathlib import Path
 
 import numpy as np
 
 from exactspec.conformance import CONTRACT_VERSION
-from exactspec.conformance.cases import SUITE_CASES, Case
-from exactspec.conformance.runner import SuiteResult
+from exactspec.conformance.cases import Case
+from exactspec.conformance.core import report as core_report
+from exactspec.conformance.core.records import STATISTICAL_CATEGORIES, VERDICT_TEXT
+from exactspec.conformance.core.report import SuiteResult
 
-VERDICT_TEXT = {
-    "CERTIFIED": "exact, and achieves the standard rule's acceptance (law of tokens per round matches)",
-    "EXACT_NOT_STANDARD": ("exact (no deviation from the target distribution detected), but NOT the standard rule: "
-                           "its emitted tuples / tokens per round differ from Leviathan-Chen's"),
-    "NOT_EXACT": "NOT exact: its output distribution differs from the target's (or it emits impossible tokens)",
-    "CONTRACT_VIOLATION": "does not obey the interface contract (bad output, exception, or not reproducible)",
-}
+__all__ = ["VERDICT_TEXT", "format_summary", "to_markdown", "write_report"]
 
 
 def _fmt(x, spec=".3g"):
@@ -31,58 +25,13 @@ def _fmt(x, spec=".3g"):
     return format(x, spec)
 
 
-def _versions() -> dict:
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for mod in ("numpy", "scipy", "torch", "transformers"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # pragma: no cover - optional
-            pass
-    return out
-
-
-def _profile_dict(result: SuiteResult) -> dict:
-    p = result.profile
-    return {"name": p.name, "epsilon_tv": p.epsilon_tv, "total_false_fail": p.total_false_fail, "beta": p.beta,
-            "max_bins": p.max_bins, "invariant_rounds": p.invariant_rounds,
-            "adversarial_rounds": p.adversarial_rounds, "hypothesis_examples": p.hypothesis_examples,
-            "description": p.description}
-
-
-def to_json(result: SuiteResult, cases: list[Case] | None = None) -> dict:
-    cases = cases or SUITE_CASES
-    recs = [r.to_dict() for r in result.records]
-    deviations = {}
-    for r in result.records:
-        if not r.passed and "observed_tv_binned" in r.result.details:
-            deviations[f"{r.case}/{r.check}"] = {
-                "observed_tv_binned": r.result.details["observed_tv_binned"],
-                "null_mean": r.result.details.get("observed_tv_binned_null_mean"), "p_value": r.result.p_value}
-    return {
-        "contract_version": CONTRACT_VERSION,
-        "impl": result.impl,
-        "verdict": result.verdict,
-        "verdict_text": VERDICT_TEXT[result.verdict],
-        "profile": _profile_dict(result),
-        "error_budget": result.budget,
-        "plan": result.plan,
-        "seconds": result.seconds,
-        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "environment": _versions(),
-        "cases": [c.summary() for c in cases if c.name in result.plan],
-        "measured_deviations": deviations,
-        "notes": result.notes,
-        "checks": recs,
-    }
-
-
 def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
-    b = result.budget
+    b, rule = result.budget, result.profile.rule
     lines = [f"exactspec conformance: {result.impl} [profile {result.profile.name}] -> {result.verdict}",
              f"  {VERDICT_TEXT[result.verdict]}",
-             f"  total false-fail rate <= {result.profile.total_false_fail:g} over {b.get('n_checks_budgeted', '?')} "
-             f"statistical checks (alpha {b.get('per_check_alpha', float('nan')):.3g} each); per case, a deviation "
-             f"of binned TV >= {result.profile.epsilon_tv:g} is detected w.p. >= {1 - result.profile.beta:g}; "
+             f"  total false-fail rate <= {rule.total_false_fail:g} over {b.get('n_checks', '?')} statistical "
+             f"checks ({b.get('per_check_false_fail_rate', float('nan')):.3g} each); per case, a deviation of binned "
+             f"TV >= {rule.target_tv:g} is detected w.p. >= {1 - result.profile.beta:g}; "
              f"{len(result.records)} checks in {result.seconds:.1f}s"]
     failed = result.failed
     if failed:
@@ -97,7 +46,7 @@ def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
     for r in result.records:
         by_case.setdefault(r.case, []).append(r)
     for name, plan in result.plan.items():
-        recs = [r for r in by_case.get(name, []) if r.category in ("exactness", "standard_rule")]
+        recs = [r for r in by_case.get(name, []) if r.statistical]
         primary = [r for r in recs if r.check == plan["primary"]]
         tv = primary[0].result.detectable_tv if primary else float("nan")
         pmin = min((r.result.p_value for r in recs), default=float("nan"))
@@ -152,8 +101,14 @@ def _plots(result: SuiteResult, out: Path) -> list[str]:
         fig.savefig(out / fname, dpi=90)
         plt.close(fig)
         files.append(fname)
+    files += _pvalue_plot(result, out, plt)
+    return files
+
+
+def _pvalue_plot(result: SuiteResult, out: Path, plt) -> list[str]:
+    """Sorted p-values of the statistical checks against uniform quantiles (calibration under exactness)."""
     pv = np.array([r.result.p_value for r in result.records
-                   if r.category in ("exactness", "standard_rule") and r.result.n > 0
+                   if r.category in STATISTICAL_CATEGORIES and r.result.n > 0
                    and r.result.details.get("n_bins", 0) >= 2])
     if pv.size:
         pv = np.sort(np.clip(pv, 1e-20, 1))  # display floor: smaller p-values are drawn at 1e-20
@@ -161,9 +116,9 @@ def _plots(result: SuiteResult, out: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(4.5, 4.5))
         ax.loglog(expected, pv, "o", ms=3, label="checks")
         ax.loglog([expected[0], 1], [expected[0], 1], "k--", lw=0.8, label="uniform (exact impl.)")
-        a = result.budget.get("per_check_alpha")
-        if a:
-            ax.axhline(a, color="r", lw=0.8, label=f"per-check alpha {a:.2g}")
+        rate = result.budget.get("per_check_false_fail_rate")
+        if rate:
+            ax.axhline(rate, color="r", lw=0.8, label=f"per-check false-fail rate {rate:.2g}")
         ax.set_xlabel("uniform quantile")
         ax.set_ylabel("observed p-value")
         ax.set_title(f"p-value calibration ({pv.size} checks)", fontsize=9)
@@ -171,28 +126,35 @@ def _plots(result: SuiteResult, out: Path) -> list[str]:
         fig.tight_layout()
         fig.savefig(out / "pvalue_calibration.png", dpi=90)
         plt.close(fig)
-        files.append("pvalue_calibration.png")
-    return files
+        return ["pvalue_calibration.png"]
+    return []
+
+
+def _environment_line(data: dict) -> str:
+    prov = data.get("provenance", {})
+    libs = prov.get("libraries") or prov.get("environment") or {}
+    return ", ".join(f"{k} {v}" for k, v in libs.items() if k != "platform" and v)
 
 
 def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
-    prof = result.profile
+    """The rule-level CERTIFICATE.md, from the result and its JSON document."""
+    prof, rule = result.profile, result.profile.rule
     b = result.budget
     md = [f"# Conformance certificate: `{result.impl}`", "",
           f"**Verdict: {result.verdict}** -- {VERDICT_TEXT[result.verdict]}.", "",
           f"Produced by `exactspec certify` (contract {CONTRACT_VERSION}, profile `{prof.name}`) on "
-          f"{data['generated']} in {result.seconds:.1f} s. Environment: "
-          + ", ".join(f"{k} {v}" for k, v in data["environment"].items() if k != "platform") + ".", "",
+          f"{data['generated']} in {result.seconds:.1f} s. Environment: {_environment_line(data)}.", "",
           "## Stated error rates", "",
-          f"- False-fail: P(any statistical check fails | implementation exact) <= **{prof.total_false_fail:g}** "
-          f"(Bonferroni over {b.get('n_checks_budgeted')} checks, alpha = {b.get('per_check_alpha', 0):.3g} each; "
-          f"alpha actually spent {b.get('alpha_spent', 0):.3g}). Hard checks (contract, invariants) have false-fail 0.",
-          f"- False-pass: on every case, a deviation of binned total variation >= **{prof.epsilon_tv:g}** in the "
+          f"- False-fail: P(any statistical check fails | implementation exact) <= **{rule.total_false_fail:g}** "
+          f"(Bonferroni over {b.get('n_checks')} checks, {b.get('per_check_false_fail_rate', 0):.3g} each; "
+          f"actually spent {b.get('false_fail_rate_spent', 0):.3g}). Hard checks (contract, invariants) have "
+          f"false-fail 0.",
+          f"- False-pass: on every case, a deviation of binned total variation >= **{rule.target_tv:g}** in the "
           f"primary law is detected with probability >= {1 - prof.beta:g} (large-vocabulary cases: 2.5 x looser, "
           f"they cost O(V) per round); n per case was computed from this target with "
           f"`stat_tests.required_samples`. Each check's own detectable TV is listed below.",
-          f"- Seeds are fixed (CRC32 of the case name): the run is deterministic.", ""]
-    if data["measured_deviations"]:
+          "- Seeds are fixed (CRC32 of the case name): the run is deterministic.", ""]
+    if data.get("measured_deviations"):
         md += ["## Measured deviations (failed statistical checks)", "",
                "| case/check | observed binned TV | its mean under exactness | p-value |", "|---|---|---|---|"]
         for k, v in data["measured_deviations"].items():
@@ -217,7 +179,7 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
     for f in plots:
         md.append(f"![{f}]({f})")
     md += ["", "## Every check", "",
-           "| case | check | category | n | p-value | alpha | detectable TV | observed TV | result |",
+           "| case | check | category | n | p-value | false-fail rate | detectable TV | observed TV | result |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in result.records:
         t = r.result
@@ -231,14 +193,11 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
 
 
 def write_report(result: SuiteResult, out_dir: str | Path, cases: list[Case] | None = None,
-                 extra_notes: list[str] | None = None) -> dict:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+                 extra_notes: list[str] | None = None, impl_spec: str | None = None) -> dict:
+    """certificate.json (the core's versioned document), CERTIFICATE.md and the plots, into `out_dir`."""
+    if cases is not None:
+        names = {c.name for c in cases}
+        result.cases = [c for c in result.cases if c["name"] in names]
     if extra_notes:
         result.notes.extend(extra_notes)
-    data = to_json(result, cases)
-    plots = _plots(result, out)
-    (out / "certificate.json").write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
-    (out / "CERTIFICATE.md").write_text(to_markdown(result, data, plots))
-    return {"json": str(out / "certificate.json"), "markdown": str(out / "CERTIFICATE.md"),
-            "plots": [str(out / p) for p in plots]}
+    return core_report.write_report(result, out_dir, to_markdown, _plots, impl_spec)

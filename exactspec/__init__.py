@@ -1,3 +1,18 @@
 """exactspec: the reference that speculative-sampling implementations are measured against."""
 
-__version__ = "0.1.0"
+from exactspec.errors import ExactspecError
+
+
+def _installed_version() -> str:
+    """The installed distribution's version (pyproject.toml is the one source), else a placeholder."""
+    try:
+        from importlib.metadata import version
+
+        return version("exactspec")
+    except Exception:  # noqa: BLE001 -- e.g. run from a source tree that is not installed
+        return "0+unknown"
+
+
+__version__ = _installed_version()
+
+__all__ = ["ExactspecError", "__version__"]

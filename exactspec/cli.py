@@ -2,6 +2,10 @@
 
 Each subcommand is a module exposing ``add_arguments(parser)`` and ``run(args) -> int``. Only the
 chosen subcommand's module is imported, so the NumPy-only demo never imports torch.
+
+Exit status shared by every subcommand: 2 for a usage error (argparse's own), 3 when exactspec itself
+crashes (an unexpected exception, reported with a request to file it); the rest is the subcommand's
+(see `exactspec certify --help`).
 """
 
 from __future__ import annotations
@@ -9,31 +13,79 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reference-demo": ("exactspec.reference.demo", "print the seed-article figures computed by the exact oracle"),
     "generate": ("exactspec.gpu_impl.cli", "speculative decoding on a real model (default: the embedded SmolLM2-135M)"),
-    "certify": ("exactspec.conformance.certify", "certify an implementation of the verification rule and write a report"),
-    "proofs": ("exactspec.proofs.checks", "run every machine check of the correctness argument"),
+    "certify": ("exactspec.conformance.certify", "certify an implementation (rule or sequence level) and write a report"),
+    "certify-samples": ("exactspec.conformance.engine.certify_samples",
+                        "certify a serving engine offline from reference and candidate sample files (JSONL)"),
+    "kill-table": ("exactspec.conformance.kill_table", "run the mutant zoo (--level rule|sequence) and write its kill table"),
+    "proofs": ("exactspec.proofs.cli", "run every machine check of the correctness argument"),
+    "engine": ("exactspec.conformance.engine.collect", "engine level: `exactspec engine collect` samples a serving engine's reference and candidate endpoints"),
 }
+
+INTERNAL_ERROR_HINT = ("exactspec: internal error (a bug in exactspec, not in your implementation). Please report it "
+                       "with the traceback above and the command line: {command}")
+
+
+def _attach(sub_parser: argparse.ArgumentParser, module_name: str) -> None:
+    """Import the chosen subcommand's module and let it add its arguments."""
+    module = importlib.import_module(module_name)
+    module.add_arguments(sub_parser)
+    sub_parser.set_defaults(_run=module.run)
+
+
+def build_parser(chosen: str | None) -> argparse.ArgumentParser:
+    """The top-level parser; only the `chosen` subcommand's module is imported."""
+    parser = argparse.ArgumentParser(prog="exactspec", description="exactspec: the reference speculative-sampling "
+                                     "implementations are measured against.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            _attach(sub_parser, module_name)
+    return parser
+
+
+def internal_crash(command: str) -> int:
+    """Print the current exception's traceback and a request to report it; the exit status 3."""
+    traceback.print_exc()
+    print(INTERNAL_ERROR_HINT.format(command=command), file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(prog="exactspec", description="exactspec: the reference speculative-sampling implementations are measured against.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    chosen = argv[0] if argv else None
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
-        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        if name == chosen:
-            module = importlib.import_module(module_name)
-            module.add_arguments(sub_parser)
-            sub_parser.set_defaults(_run=module.run)
+    chosen = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    command = " ".join(["exactspec", *argv])
+    try:
+        parser = build_parser(chosen)
+    except ModuleNotFoundError as error:
+        missing = str(error.name or "")
+        if chosen is None or not (missing == SUBCOMMANDS[chosen][0] or not missing.startswith("exactspec")):
+            return internal_crash(command)
+        what = "is not available in this install" if missing.startswith("exactspec") else "needs a missing package"
+        print(f"exactspec {chosen}: {what} ({error}); the torch-backed commands need `pip install exactspec[torch]`",
+              file=sys.stderr)
+        return EXIT_USAGE
+    except Exception:  # noqa: BLE001 -- a subcommand module that fails to import is our own bug
+        return internal_crash(command)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return 2
-    return int(args._run(args) or 0)
+        return EXIT_USAGE
+    try:
+        return int(args._run(args) or 0)
+    except BrokenPipeError:  # the reader went away (`exactspec proofs | head`): not a crash
+        sys.stderr.close()
+        return 0
+    except Exception:  # noqa: BLE001 -- the subcommands record implementation failures; this is our own bug
+        return internal_crash(command)
 
 
 if __name__ == "__main__":

@@ -210,9 +210,10 @@ def build_draft(spec: DraftSpec, target: Any, tokenizer: Any, device: str, dtype
         return EarlyExitDraft(target, n, cpu_matmul=cpu_matmul), f"early exit after {n} of {n_total} layers"
     if spec.kind == "model":
         from exactspec.gpu_impl import models
+        from exactspec.gpu_impl.vocab import check_same_vocabulary
 
         draft_model, draft_tokenizer = models.load_model(spec.path, device=device, dtype=dtype)
-        models.check_same_vocabulary(target, draft_model, (tokenizer, draft_tokenizer))
+        check_same_vocabulary(target, draft_model, tokenizer, draft_tokenizer)
         return ModelDraft(draft_model, draft_tokenizer, cpu_matmul), f"model {spec.path}"
     raise ValueError(f"unknown draft kind {spec.kind!r}")
 
@@ -261,25 +262,54 @@ def _encode(tokenizer: Any, prompt: str, chat: bool) -> Any:
     return tokenizer(prompt, return_tensors="pt")["input_ids"].long()
 
 
-def run(args: argparse.Namespace) -> int:
+def _checked_setup(args: argparse.Namespace) -> tuple[Any, str, Any]:
+    """(sampling, device, dtype) from the arguments; ValueError naming the flag on a bad combination."""
     import torch
 
     from exactspec.reference.warping import SamplingParams
 
-    try:
-        sampling = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p)
-    except ValueError as error:
-        return _fail(str(error))
+    sampling = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p)
     if args.tiny and args.model:
-        return _fail("--tiny and --model are mutually exclusive")
+        raise ValueError("--tiny and --model are mutually exclusive")
     if args.draft.kind == "early-exit" and args.draft.n_layers is not None and args.draft.n_layers < 1:
-        return _fail("early-exit:N needs N >= 1")
+        raise ValueError("early-exit:N needs N >= 1")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
         torch.empty(0, device=device)
     except (RuntimeError, ValueError) as error:
-        return _fail(f"--device {device!r} is not usable here: {error}")
-    dtype = getattr(torch, args.dtype)
+        raise ValueError(f"--device {device!r} is not usable here: {error}") from None
+    return sampling, device, getattr(torch, args.dtype)
+
+
+def _speculation_lines(stats: Any) -> list[str]:
+    """What the drafts did: acceptance (examined drafts only), tokens per target call, timers."""
+    per_pos = ", ".join(f"{a:.2f}" for a in stats.acceptance_rate_per_position)
+    lines = [f"acceptance alpha: {stats.acceptance_rate:.3f} overall ({stats.accepted} of {stats.examined} examined drafts "
+             f"accepted, {stats.proposed} proposed); per position: [{per_pos}]",
+             f"tokens per target call: {stats.tokens_per_target_call:.2f} over {stats.rounds} rounds",
+             f"time: draft {stats.draft_time_s:.2f} s, target {stats.target_time_s:.2f} s, wall {stats.wall_time_s:.2f} s"]
+    if stats.calibration_time_s:
+        lines.append(f"cost calibration for --k-policy cost: {stats.calibration_time_s:.2f} s (once per process and "
+                     f"batch size; excluded from the speed below)")
+    return lines
+
+
+def _plain_comparison_lines(plain: Any, result: Any, speed: float, greedy: bool) -> list[str]:
+    """Plain decoding's speed beside the speculative one and, when greedy, whether the outputs agree."""
+    n_plain = len(plain.sequences[0])
+    plain_speed = n_plain / plain.stats.wall_time_s if plain.stats.wall_time_s > 0 else float("nan")
+    lines = [f"plain decoding: {plain_speed:.1f} tokens/s ({n_plain} tokens in {plain.stats.wall_time_s:.2f} s); "
+             f"speedup {speed / plain_speed:.2f}x"]
+    if greedy:
+        lines.append(f"greedy outputs identical to plain decoding: {'yes' if plain.sequences[0] == result.sequences[0] else 'NO'}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        sampling, device, dtype = _checked_setup(args)
+    except ValueError as error:
+        return _fail(str(error))
 
     from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
     from exactspec.gpu_impl.models import LAST_LOAD_INFO, ModelNotAvailableError
@@ -321,29 +351,12 @@ def run(args: argparse.Namespace) -> int:
     n_new = len(result.sequences[0])
     decoding_s = stats.wall_time_s - stats.calibration_time_s  # the one-time cost calibration is reported apart
     speed = n_new / decoding_s if decoding_s > 0 else float("nan")
-    lines = []
-    if draft is not None:
-        per_pos = ", ".join(f"{a:.2f}" for a in stats.alpha_per_position)
-        reached = sum(stats.reached_per_position)
-        alpha = sum(stats.accepted_per_position) / reached if reached else 0.0  # P(accept | draft examined)
-        lines.append(f"acceptance alpha: {alpha:.3f} overall ({stats.accepted} of {reached} examined drafts accepted, "
-                     f"{stats.proposed} proposed); per position: [{per_pos}]")
-        lines.append(f"tokens per target call: {stats.tokens_per_target_call:.2f} over {stats.rounds} rounds")
-        lines.append(f"time: draft {stats.draft_time_s:.2f} s, target {stats.target_time_s:.2f} s, wall {stats.wall_time_s:.2f} s")
-        if stats.calibration_time_s:
-            lines.append(f"cost calibration for --k-policy cost: {stats.calibration_time_s:.2f} s (once per process and "
-                         f"batch size; excluded from the speed below)")
+    lines = _speculation_lines(stats) if draft is not None else []
     lines.append(f"speed: {speed:.1f} tokens/s ({n_new} tokens in {decoding_s:.2f} s)")
     if args.compare_plain and draft is not None:
         plain = generate_plain(target, input_ids, args.max_new_tokens, sampling=sampling, seed=args.seed, eos_token_id=eos,
                                cpu_matmul=args.cpu_matmul)
-        n_plain = len(plain.sequences[0])
-        plain_speed = n_plain / plain.stats.wall_time_s if plain.stats.wall_time_s > 0 else float("nan")
-        lines.append(f"plain decoding: {plain_speed:.1f} tokens/s ({n_plain} tokens in {plain.stats.wall_time_s:.2f} s); "
-                     f"speedup {speed / plain_speed:.2f}x")
-        if sampling.greedy:
-            same = plain.sequences[0] == result.sequences[0]
-            lines.append(f"greedy outputs identical to plain decoding: {'yes' if same else 'NO'}")
+        lines += _plain_comparison_lines(plain, result, speed, sampling.greedy)
     print("\n".join("# " + line for line in lines), file=sys.stderr)
     return 0
 

@@ -5,9 +5,10 @@
   to a float model takes ~35 s, so the converted weights, config and tokenizer are cached (safetensors) under
   ``$EXACTSPEC_CACHE`` or ``~/.cache/exactspec``; later loads read the cache (~1 s).
 * :func:`load_model` loads a user-given local Hugging Face directory or a ``.gguf`` file (cached the same way).
-* :func:`tiny_llama` / :func:`tiny_llama_pair` build small randomly initialised ``LlamaForCausalLM`` models
-  from a fixed seed, for tests.
-* :func:`check_same_vocabulary` refuses a target/draft pair whose vocabularies differ.
+* :func:`tiny_llama` builds a small randomly initialised ``LlamaForCausalLM`` from a fixed seed: the one
+  builder of tiny models (the CLI's hidden ``--tiny`` model, the sequence-level suite's models, the tests).
+
+Refusing a target/draft pair whose vocabularies differ is :func:`gpu_impl.vocab.check_same_vocabulary`.
 
 Nothing here touches the network: every Hugging Face call is made with ``local_files_only=True`` and
 ``HF_HUB_OFFLINE=1`` is set before transformers is imported.
@@ -208,7 +209,7 @@ def load_model(path_or_gguf: str | os.PathLike, device: Any = "cpu", dtype: Any 
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Tiny random models for tests
+# Tiny random models (the CLI's --tiny model, the sequence-level suite, tests)
 # ----------------------------------------------------------------------------------------------------------
 
 
@@ -254,45 +255,3 @@ def tiny_llama(
     finally:
         torch.random.set_rng_state(generator_state)
     return _finish(model, "cpu", _resolve_dtype(dtype))
-
-
-def tiny_llama_pair(
-    vocab_size: int = 64,
-    hidden_size: int = 64,
-    n_layers: int = 2,
-    draft_hidden_size: int = 32,
-    draft_layers: int = 1,
-    seed: int = 0,
-    share: float = 0.0,
-) -> tuple[Any, Any]:
-    """(target, draft): two tiny random Llamas with the same vocabulary, from one seed.
-
-    With ``share > 0`` the draft's embedding and LM head are ``share`` * the target's (where shapes allow:
-    equal hidden sizes) plus independent noise, so the pair agrees more often than two independent models.
-    """
-    target = tiny_llama(vocab_size, hidden_size, n_layers, seed=seed)
-    draft = tiny_llama(vocab_size, draft_hidden_size, draft_layers, seed=seed + 1, n_heads=4 if draft_hidden_size % 4 == 0 else 1, n_kv_heads=None)
-    if share and draft_hidden_size == hidden_size:
-        with torch.no_grad():
-            for name in ("model.embed_tokens.weight", "lm_head.weight"):
-                t = dict(target.named_parameters())[name]
-                d = dict(draft.named_parameters())[name]
-                d.mul_(1 - share).add_(share * t)
-    return target, draft
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Vocabulary check (the implementation lives in gpu_impl.vocab; this keeps the (target, draft, tokenizers) form)
-# ----------------------------------------------------------------------------------------------------------
-
-
-def check_same_vocabulary(target: Any, draft: Any, tokenizers: tuple[Any, Any] | None = None) -> None:
-    """Raise ValueError unless `target` and `draft` score the same vocabulary (and, if given, tokenizers agree).
-
-    Speculative sampling compares p(x) and q(x) token by token, so both models must index the same tokens.
-    Delegates to :func:`gpu_impl.vocab.check_same_vocabulary`.
-    """
-    from exactspec.gpu_impl.vocab import check_same_vocabulary as _check
-
-    target_tokenizer, draft_tokenizer = tokenizers if tokenizers is not None else (None, None)
-    _check(target, draft, target_tokenizer, draft_tokenizer)

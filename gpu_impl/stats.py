@@ -3,20 +3,43 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+
+def examined_and_accepted(proposed: int, accepted_counts: Iterable[int]) -> tuple[list[int], list[int]]:
+    """Per draft position i < `proposed`: how many rows examined draft i, and how many accepted it.
+
+    Row b accepted its first accepted_counts[b] drafts; it examined those and, if any was left, the one
+    it rejected (a draft after a rejection is never examined). The one place acceptances are counted:
+    `SpecStats` adds these up, `k_policy.CostModelK` adds them with a decay.
+    """
+    examined, accepted = [0] * proposed, [0] * proposed
+    for n in accepted_counts:
+        for i in range(min(n + 1, proposed)):
+            examined[i] += 1
+        for i in range(min(n, proposed)):
+            accepted[i] += 1
+    return examined, accepted
+
+
+def _add(totals: list, more: list) -> list:
+    """Element-wise sum of two per-position lists of possibly different lengths."""
+    width = max(len(totals), len(more))
+    return [(totals[i] if i < len(totals) else 0) + (more[i] if i < len(more) else 0) for i in range(width)]
 
 
 @dataclass
 class SpecStats:
     """What a run cost and how often drafts were accepted.
 
-    alpha_per_position[i] = P(draft i+1 accepted | drafts 1..i accepted), over all rows and rounds.
+    acceptance_rate_per_position[i] = P(draft i+1 accepted | drafts 1..i accepted), over all rows and rounds.
     tokens_per_target_call = emitted tokens per row per target forward (before EOS/max cuts).
     """
 
     rounds: int = 0
     proposed: int = 0
     accepted: int = 0
-    alpha_per_position: list[float] = field(default_factory=list)
+    acceptance_rate_per_position: list[float] = field(default_factory=list)
     tokens_per_target_call: float = 0.0
     draft_time_s: float = 0.0
     target_time_s: float = 0.0
@@ -26,40 +49,52 @@ class SpecStats:
     new_tokens: int = 0
     target_calls: int = 0
     draft_calls: int = 0
-    reached_per_position: list[int] = field(default_factory=list)
+    reached_per_position: list[int] = field(default_factory=list)  # drafts examined, per position
     accepted_per_position: list[int] = field(default_factory=list)
     row_rounds: int = 0  # sum over rounds of the rows still generating
     emitted_before_cuts: int = 0
 
     @property
+    def examined(self) -> int:
+        """Drafts examined by the rule (a draft after a rejection is never examined)."""
+        return sum(self.reached_per_position)
+
+    @property
     def acceptance_rate(self) -> float:
-        """Accepted / examined drafts (a draft after a rejection is never examined): the pooled alpha."""
-        examined = sum(self.reached_per_position)
-        return sum(self.accepted_per_position) / examined if examined else 0.0
+        """Accepted / examined drafts: the pooled acceptance rate the iid model E[N] = (1 - a^(k+1)) / (1 - a) needs."""
+        return sum(self.accepted_per_position) / self.examined if self.examined else 0.0
 
     def record_round(self, proposed: int, accepted_counts: list[int]) -> None:
         """Add one round: `proposed` drafts per row, `accepted_counts[b]` of them accepted by row b."""
+        examined, accepted = examined_and_accepted(proposed, accepted_counts)
         self.rounds += 1
-        grow = proposed - len(self.reached_per_position)
-        if grow > 0:
-            self.reached_per_position += [0] * grow
-            self.accepted_per_position += [0] * grow
-        for n in accepted_counts:
-            self.proposed += proposed
-            self.accepted += n
-            for i in range(min(n + 1, proposed)):
-                self.reached_per_position[i] += 1
-            for i in range(n):
-                self.accepted_per_position[i] += 1
+        self.proposed += proposed * len(accepted_counts)
+        self.accepted += sum(accepted_counts)
+        self.reached_per_position = _add(self.reached_per_position, examined)
+        self.accepted_per_position = _add(self.accepted_per_position, accepted)
         self.row_rounds += len(accepted_counts)
         self.emitted_before_cuts += sum(accepted_counts) + len(accepted_counts)
 
     def finish(self) -> None:
         """Derive the ratios from the raw counts."""
-        self.alpha_per_position = [
+        self.acceptance_rate_per_position = [
             a / r if r else 0.0 for a, r in zip(self.accepted_per_position, self.reached_per_position)
         ]
         self.tokens_per_target_call = self.emitted_before_cuts / self.row_rounds if self.row_rounds else 0.0
+
+    @classmethod
+    def pooled(cls, runs: Iterable["SpecStats"]) -> "SpecStats":
+        """The counters and timers of several runs added up, ratios derived (benchmarks pool repeats this way)."""
+        total = cls()
+        for run in runs:
+            for name in ("rounds", "proposed", "accepted", "draft_time_s", "target_time_s", "wall_time_s",
+                         "prefill_time_s", "calibration_time_s", "new_tokens", "target_calls", "draft_calls",
+                         "row_rounds", "emitted_before_cuts"):
+                setattr(total, name, getattr(total, name) + getattr(run, name))
+            total.reached_per_position = _add(total.reached_per_position, run.reached_per_position)
+            total.accepted_per_position = _add(total.accepted_per_position, run.accepted_per_position)
+        total.finish()
+        return total
 
     def to_dict(self) -> dict:
         return {**asdict(self), "acceptance_rate": self.acceptance_rate}

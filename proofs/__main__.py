@@ -1,5 +1,5 @@
-"""`python -m proofs`: run every machine check of the argument; exit status 1 if any fails."""
+"""`python -m exactspec.proofs`: run every machine check of the argument; exit status 1 if any fails."""
 
-from exactspec.proofs.checks import main
+from exactspec.proofs.cli import main
 
 raise SystemExit(main())

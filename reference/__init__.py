@@ -11,8 +11,10 @@ from exactspec.reference.laws import (
     first_token_marginal,
     residual,
     round_distribution,
+    unchecked_residual,
 )
 from exactspec.reference.rules import verify, verify_batch, verify_greedy, verify_sampler_match
+from exactspec.reference.sampling import inverse_cdf, sample_token
 from exactspec.reference.sequences import speculative_sequence_law, target_sequence_law
 from exactspec.reference.speedup import (
     expected_tokens,
@@ -38,15 +40,18 @@ __all__ = [
     "first_token_marginal",
     "greedy_probs",
     "improvement_factor",
+    "inverse_cdf",
     "optimal_k",
     "residual",
     "round_distribution",
+    "sample_token",
     "speculative_sequence_law",
     "target_sequence_law",
     "tokens_law",
     "tokens_law_per_position",
     "tokens_mean_variance",
     "tokens_variance",
+    "unchecked_residual",
     "verification_cost",
     "verify",
     "verify_batch",

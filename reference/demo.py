@@ -35,19 +35,19 @@ def simulate_first_token(p: np.ndarray, q: np.ndarray, k: int, rounds: int, seed
 
 
 def demo_rows(k: int = 4, rounds: int = 20_000, seed: int = 0) -> list[dict]:
-    """One record per draft: alpha, E[tokens per target call], simulated and exact first-token law."""
+    """One record per draft: acceptance rate, E[tokens per target call], simulated and exact first-token law."""
     p = np.array([float(v) for v in TARGET])
     records = []
     for name, q_exact in demo_drafts().items():
         q = np.array([float(v) for v in q_exact])
-        alpha = acceptance_rate(TARGET, q_exact)
+        rate = float(acceptance_rate(TARGET, q_exact))
         law = round_distribution([TARGET] * (k + 1), [q_exact] * k)
         exact_marginal = first_token_marginal(law, len(TARGET))
         records.append(
             {
                 "draft": name,
-                "alpha": float(alpha),
-                "expected_tokens": expected_tokens(float(alpha), k),
+                "acceptance_rate": rate,
+                "expected_tokens": expected_tokens(rate, k),
                 "simulated_first_token": simulate_first_token(p, q, k, rounds, seed).tolist(),
                 "exact_first_token_equals_p": exact_marginal == TARGET,
                 "exact_law_sums_to_one": sum(law.values()) == 1,
@@ -70,5 +70,5 @@ def run(args: argparse.Namespace) -> int:
         simulated = " / ".join(f"{v:.3f}" for v in record["simulated_first_token"])
         exact = record["exact_first_token_equals_p"] and record["exact_law_sums_to_one"]
         all_exact &= exact
-        print(f"{record['draft']:<16}{record['alpha']:>7.2f}{record['expected_tokens']:>16.2f}   {simulated:<48}{'yes (rational)' if exact else 'NO'}")
+        print(f"{record['draft']:<16}{record['acceptance_rate']:>7.2f}{record['expected_tokens']:>16.2f}   {simulated:<48}{'yes (rational)' if exact else 'NO'}")
     return 0 if all_exact else 1

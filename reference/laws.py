@@ -38,8 +38,12 @@ def acceptance_rate(p: Any, q: Any) -> float:
     return float(rate) if rate.ndim == 0 else rate
 
 
-def _residual_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """norm(max(0, p - q)) along the last axis; rows with no positive mass fall back to p."""
+def unchecked_residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """norm(max(0, p - q)) along the last axis, without input checks; rows with no positive mass fall back to p.
+
+    The one float implementation of the residual: `residual` validates and then calls it; hot loops
+    (the rule, the mutant zoo) whose rows are already arrays call it directly. Keeps the input dtype.
+    """
     positive = np.maximum(p - q, 0.0)
     mass = positive.sum(axis=-1, keepdims=True)
     safe_mass = np.where(mass > 0, mass, 1.0)
@@ -69,7 +73,7 @@ def residual(p: Any, q: Any) -> Any:
     q_arr = as_prob_array(q, "q", ndim=(1, 2, 3))
     if p_arr.shape != q_arr.shape:
         raise ValueError(f"p and q must have the same shape, got {p_arr.shape} and {q_arr.shape}")
-    return _residual_rows(p_arr, q_arr)
+    return unchecked_residual(p_arr, q_arr)
 
 
 def _round_law(p_rows: list[list], q_rows: list[list], zero: Any, one: Any) -> dict[tuple[int, ...], Any]:
@@ -77,7 +81,7 @@ def _round_law(p_rows: list[list], q_rows: list[list], zero: Any, one: Any) -> d
     k = len(q_rows)
     residuals = [
         _residual_rational(p_rows[i], q_rows[i]) if isinstance(zero, Fraction) else
-        list(_residual_rows(np.asarray(p_rows[i]), np.asarray(q_rows[i])))
+        list(unchecked_residual(np.asarray(p_rows[i]), np.asarray(q_rows[i])))
         for i in range(k)
     ]
     law: dict[tuple[int, ...], Any] = defaultdict(lambda: zero)

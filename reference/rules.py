@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from exactspec.reference.laws import _residual_rows
+from exactspec.reference.laws import unchecked_residual
+from exactspec.reference.sampling import inverse_cdf
 from exactspec.reference.validation import as_prob_array, as_token_array, check_rng, check_round_shapes
 
 
@@ -31,16 +32,6 @@ def _checked_batch(target_probs: Any, draft_probs: Any, draft_tokens: Any, batch
     if not batched:
         p, q, x = p[None], q[None], x[None]
     return p, q, x, k
-
-
-def _inverse_cdf(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """One token per row of `probs` (B, V) by inverse CDF; never returns a token of probability 0."""
-    cumulative = np.cumsum(probs, axis=-1)
-    targets = uniforms * cumulative[:, -1]
-    tokens = (cumulative <= targets[:, None]).sum(axis=-1)
-    # Rounding can put the target at the very top: fall back to the last token with positive mass.
-    last_positive = probs.shape[-1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=-1)
-    return np.minimum(tokens, last_positive)
 
 
 def _emit(n_accepted: np.ndarray, draft_tokens: np.ndarray, final_tokens: np.ndarray, k: int):
@@ -72,10 +63,10 @@ def _standard(p: np.ndarray, q: np.ndarray, x: np.ndarray, k: int, rng: np.rando
     clipped = np.minimum(n_accepted, k - 1)
     final_dist = np.where(
         rejected_here[:, None],
-        _residual_rows(p[at, clipped], q[at, clipped]),
+        unchecked_residual(p[at, clipped], q[at, clipped]),
         p[at, n_accepted],
     )
-    final_tokens = _inverse_cdf(final_dist, rng.random(batch))
+    final_tokens = inverse_cdf(final_dist, rng.random(batch))
     return _emit(n_accepted, x, final_tokens, k)
 
 
@@ -98,7 +89,7 @@ def verify_sampler_match(target_probs: Any, draft_probs: Any, draft_tokens: Any,
     """Exact but weaker rule: draw y_i ~ p_i, keep drafts while y_i == x_i, emit y_i at the first mismatch."""
     check_rng(rng)
     p, q, x, k = _checked_batch(target_probs, draft_probs, draft_tokens, batched=False)
-    samples = _inverse_cdf(p[0], rng.random(k + 1))
+    samples = inverse_cdf(p[0], rng.random(k + 1))
     matches = np.cumprod(samples[:k] == x[0]).astype(bool)
     n_accepted = k if matches.all() else int(matches.argmin())
     return x[0, :n_accepted].tolist() + [int(samples[n_accepted])]

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from exactspec.reference.laws import _residual_rational, _residual_rows
+from exactspec.reference.laws import _residual_rational, unchecked_residual
 from exactspec.reference.validation import PROB_SUM_TOL, check_k
 
 ToyModel = Callable[[tuple[int, ...]], Sequence[Any]]
@@ -85,7 +85,7 @@ def speculative_sequence_law(
         p, q = p_row(prefix), q_row(prefix)
         if len(p) != len(q):
             raise ValueError(f"target and draft have mismatched vocabularies: {len(p)} vs {len(q)}")
-        return _residual_rational(p, q) if exact else _residual_rows(np.asarray(p), np.asarray(q)).tolist()
+        return _residual_rational(p, q) if exact else unchecked_residual(np.asarray(p), np.asarray(q)).tolist()
 
     def start_round(generated: tuple[int, ...], weight: Any) -> None:
         if len(generated) >= length:

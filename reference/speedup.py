@@ -18,52 +18,52 @@ from exactspec.reference.validation import check_k
 
 #: Acceptance rates computed in float64 as sum(min(p, q)) can exceed 1 by rounding; up to this much
 #: above 1 is accepted and clipped to 1.
-ALPHA_ROUNDING_TOL = 1e-9
+RATE_ROUNDING_TOL = 1e-9
 
 
-def _check_alpha(alpha: Any, name: str = "alpha") -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)):
-        raise ValueError(f"{name} must be a number in [0, 1], got {alpha!r}")
-    if not np.isfinite(alpha) or not (0 <= alpha <= 1 + ALPHA_ROUNDING_TOL):
-        raise ValueError(f"{name} must be in [0, 1], got {alpha!r}")
-    return min(float(alpha), 1.0)
+def _check_acceptance_rate(acceptance_rate: Any, name: str = "acceptance_rate") -> float:
+    if isinstance(acceptance_rate, bool) or not isinstance(acceptance_rate, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a number in [0, 1], got {acceptance_rate!r}")
+    if not np.isfinite(acceptance_rate) or not (0 <= acceptance_rate <= 1 + RATE_ROUNDING_TOL):
+        raise ValueError(f"{name} must be in [0, 1], got {acceptance_rate!r}")
+    return min(float(acceptance_rate), 1.0)
 
 
-def _check_alphas(alphas: Any) -> np.ndarray:
-    array = np.asarray(alphas, dtype=np.float64)
+def _check_acceptance_rates(acceptance_rates: Any) -> np.ndarray:
+    array = np.asarray(acceptance_rates, dtype=np.float64)
     if array.ndim != 1 or array.size < 1:
-        raise ValueError(f"alphas must be a non-empty 1-D sequence of per-position acceptance rates, got shape {array.shape}")
-    if np.isnan(array).any() or (array < 0).any() or (array > 1 + ALPHA_ROUNDING_TOL).any():
-        raise ValueError(f"alphas must all lie in [0, 1], got {array.tolist()}")
+        raise ValueError(f"acceptance_rates must be a non-empty 1-D sequence of per-position acceptance rates, got shape {array.shape}")
+    if np.isnan(array).any() or (array < 0).any() or (array > 1 + RATE_ROUNDING_TOL).any():
+        raise ValueError(f"acceptance_rates must all lie in [0, 1], got {array.tolist()}")
     return np.minimum(array, 1.0)
 
 
-def tokens_law_per_position(alphas: Sequence[float]) -> np.ndarray:
+def tokens_law_per_position(acceptance_rates: Sequence[float]) -> np.ndarray:
     """P(N = n), n = 1..k+1, for per-position acceptance rates alpha_1..alpha_k."""
-    a = _check_alphas(alphas)
+    a = _check_acceptance_rates(acceptance_rates)
     survive = np.concatenate([[1.0], np.cumprod(a)])  # P(N > n - 1) = prod_{i<n} alpha_i
     law = survive.copy()
     law[:-1] *= 1.0 - a
     return law
 
 
-def tokens_law(alpha: float, k: int) -> np.ndarray:
-    """P(N = n), n = 1..k+1: alpha^(n-1)(1 - alpha) for n <= k and alpha^k for n = k+1."""
-    return tokens_law_per_position([_check_alpha(alpha)] * check_k(k))
+def tokens_law(acceptance_rate: float, k: int) -> np.ndarray:
+    """P(N = n), n = 1..k+1: a^(n-1)(1 - a) for n <= k and a^k for n = k+1 (a = acceptance_rate)."""
+    return tokens_law_per_position([_check_acceptance_rate(acceptance_rate)] * check_k(k))
 
 
-def expected_tokens_per_position(alphas: Sequence[float]) -> float:
+def expected_tokens_per_position(acceptance_rates: Sequence[float]) -> float:
     """E[N] = 1 + sum_j prod_{i<=j} alpha_i for per-position acceptance rates."""
-    a = _check_alphas(alphas)
+    a = _check_acceptance_rates(acceptance_rates)
     return float(1.0 + np.cumprod(a).sum())
 
 
-def expected_tokens(alpha: float, k: int) -> float:
-    """E[N] = (1 - alpha^(k+1)) / (1 - alpha), and k + 1 at alpha = 1."""
-    alpha, k = _check_alpha(alpha), check_k(k)
-    if alpha == 1.0:
+def expected_tokens(acceptance_rate: float, k: int) -> float:
+    """E[N] = (1 - a^(k+1)) / (1 - a) for a = acceptance_rate, and k + 1 at a = 1."""
+    acceptance_rate, k = _check_acceptance_rate(acceptance_rate), check_k(k)
+    if acceptance_rate == 1.0:
         return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+    return (1.0 - acceptance_rate ** (k + 1)) / (1.0 - acceptance_rate)
 
 
 def tokens_mean_variance(law: Sequence[float]) -> tuple[float, float]:
@@ -74,9 +74,9 @@ def tokens_mean_variance(law: Sequence[float]) -> tuple[float, float]:
     return mean, float((n**2 * probs).sum() - mean**2)
 
 
-def tokens_variance(alpha: float, k: int) -> float:
-    """Var[N] for constant acceptance rate alpha and k draft tokens."""
-    return tokens_mean_variance(tokens_law(alpha, k))[1]
+def tokens_variance(acceptance_rate: float, k: int) -> float:
+    """Var[N] for a constant acceptance rate and k draft tokens."""
+    return tokens_mean_variance(tokens_law(acceptance_rate, k))[1]
 
 
 VerifyCost = Callable[[int], float] | Mapping[int, float] | Sequence[float] | None
@@ -99,19 +99,19 @@ def verification_cost(verify_cost: VerifyCost, n_tokens: int) -> float:
     return value
 
 
-def improvement_factor(alpha: float, k: int, c: float, verify_cost: VerifyCost = None) -> float:
+def improvement_factor(acceptance_rate: float, k: int, c: float, verify_cost: VerifyCost = None) -> float:
     """Expected speedup over plain decoding: E[N] / (c k + v(k+1)) (Leviathan et al. Thm 3.8 when v = 1)."""
     if isinstance(c, bool) or not isinstance(c, (int, float, np.floating)) or not np.isfinite(c) or c < 0:
         raise ValueError(f"c (draft cost / target cost) must be a finite number >= 0, got {c!r}")
     k = check_k(k)
-    return expected_tokens(alpha, k) / (c * k + verification_cost(verify_cost, k + 1))
+    return expected_tokens(acceptance_rate, k) / (c * k + verification_cost(verify_cost, k + 1))
 
 
-def optimal_k(alpha: float, c: float, verify_cost: VerifyCost = None, k_max: int = 32) -> tuple[int, float]:
+def optimal_k(acceptance_rate: float, c: float, verify_cost: VerifyCost = None, k_max: int = 32) -> tuple[int, float]:
     """The k in 1..k_max maximising the improvement factor, and that factor.
 
-    A factor below 1 means speculative decoding does not pay at these (alpha, c, v): decode plainly.
+    A factor below 1 means speculative decoding does not pay at these (acceptance_rate, c, v): decode plainly.
     """
     k_max = check_k(k_max, "k_max")
-    best = max(range(1, k_max + 1), key=lambda k: improvement_factor(alpha, k, c, verify_cost))
-    return best, improvement_factor(alpha, best, c, verify_cost)
+    best = max(range(1, k_max + 1), key=lambda k: improvement_factor(acceptance_rate, k, c, verify_cost))
+    return best, improvement_factor(acceptance_rate, best, c, verify_cost)

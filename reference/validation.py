@@ -1,4 +1,4 @@
-"""Input checks shared by the oracle: every bad input becomes a ValueError that names the argument.
+"""Input checks shared by the oracle and stat_tests: every bad input becomes a ValueError naming the argument.
 
 Why: an oracle that crashes deep inside NumPy on a malformed row teaches the user nothing; one that
 silently renormalises hides the very bugs exactspec exists to find.
@@ -104,19 +104,97 @@ def check_round_shapes(target_probs: np.ndarray, draft_probs: np.ndarray, batche
     return k
 
 
+def _as_integers(values: Any, name: str, what: str = "integers") -> np.ndarray:
+    """`values` as int64 if they are integers (integral floats accepted; booleans, NaN and fractions refused)."""
+    if values is None:
+        raise ValueError(f"{name} is required")
+    array = np.asarray(values)
+    if array.dtype.kind == "f":
+        if not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
+            raise ValueError(f"{name} must hold {what}, got non-integral or non-finite floats")
+    elif array.dtype.kind not in "iu" and not (array.size == 0 and array.dtype.kind != "b"):
+        raise ValueError(f"{name} must hold {what}, got dtype {array.dtype}")
+    return array.astype(np.int64)
+
+
 def as_token_array(tokens: Any, name: str, shape: tuple[int, ...], vocab_size: int) -> np.ndarray:
     """Return integer token ids of the given shape, each in [0, vocab_size), or raise ValueError."""
-    array = np.asarray(tokens)
-    if array.dtype.kind not in "iu":
-        if array.dtype.kind == "f" and array.size and np.all(np.isfinite(array)) and np.all(array == np.round(array)):
-            array = array.astype(np.int64)
-        else:
-            raise ValueError(f"{name} must hold integer token ids, got dtype {array.dtype}")
+    array = _as_integers(tokens, name, "integer token ids")
     if array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {array.shape}")
     if array.size and (array.min() < 0 or array.max() >= vocab_size):
         raise ValueError(f"{name} holds a token id outside [0, {vocab_size}): min {array.min()}, max {array.max()}")
-    return array.astype(np.int64)
+    return array
+
+
+def check_int_array(values: Any, name: str, lo: int = 0, hi: int | None = None) -> np.ndarray:
+    """A 1-D int64 array with every value in [lo, hi) (hi=None: unbounded above), or raise ValueError."""
+    array = _as_integers(values, name)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
+    if array.size:
+        smallest, largest = int(array.min()), int(array.max())
+        if smallest < lo:
+            raise ValueError(f"{name} contains {smallest}, below the allowed minimum {lo}")
+        if hi is not None and largest >= hi:
+            raise ValueError(f"{name} contains {largest}, out of range (must be < {hi})")
+    return array
+
+
+def check_counts(counts: Any, size: int, name: str = "counts") -> np.ndarray:
+    """Per-category counts: 1-D, length `size`, non-negative integers."""
+    array = check_int_array(counts, name, lo=0)
+    if array.size != size:
+        raise ValueError(f"{name} must have length {size} (one per category), got {array.size}")
+    return array
+
+
+def as_prob_vector(probs: Any, name: str = "p") -> np.ndarray:
+    """One probability row (V,), checked by `as_prob_array` and renormalised to sum to 1 in float64."""
+    if probs is None:
+        raise ValueError(f"{name} is required")
+    array = as_prob_array(probs, name, ndim=1)
+    return array / array.sum()
+
+
+def as_prob_rows(probs: Any, name: str = "probs") -> np.ndarray:
+    """Probability rows (n, V), checked by `as_prob_array` and each renormalised to sum to 1 in float64."""
+    if probs is None:
+        raise ValueError(f"{name} is required")
+    array = as_prob_array(probs, name, ndim=2)
+    return array / array.sum(axis=1, keepdims=True)
+
+
+def check_rate(value: Any, name: str) -> float:
+    """`value` as a float strictly inside (0, 1) (a statistical test's error rate), or raise ValueError."""
+    if value is None:
+        raise ValueError(f"{name} is required")
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}") from None
+    if not np.isfinite(rate) or not 0.0 < rate < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+    return rate
+
+
+def check_positive_number(value: Any, name: str) -> float:
+    """`value` as a finite float > 0 (a sample size, an expected count), or raise ValueError."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number, got {value!r}") from None
+    if not np.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return number
+
+
+def check_error_rates(false_fail_rate: Any, beta: Any) -> tuple[float, float]:
+    """A test's false-fail rate and false-pass rate beta, each in (0, 1) and summing to less than 1."""
+    fail, miss = check_rate(false_fail_rate, "false_fail_rate"), check_rate(beta, "beta")
+    if fail + miss >= 1.0:
+        raise ValueError(f"false_fail_rate + beta must be < 1 (false_fail_rate={fail}, beta={miss})")
+    return fail, miss
 
 
 def check_rng(rng: Any) -> np.random.Generator:

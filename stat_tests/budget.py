@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from statsmodels.stats.multitest import multipletests
 
-from ._validate import check_rate
+from exactspec.reference.validation import check_rate
 from .power import detectable_tv, required_samples
 
 
@@ -36,13 +36,13 @@ class ErrorBudget:
             raise ValueError(f"n_checks must be a positive integer, got {self.n_checks!r}")
 
     @property
-    def per_check_alpha(self) -> float:
+    def per_check_false_fail_rate(self) -> float:
         """Bonferroni share: total_false_fail / (n_checks * tail_safety).  Set tail_safety=2
-        when the checks are asymptotic chi-square tests run at alpha <= 1e-4 with
+        when the checks are asymptotic chi-square tests run at false-fail rates <= 1e-4 with
         min_expected=20: the benchmark measured realised tails up to 1.6x nominal there."""
         return self.total_false_fail / (self.n_checks * self.tail_safety)
 
-    def alphas(self, weights) -> np.ndarray:
+    def false_fail_rates(self, weights) -> np.ndarray:
         """Unequal Bonferroni split proportional to ``weights`` (length n_checks, positive)."""
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != (self.n_checks,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
@@ -60,9 +60,9 @@ class ErrorBudget:
         return p
 
     def bonferroni(self, p_values) -> dict:
-        """Reject check i iff p_i < per_check_alpha."""
+        """Reject check i iff p_i < per_check_false_fail_rate."""
         p = self._pvals(p_values)
-        reject = p < self.per_check_alpha
+        reject = p < self.per_check_false_fail_rate
         return {"method": "bonferroni", "reject": reject.tolist(), "passed": not bool(reject.any()),
                 "total_false_fail": self.total_false_fail}
 
@@ -78,11 +78,11 @@ class ErrorBudget:
 
     def detectable_tv(self, n: float, n_bins: int) -> float:
         """Binned TV a chi-square check with n samples, n_bins bins detects at this budget."""
-        return detectable_tv(n, n_bins, self.per_check_alpha, self.beta)
+        return detectable_tv(n, n_bins, self.per_check_false_fail_rate, self.beta)
 
     def required_samples(self, epsilon_tv: float, n_bins: int) -> int:
         """Samples per check so every check detects binned TV >= epsilon_tv w.p. >= 1 - beta."""
-        return required_samples(epsilon_tv, n_bins, self.per_check_alpha, self.beta)
+        return required_samples(epsilon_tv, n_bins, self.per_check_false_fail_rate, self.beta)
 
     def summarize(self, results) -> dict:
         """One verdict for a run: all passed?, alpha actually spent (must be <= budget),

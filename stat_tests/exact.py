@@ -11,9 +11,7 @@ import math
 import numpy as np
 from scipy.special import gammaln
 
-from ._validate import check_alpha_beta
-from .gof import _counts_from, _zero_result
-from ._validate import check_probs
+from .gof import checked_gof_inputs
 from .power import detectable_tv
 from .result import TestResult
 
@@ -36,25 +34,20 @@ def _stat(x: np.ndarray, n: int, p: np.ndarray, logp: np.ndarray, kind: str) -> 
     return -(gammaln(n + 1) - np.sum(gammaln(x + 1), axis=-1) + x @ logp)
 
 
-def multinomial_exact_test(samples=None, p=None, alpha=None, *, counts=None, beta: float = 0.001,
+def multinomial_exact_test(samples=None, p=None, false_fail_rate=None, *, counts=None, beta: float = 0.001,
                            statistic: str = "pearson", n_sim: int | None = None, rng=0,
                            max_enumerate: int = 1_000_000,
                            name: str = "multinomial_exact_test") -> TestResult:
     """Exact (enumeration) or Monte-Carlo multinomial GoF test on unpooled categories.
 
     ``statistic``: "pearson" orders outcomes by Pearson's X^2, "prob" by their probability.
-    Monte-Carlo uses ``n_sim`` draws (default max(10_000, 20/alpha)).
+    Monte-Carlo uses ``n_sim`` draws (default max(10_000, 20/false_fail_rate)).
     ``detectable_tv`` uses chi-square planning on the support size (approximate here).
     """
-    pp = check_probs(p, "p")
-    if alpha is None:
-        raise ValueError("alpha is required")
-    a, be = check_alpha_beta(alpha, beta)
     if statistic not in ("pearson", "prob"):
         raise ValueError(f"statistic must be 'pearson' or 'prob', got {statistic!r}")
-    c = _counts_from(samples, counts, pp.size)
+    pp, a, be, c, zr = checked_gof_inputs(samples, counts, p, false_fail_rate, beta, name)
     n = int(c.sum())
-    zr = _zero_result(c, pp, be, name)
     if not zr.passed:
         return TestResult(name, float("inf"), 0.0, n, a, be, float("nan"), False, zr.message, zr.details)
     sup = pp > 0
@@ -80,8 +73,8 @@ def multinomial_exact_test(samples=None, p=None, alpha=None, *, counts=None, bet
         if n_sim < 1:
             raise ValueError(f"n_sim must be >= 1, got {n_sim}")
         if n_sim * k > 2_000_000_000:
-            raise ValueError(f"alpha={a:g} needs n_sim={n_sim} Monte-Carlo draws of {k} categories: "
-                             "too many; use chisquare_gof or a larger alpha")
+            raise ValueError(f"false_fail_rate={a:g} needs n_sim={n_sim} Monte-Carlo draws of {k} categories: "
+                             "too many; use chisquare_gof or a larger false_fail_rate")
         g = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         chunk = max(1, min(n_sim, 4_000_000 // k))
         exceed, done = 0, 0
@@ -98,5 +91,5 @@ def multinomial_exact_test(samples=None, p=None, alpha=None, *, counts=None, bet
     details = {"statistic_kind": statistic, "n_categories": k,
                "detectable_metric": "TV (approximate: chi-square planning on unpooled categories)", **mode}
     msg = (f"{name}: {'PASS' if passed else 'FAIL'}: {statistic} T={t_obs:.4g} p={pval:.3g} "
-           f"({mode['mode']}, alpha={a:.3g}, n={n}, {k} categories)")
+           f"({mode['mode']}, false_fail_rate={a:.3g}, n={n}, {k} categories)")
     return TestResult(name, t_obs, pval, n, a, be, d, passed, msg, details)

@@ -9,7 +9,7 @@ Tail calibration (documented regime): every bin has expected count >= min_expect
 statistic whenever that variance exceeds 2*df (rare / unequal bins), and the plain
 chi-square otherwise; it is never smaller than the plain asymptotic p-value.  The G
 statistic uses Williams' correction G / (1 + (B+1)/(6n)).  Measured calibration down to
-alpha = 1e-5 is in benchmarks/results/stat_calibration.json; below that, raise
+false_fail_rate = 1e-5 is in benchmarks/results/stat_calibration.json; below that, raise
 min_expected (the discrepancy shrinks like 1/min_expected) or use
 `multinomial_exact_test` when n*V is small.
 """
@@ -18,7 +18,10 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from ._validate import check_alpha_beta, check_counts, check_int_array, check_probs
+from exactspec.reference.validation import (
+    as_prob_vector, check_counts, check_error_rates, check_int_array, check_positive_number, check_rate,
+)
+
 from .binning import pool_bins
 from .power import detectable_tv
 from .result import TestResult
@@ -35,16 +38,6 @@ def _counts_from(samples, counts, V: int) -> np.ndarray:
     if int(c.sum()) == 0:
         raise ValueError("samples: need at least one sample (n too small)")
     return c
-
-
-def _check_min_expected(min_expected) -> float:
-    try:
-        m = float(min_expected)
-    except (TypeError, ValueError):
-        raise ValueError(f"min_expected must be a positive number, got {min_expected!r}") from None
-    if not np.isfinite(m) or m <= 0:
-        raise ValueError(f"min_expected must be a positive number, got {min_expected!r}")
-    return m
 
 
 def _zero_result(counts: np.ndarray, p: np.ndarray, beta: float, name: str) -> TestResult:
@@ -68,6 +61,14 @@ def _zero_result(counts: np.ndarray, p: np.ndarray, beta: float, name: str) -> T
     return TestResult(name, 0.0, 1.0, n, 0.0, beta, float("nan"), True, msg, details)
 
 
+def checked_gof_inputs(samples, counts, p, false_fail_rate, beta, name: str):
+    """The shared start of the goodness-of-fit tests: (p, false_fail_rate, beta, counts, zero-check result)."""
+    pp = as_prob_vector(p, "p")
+    a, be = check_error_rates(false_fail_rate, beta)
+    c = _counts_from(samples, counts, pp.size)
+    return pp, a, be, c, _zero_result(c, pp, be, name)
+
+
 def zero_probability_check(samples=None, p=None, *, counts=None, beta: float = 0.001,
                            name: str = "zero_probability_check") -> TestResult:
     """Hard check: fail if any token with p == 0 appears (false-fail rate exactly 0).
@@ -75,8 +76,7 @@ def zero_probability_check(samples=None, p=None, *, counts=None, beta: float = 0
     The message names the offending tokens and their counts.  ``detectable_tv`` is NaN;
     details['detectable_zero_mass'] is the zero-set mass caught w.p. >= 1 - beta.
     """
-    pp = check_probs(p, "p")
-    from ._validate import check_rate
+    pp = as_prob_vector(p, "p")
     be = check_rate(beta, "beta")
     return _zero_result(_counts_from(samples, counts, pp.size), pp, be, name)
 
@@ -95,7 +95,20 @@ def pearson_pvalue(stat: float, bin_prob: np.ndarray, n: int) -> tuple[float, fl
     return plain, plain, {"null_variance": var, "scale": 1.0, "nu": float(df)}
 
 
-def chisquare_gof(samples=None, p=None, alpha=None, *, counts=None, beta: float = 0.001,
+def _binned_statistic(method: str, obs: np.ndarray, exp: np.ndarray, bin_prob: np.ndarray, n: int):
+    """(statistic, p-value, plain chi-square p-value, details) of Pearson's X^2 or the Williams-corrected G."""
+    if method == "pearson":
+        stat = float(np.sum((obs - exp) ** 2 / exp))
+        pval, plain, info = pearson_pvalue(stat, bin_prob, n)
+        return stat, pval, plain, info
+    df = bin_prob.size - 1
+    nz = obs > 0
+    stat = float(2.0 * np.sum(obs[nz] * np.log(obs[nz] / exp[nz])))
+    q = 1.0 + (bin_prob.size + 1.0) / (6.0 * n)
+    return stat, float(stats.chi2.sf(stat / q, df)), float(stats.chi2.sf(stat, df)), {"williams_q": q}
+
+
+def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, beta: float = 0.001,
                   min_expected: float = 20.0, method: str = "pearson",
                   name: str = "chisquare_gof") -> TestResult:
     """Chi-square goodness of fit of token samples (or per-token ``counts=``) to p.
@@ -104,16 +117,11 @@ def chisquare_gof(samples=None, p=None, alpha=None, *, counts=None, beta: float 
     pools bins from p and n only, then Pearson ("pearson") or likelihood-ratio ("g").
     ``detectable_tv`` is the binned-TV deviation detected w.p. >= 1 - beta.
     """
-    pp = check_probs(p, "p")
-    if alpha is None:
-        raise ValueError("alpha is required")
-    a, be = check_alpha_beta(alpha, beta)
-    m = _check_min_expected(min_expected)
+    m = check_positive_number(min_expected, "min_expected")
     if method not in ("pearson", "g"):
         raise ValueError(f"method must be 'pearson' or 'g', got {method!r}")
-    c = _counts_from(samples, counts, pp.size)
+    pp, a, be, c, zr = checked_gof_inputs(samples, counts, p, false_fail_rate, beta, name)
     n = int(c.sum())
-    zr = _zero_result(c, pp, be, name)
     if not zr.passed:
         return TestResult(name, float("inf"), 0.0, n, a, be, float("nan"), False, zr.message,
                           {**zr.details, "method": method})
@@ -133,17 +141,7 @@ def chisquare_gof(samples=None, p=None, alpha=None, *, counts=None, beta: float 
     exp = n * bin_prob
     df = B - 1
     resid = (obs - exp) / np.sqrt(exp)
-    info: dict = {}
-    if method == "pearson":
-        stat = float(np.sum(resid * resid))
-        pval, plain, info = pearson_pvalue(stat, bin_prob, n)
-    else:
-        nz = obs > 0
-        stat = float(2.0 * np.sum(obs[nz] * np.log(obs[nz] / exp[nz])))
-        plain = float(stats.chi2.sf(stat, df))
-        q = 1.0 + (B + 1.0) / (6.0 * n)
-        info = {"williams_q": q}
-        pval = float(stats.chi2.sf(stat / q, df))
+    stat, pval, plain, info = _binned_statistic(method, obs, exp, bin_prob, n)
     d = detectable_tv(n, B, a, be)
     passed = bool(pval >= a)
     worst = int(np.argmax(np.abs(resid)))
@@ -159,7 +157,7 @@ def chisquare_gof(samples=None, p=None, alpha=None, *, counts=None, beta: float 
     }
     verdict = "PASS" if passed else "FAIL"
     msg = (f"{name}: {verdict}: {method} stat={stat:.4g} df={df} p={pval:.3g} "
-           f"(alpha={a:.3g}, n={n}, {B} bins); detects binned TV >= {d:.3g} w.p. >= {1 - be:g}")
+           f"(false_fail_rate={a:.3g}, n={n}, {B} bins); detects binned TV >= {d:.3g} w.p. >= {1 - be:g}")
     if not passed:
         msg += f"; worst bin {worst} (tokens {details['worst_bin_tokens'][:5]}) z={resid[worst]:+.2f}"
     return TestResult(name, stat, pval, n, a, be, d, passed, msg, details)

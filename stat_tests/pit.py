@@ -21,7 +21,8 @@ import math
 import numpy as np
 from scipy import stats
 
-from ._validate import check_alpha_beta, check_int_array, check_prob_rows
+from exactspec.reference.validation import as_prob_rows, check_error_rates, check_int_array
+
 from .gof import chisquare_gof
 from .result import TestResult
 
@@ -36,7 +37,7 @@ def pit_values(tokens, probs, rng=None, ordering: str = "id") -> np.ndarray:
     """
     if ordering not in ("id", "prob"):
         raise ValueError(f"ordering must be 'id' or 'prob', got {ordering!r}")
-    P = check_prob_rows(probs, "probs")
+    P = as_prob_rows(probs, "probs")
     n, V = P.shape
     x = check_int_array(tokens, "tokens", lo=0, hi=V)
     if x.size != n:
@@ -63,7 +64,7 @@ def pit_values(tokens, probs, rng=None, ordering: str = "id") -> np.ndarray:
     return np.clip(F + w * px, 0.0, 1.0)
 
 
-def pit_uniformity_test(u, alpha=None, *, beta: float = 0.001, method: str = "ks",
+def pit_uniformity_test(u, false_fail_rate=None, *, beta: float = 0.001, method: str = "ks",
                         bins: int | None = None, min_expected: float = 20.0,
                         name: str = "pit_uniformity") -> TestResult:
     """Test that PIT values are iid U(0,1): Kolmogorov-Smirnov ("ks") or equal-cell
@@ -73,9 +74,7 @@ def pit_uniformity_test(u, alpha=None, *, beta: float = 0.001, method: str = "ks
     details['detectable_kolmogorov'] is the distance detected w.p. >= 1 - beta via DKW.
     Chi-square: ``detectable_tv`` is the TV of the binned law of U.
     """
-    if alpha is None:
-        raise ValueError("alpha is required")
-    a, be = check_alpha_beta(alpha, beta)
+    a, be = check_error_rates(false_fail_rate, beta)
     uu = np.asarray(u, dtype=np.float64)
     if uu.ndim != 1:
         raise ValueError(f"u must be 1-D, got shape {uu.shape}")
@@ -92,7 +91,7 @@ def pit_uniformity_test(u, alpha=None, *, beta: float = 0.001, method: str = "ks
         d = crit + math.sqrt(math.log(2.0 / be) / (2.0 * n))
         passed = bool(res.pvalue >= a)
         msg = (f"{name}: {'PASS' if passed else 'FAIL'}: KS D={res.statistic:.4g} p={res.pvalue:.3g} "
-               f"(alpha={a:.3g}, n={n}); detects Kolmogorov distance >= {d:.3g} w.p. >= {1 - be:g}")
+               f"(false_fail_rate={a:.3g}, n={n}); detects Kolmogorov distance >= {d:.3g} w.p. >= {1 - be:g}")
         return TestResult(name, float(res.statistic), float(res.pvalue), n, a, be, float("nan"), passed, msg,
                           {"method": "ks", "critical_D": crit, "detectable_kolmogorov": d,
                            "detectable_metric": "Kolmogorov distance of the law of U (<= TV)"})
@@ -107,7 +106,7 @@ def pit_uniformity_test(u, alpha=None, *, beta: float = 0.001, method: str = "ks
         raise ValueError(f"u: n={n} too small for {bins} bins at min_expected={min_expected:g}")
     cell = np.minimum((uu * bins).astype(np.int64), bins - 1)
     r = chisquare_gof(counts=np.bincount(cell, minlength=bins), p=np.full(bins, 1.0 / bins),
-                      alpha=a, beta=be, min_expected=min_expected, name=name)
+                      false_fail_rate=a, beta=be, min_expected=min_expected, name=name)
     det = dict(r.details, detectable_metric=f"TV of the law of U binned into {bins} equal cells")
     return TestResult(r.name, r.statistic, r.p_value, r.n, r.alpha, r.beta, r.detectable_tv,
                       r.passed, r.message, det)

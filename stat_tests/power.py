@@ -22,7 +22,7 @@ from functools import lru_cache
 from scipy import optimize, stats
 from statsmodels.stats.power import GofChisquarePower
 
-from ._validate import check_alpha_beta
+from exactspec.reference.validation import check_error_rates, check_positive_number
 
 
 def _check_bins(n_bins) -> int:
@@ -36,9 +36,9 @@ def _check_bins(n_bins) -> int:
 
 
 @lru_cache(maxsize=4096)
-def _noncentrality(df: int, alpha: float, beta: float) -> float:
-    """Smallest noncentrality lam with P(ncx2(df, lam) > chi2_{1-alpha}(df)) >= 1 - beta."""
-    crit = stats.chi2.isf(alpha, df)
+def _noncentrality(df: int, false_fail_rate: float, beta: float) -> float:
+    """Smallest noncentrality lam with P(ncx2(df, lam) > chi2_{1-false_fail_rate}(df)) >= 1 - beta."""
+    crit = stats.chi2.isf(false_fail_rate, df)
     target = 1.0 - beta
 
     def f(lam: float) -> float:
@@ -53,14 +53,14 @@ def _noncentrality(df: int, alpha: float, beta: float) -> float:
     return float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-13, maxiter=500))
 
 
-def chisquare_power(n: float, effect_w: float, n_bins: int, alpha: float) -> float:
-    """Power of a level-alpha chi-square GoF test on n_bins bins (statsmodels GofChisquarePower)."""
+def chisquare_power(n: float, effect_w: float, n_bins: int, false_fail_rate: float) -> float:
+    """Power of a chi-square GoF test on n_bins bins (statsmodels GofChisquarePower)."""
     b = _check_bins(n_bins)
-    return float(GofChisquarePower().power(effect_size=effect_w, nobs=n, alpha=alpha, n_bins=b))
+    return float(GofChisquarePower().power(effect_size=effect_w, nobs=n, alpha=false_fail_rate, n_bins=b))
 
 
-def required_samples(epsilon_tv: float, n_bins: int, alpha: float, beta: float = 0.001) -> int:
-    """Smallest n so a level-alpha chi-square test on n_bins bins detects every binned
+def required_samples(epsilon_tv: float, n_bins: int, false_fail_rate: float, beta: float = 0.001) -> int:
+    """Smallest n so a chi-square test on n_bins bins detects every binned
     deviation of TV >= epsilon_tv with probability >= 1 - beta (plans with w = 2*epsilon)."""
     try:
         eps = float(epsilon_tv)
@@ -69,21 +69,16 @@ def required_samples(epsilon_tv: float, n_bins: int, alpha: float, beta: float =
     if not math.isfinite(eps) or not (0.0 < eps <= 1.0):
         raise ValueError(f"epsilon_tv must be in (0, 1], got {epsilon_tv!r}")
     b = _check_bins(n_bins)
-    a, be = check_alpha_beta(alpha, beta)
+    a, be = check_error_rates(false_fail_rate, beta)
     lam = _noncentrality(b - 1, a, be)
     return max(1, int(math.ceil(lam / (4.0 * eps * eps))))
 
 
-def detectable_tv(n: float, n_bins: int, alpha: float, beta: float = 0.001) -> float:
-    """Smallest binned TV deviation that a level-alpha chi-square test on n samples and
+def detectable_tv(n: float, n_bins: int, false_fail_rate: float, beta: float = 0.001) -> float:
+    """Smallest binned TV deviation that a chi-square test on n samples and
     n_bins bins detects with probability >= 1 - beta.  Values > 1 mean: no guarantee."""
-    try:
-        nn = float(n)
-    except (TypeError, ValueError):
-        raise ValueError(f"n must be a positive number, got {n!r}") from None
-    if not math.isfinite(nn) or nn <= 0:
-        raise ValueError(f"n must be a positive number, got {n!r}")
+    nn = check_positive_number(n, "n")
     b = _check_bins(n_bins)
-    a, be = check_alpha_beta(alpha, beta)
+    a, be = check_error_rates(false_fail_rate, beta)
     lam = _noncentrality(b - 1, a, be)
     return 0.5 * math.sqrt(lam / nn)

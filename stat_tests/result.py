@@ -8,13 +8,14 @@ from typing import Any
 import numpy as np
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
+    """Plain JSON: numpy scalars/arrays to Python, NaN/inf to None (strict JSON), tuples to lists, keys to str."""
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
-        return [_jsonable(v) for v in x.tolist()]
+        return [jsonable(v) for v in x.tolist()]
     if isinstance(x, (np.bool_, bool)):
         return bool(x)
     if isinstance(x, (np.integer,)):
@@ -50,7 +51,7 @@ class TestResult:
 
     def to_dict(self) -> dict:
         """Plain-JSON dict (NaN/inf become None, numpy scalars become Python)."""
-        return _jsonable({
+        return jsonable({
             "name": self.name, "statistic": self.statistic, "p_value": self.p_value,
             "n": self.n, "alpha": self.alpha, "beta": self.beta,
             "detectable_tv": self.detectable_tv, "passed": self.passed,

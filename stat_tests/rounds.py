@@ -6,38 +6,37 @@ import math
 import numpy as np
 from scipy import stats
 
-from ._validate import check_alpha_beta, check_int_array, check_probs
+from exactspec.reference.validation import as_prob_vector, check_error_rates, check_int_array
+
 from .gof import chisquare_gof
 from .result import TestResult
 
 
-def tokens_per_round_test(counts_N=None, law=None, alpha=None, *, beta: float = 0.001,
+def tokens_per_round_test(counts_N=None, law=None, false_fail_rate=None, *, beta: float = 0.001,
                           min_expected: float = 20.0, method: str = "pearson",
                           name: str = "tokens_per_round") -> TestResult:
     """Chi-square of observed N values (ints in 1..k+1) against the exact law
     ``law[n-1] = P(N = n)``; an N with law 0 fails the hard zero check."""
-    lw = check_probs(law, "law")
+    lw = as_prob_vector(law, "law")
     N = check_int_array(counts_N, "counts_N", lo=1, hi=lw.size + 1)
     try:
-        return chisquare_gof(N - 1, lw, alpha, beta=beta, min_expected=min_expected,
+        return chisquare_gof(N - 1, lw, false_fail_rate, beta=beta, min_expected=min_expected,
                              method=method, name=name)
     except ValueError as e:  # name the caller's argument, not the internal one
         raise ValueError(str(e).replace("samples", "counts_N")) from None
 
 
-def mean_tokens_test(N=None, expected_mean=None, expected_variance=None, alpha=None, *,
+def mean_tokens_test(N=None, expected_mean=None, expected_variance=None, false_fail_rate=None, *,
                      beta: float = 0.001, method: str = "z", support: tuple | None = None,
                      name: str = "mean_tokens") -> TestResult:
     """Two-sided test of mean(N) against the exact mean with the exact variance.
 
-    "z": normal approximation (CLT; fine for alpha >= 1e-4 with n in the thousands).
+    "z": normal approximation (CLT; fine for false_fail_rate >= 1e-4 with n in the thousands).
     "bernstein": a rigorous (conservative) Bernstein-bound p-value, needs
     ``support=(lo, hi)`` bounding N.  detectable_tv is NaN (a mean test bounds the mean
     shift, not TV); details['detectable_mean_shift'] holds the shift found w.p. >= 1-beta.
     """
-    if alpha is None:
-        raise ValueError("alpha is required")
-    a, be = check_alpha_beta(alpha, beta)
+    a, be = check_error_rates(false_fail_rate, beta)
     x = check_int_array(N, "N", lo=0).astype(np.float64)
     n = x.size
     if n < 2:
@@ -74,7 +73,7 @@ def mean_tokens_test(N=None, expected_mean=None, expected_variance=None, alpha=N
         raise ValueError(f"method must be 'z' or 'bernstein', got {method!r}")
     passed = bool(pval >= a)
     msg = (f"{name}: {'PASS' if passed else 'FAIL'}: mean={x.mean():.5g} vs {mu:.5g} z={z:+.3f} "
-           f"p={pval:.3g} (alpha={a:.3g}, n={n}); detects mean shift >= {shift:.3g} w.p. >= {1 - be:g}")
+           f"p={pval:.3g} (false_fail_rate={a:.3g}, n={n}); detects mean shift >= {shift:.3g} w.p. >= {1 - be:g}")
     return TestResult(name, z, pval, n, a, be, float("nan"), passed, msg,
                       {"method": method, "mean": float(x.mean()), "expected_mean": mu,
                        "expected_variance": var, "detectable_mean_shift": float(shift),

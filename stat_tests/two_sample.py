@@ -14,20 +14,18 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from ._validate import check_alpha_beta, check_int_array
+from exactspec.reference.validation import check_error_rates, check_int_array, check_positive_number
+
 from .binning import pool_bins
-from .gof import _check_min_expected
 from .power import detectable_tv
 from .result import TestResult
 
 
-def two_sample_chisquare(samples_a=None, samples_b=None, alpha=None, *, beta: float = 0.001,
+def two_sample_chisquare(samples_a=None, samples_b=None, false_fail_rate=None, *, beta: float = 0.001,
                          min_expected: float = 20.0, name: str = "two_sample_chisquare") -> TestResult:
     """Chi-square homogeneity of two token samples on pooled-sample bins."""
-    if alpha is None:
-        raise ValueError("alpha is required")
-    a_, be = check_alpha_beta(alpha, beta)
-    m = _check_min_expected(min_expected)
+    a_, be = check_error_rates(false_fail_rate, beta)
+    m = check_positive_number(min_expected, "min_expected")
     xa = check_int_array(samples_a, "samples_a", lo=0)
     xb = check_int_array(samples_b, "samples_b", lo=0)
     na, nb = xa.size, xb.size
@@ -57,7 +55,7 @@ def two_sample_chisquare(samples_a=None, samples_b=None, alpha=None, *, beta: fl
     d = detectable_tv(n_eff, B, a_, be)
     passed = bool(pval >= a_)
     msg = (f"{name}: {'PASS' if passed else 'FAIL'}: chi2={stat:.4g} df={df} p={pval:.3g} "
-           f"(alpha={a_:.3g}, n_a={na}, n_b={nb}, {B} bins); detects binned TV >= {d:.3g} "
+           f"(false_fail_rate={a_:.3g}, n_a={na}, n_b={nb}, {B} bins); detects binned TV >= {d:.3g} "
            f"w.p. >= {1 - be:g}")
     return TestResult(name, stat, pval, N, a_, be, d, passed, msg,
                       {"df": df, "n_bins": B, "n_a": na, "n_b": nb, "n_eff": n_eff,

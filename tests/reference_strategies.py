@@ -11,6 +11,8 @@ from fractions import Fraction
 import numpy as np
 from hypothesis import strategies as st
 
+from exactspec.reference.sampling import inverse_cdf
+
 KINDS = ("dense", "sparse", "one_hot", "tiny")
 
 
@@ -73,8 +75,4 @@ def rational_pairs(draw, max_vocab: int = 4, max_k: int = 3):
 
 def draw_drafts(rng: np.random.Generator, draft: np.ndarray) -> np.ndarray:
     """One draft token per row of `draft` (k, V) or (B, k, V), drawn from that row."""
-    cumulative = np.cumsum(draft, axis=-1)
-    u = rng.random(draft.shape[:-1]) * cumulative[..., -1]
-    tokens = (cumulative <= u[..., None]).sum(axis=-1)
-    last_positive = draft.shape[-1] - 1 - np.argmax(draft[..., ::-1] > 0, axis=-1)
-    return np.minimum(tokens, last_positive)
+    return inverse_cdf(draft, rng.random(draft.shape[:-1]))

@@ -13,7 +13,8 @@ from exactspec import reference
 from exactspec.conformance.adversarial import ONE_MINUS_ULP, adversarial_generator
 from exactspec.conformance.cases import CASES_BY_NAME, CURATED, Case
 from exactspec.conformance.harness import ContractViolation, Harness, ImplementationError, ImplUnavailable, load_impl
-from exactspec.conformance.profiles import PROFILES, budget_for, plan_rounds, statistical_checks
+from exactspec.conformance.core.registry import budget_for
+from exactspec.conformance.profiles import PROFILES, plan_rounds, statistical_checks
 from exactspec.conformance.runner import invariant_records, statistical_records, verdict_of
 from exactspec.conformance.strategies import build_case, round_cases
 from exactspec.stat_tests import detectable_tv
@@ -208,18 +209,18 @@ def test_case_roundtrip():
 
 def test_planned_n_meets_the_stated_epsilon():
     for profile in PROFILES.values():
-        budget = budget_for(profile, CURATED)
+        budget = budget_for("rule", profile, CURATED)
         for case in CURATED:
-            plan = plan_rounds(case, profile, budget.per_check_alpha)
+            plan = plan_rounds(case, profile, budget.per_check_false_fail_rate)
             if not plan["capped"]:
-                assert detectable_tv(plan["n"], plan["bins"], budget.per_check_alpha, profile.beta) <= plan["epsilon_tv"] * 1.001
-                assert plan["epsilon_tv"] <= 2.5 * profile.epsilon_tv
-    assert budget_for(QUICK, CURATED).n_checks == sum(len(statistical_checks(c)) for c in CURATED)
+                assert detectable_tv(plan["n"], plan["bins"], budget.per_check_false_fail_rate, profile.beta) <= plan["epsilon_tv"] * 1.001
+                assert plan["epsilon_tv"] <= 2.5 * profile.rule.target_tv
+    assert budget_for("rule", QUICK, CURATED).n_checks == sum(len(statistical_checks(c)) for c in CURATED)
 
 
 def test_reference_passes_checks_and_sampler_match_is_flagged():
     from exactspec.conformance.adapters.reference import Reference, ReferenceSamplerMatch
-    alpha = budget_for(QUICK, CURATED).per_check_alpha
+    alpha = budget_for("rule", QUICK, CURATED).per_check_false_fail_rate
     ok = statistical_records(Harness(Reference(), "ref"), DEMO, QUICK, alpha)
     assert verdict_of(ok) == "CERTIFIED"
     sm = statistical_records(Harness(ReferenceSamplerMatch(), "sm"), DEMO, QUICK, alpha, n=4000)
@@ -229,7 +230,7 @@ def test_reference_passes_checks_and_sampler_match_is_flagged():
 
 def test_shared_coin_is_invisible_to_first_token_but_caught():
     from exactspec.conformance.mutants.zoo import SharedCoin
-    alpha = budget_for(QUICK, CURATED).per_check_alpha
+    alpha = budget_for("rule", QUICK, CURATED).per_check_false_fail_rate
     recs = statistical_records(Harness(SharedCoin(), "shared"), DEMO, QUICK, alpha)
     by = {r.check: r for r in recs}
     assert by["position_1"].passed  # the first-token marginal cannot see it

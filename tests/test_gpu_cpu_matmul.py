@@ -10,7 +10,7 @@ import torch
 from exactspec.gpu_impl import cpu_matmul
 from exactspec.gpu_impl.cpu_matmul import KERNELS, cpu_plan, measure_plan, plain_linears, planned_linears, skinny_product
 from exactspec.gpu_impl.kv import CachedModel
-from tests.tiny_models import tiny_llama
+from tests.tiny_models import scaled_llama
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -27,7 +27,7 @@ def test_every_kernel_computes_the_linear_product(kernel, rows):
 
 
 def test_planned_linears_match_stock_and_are_restored_even_on_error():
-    model = tiny_llama(0, layers=2)
+    model = scaled_llama(0, layers=2)
     linears = plain_linears(model)
     assert len(linears) == 2 * 7 + 1  # q k v o gate up down per layer, and lm_head
     ids = torch.tensor([[1, 5, 9, 2, 7]])
@@ -53,13 +53,13 @@ def test_subclassed_and_quantized_layers_are_left_alone():
 
 
 def test_small_weights_are_left_to_f_linear():
-    assert CachedModel(tiny_llama(1, layers=2), "auto").plan is None  # every weight < MIN_PLANNED_ELEMENTS
-    assert plain_linears(tiny_llama(1, layers=2), cpu_matmul.MIN_PLANNED_ELEMENTS) == []
+    assert CachedModel(scaled_llama(1, layers=2), "auto").plan is None  # every weight < MIN_PLANNED_ELEMENTS
+    assert plain_linears(scaled_llama(1, layers=2), cpu_matmul.MIN_PLANNED_ELEMENTS) == []
 
 
 def test_cached_model_logits_equal_stock_ones(monkeypatch):
     monkeypatch.setattr(cpu_matmul, "MIN_PLANNED_ELEMENTS", 0)  # plan even the tiny model's layers
-    model = tiny_llama(1, layers=2)
+    model = scaled_llama(1, layers=2)
     ids = torch.tensor([[3, 1, 4, 1, 5, 9]])
     outs = {}
     for mode in ("stock", "auto"):

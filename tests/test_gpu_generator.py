@@ -5,7 +5,7 @@ import torch
 
 from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
-from tests.tiny_models import tiny_llama
+from tests.tiny_models import scaled_llama
 from exactspec.reference.warping import SamplingParams
 
 GREEDY = SamplingParams(temperature=0)
@@ -16,12 +16,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def target():
-    return tiny_llama(0, layers=3, scale=20)  # sharp logits: no near-ties in greedy argmaxes
+    return scaled_llama(0, layers=3, scale=20)  # sharp logits: no near-ties in greedy argmaxes
 
 
 @pytest.fixture(scope="module")
 def draft_model():
-    return tiny_llama(1, layers=1, scale=20)
+    return scaled_llama(1, layers=1, scale=20)
 
 
 def prompt(batch=1, length=8, seed=3):
@@ -69,7 +69,7 @@ def test_batched_left_padded_greedy_equals_each_row_alone(target, draft_model, n
 
 @pytest.mark.parametrize("sampling", [SamplingParams(1.0), SamplingParams(0.8, top_k=20, top_p=0.9, min_p=0.02)])
 def test_sampled_batch_row_equals_lone_run_with_its_seed(sampling):
-    target, draft = tiny_llama(0, layers=2, scale=3), tiny_llama(1, layers=1, scale=3)
+    target, draft = scaled_llama(0, layers=2, scale=3), scaled_llama(1, layers=1, scale=3)
     ids = prompt(3, 7, seed=8)
     mask = torch.ones_like(ids)
     mask[1, :3] = 0
@@ -84,7 +84,7 @@ def test_sampled_batch_row_equals_lone_run_with_its_seed(sampling):
 
 
 def test_seeded_runs_are_reproducible():
-    target, draft = tiny_llama(0, scale=3), tiny_llama(1, scale=3)
+    target, draft = scaled_llama(0, scale=3), scaled_llama(1, scale=3)
     gen = SpeculativeGenerator(target, ModelDraft(draft), k=2, sampling=SamplingParams(1.0))
     a, b, c = (gen.generate(prompt(), 15, seed=s).sequences for s in (5, 5, 6))
     assert a == b and a != c
@@ -111,15 +111,15 @@ def test_stats_are_consistent(target, draft_model):
     res = gen.generate(prompt(), 24)
     s = res.stats
     assert s.new_tokens == 24 and s.proposed == 3 * s.rounds and 0 <= s.accepted <= s.proposed
-    assert len(s.alpha_per_position) == 3 and all(0 <= a <= 1 for a in s.alpha_per_position)
+    assert len(s.acceptance_rate_per_position) == 3 and all(0 <= a <= 1 for a in s.acceptance_rate_per_position)
     assert s.tokens_per_target_call == pytest.approx((s.accepted + s.rounds) / s.rounds)
     assert s.wall_time_s >= s.target_time_s > 0 and s.draft_time_s > 0
-    assert set(s.to_dict()) >= {"rounds", "proposed", "accepted", "alpha_per_position", "tokens_per_target_call"}
+    assert set(s.to_dict()) >= {"rounds", "proposed", "accepted", "acceptance_rate_per_position", "tokens_per_target_call"}
 
 
 def test_mismatched_vocabularies_are_refused(target):
     with pytest.raises(ValueError, match="vocab"):
-        SpeculativeGenerator(target, ModelDraft(tiny_llama(2, vocab=80)), k=2)
+        SpeculativeGenerator(target, ModelDraft(scaled_llama(2, vocab=80)), k=2)
 
     class Tok:
         def __init__(self, vocab):
@@ -129,7 +129,7 @@ def test_mismatched_vocabularies_are_refused(target):
             return self.vocab
 
     with pytest.raises(ValueError, match="tokenizer"):
-        SpeculativeGenerator(target, ModelDraft(tiny_llama(2), tokenizer=Tok({"a": 0})), target_tokenizer=Tok({"b": 0}))
+        SpeculativeGenerator(target, ModelDraft(scaled_llama(2), tokenizer=Tok({"a": 0})), target_tokenizer=Tok({"b": 0}))
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""k policies: the walltime-model chooser follows alpha and measured costs; k = 0 rounds keep drafts consistent."""
+"""k policies: the walltime-model chooser follows the acceptance rate and measured costs; k = 0 rounds keep drafts consistent."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from exactspec.gpu_impl.drafts import ModelDraft, PromptLookupDraft
 from exactspec.gpu_impl.k_policy import CostModelK, Costs, next_k
 from exactspec.reference.speedup import improvement_factor
 from exactspec.reference.warping import SamplingParams
-from tests.tiny_models import tiny_llama
+from tests.tiny_models import scaled_llama
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 GREEDY = SamplingParams(temperature=0)
@@ -22,10 +22,10 @@ def flat_costs(verify_per_token: float, draft: float) -> Costs:
 
 def test_chooser_maximises_the_walltime_model():
     chooser = CostModelK(flat_costs(0.1, 0.05), k_max=8)
-    chooser.accepted, chooser.examined = [90.0] * 8, [100.0] * 8  # alpha ~ 0.9 at every position
+    chooser.accepted, chooser.examined = [90.0] * 8, [100.0] * 8  # acceptance rate ~ 0.9 at every position
     best = chooser.choose()
-    alpha = chooser.alphas[0]
-    factors = [improvement_factor(alpha, k, 0.05, {k + 1: 1 + 0.1 * k}) for k in range(1, 9)]
+    acceptance_rate = chooser.acceptance_rates[0]
+    factors = [improvement_factor(acceptance_rate, k, 0.05, {k + 1: 1 + 0.1 * k}) for k in range(1, 9)]
     assert best == 1 + max(range(8), key=factors.__getitem__)
     assert chooser.factor(best) == pytest.approx(max(factors))
 
@@ -36,7 +36,7 @@ def test_chooser_drafts_nothing_when_verification_is_dear_and_acceptance_low():
     assert chooser.choose() == 0
 
 
-def test_per_position_alphas_see_a_copy_behind_a_doubtful_first_token():
+def test_per_position_acceptance_rates_see_a_copy_behind_a_doubtful_first_token():
     """First draft accepted 40 % of the time, the rest of the copy always: worth a long k, not k = 1."""
     chooser = CostModelK(flat_costs(0.15, 0.0), k_max=6)
     chooser.accepted, chooser.examined = [40.0] + [40.0] * 5, [100.0] + [40.0] * 5
@@ -44,15 +44,15 @@ def test_per_position_alphas_see_a_copy_behind_a_doubtful_first_token():
     assert chooser.factor(1) < 1.3 < chooser.factor(6)
 
 
-def test_alpha_drifts_back_to_the_prior_and_costs_follow_the_timers():
-    chooser = CostModelK(flat_costs(0.6, 0.3), k_max=8, prior_alpha=0.5, prior_weight=1.0, decay=0.5)
+def test_acceptance_rate_drifts_back_to_the_prior_and_costs_follow_the_timers():
+    chooser = CostModelK(flat_costs(0.6, 0.3), k_max=8, prior_acceptance_rate=0.5, prior_weight=1.0, decay=0.5)
     chooser.update(4, [1], target_s=5.0, draft_s=2.0)  # first draft accepted, second rejected
-    assert chooser.alphas[:3] == pytest.approx([1.5 / 2, 0.5 / 2, 0.5])
+    assert chooser.acceptance_rates[:3] == pytest.approx([1.5 / 2, 0.5 / 2, 0.5])
     assert chooser.target[5] == pytest.approx(0.7 * (1 + 0.6 * 4) + 0.3 * 5.0)
     assert chooser.draft == pytest.approx(0.7 * 0.3 + 0.3 * 2.0 / 4)
     for _ in range(30):
         chooser.update(0, [0], target_s=1.0, draft_s=0.0)  # plain steps examine nothing
-    assert chooser.alphas == pytest.approx([0.5] * 8, abs=1e-6)
+    assert chooser.acceptance_rates == pytest.approx([0.5] * 8, abs=1e-6)
 
 
 def test_grow_shrink():
@@ -63,7 +63,7 @@ def test_grow_shrink():
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_llama(0, layers=3, scale=20), tiny_llama(1, layers=1, scale=20)
+    return scaled_llama(0, layers=3, scale=20), scaled_llama(1, layers=1, scale=20)
 
 
 @pytest.mark.parametrize("source", ["model", "prompt_lookup"])

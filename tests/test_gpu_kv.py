@@ -6,7 +6,7 @@ import torch
 import exactspec.gpu_impl.generator as generator_module
 from exactspec.gpu_impl import SpeculativeGenerator
 from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, QuantizedSelfDraft
-from tests.tiny_models import tiny_llama
+from tests.tiny_models import scaled_llama
 from exactspec.gpu_impl.warping import warp
 from exactspec.reference.warping import SamplingParams
 
@@ -47,7 +47,7 @@ def record_rounds(monkeypatch, gen):
     ids=["model", "early_exit", "quantized"],
 )
 def test_cached_logits_equal_full_forward(monkeypatch, make_draft, request):
-    target, draft_model = tiny_llama(0, layers=2, scale=3), tiny_llama(1, layers=1, scale=3)
+    target, draft_model = scaled_llama(0, layers=2, scale=3), scaled_llama(1, layers=1, scale=3)
     ids = torch.randint(0, 96, (3, 6), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids)
     mask[0, :2] = 0  # ragged, left-padded prompts

@@ -10,7 +10,7 @@ from scipy import stats
 
 from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 from exactspec.gpu_impl.drafts import ModelDraft, PromptLookupDraft
-from tests.tiny_models import tiny_llama
+from tests.tiny_models import scaled_llama
 from exactspec.gpu_impl.warping import warp
 from exactspec.reference.warping import SamplingParams
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_llama(0, layers=2, hidden=32, vocab=VOCAB, scale=8), tiny_llama(5, layers=1, hidden=32, vocab=VOCAB, scale=8)
+    return scaled_llama(0, layers=2, hidden=32, vocab=VOCAB, scale=8), scaled_llama(5, layers=1, hidden=32, vocab=VOCAB, scale=8)
 
 
 PROMPT = torch.tensor([[1, 4, 2, 7, 1, 4]])  # "1 4" recurs, so prompt lookup proposes "2 7 ..."

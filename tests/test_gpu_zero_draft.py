@@ -6,8 +6,8 @@ import torch
 
 from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 from exactspec.gpu_impl.drafts import PromptLookupDraft
-from exactspec.gpu_impl.stats import SpecStats
-from tests.tiny_models import tiny_llama
+from exactspec.gpu_impl.stats import SpecStats, examined_and_accepted
+from tests.tiny_models import scaled_llama
 from exactspec.reference.warping import SamplingParams
 
 
@@ -23,7 +23,7 @@ def test_prompt_lookup_without_a_match_proposes_nothing():
 
 def test_plain_steps_keep_greedy_output_and_sampled_seeds_identical():
     torch.manual_seed(0)
-    target = tiny_llama(seed=1, scale=4.0)
+    target = scaled_llama(seed=1, scale=4.0)
     prompt = torch.arange(1, 9)[None]  # all distinct: the first round has no match
     for sampling in (SamplingParams(temperature=0), SamplingParams(temperature=1.0)):
         spec = SpeculativeGenerator(target, PromptLookupDraft(), k=3, sampling=sampling).generate(prompt, 12, seed=5)
@@ -38,4 +38,16 @@ def test_acceptance_rate_counts_examined_drafts_only():
     stats.record_round(4, [0, 4])  # row 0 rejects the first draft: drafts 2..4 never examined
     stats.finish()
     assert stats.acceptance_rate == 4 / 5
-    assert stats.alpha_per_position == [0.5, 1.0, 1.0, 1.0]
+    assert stats.acceptance_rate_per_position == [0.5, 1.0, 1.0, 1.0]
+
+
+def test_examined_and_accepted_is_the_one_counter_and_pooling_adds_runs():
+    assert examined_and_accepted(3, [0, 3, 1]) == ([3, 2, 1], [2, 1, 1])
+    first, second = SpecStats(), SpecStats()
+    first.record_round(2, [0, 2])
+    second.record_round(4, [4])
+    second.target_time_s = 1.5
+    pooled = SpecStats.pooled([first, second])
+    assert pooled.reached_per_position == [3, 2, 1, 1] and pooled.accepted_per_position == [2, 2, 1, 1]
+    assert pooled.acceptance_rate == 6 / 7 and pooled.proposed == 8 and pooled.rounds == 2
+    assert pooled.acceptance_rate_per_position == [2 / 3, 1.0, 1.0, 1.0] and pooled.target_time_s == 1.5

@@ -8,13 +8,9 @@ import pytest
 import torch
 
 from exactspec.gpu_impl import models
-from exactspec.gpu_impl.models import (
-    ModelNotAvailableError,
-    check_same_vocabulary,
-    load_model,
-    tiny_llama,
-    tiny_llama_pair,
-)
+from exactspec.gpu_impl.models import ModelNotAvailableError, load_model, tiny_llama
+from exactspec.gpu_impl.vocab import check_same_vocabulary
+from tests.tiny_models import tiny_llama_pair
 
 
 def _logits(model, ids):

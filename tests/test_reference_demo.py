@@ -11,7 +11,7 @@ from exactspec.reference.demo import demo_rows
 
 def test_demo_reproduces_seed_figures():
     rows = {row["draft"]: row for row in demo_rows(k=4, rounds=20_000, seed=0)}
-    assert [round(rows[name]["alpha"], 2) for name in ("uniform", "60% of the way", "identical")] == [0.70, 0.88, 1.00]
+    assert [round(rows[name]["acceptance_rate"], 2) for name in ("uniform", "60% of the way", "identical")] == [0.70, 0.88, 1.00]
     assert [round(rows[name]["expected_tokens"], 2) for name in ("uniform", "60% of the way", "identical")] == [2.77, 3.94, 5.00]
     for row in rows.values():
         assert row["exact_first_token_equals_p"] and row["exact_law_sums_to_one"]

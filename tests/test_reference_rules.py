@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from scipy import stats
 
 from exactspec.reference import round_distribution, verify, verify_batch, verify_greedy, verify_sampler_match
+from exactspec.reference.sampling import inverse_cdf, sample_token
 from tests.reference_strategies import draw_drafts, round_pairs
 
 
@@ -151,3 +152,25 @@ def test_verify_rejects_bad_input(kwargs, message):
 def test_verify_batch_rejects_mismatched_batches():
     with pytest.raises(ValueError, match="different batch sizes"):
         verify_batch(np.full((2, 2, 3), 1 / 3), np.full((3, 1, 3), 1 / 3), np.zeros((3, 1), int), np.random.default_rng(0))
+
+
+def test_inverse_cdf_never_returns_a_zero_probability_token():
+    tenths = np.array([0.1] * 10 + [0.0, 0.0])  # float cumsum ends at 0.9999999999999999, below 1
+    top = np.nextafter(1.0, 0.0)
+    assert inverse_cdf(tenths, np.array([0.0, 0.55, top])).tolist() == [0, 5, 9]
+    rows = np.stack([tenths, np.array([0.0, 0.5] + [0.0] * 9 + [0.5])])
+    assert inverse_cdf(rows, np.array([top, 0.0])).tolist() == [9, 1]
+    assert sample_token(np.array([0.0, 1.0, 0.0]), np.random.default_rng(0)) == 1
+
+
+def test_inverse_cdf_follows_the_row_and_rejects_bad_input():
+    probs = np.array([0.2, 0.0, 0.5, 0.3])
+    drawn = inverse_cdf(probs, np.random.default_rng(1).random(40_000))
+    assert stats.chisquare(np.bincount(drawn, minlength=4)[[0, 2, 3]], 40_000 * probs[[0, 2, 3]]).pvalue > 1e-4
+    assert np.bincount(drawn, minlength=4)[1] == 0
+    with pytest.raises(ValueError, match="uniforms must have shape"):
+        inverse_cdf(np.full((2, 3), 1 / 3), np.zeros(3))
+    with pytest.raises(ValueError, match="no positive probability"):
+        inverse_cdf(np.zeros((1, 3)), np.zeros(1))
+    with pytest.raises(ValueError, match="probs must have a non-empty vocabulary"):
+        inverse_cdf(np.zeros(0), np.zeros(1))

@@ -25,15 +25,15 @@ def test_seed_article_expected_tokens():
     assert expected_tokens(0.0, 4) == 1.0
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.7, 0.99, 1.0])
+@pytest.mark.parametrize("acceptance_rate", [0.0, 0.3, 0.7, 0.99, 1.0])
 @pytest.mark.parametrize("k", [1, 2, 5, 8])
-def test_law_mean_and_variance_agree_with_closed_forms(alpha, k):
-    law = tokens_law(alpha, k)
+def test_law_mean_and_variance_agree_with_closed_forms(acceptance_rate, k):
+    law = tokens_law(acceptance_rate, k)
     assert law.sum() == pytest.approx(1.0)
-    assert law[-1] == pytest.approx(alpha**k)
+    assert law[-1] == pytest.approx(acceptance_rate**k)
     mean, variance = tokens_mean_variance(law)
-    assert mean == pytest.approx(expected_tokens(alpha, k))
-    assert tokens_variance(alpha, k) == pytest.approx(variance)
+    assert mean == pytest.approx(expected_tokens(acceptance_rate, k))
+    assert tokens_variance(acceptance_rate, k) == pytest.approx(variance)
     n = np.arange(1, k + 2)
     assert variance == pytest.approx((n**2 * law).sum() - mean**2)
 
@@ -66,12 +66,12 @@ def test_no_speedup_when_draft_is_useless():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: expected_tokens(1.5, 4), "alpha must be in"),
-        (lambda: expected_tokens(float("nan"), 4), "alpha must be in"),
+        (lambda: expected_tokens(1.5, 4), "acceptance_rate must be in"),
+        (lambda: expected_tokens(float("nan"), 4), "acceptance_rate must be in"),
         (lambda: expected_tokens(0.5, 0), "k must be >= 1"),
         (lambda: expected_tokens(0.5, 2.5), "k must be an integer"),
-        (lambda: tokens_law_per_position([]), "alphas must be a non-empty"),
-        (lambda: tokens_law_per_position([0.5, -0.1]), "alphas must all lie"),
+        (lambda: tokens_law_per_position([]), "acceptance_rates must be a non-empty"),
+        (lambda: tokens_law_per_position([0.5, -0.1]), "acceptance_rates must all lie"),
         (lambda: improvement_factor(0.5, 2, -1.0), "c \\(draft cost"),
         (lambda: improvement_factor(0.5, 2, 0.1, {2: 1.0}), "verify_cost has no entry for 3"),
         (lambda: improvement_factor(0.5, 2, 0.1, lambda n: 0.0), "must be a positive number"),

@@ -15,17 +15,21 @@ from exactspec.conformance.sequence.report import to_markdown
 def test_mutant_rejected(mutant):
     report = run_sequence_suite(mutant(), profile="quick", fail_fast=True)
     assert not report["passed"], f"{mutant.name} was certified"
+    assert report["verdict"] in ("NOT_EXACT", "CONTRACT_VIOLATION") and report["schema_version"] == "2.0"
     failing = report["cases"][-1]
     assert failing["passed"] is False and failing["status"] == "ok", failing.get("reason")
     assert any(not c["passed"] for c in failing["checks"])
+    assert report["failed_cases"] == [failing["name"]]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("impl", ["reference", *BENIGN], ids=lambda x: x if isinstance(x, str) else x.name)
 def test_valid_certified(impl):
     report = run_sequence_suite(impl() if isinstance(impl, type) else impl, profile="quick")
-    assert report["passed"], to_markdown(report)
-    assert report["error_budget"]["alpha_spent"] <= report["error_budget"]["total_false_fail"] * (1 + 1e-9)
+    assert report["passed"] and report["verdict"] == "CERTIFIED", to_markdown(report)
+    budget = report["budget"]
+    assert budget["within_budget"] and budget["n_statistical_records"] == budget["n_checks"]
+    assert budget["false_fail_rate_spent"] <= budget["total_false_fail"] * (1 + 1e-9)
 
 
 @pytest.mark.slow

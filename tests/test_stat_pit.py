@@ -4,6 +4,7 @@ import pytest
 from scipy import stats
 
 from exactspec import stat_tests as st
+from exactspec.reference.sampling import inverse_cdf
 
 
 def test_pit_id_hand_case():
@@ -39,7 +40,7 @@ def test_pit_detects_temperature_error_with_prob_ordering():
     logits = rng.normal(0, 2, (n, V))
     P = np.exp(logits); P /= P.sum(1, keepdims=True)
     Q = np.exp(logits / 1.3); Q /= Q.sum(1, keepdims=True)
-    x = (Q.cumsum(1) < rng.random(n)[:, None]).sum(1).clip(0, V - 1)
+    x = inverse_cdf(Q, rng.random(n))
     r = st.pit_uniformity_test(st.pit_values(x, P, rng, "prob"), 1e-4)
     assert not r.passed
 
@@ -78,14 +79,14 @@ def test_pit_values_errors(kwargs, match):
 
 
 @pytest.mark.parametrize("u,kwargs,match", [
-    (np.array([0.1, 1.2]), dict(alpha=0.01), "u"),
-    (np.array([0.1, np.nan]), dict(alpha=0.01), "u"),
-    (np.ones((2, 2)) / 2, dict(alpha=0.01), "u"),
-    (np.array([0.5]), dict(alpha=0.01), "u"),
-    (np.random.default_rng(0).random(30), dict(alpha=0.01, method="chisquare"), "bins"),
-    (np.random.default_rng(0).random(30), dict(alpha=0.01, method="chisquare", bins=3), "u"),
-    (np.array([0.1, 0.2]), dict(alpha=1.5), "alpha"),
-    (np.array([0.1, 0.2]), dict(alpha=0.01, method="ad"), "method"),
+    (np.array([0.1, 1.2]), dict(false_fail_rate=0.01), "u"),
+    (np.array([0.1, np.nan]), dict(false_fail_rate=0.01), "u"),
+    (np.ones((2, 2)) / 2, dict(false_fail_rate=0.01), "u"),
+    (np.array([0.5]), dict(false_fail_rate=0.01), "u"),
+    (np.random.default_rng(0).random(30), dict(false_fail_rate=0.01, method="chisquare"), "bins"),
+    (np.random.default_rng(0).random(30), dict(false_fail_rate=0.01, method="chisquare", bins=3), "u"),
+    (np.array([0.1, 0.2]), dict(false_fail_rate=1.5), "false_fail_rate"),
+    (np.array([0.1, 0.2]), dict(false_fail_rate=0.01, method="ad"), "method"),
 ])
 def test_pit_uniformity_errors(u, kwargs, match):
     with pytest.raises(ValueError, match=match):

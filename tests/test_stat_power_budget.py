@@ -8,13 +8,13 @@ from exactspec import stat_tests as st
 
 @pytest.mark.parametrize("eps", [0.005, 0.01, 0.02, 0.05, 0.2])
 @pytest.mark.parametrize("bins", [2, 10, 1000, 20000])
-@pytest.mark.parametrize("alpha,beta", [(0.01, 0.1), (1e-8, 1e-3)])
-def test_planning_round_trip(eps, bins, alpha, beta):
-    n = st.required_samples(eps, bins, alpha, beta)
-    assert st.detectable_tv(n, bins, alpha, beta) <= eps
+@pytest.mark.parametrize("false_fail_rate,beta", [(0.01, 0.1), (1e-8, 1e-3)])
+def test_planning_round_trip(eps, bins, false_fail_rate, beta):
+    n = st.required_samples(eps, bins, false_fail_rate, beta)
+    assert st.detectable_tv(n, bins, false_fail_rate, beta) <= eps
     if n > 1:
-        assert st.detectable_tv(n - 1, bins, alpha, beta) > eps      # n is the smallest
-    assert st.chisquare_power(n, 2 * eps, bins, alpha) >= 1 - beta - 1e-6
+        assert st.detectable_tv(n - 1, bins, false_fail_rate, beta) > eps      # n is the smallest
+    assert st.chisquare_power(n, 2 * eps, bins, false_fail_rate) >= 1 - beta - 1e-6
 
 
 def test_matches_statsmodels_solve_power():
@@ -42,11 +42,11 @@ def test_plan_gof_fixed_point():
     (st.required_samples, (1.5, 10, 0.01, 0.1), "epsilon_tv"),
     (st.required_samples, (0.1, 1, 0.01, 0.1), "n_bins"),
     (st.required_samples, (0.1, 2.5, 0.01, 0.1), "n_bins"),
-    (st.required_samples, (0.1, 10, 0.0, 0.1), "alpha"),
+    (st.required_samples, (0.1, 10, 0.0, 0.1), "false_fail_rate"),
     (st.required_samples, (0.1, 10, 0.01, 1.0), "beta"),
-    (st.required_samples, (0.1, 10, 0.6, 0.5), "alpha \\+ beta"),
+    (st.required_samples, (0.1, 10, 0.6, 0.5), "false_fail_rate \\+ beta"),
     (st.detectable_tv, (0, 10, 0.01, 0.1), "n"),
-    (st.detectable_tv, (100, 10, np.nan, 0.1), "alpha"),
+    (st.detectable_tv, (100, 10, np.nan, 0.1), "false_fail_rate"),
 ])
 def test_planning_errors(fn, args, match):
     with pytest.raises(ValueError, match=match):
@@ -55,9 +55,9 @@ def test_planning_errors(fn, args, match):
 
 def test_error_budget_bonferroni_and_holm():
     b = st.ErrorBudget(1e-6, n_checks=4, beta=1e-3)
-    assert b.per_check_alpha == pytest.approx(2.5e-7)
-    assert st.ErrorBudget(1e-6, n_checks=4, tail_safety=2).per_check_alpha == pytest.approx(1.25e-7)
-    assert b.alphas([1, 1, 2, 4]).sum() == pytest.approx(1e-6)
+    assert b.per_check_false_fail_rate == pytest.approx(2.5e-7)
+    assert st.ErrorBudget(1e-6, n_checks=4, tail_safety=2).per_check_false_fail_rate == pytest.approx(1.25e-7)
+    assert b.false_fail_rates([1, 1, 2, 4]).sum() == pytest.approx(1e-6)
     assert b.bonferroni([1e-7, 0.5])["reject"] == [True, False]
     h = b.holm([3e-7, 1e-7, 0.9])
     # Holm with 4 checks: sorted 1e-7 < 1e-6/4 reject; 3e-7 < 1e-6/3 reject; 0.9 no
@@ -71,8 +71,8 @@ def test_error_budget_bonferroni_and_holm():
 def test_error_budget_summarize():
     b = st.ErrorBudget(1e-6, n_checks=2)
     p = np.full(10, 0.1)
-    rs = [st.chisquare_gof(np.arange(1000) % 10, p, b.per_check_alpha),
-          st.tokens_per_round_test(np.arange(1000) % 5 + 1, np.full(5, 0.2), b.per_check_alpha)]
+    rs = [st.chisquare_gof(np.arange(1000) % 10, p, b.per_check_false_fail_rate),
+          st.tokens_per_round_test(np.arange(1000) % 5 + 1, np.full(5, 0.2), b.per_check_false_fail_rate)]
     s = b.summarize(rs)
     assert s["passed"] and s["within_budget"] and s["worst_detectable_tv"] == max(r.detectable_tv for r in rs)
     assert not b.summarize(rs + rs)["within_budget"]
@@ -98,4 +98,4 @@ def test_error_budget_method_errors():
     with pytest.raises(ValueError, match="p_values"):
         b.holm([1.5])
     with pytest.raises(ValueError, match="weights"):
-        b.alphas([1, -1])
+        b.false_fail_rates([1, -1])

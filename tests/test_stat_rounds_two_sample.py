@@ -58,7 +58,7 @@ def test_two_sample_pools_and_detects():
     ((np.array([1, 2]), LAW, 0.01), {}, "counts_N"),         # n too small
     ((np.array([1.5, 2]), LAW, 0.01), {}, "counts_N"),
     ((np.array([1, 2] * 100), LAW[:4], 0.01), {}, "law"),
-    ((np.array([1, 2] * 100), LAW, 0.0), {}, "alpha"),
+    ((np.array([1, 2] * 100), LAW, 0.0), {}, "false_fail_rate"),
 ])
 def test_tokens_per_round_errors(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -69,7 +69,7 @@ def test_tokens_per_round_errors(args, kwargs, match):
     ((np.array([1]), 2.0, 1.0, 0.01), {}, "N"),
     ((np.array([1, 2]), 2.0, 0.0, 0.01), {}, "expected_variance"),
     ((np.array([1, 2]), np.nan, 1.0, 0.01), {}, "expected_mean"),
-    ((np.array([1, 2]), 2.0, 1.0, 1.0), {}, "alpha"),
+    ((np.array([1, 2]), 2.0, 1.0, 1.0), {}, "false_fail_rate"),
     ((np.array([1, 2]), 2.0, 1.0, 0.01), dict(method="bernstein"), "support"),
     ((np.array([1, 9]), 2.0, 1.0, 0.01), dict(method="bernstein", support=(1, 5)), "support"),
     ((np.array([1, 2]), 2.0, 1.0, 0.01), dict(method="t"), "method"),

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from exactspec.reference.laws import unchecked_residual
+from exactspec.reference.sampling import inverse_cdf
+
 
 def leading_true(flags: np.ndarray) -> np.ndarray:
+    """Per row, how many leading entries are True (the accepted prefix length)."""
     return np.cumprod(flags, axis=1).sum(axis=1)
 
 
-def inverse_cdf(dist: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Guarded inverse CDF: scales u by the row total and never returns a zero-probability token."""
-    cum = np.cumsum(dist, axis=-1)
-    tok = (cum <= (u * cum[:, -1])[:, None]).sum(axis=-1)
-    last_positive = dist.shape[-1] - 1 - np.argmax(dist[:, ::-1] > 0, axis=-1)
-    return np.minimum(tok, last_positive)
-
-
 def normalise(r: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """Rows of `r` divided by their mass; `fallback` where the mass is 0 (mutants' own weightings)."""
     mass = r.sum(axis=-1, keepdims=True)
     return np.where(mass > 0, r / np.where(mass > 0, mass, 1.0), fallback)
 
@@ -47,7 +44,7 @@ class Rule:
         return u < p_x / q_x
 
     def residual(self, p_row: np.ndarray, q_row: np.ndarray) -> np.ndarray:
-        return normalise(np.maximum(p_row - q_row, 0.0), p_row)
+        return unchecked_residual(p_row, q_row)
 
     def residual_rows(self, n_acc: np.ndarray, k: int) -> np.ndarray:
         """Row index of (p, q) used for the residual after a rejection at position n_acc."""

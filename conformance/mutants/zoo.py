@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.conformance.mutants.base import Rule, inverse_cdf, leading_true, normalise
+from exactspec.conformance.mutants.base import Rule, leading_true, normalise
+from exactspec.reference.laws import unchecked_residual
+from exactspec.reference.sampling import inverse_cdf
 
 KILLED = ("CONTRACT_VIOLATION", "NOT_EXACT")
 
@@ -235,9 +237,6 @@ class Float32Arithmetic(Rule):
     def accept(self, u, p_x, q_x):
         return u * q_x < p_x  # u < p/q without a float32 division
 
-    def residual(self, p_row, q_row):
-        return normalise(np.maximum(p_row - q_row, np.float32(0)), p_row)
-
     def final_uniform(self, rng, u, n_acc):
         return rng.random(u.shape[0], dtype=np.float32)
 
@@ -277,10 +276,8 @@ class ScalarLoop:
             if rng.random() < p[i, x] / q[i, x]:
                 out.append(x)
                 continue
-            r = np.maximum(p[i] - q[i], 0.0)
-            r = r / r.sum() if r.sum() > 0 else p[i]
-            return out + [int(inverse_cdf(r[None], np.array([rng.random()]))[0])]
-        return out + [int(inverse_cdf(p[-1][None], np.array([rng.random()]))[0])]
+            return out + [int(inverse_cdf(unchecked_residual(p[i], q[i]), rng.random()))]
+        return out + [int(inverse_cdf(p[-1], rng.random()))]
 
 
 MUTANTS = [SoftmaxResidual, ResidualFromP, ResidualUnnormalised, ResidualNoClamp, ResidualSignFlip,

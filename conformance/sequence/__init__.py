@@ -5,7 +5,8 @@ the q in the ratio, target rows conditioned on rejected tokens, caches not rolle
 up, EOS and max-token handling) only show in the law of whole sequences. See conformance/CONTRACT.md (sequence level).
 
     from exactspec.conformance.sequence import certify_generation, run_sequence_suite
-    report = certify_generation("transformers-assisted", profile="quick", out_dir="docs/certificates/sequence")
+    report = certify_generation("transformers-assisted", profile="quick", out_dir="cert/")
+    # cert/certificate.json (schema 2.0, level "sequence") and cert/CERTIFICATE.md
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from exactspec.conformance.sequence.adapters import (
     Unsupported,
     load_adapter,
 )
-from exactspec.conformance.sequence.cases import CASES, PROFILES, REAL_CASES
+from exactspec.conformance.core.profiles import PROFILES
+from exactspec.conformance.sequence.cases import CASES, REAL_CASES
 from exactspec.conformance.sequence.reference_loop import ReferenceLoop
 from exactspec.conformance.sequence.report import to_markdown, write_report
-from exactspec.conformance.sequence.suite import run_sequence_suite
+from exactspec.conformance.core.report import document
+from exactspec.conformance.sequence.suite import run_sequence_result, run_sequence_suite
 
 
 def offers_generation(impl: Any) -> bool:
@@ -36,18 +39,22 @@ def offers_generation(impl: Any) -> bool:
 
 def certify_generation(impl: Any, profile: str = "standard", out_dir: str | Path | None = None,
                        real_model: bool = False, **kwargs: Any) -> dict:
-    """Run the sequence-level suite on `impl`; write `<impl>-<profile>.json/.md` under `out_dir` if given.
+    """Run the sequence-level suite on `impl`; write certificate.json + CERTIFICATE.md into `out_dir` if given.
 
-    Returns the report dict (``report['passed']``, ``report['verdict']``, per-case checks and evidence)."""
-    report = run_sequence_suite(impl, profile=profile, real_model=real_model, **kwargs)
-    if out_dir is not None:
-        json_path, md_path = write_report(report, out_dir)
-        report["files"] = [str(json_path), str(md_path)]
+    Returns the report document (``report['verdict']``, ``report['passed']``, ``report['checks']``, per-case
+    entries with their evidence), plus ``report['files']`` when written."""
+    result = run_sequence_result(impl, profile=profile, real_model=real_model, **kwargs)
+    spec = impl if isinstance(impl, str) else result.impl
+    if out_dir is None:
+        return document(result, spec)
+    paths = write_report(result, out_dir, spec)
+    report = paths["document"]
+    report["files"] = [paths["json"], paths["markdown"]]
     return report
 
 
 __all__ = [
     "CASES", "PROFILES", "REAL_CASES", "GpuImplAdapter", "HFAssistedAdapter", "HFPromptLookupAdapter",
     "ReferenceLoop", "Unsupported", "certify_generation", "load_adapter", "offers_generation",
-    "run_sequence_suite", "to_markdown", "write_report",
+    "run_sequence_result", "run_sequence_suite", "to_markdown", "write_report",
 ]

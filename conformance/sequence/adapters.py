@@ -11,17 +11,15 @@ raises ``Unsupported`` for a configuration its implementation cannot express (th
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
+from exactspec.conformance.loader import load_adapter as load_any_adapter
 from exactspec.conformance.sequence.models import eos_of
 from exactspec.conformance.sequence.reference_loop import ReferenceLoop
+from exactspec.errors import Unsupported  # noqa: F401 -- re-exported: adapters raise it for a configuration they cannot run
 from exactspec.reference.warping import SamplingParams
-
-
-class Unsupported(Exception):
-    """The adapter cannot run this configuration (recorded as 'unsupported', not as a failure)."""
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -201,30 +199,14 @@ BUILTIN = {
 
 
 def load_adapter(spec: Any) -> Any:
-    """An adapter object from a builtin name, 'MODULE:NAME' (class, factory or instance), or an object.
+    """A generation-level adapter from a builtin name, 'MODULE:NAME' (class, factory or instance), or an object.
 
-    Returns None when the object offers no ``generate`` (e.g. a rule-level ``verify`` adapter)."""
+    Returns None when the object offers no ``generate`` (e.g. a rule-level ``verify`` adapter); a spec that
+    cannot be loaded at all raises AdapterLoadError (a ValueError) naming the module and the import error."""
     if spec is None:
         return None
-    obj = spec
-    if isinstance(spec, str):
-        if spec in BUILTIN:
-            obj = BUILTIN[spec]
-        elif ":" in spec:
-            import importlib
-
-            module_name, _, attr = spec.partition(":")
-            obj = importlib.import_module(module_name)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        else:
-            raise ValueError(f"unknown adapter {spec!r}: use MODULE:NAME or one of {sorted(BUILTIN)}")
-    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "generate")):
-        try:
-            obj = obj()
-        except TypeError:
-            return None
-    return obj if callable(getattr(obj, "generate", None)) else None
+    loaded = load_any_adapter(spec, builtins=BUILTIN)
+    return loaded.adapter if loaded.level == "sequence" else None
 
 
 def adapter_name(adapter: Any) -> str:

@@ -1,4 +1,4 @@
-"""The sequence-level cases and profiles.
+"""The sequence-level cases (the profiles are the core's one table: `exactspec.conformance.core.profiles`).
 
 Levels: ``exact`` (tiny V = 6 models, whole-sequence law enumerated), ``pit`` (any vocabulary: randomized
 PIT of every generated token under the teacher-forced target law, two vocabulary orderings), ``greedy``
@@ -78,22 +78,3 @@ REAL_CASES: list[Case] = [
     Case("real_greedy", "greedy", SP(0.0), 0, 16, models="real", ks=(4,), prompts=(),
          what="SmolLM2-135M greedy == plain greedy"),
 ]
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    total_false_fail: float  # family-wise false-fail rate of one whole run (Bonferroni over checks)
-    beta: float  # per-check false-pass rate at the stated detectable deviation
-    target_tv: float  # exact level: plan n to detect this binned TV on the whole-sequence check
-    max_sequences: int  # exact level: cap on n
-    pit_sequences: int  # PIT level (tiny pair): sequences per case
-    real_sequences: int  # PIT level (real model): sequences per case
-    greedy_prompts: int  # greedy cases: prompts used (cycled)
-
-
-PROFILES = {
-    "quick": Profile("quick", 1e-3, 1e-3, 0.10, 1200, 150, 20, 2),
-    "standard": Profile("standard", 1e-4, 1e-3, 0.06, 4000, 500, 60, 4),
-    "full": Profile("full", 1e-5, 1e-3, 0.03, 20000, 3000, 200, 8),
-}

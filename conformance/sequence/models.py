@@ -5,7 +5,8 @@
   Small enough that the whole law over sequences of length <= 4 is enumerated exactly.
 * :func:`pit_pair` -- a wider random pair (default V = 64) for the PIT level.
 * :func:`real_pair` -- SmolLM2-135M (``gpu_impl.models.load_default_model``) as target and a layer-truncated
-  copy of it (the first few decoder layers, same embeddings and head: a self-speculative draft) as draft.
+  view of it (``gpu_impl.drafts.early_exit.truncated_model``: the first few decoder layers, same
+  embeddings and head, weights shared: a self-speculative draft) as draft.
 * :func:`target_rows` -- the target's warped conditional distribution for every generated position, by
   one forward over prompt + generated tokens (teacher forcing), warped by ``reference.warping``.
 
@@ -95,16 +96,11 @@ def real_pair(draft_layers: int = 6) -> tuple[Any, Any, Any]:
     Raises ``gpu_impl.models.ModelNotAvailableError`` when the model package is not installed.
     """
     if "pair" not in _REAL:
+        from exactspec.gpu_impl.drafts.early_exit import truncated_model
         from exactspec.gpu_impl.models import load_default_model
 
         target, tokenizer = load_default_model()
-        draft = copy.deepcopy(target)
-        draft.model.layers = draft.model.layers[:draft_layers]
-        draft.config.num_hidden_layers = draft_layers
-        if hasattr(draft.config, "layer_types") and draft.config.layer_types is not None:
-            draft.config.layer_types = draft.config.layer_types[:draft_layers]
-        draft.eval()
-        _REAL["pair"] = (target, draft, tokenizer)
+        _REAL["pair"] = (target, truncated_model(target, draft_layers), tokenizer)
     target, draft, tokenizer = _REAL["pair"]
     return set_eos(target, None), set_eos(draft, None), tokenizer
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.conformance.sequence.reference_loop import ReferenceLoop, _Row, sample_inverse_cdf
+from exactspec.conformance.sequence.reference_loop import ReferenceLoop, _Row
+from exactspec.reference.sampling import sample_token
 from exactspec.reference.rules import verify
 from exactspec.reference.warping import SamplingParams, warp_probs
 
@@ -77,7 +78,7 @@ class BonusFromRejectedRow(ReferenceLoop):
         emitted = verify(p, q, x, rng)
         k = len(x)
         if len(emitted) == k + 1:
-            emitted[-1] = sample_inverse_cdf(p[k - 1], rng)
+            emitted[-1] = sample_token(p[k - 1], rng)
         return emitted
 
 
@@ -129,7 +130,7 @@ class ResampleFromTargetOnReject(ReferenceLoop):
         emitted = verify(p, q, x, rng)
         k = len(x)
         if len(emitted) <= k:  # a rejection happened at position len(emitted) - 1
-            emitted[-1] = sample_inverse_cdf(p[len(emitted) - 1], rng)
+            emitted[-1] = sample_token(p[len(emitted) - 1], rng)
         return emitted
 
 

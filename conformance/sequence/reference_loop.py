@@ -26,17 +26,11 @@ import torch
 
 from exactspec.conformance.sequence.models import eos_of
 from exactspec.reference.rules import verify
+from exactspec.reference.sampling import sample_token
 from exactspec.reference.warping import SamplingParams
 
 MEMO_MAX_VOCAB = 16
 MEMO_MAX_ROWS = 500_000
-
-
-def sample_inverse_cdf(probs: np.ndarray, rng: np.random.Generator) -> int:
-    """One token from `probs` by inverse CDF (never a token of probability 0)."""
-    cumulative = np.cumsum(probs)
-    token = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
-    return min(token, int(np.flatnonzero(probs > 0)[-1]))
 
 
 class _Memo:
@@ -124,7 +118,7 @@ class ReferenceLoop:
         for _ in range(k):
             logits = _MEMO.rows(draft, context + drafts, len(context + drafts), self._memo(draft))[0]
             sample_from, q = self.draft_dists(logits, sampling)
-            drafts.append(sample_inverse_cdf(sample_from, rng))
+            drafts.append(sample_token(sample_from, rng))
             qs.append(q)
         return drafts, np.stack(qs)
 

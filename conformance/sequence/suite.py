@@ -1,6 +1,6 @@
-"""Run the sequence-level suite against a generation-level adapter and build the certificate.
+"""Run the sequence-level suite against a generation-level adapter and build its result.
 
-Statistics (all from ``stat_tests``, all with stated alpha, n and detectable deviation):
+Statistics (all from ``stat_tests``, each with its stated false-fail rate, n and detectable deviation):
 
 * exact level -- ``chisquare_gof`` of the generated whole sequences against the enumerated law (bins pooled
   from p alone; an extra zero-probability category catches impossible outputs: tokens after EOS, too
@@ -10,34 +10,36 @@ Statistics (all from ``stat_tests``, all with stated alpha, n and detectable dev
 * PIT level -- randomized PIT of every generated token under the teacher-forced warped target law
   (``pit_values``), tested with ``pit_uniformity_test`` (KS on the PIT values, never on token ids) under
   the id ordering and the descending-probability ordering; a zero-probability token is a hard failure.
-* greedy -- exact equality with plain greedy decoding of the target (alpha = 0).
-* structure (every case) -- lengths, EOS stop, ids in range: hard checks (alpha = 0).
+* greedy -- exact equality with plain greedy decoding of the target (hard, false-fail rate 0).
+* structure (every case) -- lengths, EOS stop, ids in range: hard contract checks.
 
-The family-wise false-fail rate of a run is the profile's ``total_false_fail``, split evenly (Bonferroni,
-``stat_tests.ErrorBudget``) over all statistical checks of the run.
+The statistical checks are those `core.registry.SEQUENCE_CHECKS` declares; the run's total false-fail
+rate (the profile's sequence-level rate) is split evenly over exactly them (`core.budget_for`).
 """
 
 from __future__ import annotations
 
-import math
-import platform
 import time
-import traceback
-import zlib
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 
+from exactspec.conformance.core.profiles import Profile, get_profile
+from exactspec.conformance.core.records import CheckRecord, case_seed, hard_failure, hard_result
+from exactspec.conformance.core.registry import budget_for, run_registered
+from exactspec.conformance.core.report import SuiteResult, document, summarize_budget
+from exactspec.conformance.loader import call_implementation
 from exactspec.conformance.sequence.adapters import Unsupported, adapter_name, load_adapter
-from exactspec.conformance.sequence.cases import CASES, PROFILES, REAL_CASES, REAL_PROMPT_TEXT, Case, Profile
+from exactspec.conformance.sequence.cases import CASES, REAL_CASES, REAL_PROMPT_TEXT, Case
 from exactspec.conformance.sequence.exact_law import SequenceLaw, sequence_law
 from exactspec.conformance.sequence.models import eos_of, last_logits, pit_pair, real_pair, target_rows, tiny_pair
+from exactspec.errors import ImplementationError
 from exactspec.reference.warping import SamplingParams
-from exactspec.stat_tests import ErrorBudget, TestResult, chisquare_gof, pit_uniformity_test, pit_values, plan_gof
+from exactspec.stat_tests import TestResult, chisquare_gof, pit_uniformity_test, pit_values, plan_gof
 
-SUITE_VERSION = 1
+SUITE_VERSION = 2
 
 
 @contextmanager
@@ -51,11 +53,6 @@ def _torch_threads(n: int | None):
         torch.set_num_threads(old)
 
 
-def case_seed(case: Case, salt: int = 0) -> int:
-    """Deterministic base seed of a case (the i-th sample uses base + i)."""
-    return (zlib.crc32(case.name.encode()) * 7919 + salt) % (2**31 - 2**20)
-
-
 def _models(case: Case):
     if case.models == "tiny":
         target, draft = tiny_pair(eos_token_id=case.eos)
@@ -66,11 +63,6 @@ def _models(case: Case):
     target, draft, tokenizer = real_pair()
     prompt = tokenizer(REAL_PROMPT_TEXT)["input_ids"]
     return target, draft, [tuple(int(t) for t in prompt)]
-
-
-def _hard(name: str, passed: bool, n: int, message: str, details: dict | None = None) -> TestResult:
-    return TestResult(name, 0.0 if passed else 1.0, 1.0 if passed else 0.0, n, 0.0, 0.0, float("nan"), passed,
-                      f"{name}: {'PASS' if passed else 'FAIL'}: {message}", details or {})
 
 
 def structure_check(samples: Sequence[Sequence[int]], max_new_tokens: int, eos: int | None, vocab: int,
@@ -93,7 +85,7 @@ def structure_check(samples: Sequence[Sequence[int]], max_new_tokens: int, eos: 
     msg = (f"all {n} outputs well formed" if not problems else
            f"{len(problems)} of {n} outputs malformed, e.g. seed {problems[0]['seed']}: {problems[0]['problem']} "
            f"(output {problems[0]['output']})")
-    return _hard("structure", not problems, n, msg, {"malformed": problems[:10], "n_malformed": len(problems)})
+    return hard_result("structure", not problems, n, msg, {"malformed": problems[:10], "n_malformed": len(problems)})
 
 
 def _tv(counts: np.ndarray, probs: np.ndarray) -> float:
@@ -115,25 +107,32 @@ def _label(outcome: tuple[int, ...] | None) -> str:
     return "impossible (probability 0)" if outcome is None else " ".join(map(str, outcome)) or "(empty)"
 
 
-def exact_checks(law: SequenceLaw, samples: list[list[int]], alpha: float, beta: float, tag: str = "") -> tuple[list[TestResult], dict]:
+def sequence_law_check(law: SequenceLaw, samples: list[list[int]], false_fail_rate: float, beta: float,
+                       tag: str = "") -> tuple[TestResult, dict]:
+    """Whole generated sequences against the enumerated exact law (plus an 'impossible' category)."""
     counts, bad = law.counts(samples)
     probs = law.probs_with_impossible()
     labels = [_label(o) for o in law.outcomes] + [_label(None)]
-    results = [chisquare_gof(counts=counts, p=probs, alpha=alpha, beta=beta, name=f"sequence_chisquare{tag}")]
-    evidence = {
-        f"sequence{tag}": {"empirical_tv_to_exact_law": _tv(counts, probs), "n_outcomes": len(law.outcomes),
-                           "top_deviations": _top_deviations(labels, counts, probs),
-                           "impossible_outputs": [list(b) for b in bad[:5]], "n_impossible": len(bad)}}
+    result = chisquare_gof(counts=counts, p=probs, false_fail_rate=false_fail_rate, beta=beta,
+                           name=f"sequence_chisquare{tag}")
+    evidence = {"empirical_tv_to_exact_law": _tv(counts, probs), "n_outcomes": len(law.outcomes),
+                "top_deviations": _top_deviations(labels, counts, probs),
+                "impossible_outputs": [list(b) for b in bad[:5]], "n_impossible": len(bad)}
+    return result, {f"sequence{tag}": evidence}
+
+
+def position_marginal_checks(law: SequenceLaw, samples: list[list[int]], false_fail_rate: float, beta: float,
+                             tag: str = "") -> tuple[list[TestResult], dict]:
+    """One chi-square per position t on the marginal law of the token there (V tokens + 'stopped')."""
+    results, evidence = [], {}
     for t in range(law.max_new_tokens):
         pos_p = law.position_law(t)
         pos_counts = np.zeros(law.vocab + 1, dtype=np.int64)
         for s in samples:
-            if t < len(s):
-                token = int(s[t])
-                pos_counts[token if 0 <= token < law.vocab else law.vocab] += 1
-            else:
-                pos_counts[law.vocab] += 1
-        r = chisquare_gof(counts=pos_counts, p=pos_p, alpha=alpha, beta=beta, name=f"position_{t}_chisquare{tag}")
+            token = int(s[t]) if t < len(s) else law.vocab
+            pos_counts[token if 0 <= token < law.vocab else law.vocab] += 1
+        r = chisquare_gof(counts=pos_counts, p=pos_p, false_fail_rate=false_fail_rate, beta=beta,
+                          name=f"position_{t}_chisquare{tag}")
         results.append(r)
         if not r.passed:
             plabels = [str(v) for v in range(law.vocab)] + ["(stopped)"]
@@ -144,8 +143,9 @@ def exact_checks(law: SequenceLaw, samples: list[list[int]], alpha: float, beta:
     return results, evidence
 
 
-def pit_checks(target: Any, prompt: Sequence[int], samples: list[list[int]], seeds: Sequence[int], sampling: SamplingParams,
-               alpha: float, beta: float, pit_seed: int) -> tuple[list[TestResult], dict]:
+def pit_of_samples(target: Any, prompt: Sequence[int], samples: list[list[int]], seeds: Sequence[int],
+                   sampling: SamplingParams, pit_seed: int) -> tuple[TestResult, dict[str, np.ndarray]]:
+    """The hard zero-probability check and the randomized PIT values of every token (id and prob order)."""
     rng_id, rng_prob = np.random.default_rng([pit_seed, 1]), np.random.default_rng([pit_seed, 2])
     u_id, u_prob, zero = [], [], []
     for s, seed in zip(samples, seeds):
@@ -161,17 +161,23 @@ def pit_checks(target: Any, prompt: Sequence[int], samples: list[list[int]], see
         u_id.append(pit_values(s, rows, rng_id, ordering="id"))
         u_prob.append(pit_values(s, rows, rng_prob, ordering="prob"))
     n_tokens = int(sum(len(s) for s in samples))
-    results = [_hard("zero_probability_tokens", not zero, n_tokens,
-                     "no generated token has probability 0 under the warped target" if not zero else
-                     f"{len(zero)} sequences contain a token of warped target probability 0, e.g. {zero[0]}",
-                     {"examples": zero[:10]})]
-    evidence: dict = {"n_pit_values": int(sum(len(u) for u in u_id))}
-    for ordering, chunks in (("id", u_id), ("prob", u_prob)):
-        u = np.concatenate(chunks) if chunks else np.zeros(0)
+    zero_check = hard_result("zero_probability_tokens", not zero, n_tokens,
+                             "no generated token has probability 0 under the warped target" if not zero else
+                             f"{len(zero)} sequences contain a token of warped target probability 0, e.g. {zero[0]}",
+                             {"examples": zero[:10]})
+    values = {ordering: (np.concatenate(chunks) if chunks else np.zeros(0))
+              for ordering, chunks in (("id", u_id), ("prob", u_prob))}
+    return zero_check, values
+
+
+def pit_ks_checks(values: dict[str, np.ndarray], false_fail_rate: float, beta: float) -> tuple[list[TestResult], dict]:
+    """KS uniformity of the PIT values under each ordering."""
+    results, evidence = [], {"n_pit_values": int(values["id"].size)}
+    for ordering, u in values.items():
         if u.size < 2:
-            results.append(_hard(f"pit_ks_{ordering}", False, int(u.size), "fewer than 2 PIT values"))
+            results.append(hard_result(f"pit_ks_{ordering}", False, int(u.size), "fewer than 2 PIT values"))
             continue
-        r = pit_uniformity_test(u, alpha, beta=beta, method="ks", name=f"pit_ks_{ordering}")
+        r = pit_uniformity_test(u, false_fail_rate, beta=beta, method="ks", name=f"pit_ks_{ordering}")
         results.append(r)
         hist = np.histogram(u, bins=10, range=(0, 1))[0]
         evidence[f"pit_{ordering}"] = {"decile_counts": hist.tolist(), "expected_per_decile": u.size / 10,
@@ -191,17 +197,11 @@ def plain_greedy(target: Any, prompt: Sequence[int], max_new_tokens: int) -> lis
     return out
 
 
-def _n_checks(case: Case) -> int:
-    if case.level == "exact":
-        return case.batch * (1 + case.max_new_tokens)
-    if case.level == "pit":
-        return 2
-    return 0
-
-
-def select_cases(profile: Profile, real_model: bool, names: Iterable[str] | None = None) -> list[Case]:
+def select_cases(profile: Profile | str, real_model: bool, names: Iterable[str] | None = None) -> list[Case]:
+    """The cases a run uses: every case (quick: those marked in_quick), plus the real-model ones if asked."""
+    prof = get_profile(profile)
     cases = list(CASES) + (list(REAL_CASES) if real_model else [])
-    if profile.name == "quick":
+    if prof.name == "quick":
         cases = [c for c in cases if c.in_quick]
     if names is not None:
         wanted = set(names)
@@ -209,138 +209,186 @@ def select_cases(profile: Profile, real_model: bool, names: Iterable[str] | None
     return cases
 
 
-def run_case(adapter: Any, case: Case, profile: Profile, alpha: float, progress: Callable[[str], None] | None = None) -> dict:
-    start = time.perf_counter()
-    record: dict[str, Any] = {"case": case.name, "level": case.level, "what": case.what, "params": case.params(),
-                              "status": "ok", "checks": [], "evidence": {}}
+class _CaseRun:
+    """One case being run: its models, seeds, settings, and the records and report entry it produces."""
+
+    def __init__(self, adapter: Any, impl: str, case: Case, profile: Profile, false_fail_rate: float,
+                 progress: Callable[[str], None] | None) -> None:
+        self.adapter, self.impl, self.case, self.profile = adapter, impl, case, profile
+        self.settings, self.rate, self.progress = profile.sequence, false_fail_rate, progress
+        self.target, self.draft, self.prompts = _models(case)
+        self.vocab, self.eos = int(self.target.config.vocab_size), eos_of(self.target)
+        self.base = case_seed(case.name, "sequence")  # sample i uses seed base + i
+        self.records: list[CheckRecord] = []
+        self.info: dict[str, Any] = {}
+        self.evidence: dict[str, Any] = {}
+
+    def add(self, category: str, result: TestResult) -> CheckRecord:
+        record = CheckRecord(self.impl, self.case.name, result.name, category, result)
+        self.records.append(record)
+        return record
+
+    def generate(self, prompt: Sequence[int], k: int, seed: int) -> list[int]:
+        c = self.case
+        out = call_implementation(self.adapter.generate, self.target, self.draft, list(prompt), c.max_new_tokens, k,
+                                  c.sampling, seed)
+        return [int(t) for t in out]
+
+
+def _run_greedy(run: _CaseRun) -> None:
+    case, mismatches, n = run.case, [], 0
+    for k in case.ks:
+        for j in range(run.settings.greedy_prompts):
+            prompt = run.prompts[j % len(run.prompts)]
+            prompt = list(prompt) if j < len(run.prompts) else list(prompt[j % 3:]) + [j % run.vocab]
+            expected = plain_greedy(run.target, prompt, case.max_new_tokens)
+            got = run.generate(prompt, k, run.base + j)
+            n += 1
+            if got != expected:
+                first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+                mismatches.append({"k": k, "prompt": prompt[-12:], "expected": expected, "got": got,
+                                   "first_difference_at": first})
+    run.add("invariant", hard_result("greedy_equality", not mismatches, n,
+                                     f"all {n} greedy outputs equal plain greedy decoding" if not mismatches else
+                                     f"{len(mismatches)} of {n} greedy outputs differ from plain greedy, e.g. "
+                                     f"{mismatches[0]}", {"mismatches": mismatches[:10]}))
+    run.info["n"] = n
+
+
+def _exact_samples(run: _CaseRun, n: int) -> list[list[list[int]]]:
+    """n samples per batch row (rows[b][i]), from generate or generate_batch."""
+    case = run.case
+    if case.batch == 1:
+        return [[run.generate(run.prompts[0], case.k, run.base + i) for i in range(n)]]
+    if not callable(getattr(run.adapter, "generate_batch", None)):
+        raise Unsupported("adapter offers no generate_batch")
+    prompts = [list(p) for p in run.prompts[: case.batch]]
+    outs = [call_implementation(run.adapter.generate_batch, run.target, run.draft, prompts, case.max_new_tokens,
+                                case.k, case.sampling, run.base + i) for i in range(n)]
+    return [[[int(t) for t in o[b]] for o in outs] for b in range(case.batch)]
+
+
+def _run_exact(run: _CaseRun) -> None:
+    case, beta = run.case, run.profile.beta
+    laws = [sequence_law(run.target, p, case.max_new_tokens, case.sampling) for p in run.prompts[: case.batch]]
+    n_planned, _ = plan_gof(laws[0].probs, run.settings.target_tv, run.rate, beta)
+    n = int(min(run.settings.max_sequences, max(n_planned, 200)))
+    run.info.update(n=n, n_planned_for_target_tv=int(n_planned), target_tv=run.settings.target_tv)
+    rows = _exact_samples(run, n)
+    seeds = [run.base + i for i in range(n)]
+    run.add("contract", structure_check([s for r in rows for s in r], case.max_new_tokens, run.eos, run.vocab,
+                                        seeds * case.batch))
+    tags = [""] if case.batch == 1 else [f"_row{b}" for b in range(case.batch)]
+
+    def each_row(check: Callable) -> list[CheckRecord]:
+        out = []
+        for law, samples, tag in zip(laws, rows, tags):
+            results, evidence = check(law, samples, run.rate, beta, tag)
+            run.evidence.update(evidence)
+            out += [CheckRecord(run.impl, case.name, r.name, "exactness", r)
+                    for r in (results if isinstance(results, list) else [results])]
+        return out
+
+    run.records += run_registered("sequence", case, {"sequence_law": lambda: each_row(sequence_law_check),
+                                                     "position_marginals": lambda: each_row(position_marginal_checks)})
+
+
+def _run_pit(run: _CaseRun) -> None:
+    case = run.case
+    n = run.settings.real_sequences if case.models == "real" else run.settings.pit_sequences
+    prompt, seeds, samples = list(run.prompts[0]), [run.base + i for i in range(n)], []
+    for i, seed in enumerate(seeds):
+        samples.append(run.generate(prompt, case.k, seed))
+        if run.progress and case.models == "real" and (i + 1) % 10 == 0:
+            run.progress(f"    {case.name}: {i + 1}/{n} sequences")
+    run.info["n"] = n
+    run.add("contract", structure_check(samples, case.max_new_tokens, run.eos, run.vocab, seeds))
+    zero_check, values = pit_of_samples(run.target, prompt, samples, seeds, case.sampling, run.base)
+    run.add("invariant", zero_check)
+
+    def ks() -> list[CheckRecord]:
+        results, evidence = pit_ks_checks(values, run.rate, run.profile.beta)
+        run.evidence.update(evidence)
+        return [CheckRecord(run.impl, case.name, r.name, "exactness", r) for r in results]
+
+    run.records += run_registered("sequence", case, {"pit_ks": ks})
+
+
+_LEVEL_RUNNERS = {"greedy": _run_greedy, "exact": _run_exact, "pit": _run_pit}
+
+
+def run_case(adapter: Any, case: Case, profile: Profile | str, false_fail_rate: float, impl: str | None = None,
+             progress: Callable[[str], None] | None = None) -> tuple[list[CheckRecord], dict]:
+    """All checks of one case: its records and its entry in the report (status ok / unsupported / error)."""
+    start, impl = time.perf_counter(), impl or adapter_name(adapter)
+    entry: dict[str, Any] = {"name": case.name, "case": case.name, "level": case.level, "what": case.what,
+                             "params": case.params(), "status": "ok"}
+    records: list[CheckRecord] = []
     try:
-        target, draft, prompts = _models(case)
-        vocab, eos = int(target.config.vocab_size), eos_of(target)
-        base = case_seed(case)
-        results: list[TestResult] = []
-        if case.level == "greedy":
-            mismatches, n = [], 0
-            for k in case.ks:
-                for j in range(profile.greedy_prompts):
-                    prompt = prompts[j % len(prompts)]
-                    prompt = list(prompt) if j < len(prompts) else list(prompt[j % 3:]) + [j % vocab]
-                    expected = plain_greedy(target, prompt, case.max_new_tokens)
-                    got = adapter.generate(target, draft, prompt, case.max_new_tokens, k, case.sampling, base + j)
-                    n += 1
-                    if [int(t) for t in got] != expected:
-                        first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
-                        mismatches.append({"k": k, "prompt": prompt[-12:], "expected": expected, "got": [int(t) for t in got],
-                                           "first_difference_at": first})
-            results.append(_hard("greedy_equality", not mismatches, n,
-                                 f"all {n} greedy outputs equal plain greedy decoding" if not mismatches else
-                                 f"{len(mismatches)} of {n} greedy outputs differ from plain greedy, e.g. {mismatches[0]}",
-                                 {"mismatches": mismatches[:10]}))
-            record["n"] = n
-        elif case.level == "exact":
-            if case.batch > 1 and not callable(getattr(adapter, "generate_batch", None)):
-                raise Unsupported("adapter offers no generate_batch")
-            laws = [sequence_law(target, p, case.max_new_tokens, case.sampling) for p in prompts[: case.batch]]
-            n_planned, bins = plan_gof(laws[0].probs, profile.target_tv, alpha, profile.beta)
-            n = int(min(profile.max_sequences, max(n_planned, 200)))
-            record.update(n=n, n_planned_for_target_tv=int(n_planned), target_tv=profile.target_tv)
-            if case.batch == 1:
-                rows = [[adapter.generate(target, draft, list(prompts[0]), case.max_new_tokens, case.k, case.sampling, base + i)
-                         for i in range(n)]]
-            else:
-                outs = [adapter.generate_batch(target, draft, [list(p) for p in prompts[: case.batch]], case.max_new_tokens,
-                                               case.k, case.sampling, base + i) for i in range(n)]
-                rows = [[o[b] for o in outs] for b in range(case.batch)]
-            seeds = [base + i for i in range(n)]
-            results.append(structure_check([s for r in rows for s in r], case.max_new_tokens, eos, vocab, seeds * case.batch))
-            for b, (law, samples) in enumerate(zip(laws, rows)):
-                tag = "" if case.batch == 1 else f"_row{b}"
-                r, ev = exact_checks(law, [list(map(int, s)) for s in samples], alpha, profile.beta, tag)
-                results.extend(r)
-                record["evidence"].update(ev)
-        else:  # pit
-            n = profile.real_sequences if case.models == "real" else profile.pit_sequences
-            prompt = list(prompts[0])
-            seeds = [base + i for i in range(n)]
-            samples = []
-            for i, seed in enumerate(seeds):
-                samples.append([int(t) for t in adapter.generate(target, draft, prompt, case.max_new_tokens, case.k, case.sampling, seed)])
-                if progress and case.models == "real" and (i + 1) % 10 == 0:
-                    progress(f"    {case.name}: {i + 1}/{n} sequences")
-            record["n"] = n
-            results.append(structure_check(samples, case.max_new_tokens, eos, vocab, seeds))
-            r, ev = pit_checks(target, prompt, samples, seeds, case.sampling, alpha, profile.beta, base)
-            results.extend(r)
-            record["evidence"].update(ev)
-        record["checks"] = [r.to_dict() for r in results]
-        record["passed"] = all(r.passed for r in results)
-        record["_results"] = results
+        run = _CaseRun(adapter, impl, case, get_profile(profile), false_fail_rate, progress)
+        try:
+            _LEVEL_RUNNERS[case.level](run)
+        finally:
+            records, entry["evidence"] = run.records, run.evidence
+            entry.update(run.info)
     except Unsupported as exc:
-        record.update(status="unsupported", passed=None, reason=str(exc))
-    except Exception as exc:  # noqa: BLE001 - an adapter crash is a failed case, with its traceback
-        record.update(status="error", passed=False, reason=f"{type(exc).__name__}: {exc}",
-                      traceback=traceback.format_exc(limit=6)[-3000:])
-    record["seconds"] = round(time.perf_counter() - start, 2)
-    return record
+        entry.update(status="unsupported", reason=str(exc))
+    except ImplementationError as exc:
+        entry.update(status="error", reason=str(exc), traceback=getattr(exc, "traceback_text", "")[-3000:])
+        records.append(hard_failure(impl, case.name, "generate", "contract", f"generate: FAIL: the adapter raised {exc}"))
+    except Exception as exc:  # noqa: BLE001 - e.g. an output of the wrong type: the case cannot be judged
+        import traceback
+
+        entry.update(status="error", reason=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=6)[-3000:])
+        records.append(hard_failure(impl, case.name, "run", "contract",
+                                    f"run: FAIL: the case could not run on this adapter's output: {entry['reason']}"))
+    entry["checks"] = [r.to_dict() for r in records]
+    entry["passed"] = None if entry["status"] == "unsupported" else all(r.passed for r in records)
+    entry["seconds"] = round(time.perf_counter() - start, 2)
+    return records, entry
 
 
-def _environment() -> dict:
-    import scipy
-    import transformers
-
-    return {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-            "torch": torch.__version__, "transformers": transformers.__version__, "machine": platform.machine(),
-            "torch_threads": 1}
-
-
-def run_sequence_suite(impl: Any, profile: str = "quick", real_model: bool = False, cases: Iterable[str] | None = None,
-                       fail_fast: bool = False, progress: Callable[[str], None] | None = None,
-                       threads: int | None = 1) -> dict:
-    """Run the sequence-level suite on `impl` (adapter object, builtin name or 'MODULE:NAME'); return the report."""
+def run_sequence_result(impl: Any, profile: Profile | str = "quick", real_model: bool = False,
+                        cases: Iterable[str] | None = None, fail_fast: bool = False,
+                        progress: Callable[[str], None] | None = None, threads: int | None = 1) -> SuiteResult:
+    """Run the sequence-level suite on `impl` (adapter object, builtin name or 'MODULE:NAME')."""
     adapter = load_adapter(impl)
     if adapter is None:
         raise ValueError(f"{impl!r} offers no generate(target, draft, prompt_ids, max_new_tokens, k, sampling, seed): "
                          "not a generation-level adapter (use the rule-level suite for verify adapters)")
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
-    prof = PROFILES[profile]
+    prof = get_profile(profile)
     selected = select_cases(prof, real_model, cases)
-    n_checks = max(1, sum(_n_checks(c) for c in selected))
-    budget = ErrorBudget(total_false_fail=prof.total_false_fail, n_checks=n_checks, beta=prof.beta)
-    alpha = budget.per_check_alpha
+    budget = budget_for("sequence", prof, selected)
+    name = adapter_name(adapter)
+    result = SuiteResult(level="sequence", impl=name, profile=prof)
     start = time.perf_counter()
-    records, all_results = [], []
     with _torch_threads(threads):
         for case in selected:
             if progress:
                 progress(f"  case {case.name} ({case.level}) ...")
-            rec = run_case(adapter, case, prof, alpha, progress)
-            all_results.extend(rec.pop("_results", []))
-            records.append(rec)
+            records, entry = run_case(adapter, case, prof, budget.per_check_false_fail_rate, name, progress)
+            result.records += records
+            result.cases.append(entry)
+            result.plan[case.name] = {k: entry[k] for k in ("n", "n_planned_for_target_tv", "target_tv") if k in entry}
             if progress:
-                progress(f"  case {case.name}: {rec['status']} passed={rec.get('passed')} n={rec.get('n')} ({rec['seconds']} s)")
-            if fail_fast and rec.get("passed") is False:
+                progress(f"  case {case.name}: {entry['status']} passed={entry['passed']} n={entry.get('n')} "
+                         f"({entry['seconds']} s)")
+            if fail_fast and entry["passed"] is False:
+                result.notes.append(f"stopped early (fail_fast) after case {case.name}")
                 break
-    failed = [r["case"] for r in records if r.get("passed") is False]
-    stats = [r for r in all_results if r.alpha > 0]
-    tvs = [r.detectable_tv for r in stats if np.isfinite(r.detectable_tv)]
-    kolm = [r.details.get("detectable_kolmogorov") for r in stats if r.details.get("detectable_kolmogorov")]
-    report = {
-        "suite": "exactspec sequence-level conformance", "suite_version": SUITE_VERSION,
-        "impl": adapter_name(adapter), "description": getattr(adapter, "description", ""),
-        "notes": getattr(adapter, "notes", ""),
-        "profile": profile, "real_model": real_model,
-        "passed": not failed and bool(records),
-        "verdict": "CERTIFIED" if (not failed and records) else "FAILED",
-        "failed_cases": failed,
-        "unsupported_cases": [r["case"] for r in records if r["status"] == "unsupported"],
-        "error_budget": {"total_false_fail": prof.total_false_fail, "n_statistical_checks": n_checks,
-                         "per_check_alpha": alpha, "beta": prof.beta,
-                         "alpha_spent": float(sum(r.alpha for r in stats)),
-                         "worst_detectable_binned_tv": max(tvs) if tvs else None,
-                         "best_detectable_binned_tv": min(tvs) if tvs else None,
-                         "worst_detectable_kolmogorov_pit": max(kolm) if kolm else None},
-        "environment": _environment(),
-        "seconds": round(time.perf_counter() - start, 1),
-        "cases": records,
-    }
-    return report
+    result.seconds = time.perf_counter() - start
+    result.budget = summarize_budget(budget, result.records)
+    result.notes += [n for n in [getattr(adapter, "notes", "")] if n]
+    result.extra = {"suite_version": SUITE_VERSION, "description": getattr(adapter, "description", ""),
+                    "real_model": real_model,
+                    "failed_cases": [c["name"] for c in result.cases if c["passed"] is False],
+                    "unsupported_cases": [c["name"] for c in result.cases if c["status"] == "unsupported"]}
+    return result
+
+
+def run_sequence_suite(impl: Any, profile: Profile | str = "quick", real_model: bool = False,
+                       cases: Iterable[str] | None = None, fail_fast: bool = False,
+                       progress: Callable[[str], None] | None = None, threads: int | None = 1) -> dict:
+    """Run the sequence-level suite on `impl`; return its versioned report document (core schema 2.0)."""
+    result = run_sequence_result(impl, profile, real_model, cases, fail_fast, progress, threads)
+    return document(result, impl if isinstance(impl, str) else result.impl)

@@ -1,0 +1,24 @@
+"""The conformance core shared by both levels: profiles, check registry and error budget, records and
+verdicts, the result type and the certificate writer. Torch-free."""
+
+from exactspec.conformance.core.profiles import LEVELS, PROFILE_NAMES, PROFILES, Profile, RuleSettings, SequenceSettings, get_profile
+from exactspec.conformance.core.records import (
+    CATEGORIES,
+    STATISTICAL_CATEGORIES,
+    VERDICT_TEXT,
+    VERDICTS,
+    CheckRecord,
+    case_seed,
+    hard_failure,
+    hard_result,
+    verdict_of,
+)
+from exactspec.conformance.core.registry import REGISTRY, StatCheck, budget_for, planned_checks, planned_names, run_registered
+from exactspec.conformance.core.report import SCHEMA_VERSION, SuiteResult, document, summarize_budget, write_report
+
+__all__ = [
+    "CATEGORIES", "LEVELS", "PROFILES", "PROFILE_NAMES", "REGISTRY", "SCHEMA_VERSION", "STATISTICAL_CATEGORIES",
+    "VERDICTS", "VERDICT_TEXT", "CheckRecord", "Profile", "RuleSettings", "SequenceSettings", "StatCheck",
+    "SuiteResult", "budget_for", "case_seed", "document", "get_profile", "hard_failure", "hard_result",
+    "planned_checks", "planned_names", "run_registered", "summarize_budget", "verdict_of", "write_report",
+]

@@ -1,0 +1,149 @@
+"""The one table of profiles (quick / standard / full) for both levels of the suite.
+
+A profile says how hard the suite looks. Both levels share its name, description and per-check
+false-pass rate ``beta``; each level has its own keyword-only settings object, because the two levels
+make *different promises under the same profile name*:
+
+- rule level: total false-fail rate 1e-6 at every profile; target binned TV 0.05 / 0.02 / 0.01 per case;
+- sequence level: total false-fail rate 1e-3 / 1e-4 / 1e-5; target binned TV 0.10 / 0.06 / 0.03 on the
+  whole-sequence law (its checks are costlier: every sample is a whole generation on a model).
+
+``Profile.describe()`` states both promises in one line; ``get_profile(name)`` is the only lookup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LEVELS = ("rule", "sequence")
+
+
+def _check_rate(value: float, name: str) -> None:
+    if not (isinstance(value, (int, float)) and 0.0 < float(value) < 1.0):
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+
+
+def _check_positive_int(value: int, name: str) -> None:
+    if not (isinstance(value, int) and value > 0):
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuleSettings:
+    """Rule level (one verification round per call): sample sizes are planned from ``target_tv``."""
+
+    total_false_fail: float  # P(any statistical check of the run fails | implementation exact) <= this
+    target_tv: float  # per case: the primary check detects binned TV >= this w.p. >= 1 - beta
+    max_bins: int  # cap on bins (min_expected grows with n so bins stay <= max_bins)
+    max_rounds: int  # safety cap on rounds per case (reported if it binds)
+    invariant_rounds: int  # rounds per case with an ordinary Generator for the hard invariants
+    adversarial_rounds: int  # rounds per case with the boundary-heavy Generator
+    hypothesis_examples: int  # generated cases for the invariant property test
+    hypothesis_rounds: int  # rounds per generated case
+
+    def __post_init__(self) -> None:
+        _check_rate(self.total_false_fail, "total_false_fail")
+        _check_rate(self.target_tv, "target_tv")
+        for name in ("max_bins", "max_rounds", "invariant_rounds", "adversarial_rounds",
+                     "hypothesis_examples", "hypothesis_rounds"):
+            _check_positive_int(getattr(self, name), name)
+
+    def min_expected(self, n: int) -> float:
+        """Smallest expected count per pooled bin for n samples (keeps the bin count <= max_bins)."""
+        return max(20.0, n / self.max_bins)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SequenceSettings:
+    """Sequence level (whole generations on small models)."""
+
+    total_false_fail: float  # family-wise false-fail rate of one whole run (Bonferroni over its checks)
+    target_tv: float  # exact cases: n is planned to detect this binned TV on the whole-sequence law
+    max_sequences: int  # exact cases: cap on n
+    pit_sequences: int  # PIT cases (tiny pair): sequences per case
+    real_sequences: int  # PIT cases (real model): sequences per case
+    greedy_prompts: int  # greedy cases: prompts used (cycled)
+
+    def __post_init__(self) -> None:
+        _check_rate(self.total_false_fail, "total_false_fail")
+        _check_rate(self.target_tv, "target_tv")
+        for name in ("max_sequences", "pit_sequences", "real_sequences", "greedy_prompts"):
+            _check_positive_int(getattr(self, name), name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """One named profile: shared fields, then the settings of each level."""
+
+    name: str
+    description: str
+    beta: float  # per-check false-pass rate at the stated detectable deviation (both levels)
+    rule: RuleSettings
+    sequence: SequenceSettings
+
+    def __post_init__(self) -> None:
+        _check_rate(self.beta, "beta")
+
+    def settings(self, level: str) -> RuleSettings | SequenceSettings:
+        """The settings object of `level` ("rule" or "sequence")."""
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        return self.rule if level == "rule" else self.sequence
+
+    def total_false_fail(self, level: str) -> float:
+        return self.settings(level).total_false_fail
+
+    def describe(self) -> str:
+        """One line stating what the profile promises at each level."""
+        r, s = self.rule, self.sequence
+        return (f"profile {self.name}: rule level total false-fail <= {r.total_false_fail:g}, detects binned TV "
+                f">= {r.target_tv:g} per case; sequence level total false-fail <= {s.total_false_fail:g}, detects "
+                f"binned TV >= {s.target_tv:g} on the sequence law; power >= {1 - self.beta:g} per check. "
+                f"{self.description}")
+
+    def to_dict(self, level: str) -> dict:
+        """The shared fields and the settings of `level`, as plain JSON."""
+        from dataclasses import asdict
+
+        return {"name": self.name, "description": self.description, "beta": self.beta,
+                "total_false_fail": self.total_false_fail(level), "target_tv": self.settings(level).target_tv,
+                "settings": asdict(self.settings(level)), "promise": self.describe()}
+
+
+PROFILES: dict[str, Profile] = {
+    "quick": Profile(
+        name="quick", beta=1e-3,
+        description="CI: certifies a NumPy-speed implementation in well under a minute on 2 cores.",
+        rule=RuleSettings(total_false_fail=1e-6, target_tv=0.05, max_bins=40, max_rounds=60_000,
+                          invariant_rounds=200, adversarial_rounds=200, hypothesis_examples=15,
+                          hypothesis_rounds=40),
+        sequence=SequenceSettings(total_false_fail=1e-3, target_tv=0.10, max_sequences=1200, pit_sequences=150,
+                                  real_sequences=20, greedy_prompts=2)),
+    "standard": Profile(
+        name="standard", beta=1e-3, description="Default: minutes; detects 2% TV per case at the rule level.",
+        rule=RuleSettings(total_false_fail=1e-6, target_tv=0.02, max_bins=80, max_rounds=400_000,
+                          invariant_rounds=1000, adversarial_rounds=1000, hypothesis_examples=60,
+                          hypothesis_rounds=60),
+        sequence=SequenceSettings(total_false_fail=1e-4, target_tv=0.06, max_sequences=4000, pit_sequences=500,
+                                  real_sequences=60, greedy_prompts=4)),
+    "full": Profile(
+        name="full", beta=1e-3,
+        description="Certificate grade: detects 1% TV per case; tens of minutes for NumPy-speed code.",
+        rule=RuleSettings(total_false_fail=1e-6, target_tv=0.01, max_bins=150, max_rounds=2_000_000,
+                          invariant_rounds=5000, adversarial_rounds=5000, hypothesis_examples=300,
+                          hypothesis_rounds=100),
+        sequence=SequenceSettings(total_false_fail=1e-5, target_tv=0.03, max_sequences=20000, pit_sequences=3000,
+                                  real_sequences=200, greedy_prompts=8)),
+}
+
+PROFILE_NAMES = tuple(PROFILES)
+
+
+def get_profile(name: str | Profile) -> Profile:
+    """The profile called `name` (a Profile is returned as is)."""
+    if isinstance(name, Profile):
+        return name
+    try:
+        return PROFILES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {name!r}") from None

@@ -1,0 +1,100 @@
+"""One record type, one hard-check helper, one seed formula and one verdict set for both levels.
+
+Categories of a check (worst first):
+
+- ``contract``       hard: output type/shape/length/range, exceptions, determinism (false-fail rate 0);
+- ``invariant``      hard: properties every exact generator has on every output (no token of target
+                     probability 0, emitted prefix == drafts, greedy equality) (false-fail rate 0);
+- ``exactness``      statistical, true of every exact implementation;
+- ``standard_rule``  statistical, true of the standard (Leviathan-Chen) rule only.
+
+Verdicts (worst first), the same at both levels:
+
+- CONTRACT_VIOLATION  a contract check failed;
+- NOT_EXACT           an invariant or an exactness check failed;
+- EXACT_NOT_STANDARD  only standard-rule checks failed (exact, but accepts differently; rule level only);
+- CERTIFIED           every check passed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from exactspec.stat_tests import TestResult
+
+CATEGORIES = ("contract", "invariant", "exactness", "standard_rule")
+STATISTICAL_CATEGORIES = ("exactness", "standard_rule")
+VERDICTS = ("CONTRACT_VIOLATION", "NOT_EXACT", "EXACT_NOT_STANDARD", "CERTIFIED")
+
+VERDICT_TEXT = {
+    "CERTIFIED": "exact, and every check passed (at the rule level: achieves the standard rule's acceptance)",
+    "EXACT_NOT_STANDARD": ("exact (no deviation from the target distribution detected), but NOT the standard rule: "
+                           "its emitted tuples / tokens per round differ from Leviathan-Chen's"),
+    "NOT_EXACT": "NOT exact: its output distribution differs from the target's (or it emits impossible tokens)",
+    "CONTRACT_VIOLATION": "does not obey the interface contract (bad output, exception, or not reproducible)",
+}
+
+
+@dataclass
+class CheckRecord:
+    """One check of one implementation on one case: a `stat_tests.TestResult` with its category."""
+
+    impl: str
+    case: str
+    check: str
+    category: str
+    result: TestResult
+    plot: dict = field(default_factory=dict)  # observed/expected per bin, for the report's plots
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"category must be one of {CATEGORIES}, got {self.category!r}")
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.result.passed)
+
+    @property
+    def statistical(self) -> bool:
+        return self.category in STATISTICAL_CATEGORIES
+
+    def to_dict(self) -> dict:
+        d = self.result.to_dict()
+        d.update({"impl": self.impl, "case": self.case, "check": self.check, "category": self.category})
+        return d
+
+
+def hard_result(name: str, passed: bool, n: int, message: str, details: dict | None = None) -> TestResult:
+    """A hard (zero false-fail) check's result; `message` gets the "name: PASS|FAIL: " prefix if missing."""
+    prefix = f"{name}: {'PASS' if passed else 'FAIL'}: "
+    text = message if message.startswith(f"{name}: ") else prefix + message
+    return TestResult(name, 0.0 if passed else 1.0, 1.0 if passed else 0.0, int(n), 0.0, 0.0, float("nan"),
+                      bool(passed), text, details or {})
+
+
+def hard_failure(impl: str, case: str, check: str, category: str, message: str,
+                 details: dict | None = None) -> CheckRecord:
+    """A failed hard record (the implementation raised or broke the contract before the check could run);
+    `details` carries e.g. the implementation's exception type and traceback."""
+    return CheckRecord(impl, case, check, category, hard_result(check, False, 0, message, details))
+
+
+def case_seed(name: str, salt: str = "") -> int:
+    """Fixed seed of a case (CRC32 of "name|salt", < 2**32): every run of the suite is deterministic."""
+    if not isinstance(name, str):
+        raise ValueError(f"name must be a case name (str), got {name!r}")
+    return zlib.crc32(f"{name}|{salt}".encode())
+
+
+def verdict_of(records: Iterable[CheckRecord]) -> str:
+    """The worst verdict the failed records imply (CERTIFIED when none failed)."""
+    failed = {r.category for r in records if not r.passed}
+    if "contract" in failed:
+        return "CONTRACT_VIOLATION"
+    if "invariant" in failed or "exactness" in failed:
+        return "NOT_EXACT"
+    if "standard_rule" in failed:
+        return "EXACT_NOT_STANDARD"
+    return "CERTIFIED"

@@ -1,0 +1,137 @@
+"""One result type and one certificate writer for both levels.
+
+Every run of the suite, rule or sequence level, ends as a `SuiteResult` and is published as one versioned
+JSON document (`document`, schema: conformance/report.schema.json, ``schema_version`` 2.0) beside a
+Markdown rendering and optional plots, in one layout: ``certificate.json``, ``CERTIFICATE.md``, ``*.png``.
+The Markdown renderer and the plots stay per level (their content differs); the JSON does not.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from exactspec.stat_tests import ErrorBudget
+from exactspec.stat_tests.result import jsonable
+
+from exactspec.conformance.core.profiles import LEVELS, Profile
+from exactspec.conformance.core.records import CATEGORIES, VERDICT_TEXT, CheckRecord, verdict_of
+
+SCHEMA_VERSION = "2.0"
+JSON_NAME, MARKDOWN_NAME = "certificate.json", "CERTIFICATE.md"
+
+
+@dataclass
+class SuiteResult:
+    """Everything one run of one level on one implementation produced."""
+
+    level: str
+    impl: str
+    profile: Profile
+    records: list[CheckRecord] = field(default_factory=list)
+    plan: dict = field(default_factory=dict)  # case name -> how its sample size was chosen
+    cases: list[dict] = field(default_factory=list)  # case summaries for the report
+    budget: dict = field(default_factory=dict)  # see summarize_budget
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # level-specific top-level fields of the document
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
+
+    @property
+    def verdict(self) -> str:
+        return verdict_of(self.records)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "CERTIFIED"
+
+    @property
+    def failed(self) -> list[CheckRecord]:
+        return [r for r in self.records if not r.passed]
+
+    @property
+    def statistical(self) -> list[CheckRecord]:
+        return [r for r in self.records if r.statistical]
+
+    def first_failure(self) -> CheckRecord | None:
+        order = {c: i for i, c in enumerate(CATEGORIES)}
+        bad = sorted(self.failed, key=lambda r: order[r.category])
+        return bad[0] if bad else None
+
+
+def summarize_budget(budget: ErrorBudget, records: Iterable[CheckRecord]) -> dict:
+    """The run's error budget: what was promised (total, per check) and what the statistical records spent."""
+    stat = [r.result for r in records if r.statistical]
+    tvs = [t.detectable_tv for t in stat if np.isfinite(t.detectable_tv)]
+    kolmogorov = [t.details["detectable_kolmogorov"] for t in stat if t.details.get("detectable_kolmogorov")]
+    spent = float(sum(t.alpha for t in stat))
+    return {"total_false_fail": budget.total_false_fail, "n_checks": int(budget.n_checks),
+            "per_check_false_fail_rate": budget.per_check_false_fail_rate, "beta": budget.beta,
+            "n_statistical_records": len(stat), "false_fail_rate_spent": spent,
+            "within_budget": spent <= budget.total_false_fail * (1 + 1e-9),
+            "worst_detectable_tv": max(tvs) if tvs else None, "best_detectable_tv": min(tvs) if tvs else None,
+            "worst_detectable_kolmogorov": max(kolmogorov) if kolmogorov else None,
+            "failed": [f"{r.case}/{r.check}" for r in records if r.statistical and not r.passed]}
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for mod in ("numpy", "scipy", "torch", "transformers"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:  # pragma: no cover - optional dependency
+            pass
+    return out
+
+
+def provenance(impl_spec: str) -> dict:
+    """Where and with what the run happened (D1's `conformance.provenance.collect`; versions if absent)."""
+    try:
+        from exactspec.conformance.provenance import collect
+    except ImportError:
+        return {"impl_spec": impl_spec, "environment": _versions()}
+    return jsonable(collect(impl_spec))
+
+
+def document(result: SuiteResult, impl_spec: str | None = None) -> dict:
+    """The versioned JSON certificate of `result` (same top-level layout at both levels)."""
+    from exactspec.conformance import CONTRACT_VERSION
+
+    doc = {
+        "schema_version": SCHEMA_VERSION, "level": result.level, "contract_version": CONTRACT_VERSION,
+        "impl": result.impl, "verdict": result.verdict, "verdict_text": VERDICT_TEXT[result.verdict],
+        "passed": result.passed, "profile": result.profile.to_dict(result.level), "budget": result.budget,
+        "seconds": round(float(result.seconds), 2),
+        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "provenance": provenance(impl_spec or result.impl), "plan": result.plan, "cases": result.cases,
+        "notes": list(result.notes), "checks": [r.to_dict() for r in result.records],
+    }
+    for key, value in result.extra.items():
+        doc.setdefault(key, value)
+    return jsonable(doc)
+
+
+MarkdownRenderer = Callable[[SuiteResult, dict, list[str]], str]
+PlotWriter = Callable[[SuiteResult, Path], list[str]]
+
+
+def write_report(result: SuiteResult, out_dir: str | Path, render_markdown: MarkdownRenderer,
+                 plots: PlotWriter | None = None, impl_spec: str | None = None) -> dict:
+    """Write certificate.json, CERTIFICATE.md and the plots into `out_dir`; return their paths and the document."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = document(result, impl_spec)
+    plot_files = plots(result, out) if plots is not None else []
+    (out / JSON_NAME).write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    (out / MARKDOWN_NAME).write_text(render_markdown(result, doc, plot_files))
+    return {"json": str(out / JSON_NAME), "markdown": str(out / MARKDOWN_NAME),
+            "plots": [str(out / p) for p in plot_files], "document": doc}

@@ -1,0 +1,245 @@
+"""The conformance core shared by both levels: one profile table, a check registry from which the error
+budget is derived (and equals what runs), one record/seed/verdict set, one versioned report document
+that validates against conformance/report.schema.json at both levels."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+
+from exactspec.conformance.cases import CASES_BY_NAME, SUITE_CASES
+from exactspec.conformance.core import (
+    LEVELS,
+    PROFILES,
+    VERDICTS,
+    CheckRecord,
+    Profile,
+    RuleSettings,
+    budget_for,
+    case_seed,
+    get_profile,
+    hard_result,
+    planned_names,
+    run_registered,
+    verdict_of,
+)
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "conformance" / "report.schema.json").read_text())
+DEMO = CASES_BY_NAME["demo_uniform_draft"]
+SEQUENCE_SUBSET = ["t1.0_k2", "batch2_k3", "pit_t1.0_k4"]  # every statistical check family of the sequence level
+
+
+# --- a small structural validator: type, required, properties, items, enum, const ----------------------
+
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+
+def _is(value, kind: str) -> bool:
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, _TYPES[kind])
+
+
+def schema_errors(value, schema: dict, path: str = "$") -> list[str]:
+    """Where `value` breaks `schema` (the subset of draft 2020-12 the report schema uses)."""
+    kinds = schema.get("type")
+    if kinds is not None:
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        if not any(_is(value, k) for k in kinds):
+            return [f"{path}: {type(value).__name__} is not {kinds}"]
+    errors = []
+    if "const" in schema and value != schema["const"]:
+        errors.append(f"{path}: {value!r} != {schema['const']!r}")
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(f"{path}: {value!r} not in {schema['enum']}")
+    if isinstance(value, dict):
+        errors += [f"{path}: missing {key!r}" for key in schema.get("required", []) if key not in value]
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                errors += schema_errors(value[key], sub, f"{path}.{key}")
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            errors += schema_errors(item, schema["items"], f"{path}[{i}]")
+    return errors
+
+
+def test_validator_catches_broken_documents():
+    assert schema_errors({}, SCHEMA)  # every required key missing
+    good = {"name": "x"}
+    assert not schema_errors([good], SCHEMA["properties"]["cases"])
+    assert schema_errors([{"nom": "x"}], SCHEMA["properties"]["cases"])
+    assert schema_errors("3.0", SCHEMA["properties"]["schema_version"])
+    assert schema_errors(True, {"type": "integer"}) and not schema_errors(None, {"type": ["number", "null"]})
+
+
+# --- profiles ---------------------------------------------------------------------------------------
+
+def test_one_table_states_each_levels_promise():
+    assert set(PROFILES) == {"quick", "standard", "full"}
+    for name, profile in PROFILES.items():
+        assert get_profile(name) is profile and get_profile(profile) is profile
+        assert profile.rule.total_false_fail == 1e-6  # the rule level promises 1e-6 at every profile
+        line = profile.describe()
+        assert f"rule level total false-fail <= {profile.rule.total_false_fail:g}" in line
+        assert f"sequence level total false-fail <= {profile.sequence.total_false_fail:g}" in line
+        for level in LEVELS:
+            assert profile.to_dict(level)["total_false_fail"] == profile.total_false_fail(level)
+    assert [PROFILES[n].sequence.total_false_fail for n in ("quick", "standard", "full")] == [1e-3, 1e-4, 1e-5]
+
+
+def test_plugin_lists_the_table_names():
+    from exactspec.conformance.plugin import PROFILE_NAMES
+
+    assert tuple(PROFILE_NAMES) == tuple(PROFILES)
+
+
+def test_profile_is_keyword_only_and_validated():
+    quick = PROFILES["quick"]
+    with pytest.raises(TypeError):
+        Profile("x", "d", 1e-3, quick.rule, quick.sequence)  # noqa: positional on purpose
+    with pytest.raises(ValueError, match="total_false_fail"):
+        RuleSettings(**{**quick.rule.__dict__, "total_false_fail": 2.0})
+    with pytest.raises(ValueError, match="beta"):
+        Profile(name="x", description="d", beta=0.0, rule=quick.rule, sequence=quick.sequence)
+    with pytest.raises(ValueError, match="profile"):
+        get_profile("fast")
+    with pytest.raises(ValueError, match="level"):
+        quick.settings("token")
+
+
+# --- records, seeds, verdicts -------------------------------------------------------------------------
+
+def _record(category: str, passed: bool) -> CheckRecord:
+    return CheckRecord("impl", "case", "check", category, hard_result("check", passed, 1, "why"))
+
+
+def test_one_verdict_set_worst_first():
+    assert VERDICTS == ("CONTRACT_VIOLATION", "NOT_EXACT", "EXACT_NOT_STANDARD", "CERTIFIED")
+    assert verdict_of([_record("exactness", True)]) == "CERTIFIED"
+    assert verdict_of([_record("standard_rule", False)]) == "EXACT_NOT_STANDARD"
+    assert verdict_of([_record("standard_rule", False), _record("exactness", False)]) == "NOT_EXACT"
+    assert verdict_of([_record("invariant", False)]) == "NOT_EXACT"
+    assert verdict_of([_record("invariant", False), _record("contract", False)]) == "CONTRACT_VIOLATION"
+    with pytest.raises(ValueError, match="category"):
+        _record("style", True)
+
+
+def test_hard_result_and_case_seed():
+    ok, bad = hard_result("structure", True, 5, "fine"), hard_result("structure", False, 5, "structure: FAIL: x")
+    assert ok.passed and ok.alpha == 0 and ok.message == "structure: PASS: fine"
+    assert not bad.passed and bad.message == "structure: FAIL: x"
+    assert case_seed("demo", "statistical") == zlib.crc32(b"demo|statistical")
+    assert case_seed("demo", "a") != case_seed("demo", "b") and case_seed("demo") == case_seed("demo", "")
+    with pytest.raises(ValueError, match="name"):
+        case_seed(DEMO)
+
+
+# --- registry and budget ------------------------------------------------------------------------------
+
+def test_budget_counts_the_planned_checks():
+    for profile in PROFILES.values():
+        budget = budget_for("rule", profile, SUITE_CASES)
+        assert budget.n_checks == sum(len(planned_names("rule", c)) for c in SUITE_CASES)
+        assert budget.total_false_fail == profile.rule.total_false_fail
+    assert planned_names("rule", DEMO)[: DEMO.k + 1] == [f"position_{j}" for j in range(1, DEMO.k + 2)]
+    with pytest.raises(ValueError, match="level"):
+        budget_for("token", "quick", SUITE_CASES)
+
+
+def test_run_registered_refuses_undeclared_records():
+    def wrong():
+        return [CheckRecord("i", DEMO.name, "position_1", "exactness", hard_result("position_1", True, 1, ""))]
+    runners = {name: wrong for name in ("position", "completed_stream", "tuple_law", "tokens_per_round")}
+    with pytest.raises(RuntimeError, match="declared"):
+        run_registered("rule", DEMO, runners)
+    with pytest.raises(RuntimeError, match="no runner"):
+        run_registered("rule", DEMO, {})
+
+
+def test_rule_quick_run_produces_exactly_the_budgeted_checks():
+    from exactspec.conformance.adapters.reference import Reference
+    from exactspec.conformance.runner import run_suite
+
+    result = run_suite(Reference(), "ref", "quick", hypothesis=False)
+    stat = [r for r in result.records if r.statistical]
+    assert result.verdict == "CERTIFIED"
+    assert len(stat) == result.budget["n_checks"] == budget_for("rule", "quick", SUITE_CASES).n_checks
+    assert result.budget["within_budget"]
+
+
+@pytest.mark.parametrize("profile", ["standard", "full"])
+def test_rule_records_match_the_plan_at_every_profile(profile):
+    """Running every case at standard/full is slow; one case at that profile's n, and the plan for all."""
+    from exactspec.conformance.adapters.reference import Reference
+    from exactspec.conformance.harness import Harness
+    from exactspec.conformance.runner import statistical_records
+
+    rate = budget_for("rule", profile, SUITE_CASES).per_check_false_fail_rate
+    records = statistical_records(Harness(Reference(), "ref"), DEMO, get_profile(profile), rate)
+    assert [r.check for r in records if r.statistical] == planned_names("rule", DEMO)
+
+
+def test_sequence_budget_matches_the_former_count_at_every_profile():
+    pytest.importorskip("torch")
+    from exactspec.conformance.sequence.suite import select_cases
+
+    for profile in PROFILES.values():
+        for real_model in (False, True):
+            cases = select_cases(profile, real_model)
+            expected = sum(c.batch * (1 + c.max_new_tokens) if c.level == "exact" else 2 if c.level == "pit" else 0
+                           for c in cases)
+            assert budget_for("sequence", profile, cases).n_checks == expected
+            assert budget_for("sequence", profile, cases).total_false_fail == profile.sequence.total_false_fail
+
+
+@pytest.mark.slow
+def test_sequence_quick_run_produces_exactly_the_budgeted_checks():
+    """A subset with every check family (the whole quick run: tests/test_sequence_meta.py::test_valid_certified)."""
+    pytest.importorskip("torch")
+    from exactspec.conformance.sequence.suite import run_sequence_result, select_cases
+
+    result = run_sequence_result("reference", "quick", cases=SEQUENCE_SUBSET)
+    assert result.verdict == "CERTIFIED", [r.result.message for r in result.failed]
+    names = [r.check for r in result.records if r.statistical]
+    cases = select_cases("quick", False, SEQUENCE_SUBSET)
+    assert names == [n for c in cases for n in planned_names("sequence", c)]
+    assert len(names) == result.budget["n_checks"] == budget_for("sequence", "quick", cases).n_checks
+
+
+# --- the one report -------------------------------------------------------------------------------------
+
+def _check_layout_and_schema(out: Path, level: str) -> dict:
+    assert (out / "certificate.json").is_file() and (out / "CERTIFICATE.md").is_file()
+    doc = json.loads((out / "certificate.json").read_text())
+    assert doc["schema_version"] == "2.0" and doc["level"] == level
+    assert schema_errors(doc, SCHEMA) == []
+    assert doc["budget"]["n_checks"] == doc["budget"]["n_statistical_records"]
+    return doc
+
+
+def test_rule_report_validates(tmp_path):
+    from exactspec.conformance.adapters.reference import Reference
+    from exactspec.conformance.report import write_report
+    from exactspec.conformance.runner import run_suite
+
+    result = run_suite(Reference(), "ref", "quick", cases=[DEMO], hypothesis=False)
+    write_report(result, tmp_path, impl_spec="exactspec.conformance.adapters.reference:Reference")
+    doc = _check_layout_and_schema(tmp_path, "rule")
+    assert doc["verdict"] == "CERTIFIED" and doc["cases"][0]["name"] == DEMO.name
+    assert "rule level total false-fail" in doc["profile"]["promise"]
+
+
+def test_sequence_report_validates(tmp_path):
+    pytest.importorskip("torch")
+    from exactspec.conformance.sequence import certify_generation
+
+    report = certify_generation("reference", profile="quick", out_dir=tmp_path, cases=["t1.0_k2", "greedy_tiny"])
+    doc = _check_layout_and_schema(tmp_path, "sequence")
+    assert doc["verdict"] == report["verdict"] == "CERTIFIED"
+    assert {c["name"] for c in doc["cases"]} == {"t1.0_k2", "greedy_tiny"}
+    assert "CERTIFIED" in (tmp_path / "CERTIFICATE.md").read_text()
