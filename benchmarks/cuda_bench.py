@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import log, machine_info, spread, write_result  # noqa: E402
+from _common import log, spread, write_result  # noqa: E402
 
 import torch  # noqa: E402
 

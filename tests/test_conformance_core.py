@@ -1,6 +1,6 @@
-"""The conformance core shared by both levels: one profile table, a check registry from which the error
-budget is derived (and equals what runs), one record/seed/verdict set, one versioned report document
-that validates against conformance/report.schema.json at both levels."""
+"""The conformance core shared by every level (rule, sequence, engine): one profile table, a check registry
+from which the error budget is derived (and equals what runs), one record/seed/verdict set, one versioned
+report document that validates against conformance/report.schema.json at every level."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from exactspec.conformance.cases import CASES_BY_NAME, SUITE_CASES
 from exactspec.conformance.core import (
     LEVELS,
     PROFILES,
+    VERDICT_TEXT,
     VERDICTS,
     CheckRecord,
+    EngineSettings,
     Profile,
     RuleSettings,
     budget_for,
@@ -87,9 +89,17 @@ def test_one_table_states_each_levels_promise():
         line = profile.describe()
         assert f"rule level total false-fail <= {profile.rule.total_false_fail:g}" in line
         assert f"sequence level total false-fail <= {profile.sequence.total_false_fail:g}" in line
+        assert f"engine level total false-fail <= {profile.engine.total_false_fail:g}" in line
+        assert f"positions 1..{profile.engine.positions}" in line
         for level in LEVELS:
             assert profile.to_dict(level)["total_false_fail"] == profile.total_false_fail(level)
-    assert [PROFILES[n].sequence.total_false_fail for n in ("quick", "standard", "full")] == [1e-3, 1e-4, 1e-5]
+            assert profile.settings(level) is getattr(profile, level)
+    assert LEVELS == ("rule", "sequence", "engine")
+    names = ("quick", "standard", "full")
+    assert [PROFILES[n].sequence.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
+    assert [PROFILES[n].engine.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
+    assert [PROFILES[n].engine.positions for n in names] == [4, 6, 8]
+    assert PROFILES["quick"].to_dict("engine")["target_tv"] is None  # engine n is the files'
 
 
 def test_plugin_lists_the_table_names():
@@ -101,11 +111,18 @@ def test_plugin_lists_the_table_names():
 def test_profile_is_keyword_only_and_validated():
     quick = PROFILES["quick"]
     with pytest.raises(TypeError):
-        Profile("x", "d", 1e-3, quick.rule, quick.sequence)  # noqa: positional on purpose
+        Profile("x", "d", 1e-3, quick.rule, quick.sequence, quick.engine)  # noqa: positional on purpose
+    with pytest.raises(TypeError):
+        EngineSettings(1e-3, 4, 10.0, 40)  # noqa: positional on purpose
     with pytest.raises(ValueError, match="total_false_fail"):
         RuleSettings(**{**quick.rule.__dict__, "total_false_fail": 2.0})
+    for name, bad in (("total_false_fail", 0.0), ("positions", 0), ("min_expected", -1.0), ("max_bins", 2.5)):
+        with pytest.raises(ValueError, match=name):
+            EngineSettings(**{**quick.engine.__dict__, name: bad})
     with pytest.raises(ValueError, match="beta"):
-        Profile(name="x", description="d", beta=0.0, rule=quick.rule, sequence=quick.sequence)
+        Profile(name="x", description="d", beta=0.0, rule=quick.rule, sequence=quick.sequence, engine=quick.engine)
+    with pytest.raises(ValueError, match="engine"):
+        Profile(name="x", description="d", beta=1e-3, rule=quick.rule, sequence=quick.sequence, engine=quick.rule)
     with pytest.raises(ValueError, match="profile"):
         get_profile("fast")
     with pytest.raises(ValueError, match="level"):
@@ -119,7 +136,8 @@ def _record(category: str, passed: bool) -> CheckRecord:
 
 
 def test_one_verdict_set_worst_first():
-    assert VERDICTS == ("CONTRACT_VIOLATION", "NOT_EXACT", "EXACT_NOT_STANDARD", "CERTIFIED")
+    assert VERDICTS == ("CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "EXACT_NOT_STANDARD", "CERTIFIED")
+    assert set(VERDICT_TEXT) == set(VERDICTS)
     assert verdict_of([_record("exactness", True)]) == "CERTIFIED"
     assert verdict_of([_record("standard_rule", False)]) == "EXACT_NOT_STANDARD"
     assert verdict_of([_record("standard_rule", False), _record("exactness", False)]) == "NOT_EXACT"
@@ -127,6 +145,17 @@ def test_one_verdict_set_worst_first():
     assert verdict_of([_record("invariant", False), _record("contract", False)]) == "CONTRACT_VIOLATION"
     with pytest.raises(ValueError, match="category"):
         _record("style", True)
+
+
+def test_inconclusive_only_when_no_counted_failure_implies_worse():
+    why = ["speculation not observed"]
+    assert verdict_of([_record("exactness", True)], why) == "INCONCLUSIVE"
+    assert verdict_of([_record("standard_rule", False)], why) == "INCONCLUSIVE"  # exactness not established
+    assert verdict_of([_record("exactness", False)], why) == "NOT_EXACT"
+    assert verdict_of([_record("contract", False)], why) == "CONTRACT_VIOLATION"
+    assert verdict_of([_record("exactness", True)], []) == "CERTIFIED"
+    with pytest.raises(ValueError, match="inconclusive"):
+        verdict_of([], "one reason")
 
 
 def test_hard_result_and_case_seed():
@@ -211,6 +240,41 @@ def test_sequence_quick_run_produces_exactly_the_budgeted_checks():
     assert len(names) == result.budget["n_checks"] == budget_for("sequence", "quick", cases).n_checks
 
 
+def _engine_run(tmp_path, profile: str, **files):
+    """A certify-samples run on synthetic sample files (tests/test_engine_offline.py's toy laws)."""
+    from exactspec.conformance.engine.checks import certify_samples
+    from exactspec.conformance.engine.samples import read_samples
+    from tests.test_engine_offline import make_files
+
+    ref_path, cand_path = make_files(tmp_path, **files)
+    return certify_samples(read_samples(ref_path), read_samples(cand_path), profile)
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_engine_run_produces_exactly_the_budgeted_checks(tmp_path, profile):
+    from exactspec.conformance.engine.level import EngineCase
+
+    result = _engine_run(tmp_path, profile, n=200)
+    cases = [EngineCase(c["name"], c["greedy"], c["positions"], c["pit"], c["reported_first_token"])
+             for c in result.cases]
+    names = [r.check for r in result.records if r.statistical]
+    assert names == [n for c in cases for n in planned_names("engine", c)]
+    budget = budget_for("engine", profile, cases)
+    assert len(names) == result.budget["n_checks"] == budget.n_checks > 0
+    assert budget.total_false_fail == get_profile(profile).engine.total_false_fail
+    assert {r.result.alpha for r in result.statistical} == {budget.per_check_false_fail_rate}
+    greedy = EngineCase("g", True, 4, True, True)
+    assert planned_names("engine", greedy) == [] and budget_for("engine", profile, [greedy]).n_checks == 1
+
+
+def test_engine_run_refuses_undeclared_records():
+    from exactspec.conformance.engine.level import EngineCase
+
+    case = EngineCase("p0", False, 2, False, False)
+    with pytest.raises(RuntimeError, match="no runner"):
+        run_registered("engine", case, {})
+
+
 # --- the one report -------------------------------------------------------------------------------------
 
 def _check_layout_and_schema(out: Path, level: str) -> dict:
@@ -243,3 +307,21 @@ def test_sequence_report_validates(tmp_path):
     assert doc["verdict"] == report["verdict"] == "CERTIFIED"
     assert {c["name"] for c in doc["cases"]} == {"t1.0_k2", "greedy_tiny"}
     assert "CERTIFIED" in (tmp_path / "CERTIFICATE.md").read_text()
+
+
+def test_engine_report_validates_and_uses_the_core_writer(tmp_path):
+    from exactspec.conformance.engine.report import write_engine_report
+
+    result = _engine_run(tmp_path, "quick", n=200, draft_n=0)  # never drafted: INCONCLUSIVE
+    paths = write_engine_report(result, tmp_path / "cert")
+    doc = _check_layout_and_schema(tmp_path / "cert", "engine")
+    assert doc == json.loads(Path(paths["json"]).read_text())
+    assert doc["verdict"] == "INCONCLUSIVE" and doc["verdict_text"] == VERDICT_TEXT["INCONCLUSIVE"]
+    assert doc["passed"] is False and doc["inconclusive"] and doc["profile"]["target_tv"] is None
+    assert "engine level total false-fail" in doc["profile"]["promise"]
+    assert doc["profile"]["settings"] == {"total_false_fail": 1e-3, "positions": 4, "min_expected": 10.0,
+                                          "max_bins": 40}
+    assert doc["engine"]["speculation_evidence"]["observed"] is False
+    assert "INCONCLUSIVE" in (tmp_path / "cert" / "CERTIFICATE.md").read_text()
+    broken = {**doc, "engine": "not an object"}
+    assert schema_errors(broken, SCHEMA)

@@ -1,7 +1,9 @@
-"""The conformance core shared by both levels: profiles, check registry and error budget, records and
-verdicts, the result type and the certificate writer. Torch-free."""
+"""The conformance core shared by every level (rule, sequence, engine): profiles, check registry and error
+budget, records and verdicts, the result type and the certificate writer. Torch-free."""
 
-from exactspec.conformance.core.profiles import LEVELS, PROFILE_NAMES, PROFILES, Profile, RuleSettings, SequenceSettings, get_profile
+from exactspec.conformance.core.profiles import (
+    LEVELS, PROFILE_NAMES, PROFILES, EngineSettings, Profile, RuleSettings, SequenceSettings, get_profile,
+)
 from exactspec.conformance.core.records import (
     CATEGORIES,
     STATISTICAL_CATEGORIES,
@@ -13,11 +15,14 @@ from exactspec.conformance.core.records import (
     hard_result,
     verdict_of,
 )
-from exactspec.conformance.core.registry import REGISTRY, StatCheck, budget_for, planned_checks, planned_names, run_registered
+from exactspec.conformance.core.registry import (
+    REGISTRY, REPORTED_PROBS_CHECK, StatCheck, budget_for, planned_checks, planned_names, run_registered,
+)
 from exactspec.conformance.core.report import SCHEMA_VERSION, SuiteResult, document, summarize_budget, write_report
 
 __all__ = [
-    "CATEGORIES", "LEVELS", "PROFILES", "PROFILE_NAMES", "REGISTRY", "SCHEMA_VERSION", "STATISTICAL_CATEGORIES",
+    "CATEGORIES", "EngineSettings", "LEVELS", "PROFILES", "PROFILE_NAMES", "REGISTRY", "REPORTED_PROBS_CHECK",
+    "SCHEMA_VERSION", "STATISTICAL_CATEGORIES",
     "VERDICTS", "VERDICT_TEXT", "CheckRecord", "Profile", "RuleSettings", "SequenceSettings", "StatCheck",
     "SuiteResult", "budget_for", "case_seed", "document", "get_profile", "hard_failure", "hard_result",
     "planned_checks", "planned_names", "run_registered", "summarize_budget", "verdict_of", "write_report",

@@ -1,21 +1,23 @@
-"""The one table of profiles (quick / standard / full) for both levels of the suite.
+"""The one table of profiles (quick / standard / full) for every level of the suite.
 
-A profile says how hard the suite looks. Both levels share its name, description and per-check
-false-pass rate ``beta``; each level has its own keyword-only settings object, because the two levels
+A profile says how hard the suite looks. The levels share its name, description and per-check
+false-pass rate ``beta``; each level has its own keyword-only settings object, because the levels
 make *different promises under the same profile name*:
 
 - rule level: total false-fail rate 1e-6 at every profile; target binned TV 0.05 / 0.02 / 0.01 per case;
 - sequence level: total false-fail rate 1e-3 / 1e-4 / 1e-5; target binned TV 0.10 / 0.06 / 0.03 on the
-  whole-sequence law (its checks are costlier: every sample is a whole generation on a model).
+  whole-sequence law (its checks are costlier: every sample is a whole generation on a model);
+- engine level: total false-fail rate 1e-3 / 1e-4 / 1e-5 over positions 1..4 / 6 / 8; no target TV,
+  because n is what the sample files hold (each record states the TV its n detects).
 
-``Profile.describe()`` states both promises in one line; ``get_profile(name)`` is the only lookup.
+``Profile.describe()`` states every promise in one line; ``get_profile(name)`` is the only lookup.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-LEVELS = ("rule", "sequence")
+LEVELS = ("rule", "sequence", "engine")
 
 
 def _check_rate(value: float, name: str) -> None:
@@ -72,41 +74,65 @@ class SequenceSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EngineSettings:
+    """Engine level (a serving engine's sample files): n is the files'; the profile fixes the error rate and
+    what is compared."""
+
+    total_false_fail: float  # P(any statistical check of the run fails | candidate exact) <= this
+    positions: int  # per-position marginals 1..positions and the tuple of the first `positions` tokens
+    min_expected: float  # pooled bins: expected count in the smaller sample >= this
+    max_bins: int  # cap on pooled bins per check
+
+    def __post_init__(self) -> None:
+        _check_rate(self.total_false_fail, "total_false_fail")
+        _check_positive_int(self.positions, "positions")
+        _check_positive_int(self.max_bins, "max_bins")
+        if not (isinstance(self.min_expected, (int, float)) and float(self.min_expected) > 0):
+            raise ValueError(f"min_expected must be a positive number, got {self.min_expected!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Profile:
-    """One named profile: shared fields, then the settings of each level."""
+    """One named profile: shared fields, then the settings of each level (one field per name in LEVELS)."""
 
     name: str
     description: str
-    beta: float  # per-check false-pass rate at the stated detectable deviation (both levels)
+    beta: float  # per-check false-pass rate at the stated detectable deviation (every level)
     rule: RuleSettings
     sequence: SequenceSettings
+    engine: EngineSettings
 
     def __post_init__(self) -> None:
         _check_rate(self.beta, "beta")
+        for level, kind in (("rule", RuleSettings), ("sequence", SequenceSettings), ("engine", EngineSettings)):
+            if not isinstance(getattr(self, level), kind):
+                raise ValueError(f"{level} must be a {kind.__name__}, got {getattr(self, level)!r}")
 
-    def settings(self, level: str) -> RuleSettings | SequenceSettings:
-        """The settings object of `level` ("rule" or "sequence")."""
+    def settings(self, level: str) -> RuleSettings | SequenceSettings | EngineSettings:
+        """The settings object of `level` (one of LEVELS)."""
         if level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-        return self.rule if level == "rule" else self.sequence
+        return getattr(self, level)
 
     def total_false_fail(self, level: str) -> float:
         return self.settings(level).total_false_fail
 
     def describe(self) -> str:
         """One line stating what the profile promises at each level."""
-        r, s = self.rule, self.sequence
+        r, s, e = self.rule, self.sequence, self.engine
         return (f"profile {self.name}: rule level total false-fail <= {r.total_false_fail:g}, detects binned TV "
                 f">= {r.target_tv:g} per case; sequence level total false-fail <= {s.total_false_fail:g}, detects "
-                f"binned TV >= {s.target_tv:g} on the sequence law; power >= {1 - self.beta:g} per check. "
-                f"{self.description}")
+                f"binned TV >= {s.target_tv:g} on the sequence law; engine level total false-fail <= "
+                f"{e.total_false_fail:g}, compares positions 1..{e.positions} (detectable TV set by the files' n); "
+                f"power >= {1 - self.beta:g} per check. {self.description}")
 
     def to_dict(self, level: str) -> dict:
         """The shared fields and the settings of `level`, as plain JSON."""
         from dataclasses import asdict
 
         return {"name": self.name, "description": self.description, "beta": self.beta,
-                "total_false_fail": self.total_false_fail(level), "target_tv": self.settings(level).target_tv,
+                "total_false_fail": self.total_false_fail(level),
+                "target_tv": getattr(self.settings(level), "target_tv", None),  # None: engine (n is the files')
                 "settings": asdict(self.settings(level)), "promise": self.describe()}
 
 
@@ -118,14 +144,16 @@ PROFILES: dict[str, Profile] = {
                           invariant_rounds=200, adversarial_rounds=200, hypothesis_examples=15,
                           hypothesis_rounds=40),
         sequence=SequenceSettings(total_false_fail=1e-3, target_tv=0.10, max_sequences=1200, pit_sequences=150,
-                                  real_sequences=20, greedy_prompts=2)),
+                                  real_sequences=20, greedy_prompts=2),
+        engine=EngineSettings(total_false_fail=1e-3, positions=4, min_expected=10.0, max_bins=40)),
     "standard": Profile(
         name="standard", beta=1e-3, description="Default: minutes; detects 2% TV per case at the rule level.",
         rule=RuleSettings(total_false_fail=1e-6, target_tv=0.02, max_bins=80, max_rounds=400_000,
                           invariant_rounds=1000, adversarial_rounds=1000, hypothesis_examples=60,
                           hypothesis_rounds=60),
         sequence=SequenceSettings(total_false_fail=1e-4, target_tv=0.06, max_sequences=4000, pit_sequences=500,
-                                  real_sequences=60, greedy_prompts=4)),
+                                  real_sequences=60, greedy_prompts=4),
+        engine=EngineSettings(total_false_fail=1e-4, positions=6, min_expected=10.0, max_bins=60)),
     "full": Profile(
         name="full", beta=1e-3,
         description="Certificate grade: detects 1% TV per case; tens of minutes for NumPy-speed code.",
@@ -133,7 +161,8 @@ PROFILES: dict[str, Profile] = {
                           invariant_rounds=5000, adversarial_rounds=5000, hypothesis_examples=300,
                           hypothesis_rounds=100),
         sequence=SequenceSettings(total_false_fail=1e-5, target_tv=0.03, max_sequences=20000, pit_sequences=3000,
-                                  real_sequences=200, greedy_prompts=8)),
+                                  real_sequences=200, greedy_prompts=8),
+        engine=EngineSettings(total_false_fail=1e-5, positions=8, min_expected=10.0, max_bins=100)),
 }
 
 PROFILE_NAMES = tuple(PROFILES)

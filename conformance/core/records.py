@@ -1,4 +1,4 @@
-"""One record type, one hard-check helper, one seed formula and one verdict set for both levels.
+"""One record type, one hard-check helper, one seed formula and one verdict set for every level.
 
 Categories of a check (worst first):
 
@@ -8,12 +8,18 @@ Categories of a check (worst first):
 - ``exactness``      statistical, true of every exact implementation;
 - ``standard_rule``  statistical, true of the standard (Leviathan-Chen) rule only.
 
-Verdicts (worst first), the same at both levels:
+Verdicts (worst first), the same at every level:
 
 - CONTRACT_VIOLATION  a contract check failed;
 - NOT_EXACT           an invariant or an exactness check failed;
+- INCONCLUSIVE        no check counted against the implementation failed, but the level states reasons the
+                      run cannot certify (engine level only: speculation not observed, or the reference's
+                      reported probabilities disagree with its own samples; rule/sequence never give it);
 - EXACT_NOT_STANDARD  only standard-rule checks failed (exact, but accepts differently; rule level only);
 - CERTIFIED           every check passed.
+
+INCONCLUSIVE sits above EXACT_NOT_STANDARD because the latter claims exactness, which an inconclusive
+run cannot support.
 """
 
 from __future__ import annotations
@@ -26,12 +32,14 @@ from exactspec.stat_tests import TestResult
 
 CATEGORIES = ("contract", "invariant", "exactness", "standard_rule")
 STATISTICAL_CATEGORIES = ("exactness", "standard_rule")
-VERDICTS = ("CONTRACT_VIOLATION", "NOT_EXACT", "EXACT_NOT_STANDARD", "CERTIFIED")
+VERDICTS = ("CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "EXACT_NOT_STANDARD", "CERTIFIED")
 
 VERDICT_TEXT = {
-    "CERTIFIED": "exact, and every check passed (at the rule level: achieves the standard rule's acceptance)",
+    "CERTIFIED": ("exact, and every check passed (rule level: achieves the standard rule's acceptance; engine level: "
+                  "no deviation of the candidate from the reference detected, and speculation was observed)"),
     "EXACT_NOT_STANDARD": ("exact (no deviation from the target distribution detected), but NOT the standard rule: "
                            "its emitted tuples / tokens per round differ from Leviathan-Chen's"),
+    "INCONCLUSIVE": "nothing failed, but the run cannot certify (see the reasons)",
     "NOT_EXACT": "NOT exact: its output distribution differs from the target's (or it emits impossible tokens)",
     "CONTRACT_VIOLATION": "does not obey the interface contract (bad output, exception, or not reproducible)",
 }
@@ -88,13 +96,18 @@ def case_seed(name: str, salt: str = "") -> int:
     return zlib.crc32(f"{name}|{salt}".encode())
 
 
-def verdict_of(records: Iterable[CheckRecord]) -> str:
-    """The worst verdict the failed records imply (CERTIFIED when none failed)."""
+def verdict_of(records: Iterable[CheckRecord], inconclusive: Iterable[str] = ()) -> str:
+    """The worst verdict the failed records imply (CERTIFIED when none failed); `inconclusive` are the
+    level's reasons the run cannot certify (non-empty: INCONCLUSIVE unless a failure implies worse)."""
+    if isinstance(inconclusive, str):
+        raise ValueError(f"inconclusive must be a list of reasons, not one string: {inconclusive!r}")
     failed = {r.category for r in records if not r.passed}
     if "contract" in failed:
         return "CONTRACT_VIOLATION"
     if "invariant" in failed or "exactness" in failed:
         return "NOT_EXACT"
+    if list(inconclusive):
+        return "INCONCLUSIVE"
     if "standard_rule" in failed:
         return "EXACT_NOT_STANDARD"
     return "CERTIFIED"

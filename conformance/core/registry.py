@@ -65,7 +65,31 @@ SEQUENCE_CHECKS: tuple[StatCheck, ...] = (
               what="randomized PIT of every token uniform (KS), id and probability orderings"),
 )
 
-REGISTRY: dict[str, tuple[StatCheck, ...]] = {"rule": RULE_CHECKS, "sequence": SEQUENCE_CHECKS}
+#: The engine level's reference self-check: its failure voids the prompt's PIT and makes the run INCONCLUSIVE.
+REPORTED_PROBS_CHECK = "reference_reported_probs"
+
+
+def _sampling(case: Any) -> bool:
+    return not case.greedy
+
+
+ENGINE_CHECKS: tuple[StatCheck, ...] = (  # a case is one prompt (engine.level.EngineCase)
+    StatCheck(name="position_marginals", category="exactness", applies=_sampling,
+              instances=lambda c: [f"position_{j}_permutation" for j in range(1, c.positions + 1)],
+              what="token at position j (or END) has the same law in both samples (permutation test)"),
+    StatCheck(name="prefix_tuple", category="exactness", applies=lambda c: _sampling(c) and c.positions > 1,
+              instances=lambda c: [f"prefix_{c.positions}_permutation"],
+              what="the first m tokens as a tuple have the same law in both samples (permutation test)"),
+    StatCheck(name="reported_probs", category="exactness", applies=lambda c: _sampling(c) and c.reported,
+              instances=lambda c: [REPORTED_PROBS_CHECK],
+              what="the reference's first tokens follow its reported first-token probabilities"),
+    StatCheck(name="pit_ks", category="exactness", applies=lambda c: _sampling(c) and c.pit,
+              instances=lambda c: ["pit_ks"],
+              what="randomized PIT of the candidate's tokens under the reference's reports is U(0,1) (exact KS)"),
+)
+
+REGISTRY: dict[str, tuple[StatCheck, ...]] = {"rule": RULE_CHECKS, "sequence": SEQUENCE_CHECKS,
+                                              "engine": ENGINE_CHECKS}
 
 
 def _level_checks(level: str) -> tuple[StatCheck, ...]:

@@ -1,9 +1,10 @@
-"""One result type and one certificate writer for both levels.
+"""One result type and one certificate writer for every level.
 
-Every run of the suite, rule or sequence level, ends as a `SuiteResult` and is published as one versioned
-JSON document (`document`, schema: conformance/report.schema.json, ``schema_version`` 2.0) beside a
-Markdown rendering and optional plots, in one layout: ``certificate.json``, ``CERTIFICATE.md``, ``*.png``.
-The Markdown renderer and the plots stay per level (their content differs); the JSON does not.
+Every run of the suite, rule, sequence or engine level, ends as a `SuiteResult` and is published as one
+versioned JSON document (`document`, schema: conformance/report.schema.json, ``schema_version`` 2.0) beside
+a Markdown rendering and optional plots, in one layout: ``certificate.json``, ``CERTIFICATE.md``, ``*.png``.
+The Markdown renderer and the plots stay per level (their content differs), and a level's own sections go
+in `SuiteResult.extra` (engine: ``engine``, ``reasons``); the JSON layout does not change.
 """
 
 from __future__ import annotations
@@ -41,14 +42,22 @@ class SuiteResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # level-specific top-level fields of the document
+    inconclusive: list[str] = field(default_factory=list)  # why the run cannot certify though nothing counted failed
+    voided: list[str] = field(default_factory=list)  # "case/check" of records the verdict ignores (invalid reference)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
 
     @property
+    def counted(self) -> list[CheckRecord]:
+        """The records the verdict is taken from (all but the voided ones)."""
+        voided = set(self.voided)
+        return [r for r in self.records if f"{r.case}/{r.check}" not in voided]
+
+    @property
     def verdict(self) -> str:
-        return verdict_of(self.records)
+        return verdict_of(self.counted, self.inconclusive)
 
     @property
     def passed(self) -> bool:
@@ -103,7 +112,7 @@ def provenance(impl_spec: str) -> dict:
 
 
 def document(result: SuiteResult, impl_spec: str | None = None) -> dict:
-    """The versioned JSON certificate of `result` (same top-level layout at both levels)."""
+    """The versioned JSON certificate of `result` (same top-level layout at every level)."""
     from exactspec.conformance import CONTRACT_VERSION
 
     doc = {
@@ -113,7 +122,8 @@ def document(result: SuiteResult, impl_spec: str | None = None) -> dict:
         "seconds": round(float(result.seconds), 2),
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "provenance": provenance(impl_spec or result.impl), "plan": result.plan, "cases": result.cases,
-        "notes": list(result.notes), "checks": [r.to_dict() for r in result.records],
+        "notes": list(result.notes), "inconclusive": list(result.inconclusive), "voided": list(result.voided),
+        "checks": [r.to_dict() for r in result.records],
     }
     for key, value in result.extra.items():
         doc.setdefault(key, value)

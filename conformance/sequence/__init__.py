@@ -38,13 +38,14 @@ def offers_generation(impl: Any) -> bool:
 
 
 def certify_generation(impl: Any, profile: str = "standard", out_dir: str | Path | None = None,
-                       real_model: bool = False, **kwargs: Any) -> dict:
+                       real_model: bool = False, impl_spec: str | None = None, **kwargs: Any) -> dict:
     """Run the sequence-level suite on `impl`; write certificate.json + CERTIFICATE.md into `out_dir` if given.
 
+    `impl_spec` ("MODULE:NAME") names the implementation in the provenance when `impl` is an object.
     Returns the report document (``report['verdict']``, ``report['passed']``, ``report['checks']``, per-case
     entries with their evidence), plus ``report['files']`` when written."""
     result = run_sequence_result(impl, profile=profile, real_model=real_model, **kwargs)
-    spec = impl if isinstance(impl, str) else result.impl
+    spec = impl_spec or (impl if isinstance(impl, str) else result.impl)
     if out_dir is None:
         return document(result, spec)
     paths = write_report(result, out_dir, spec)

@@ -1,0 +1,82 @@
+"""`exactspec certify-samples REF.jsonl CAND.jsonl`: certify a serving engine offline from two sample files.
+
+REF.jsonl holds completions from the engine's plain mode (speculation off) and the reference's prefix
+probabilities; CAND.jsonl holds completions of the same prompts and seeds with speculation on (schema:
+conformance/CONTRACT.md, "Engine level"). Needs numpy/scipy/statsmodels only (no torch, no httpx).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from exactspec.conformance.certify import EXIT as CERTIFY_EXIT
+from exactspec.conformance.certify import EXIT_INTERNAL, EXIT_UNAVAILABLE, EXIT_USAGE, check_writable
+from exactspec.conformance.core.profiles import PROFILE_NAMES
+
+EXIT_INCONCLUSIVE = EXIT_UNAVAILABLE  # 4: `certify`'s "cannot run here"; for samples: the run cannot decide
+EXIT = {**CERTIFY_EXIT, "INCONCLUSIVE": EXIT_INCONCLUSIVE}  # verdict -> exit status
+
+EXIT_CODES_HELP = """\
+exit status:
+  0  CERTIFIED: no check failed and speculation was observed
+  1  NOT_EXACT: a hard check or a statistical check of the candidate failed
+  2  usage error: bad arguments, unreadable or invalid sample file (the message names file, line and field),
+     files that do not match (roles, model, prompts, sampler parameters), --out not writable
+  3  exactspec itself crashed (please report it, with the traceback)
+  4  INCONCLUSIVE: nothing failed, but speculation was never observed, or the reference's reported
+     probabilities disagree with its own samples
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES_HELP
+    parser.add_argument("reference", metavar="REF.jsonl", help="samples from the reference endpoint (speculation off)")
+    parser.add_argument("candidate", metavar="CAND.jsonl", help="samples from the candidate endpoint (speculation on)")
+    parser.add_argument("--profile", default="standard", choices=list(PROFILE_NAMES),
+                        help="total false-fail rate and positions compared (default: standard)")
+    parser.add_argument("--out", default="engine-certificate",
+                        help="directory for certificate.json and CERTIFICATE.md (default: ./engine-certificate)")
+
+
+def _certify(args: argparse.Namespace) -> int:
+    from exactspec.conformance.engine.checks import certify_samples
+    from exactspec.conformance.engine.report import write_engine_report
+    from exactspec.conformance.engine.samples import read_samples
+
+    try:
+        check_writable(args.out)
+        reference, candidate = read_samples(args.reference), read_samples(args.candidate)
+        result = certify_samples(reference, candidate, args.profile)
+    except ValueError as error:
+        print(f"exactspec certify-samples: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    paths = write_engine_report(result, args.out)
+    print(f"exactspec certify-samples: {result.impl}: {result.verdict}")
+    for reason in result.reasons:
+        print(f"  {reason}")
+    print(f"  report: {paths['markdown']} (+ {paths['json']})")
+    return EXIT[result.verdict]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read, check, report; every outcome is one of the documented exit statuses."""
+    try:
+        return _certify(args)
+    except Exception:  # noqa: BLE001 -- input errors are ValueErrors above; anything else is our bug
+        traceback.print_exc()
+        print("exactspec certify-samples: internal error in exactspec. Please report it with the traceback above.",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="exactspec certify-samples", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

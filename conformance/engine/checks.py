@@ -1,0 +1,261 @@
+"""Offline certification of a serving engine from two sample files (reference: speculation off; candidate:
+speculation on): which checks run on each prompt, and the run that produces the engine-level result.
+
+Per prompt (one case): the hard checks of `hard`; then the statistical checks declared in
+`core.registry.ENGINE_CHECKS`, at the per-check false-fail rate of the profile's budget split over exactly them:
+per-position marginals and the first-m-tokens tuple (`two_sample`), the reference's reported first-token
+probabilities and the randomized PIT of the candidate under the reference's reports (`pit`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+
+from exactspec.conformance.core.profiles import Profile, get_profile
+from exactspec.conformance.core.records import CheckRecord, case_seed
+from exactspec.conformance.core.registry import REPORTED_PROBS_CHECK, budget_for, run_registered
+from exactspec.conformance.core.report import summarize_budget
+from exactspec.conformance.engine import hard, pit
+from exactspec.conformance.engine.level import LEVEL, EngineCase, EngineResult
+from exactspec.conformance.engine.samples import Completion, PrefixProbs, SampleFile
+from exactspec.conformance.engine.two_sample import permutation_homogeneity
+from exactspec.stat_tests import TestResult
+
+#: Request parameters that define the sampled law: both files must agree on every one either sets.
+SAMPLER_KEYS = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
+                "presence_penalty", "frequency_penalty", "max_tokens", "stop", "grammar", "logit_bias")
+IDENTITY_CHAIN = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
+                  "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+
+
+def check_comparable(reference: SampleFile, candidate: SampleFile) -> None:
+    """ValueError unless the files are a reference and a candidate of one model, prompts and sampler chain."""
+    ref, cand = reference.header, candidate.header
+    for sample, role in ((reference, "reference"), (candidate, "candidate")):
+        if sample.header.role != role:
+            raise ValueError(f"{sample.path}: header role is {sample.header.role!r}, expected {role!r} "
+                             "(arguments are REFERENCE.jsonl CANDIDATE.jsonl)")
+    if (ref.model.get("name"), ref.model.get("sha256")) != (cand.model.get("name"), cand.model.get("sha256")):
+        raise ValueError(f"the files sample different models: {ref.model} vs {cand.model}")
+    shared = set(ref.prompts) & set(cand.prompts)
+    differ = sorted(pid for pid in shared if ref.prompts[pid] != cand.prompts[pid])
+    if differ:
+        raise ValueError(f"prompts with the same prompt_id but different prompt_tokens: {differ[:5]}")
+    bad = [k for k in SAMPLER_KEYS if ref.request_defaults.get(k) != cand.request_defaults.get(k)]
+    if bad:
+        shown = {k: (ref.request_defaults.get(k), cand.request_defaults.get(k)) for k in bad}
+        raise ValueError(f"request_defaults differ between reference and candidate (reference, candidate): {shown}")
+
+
+def _unique_seeds(completions: Sequence[Completion], path: str, pid: str) -> None:
+    seeds = [c.seed for c in completions]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{path}: prompt {pid!r}: a seed appears twice among the repeat-0 completions")
+
+
+def _post_sampling_or_identity(kind: str | None, defaults: dict) -> bool:
+    """Are reports of this kind the sampled law? post_sampling always; raw only under the identity chain."""
+    identity = all(float(defaults.get(k, v) if defaults.get(k) is not None else v) == float(v)
+                   for k, v in IDENTITY_CHAIN.items())
+    return kind == "post_sampling" or (kind == "raw" and identity)
+
+
+class PromptData:
+    """One prompt's completions and the reference's reports, indexed for the checks."""
+
+    def __init__(self, pid: str, reference: SampleFile, candidate: SampleFile):
+        self.pid, self.impl = pid, _engine_name(candidate)
+        defaults = reference.header.request_defaults
+        self.ref = reference.by_prompt()[pid]
+        self.cand = candidate.by_prompt()[pid]
+        self.ref_all = reference.by_prompt(None)[pid]
+        self.cand_all = candidate.by_prompt(None)[pid]
+        _unique_seeds(self.ref, reference.path, pid)
+        _unique_seeds(self.cand, candidate.path, pid)
+        self.reports: dict[tuple[int, ...], PrefixProbs] = {}
+        for record in reference.prefix_probs:
+            if record.prompt_id == pid and _post_sampling_or_identity(record.probs_kind, defaults):
+                self.reports.setdefault(record.prefix_tokens, record)
+        self.first_report = self._first_report(defaults)
+        self.top_k = defaults.get("top_k")
+
+    def _first_report(self, defaults: dict):
+        if () in self.reports:
+            return self.reports[()].top_probs
+        for c in self.ref:
+            if c.top_probs and _post_sampling_or_identity(c.probs_kind, defaults):
+                return c.top_probs[0]
+        return None
+
+    def case(self, settings_positions: int, defaults: dict) -> EngineCase:
+        max_tokens = defaults.get("max_tokens")
+        positions = min(settings_positions, int(max_tokens)) if isinstance(max_tokens, int) and max_tokens > 0 \
+            else settings_positions
+        temperature = defaults.get("temperature")
+        return EngineCase(name=self.pid, greedy=temperature is not None and float(temperature) == 0.0,
+                          positions=positions,
+                          pit=bool(self.reports), reported=self.first_report is not None)
+
+
+def _position(tokens: Sequence[int], j: int):
+    """Category of position j (1-based): the token, or None (END) after the completion ended."""
+    return tokens[j - 1] if len(tokens) >= j else None
+
+
+def _record(data: PromptData, name: str, result: TestResult, category: str = "exactness") -> CheckRecord:
+    return CheckRecord(data.impl, data.pid, name, category, result)
+
+
+def _permutation_checks(data: PromptData, case: EngineCase, level: float, profile: Profile,
+                        tuple_check: bool) -> list[CheckRecord]:
+    settings = profile.engine
+    ref = [c.tokens for c in data.ref]
+    cand = [c.tokens for c in data.cand]
+    if tuple_check:
+        m = case.positions
+        names = [(f"prefix_{m}_permutation", lambda seq: tuple(_position(seq, j) for j in range(1, m + 1)))]
+    else:
+        names = [(f"position_{j}_permutation", lambda seq, j=j: _position(seq, j))
+                 for j in range(1, case.positions + 1)]
+    out = []
+    for name, category_of in names:
+        result = permutation_homogeneity([category_of(s) for s in ref], [category_of(s) for s in cand], level,
+                                         beta=profile.beta, min_expected=settings.min_expected,
+                                         max_bins=settings.max_bins, rng=case_seed(data.pid, name), name=name)
+        out.append(_record(data, name, result))
+    return out
+
+
+def _pit_positions(data: PromptData) -> tuple[list[int], list, list[tuple[int, int]]]:
+    """(tokens, reports, (seed, position)) of every candidate position whose prefix the reference reported."""
+    tokens, reports, where = [], [], []
+    for c in sorted(data.cand, key=lambda c: c.seed):
+        for t, token in enumerate(c.tokens):
+            report = data.reports.get(c.tokens[:t])
+            if report is not None:
+                tokens.append(token)
+                reports.append(report.top_probs)
+                where.append((c.seed, t))
+    return tokens, reports, where
+
+
+def _pit_check(data: PromptData, case: EngineCase, level: float, beta: float) -> list[CheckRecord]:
+    tokens, reports, where = _pit_positions(data)
+    if len(tokens) < 2:
+        raise ValueError(f"prompt {data.pid!r}: the reference's prefix_probs match {len(tokens)} candidate "
+                         "positions; the PIT needs >= 2 (were they collected for these candidate samples?)")
+    for token, report, (seed, t) in zip(tokens, reports, where):
+        ids, probs = pit.categories(report)
+        if probs[pit.category_of(token, ids)] == 0:
+            msg = (f"pit_ks: FAIL: seed {seed}: position {t + 1}: token {token} has reference-reported "
+                   f"probability 0 (an impossible token)")
+            result = TestResult("pit_ks", float("inf"), 0.0, len(tokens), level, beta, float("nan"), False, msg,
+                                {"seed": seed, "position": t + 1, "token": token})
+            return [_record(data, "pit_ks", result)]
+    rng = np.random.default_rng(case_seed(data.pid, "pit_ks"))
+    uniforms = pit.pit_uniforms(tokens, reports, rng)
+    return [_record(data, "pit_ks", pit.exact_ks(uniforms, level, beta=beta, name="pit_ks"))]
+
+
+def _reported_check(data: PromptData, case: EngineCase, level: float, beta: float) -> list[CheckRecord]:
+    firsts = [c.tokens[0] for c in data.ref if c.tokens]
+    result = pit.reported_probs_check(firsts, data.first_report, level, beta=beta,
+                                      rng=case_seed(data.pid, REPORTED_PROBS_CHECK))
+    return [_record(data, REPORTED_PROBS_CHECK, result)]
+
+
+def _hard_checks(data: PromptData, case: EngineCase, coupled: bool, notes: list[str]) -> list[CheckRecord]:
+    out = []
+    if case.greedy:
+        out.append(_record(data, "greedy_equality", hard.greedy_equality(data.ref, data.cand), "invariant"))
+    if coupled:
+        deterministic = [hard.determinism(x)["seed_deterministic"] for x in (data.ref_all, data.cand_all)]
+        if False in deterministic:
+            notes.append(f"{data.pid}: not seed-deterministic (a repeated seed gave a different completion): "
+                         "the seed-coupling check is disabled")
+        else:
+            out.append(_record(data, "seed_coupling", hard.seed_coupling(data.ref, data.cand), "invariant"))
+    support = hard.support_check(data.cand, data.reports, data.top_k)
+    if support is not None:
+        out.append(_record(data, "reported_support", support, "invariant"))
+    return out
+
+
+def _case_records(data: PromptData, case: EngineCase, level: float, profile: Profile, coupled: bool,
+                  notes: list[str]) -> list[CheckRecord]:
+    records = _hard_checks(data, case, coupled, notes)
+    runners = {"position_marginals": lambda: _permutation_checks(data, case, level, profile, False),
+               "prefix_tuple": lambda: _permutation_checks(data, case, level, profile, True),
+               "reported_probs": lambda: _reported_check(data, case, level, profile.beta),
+               "pit_ks": lambda: _pit_check(data, case, level, profile.beta)}
+    return records + run_registered(LEVEL, case, runners)
+
+
+def _prompts(reference: SampleFile, candidate: SampleFile, notes: list[str]) -> list[PromptData]:
+    out = []
+    for pid in reference.header.prompts:
+        if pid not in candidate.header.prompts:
+            continue
+        data = PromptData(pid, reference, candidate)
+        if data.ref and data.cand:
+            out.append(data)
+        else:
+            notes.append(f"{pid}: skipped ({len(data.ref)} reference, {len(data.cand)} candidate completions)")
+    if not out:
+        raise ValueError("no prompt has completions in both files")
+    return out
+
+
+def certify_samples(reference: SampleFile, candidate: SampleFile, profile: str | Profile = "standard"
+                    ) -> EngineResult:
+    """Certify the candidate against the reference; every outcome is in the returned EngineResult."""
+    start = time.perf_counter()
+    prof = get_profile(profile)
+    check_comparable(reference, candidate)
+    notes: list[str] = []
+    prompts = _prompts(reference, candidate, notes)
+    defaults = reference.header.request_defaults
+    cases = [data.case(prof.engine.positions, defaults) for data in prompts]
+    budget = budget_for(LEVEL, prof, cases)
+    level = budget.per_check_false_fail_rate
+    spec = candidate.header.speculation or {}
+    records: list[CheckRecord] = []
+    for data, case in zip(prompts, cases):
+        records += _case_records(data, case, level, prof, bool(spec.get("expect_seed_coupled")), notes)
+    evidence = hard.speculation_evidence([c for data in prompts for c in data.cand])
+    result = EngineResult(level=LEVEL, impl=_engine_name(candidate), profile=prof, records=records, notes=notes,
+                          speculation_observed=evidence["observed"])
+    result.budget = summarize_budget(budget, records)
+    result.cases = [_case_summary(data, case) for data, case in zip(prompts, cases)]
+    result.extra = {"engine": _engine_summary(reference, candidate, evidence, prompts), "reasons": result.reasons}
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _engine_name(sample: SampleFile) -> str:
+    engine = sample.header.engine
+    return f"{engine.get('name')} {engine.get('version') or ''}".strip() + f" ({sample.header.model.get('name')})"
+
+
+def _case_summary(data: PromptData, case: EngineCase) -> dict:
+    return {"name": case.name, "greedy": case.greedy, "positions": case.positions, "n_reference": len(data.ref),
+            "n_candidate": len(data.cand), "prefix_reports": len(data.reports), "pit": case.pit,
+            "reported_first_token": case.reported}
+
+
+def _engine_summary(reference: SampleFile, candidate: SampleFile, evidence: dict, prompts: list[PromptData]) -> dict:
+    determinism = {}
+    for role, attr in (("reference", "ref_all"), ("candidate", "cand_all")):
+        per_prompt = {data.pid: hard.determinism(getattr(data, attr)) for data in prompts}
+        known = [d["seed_deterministic"] for d in per_prompt.values() if d["seed_deterministic"] is not None]
+        determinism[role] = {"seed_deterministic": all(known) if known else None,
+                             "repeats": sum(d["repeats"] for d in per_prompt.values()),
+                             "differing": {pid: d["differing_seeds"] for pid, d in per_prompt.items()
+                                           if d["differing_seeds"]}}
+    return {"reference_file": reference.path, "candidate_file": candidate.path,
+            "reference_engine": reference.header.engine, "candidate_engine": candidate.header.engine,
+            "model": reference.header.model, "request_defaults": reference.header.request_defaults,
+            "speculation_evidence": evidence, "determinism": determinism}

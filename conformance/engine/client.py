@@ -1,0 +1,228 @@
+"""An async client for llama.cpp-style completion servers: pinned sampler chain, retries, parsed samples.
+
+The engine level compares two endpoints of one engine by their samples, so every request must pin the
+whole sampler chain: llama.cpp's defaults (top_k 40, top_p 0.95, min_p 0.05, ...) silently change the law
+being sampled. `SamplerChain.request()` sends every knob that can warp the distribution, set to "off"
+except the four the user chooses. Requests go through httpx; connection errors, 5xx and 429 are retried
+with exponential backoff (tenacity); other 4xx are the caller's mistake and are raised at once.
+
+Both response shapes llama.cpp serves are parsed: the native ``/completion`` (``tokens``,
+``completion_probabilities``, ``stop_type``) and the OpenAI-compatible ``/v1/completions``
+(``choices[0].logprobs.content``, ``finish_reason``); either carries ``timings`` with the draft counters.
+Token ids are taken only from a ``tokens`` field, never rebuilt from the probability entries: llama.cpp
+reports no entry for a token that ends inside a UTF-8 character, so entries and tokens can disagree, and
+in speculative mode it reports placeholders (prob 1.0, an empty top list) for drafted positions. Either
+way the reply's top_probs are dropped whole (`Reply.probs_dropped` says why): a position's distribution
+is recorded only when it was reported. llama.cpp's /v1/completions returns no token ids, so the
+collector uses the native endpoint with it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+#: Every other sampler stage of llama.cpp, pinned off: penalties, DRY, typical, XTC, mirostat, dynamic
+#: temperature, top-n-sigma, adaptive-p, stop strings, logit bias. `cache_prompt` off: llama.cpp warns that
+#: a reused KV cache may change the logits.
+PINNED_OFF: dict[str, Any] = {
+    "repeat_penalty": 1.0, "repeat_last_n": 0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
+    "dry_multiplier": 0.0, "typical_p": 1.0, "xtc_probability": 0.0, "mirostat": 0, "dynatemp_range": 0.0,
+    "top_n_sigma": -1.0, "adaptive_target": -1.0, "min_keep": 0, "stop": [], "logit_bias": [],
+    "cache_prompt": False, "stream": False,
+}
+#: The order llama.cpp applies the kept stages in (its default order without the disabled stages).
+SAMPLER_ORDER = ["top_k", "top_p", "min_p", "temperature"]
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class SamplerChain:
+    """The user's choice of the law: defaults give plain softmax(logits / temperature) (top_k 0 = off)."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    max_tokens: int = 16
+    n_probs: int = 0
+    post_sampling_probs: bool = True
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        checks = {"temperature": self.temperature >= 0, "top_k": self.top_k >= 0,
+                  "top_p": 0 < self.top_p <= 1, "min_p": 0 <= self.min_p < 1,
+                  "max_tokens": self.max_tokens >= 1, "n_probs": self.n_probs >= 0}
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"SamplerChain: {name}={getattr(self, name)!r} is out of range")
+
+    def request(self) -> dict[str, Any]:
+        """The request body's sampler part: every stage pinned, the token count under both names."""
+        chosen = asdict(self)
+        chosen["n_predict"] = self.max_tokens
+        return {**PINNED_OFF, **chosen, "samplers": list(SAMPLER_ORDER), "return_tokens": True}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries of one request: `attempts` in all, waits doubling from `initial_wait_s` up to `max_wait_s`."""
+
+    attempts: int = 5
+    initial_wait_s: float = 0.5
+    max_wait_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"RetryPolicy: attempts={self.attempts} must be >= 1")
+        if self.initial_wait_s < 0 or self.max_wait_s < self.initial_wait_s:
+            raise ValueError("RetryPolicy: need 0 <= initial_wait_s <= max_wait_s")
+
+
+@dataclass
+class Reply:
+    """One parsed completion: token ids, text, per-position top-N (id, probability), engine timings."""
+
+    tokens: list[int]
+    text: str
+    top_probs: list[list[list[float]]] | None
+    probs_kind: str | None
+    finish_reason: str | None
+    timings: dict | None
+    elapsed_s: float = 0.0
+    probs_dropped: str | None = None  # why the reported probabilities were not kept (top_probs is then None)
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Connection trouble, timeouts, 5xx and 429 are worth another try; anything else is not."""
+    if isinstance(error, httpx.HTTPStatusError):
+        return error.response.status_code in RETRYABLE_STATUS
+    return isinstance(error, httpx.TransportError)
+
+
+def _top_list(entries: list[dict]) -> tuple[list[list[float]], str]:
+    """[[id, p], ...] from llama.cpp's top entries, and whether they were post-sampling probabilities."""
+    if all("prob" in entry for entry in entries):
+        listed, kind = [[int(e["id"]), float(e["prob"])] for e in entries], "post_sampling"
+    else:
+        listed, kind = [[int(e["id"]), math.exp(float(e["logprob"]))] for e in entries], "raw"
+    if not all(0.0 <= p <= 1.0 for _, p in listed):  # also false for NaN
+        raise ValueError(f"response: a reported probability is not in [0, 1]: {listed}")
+    return listed, kind
+
+
+def _position_probs(positions: list[dict]) -> tuple[list, str | None]:
+    """Per generated position, the reported top-N list (None where the list is empty: not reported); the
+    kind of probabilities they are."""
+    top_probs, kinds = [], set()
+    for position in positions:
+        entries = position.get("top_probs", position.get("top_logprobs"))
+        if entries is None:
+            raise ValueError(f"response: a probability entry has neither top_probs nor top_logprobs: {position}")
+        listed, kind = _top_list(entries) if entries else (None, "post_sampling" if "prob" in position else "raw")
+        top_probs.append(listed)
+        kinds.add(kind)
+    if len(kinds) > 1:
+        raise ValueError("response: mixed post-sampling and raw probabilities")
+    return top_probs, (kinds.pop() if kinds else None)
+
+
+def parse_completion(body: dict) -> Reply:
+    """A `Reply` from a native /completion or an OpenAI /v1/completions response body (ValueError if
+    the body is malformed)."""
+    try:
+        return _parse_completion(body)
+    except (KeyError, TypeError, IndexError, AttributeError) as error:
+        raise ValueError(f"response: malformed completion body ({type(error).__name__}: {error})") from None
+
+
+def _parse_completion(body: dict) -> Reply:
+    if not isinstance(body, dict):
+        raise ValueError(f"response: expected a JSON object, got {type(body).__name__}")
+    if "choices" in body:
+        if not body["choices"]:
+            raise ValueError("response: 'choices' is empty")
+        choice = body["choices"][0]
+        text, finish = choice.get("text", ""), choice.get("finish_reason")
+        positions = (choice.get("logprobs") or {}).get("content") or []
+        tokens = body.get("tokens") or choice.get("tokens") or []
+    else:
+        text, finish = body.get("content", ""), body.get("stop_type", body.get("finish_reason"))
+        positions = body.get("completion_probabilities") or []
+        tokens = body.get("tokens") or []
+    tokens = [int(t) for t in tokens]
+    if not tokens and (text or positions):
+        raise ValueError("response: a completion without token ids (llama.cpp's native /completion returns them "
+                         "with return_tokens; its /v1/completions does not: use --endpoint /completion)")
+    top_probs, kind = _position_probs(positions) if positions else (None, None)
+    dropped = None
+    if positions and [int(position["id"]) for position in positions] != tokens:
+        dropped = "the probability entries do not match the tokens (a token ending inside a UTF-8 character)"
+    elif top_probs is not None and any(listed is None for listed in top_probs):
+        dropped = "a position has an empty top list (llama.cpp's placeholder for a speculative round)"
+    if dropped:
+        top_probs, kind = None, None
+    return Reply(tokens=tokens, text=text, top_probs=top_probs, probs_kind=kind, finish_reason=finish,
+                 timings=body.get("timings"), probs_dropped=dropped, raw=body)
+
+
+class EngineClient:
+    """One endpoint of an engine: `complete`, `tokenize`, `props`; use as ``async with EngineClient(...)``."""
+
+    def __init__(self, base_url: str, *, endpoint: str = "/completion", request_timeout_s: float = 120.0,
+                 retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url: {base_url!r} is not an http(s) URL")
+        if request_timeout_s <= 0:
+            raise ValueError(f"request_timeout_s: {request_timeout_s} must be > 0")
+        self.base_url = base_url.rstrip("/")
+        self.endpoint = endpoint
+        self.retry = retry or RetryPolicy()
+        self.requests_sent = 0
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=request_timeout_s, transport=transport)
+
+    async def __aenter__(self) -> "EngineClient":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._http.aclose()
+
+    async def _send(self, method: str, path: str, body: dict | None) -> dict:
+        """One HTTP exchange with retries; the decoded JSON body."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(is_retryable), stop=stop_after_attempt(self.retry.attempts),
+            wait=wait_exponential(multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s), reraise=True)
+        async for attempt in retrying:
+            with attempt:
+                self.requests_sent += 1
+                response = await self._http.request(method, path, json=body)
+                response.raise_for_status()
+                return response.json()
+        raise AssertionError("unreachable: tenacity either returns or reraises")
+
+    async def complete(self, prompt_tokens: list[int], seed: int, chain: SamplerChain,
+                       extra: dict | None = None) -> tuple[Reply, dict]:
+        """Sample one completion of `prompt_tokens` with `seed`; the parsed result and the body sent."""
+        body = {**chain.request(), **(extra or {}), "seed": int(seed), "prompt": [int(t) for t in prompt_tokens]}
+        started = time.perf_counter()
+        completion = parse_completion(await self._send("POST", self.endpoint, body))
+        completion.elapsed_s = time.perf_counter() - started
+        return completion, body
+
+    async def tokenize(self, text: str) -> list[int]:
+        """The engine's own tokenisation of `text`, with its special tokens (BOS) as a string prompt gets."""
+        body = await self._send("POST", "/tokenize", {"content": text, "add_special": True})
+        return [int(t["id"]) if isinstance(t, dict) else int(t) for t in body["tokens"]]
+
+    async def props(self) -> dict | None:
+        """GET /props (llama.cpp's version, model path, default settings), or None if it does not answer."""
+        try:
+            return await self._send("GET", "/props", None)
+        except (httpx.HTTPError, ValueError):
+            return None

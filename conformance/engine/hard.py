@@ -1,0 +1,126 @@
+"""The engine level's hard checks (false-fail rate 0) and its non-statistical evidence.
+
+- greedy equality: at temperature 0 every candidate completion equals the reference's;
+- seed coupling: an engine that declares ``expect_seed_coupled`` gives the same tokens for the same seed;
+- support: no candidate token outside the reported support when the support is fully reported;
+- determinism (evidence, not a verdict): the same seed asked twice gives the same completion;
+- speculation evidence: the candidate's draft counters (llama.cpp ``timings.draft_n``) are > 0.
+
+Each check returns a `stat_tests.TestResult` built by the core's `hard_result`; a failure names the
+first divergence (seed, position, tokens).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from exactspec.conformance.core.records import hard_result
+from exactspec.conformance.engine.samples import Completion, PrefixProbs, TopProbs
+from exactspec.stat_tests import TestResult
+
+DRAFT_COUNTERS = ("draft_n", "draft_n_accepted")  # llama.cpp's timings fields
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """First position where the token lists differ (a shorter list differs at its end), else None."""
+    for j, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return j
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _describe(j: int, ref: Sequence[int], cand: Sequence[int]) -> str:
+    show = lambda seq: seq[j] if j < len(seq) else "<end>"  # noqa: E731
+    return f"position {j + 1}: reference {show(ref)}, candidate {show(cand)}"
+
+
+def greedy_equality(reference: Sequence[Completion], candidate: Sequence[Completion]) -> TestResult:
+    """Temperature 0: every candidate completion equals the reference's first (by seed) completion."""
+    name = "greedy_equality"
+    ref = sorted(reference, key=lambda c: c.seed)[0].tokens
+    ref_varies = [c.seed for c in reference if c.tokens != ref]
+    for c in sorted(candidate, key=lambda c: c.seed):
+        j = first_divergence(ref, c.tokens)
+        if j is not None:
+            return hard_result(name, False, len(candidate), f"seed {c.seed}: {_describe(j, ref, c.tokens)}",
+                               {"seed": c.seed, "position": j + 1, "reference_varies_with_seed": ref_varies[:5]})
+    note = f" (the reference itself varies at seeds {ref_varies[:5]})" if ref_varies else ""
+    return hard_result(name, True, len(candidate), f"all {len(candidate)} candidate completions equal the "
+                       f"reference's {len(ref)} tokens{note}", {"reference_varies_with_seed": ref_varies[:5]})
+
+
+def seed_coupling(reference: Sequence[Completion], candidate: Sequence[Completion]) -> TestResult:
+    """Declared seed coupling: same seed, same tokens (the first divergence is reported)."""
+    name = "seed_coupling"
+    by_seed = {c.seed: c.tokens for c in reference}
+    shared = [c for c in sorted(candidate, key=lambda c: c.seed) if c.seed in by_seed]
+    for c in shared:
+        j = first_divergence(by_seed[c.seed], c.tokens)
+        if j is not None:
+            return hard_result(name, False, len(shared), f"seed {c.seed}: {_describe(j, by_seed[c.seed], c.tokens)}",
+                               {"seed": c.seed, "position": j + 1})
+    return hard_result(name, True, len(shared), f"{len(shared)} shared seeds give identical tokens")
+
+
+def determinism(completions: Sequence[Completion]) -> dict:
+    """Evidence: do repeat records (same seed asked again) reproduce the first answer? No repeats: unknown."""
+    first = {c.seed: c.tokens for c in completions if c.repeat == 0}
+    repeats = [c for c in completions if c.repeat > 0 and c.seed in first]
+    differing = [c.seed for c in repeats if c.tokens != first[c.seed]]
+    return {"repeats": len(repeats), "seed_deterministic": None if not repeats else not differing,
+            "differing_seeds": differing[:10]}
+
+
+def support_of(report: TopProbs, probs_kind: str, top_k: int) -> set[int]:
+    """The token ids that can be sampled, from a report listing at least the top_k most probable tokens."""
+    if probs_kind == "post_sampling":
+        return {i for i, p in report if p > 0}
+    return {i for i, _ in sorted(report, key=lambda pair: (-pair[1], pair[0]))[:top_k]}
+
+
+def fully_reported(top_k: int | None, report: TopProbs, probs_kind: str | None) -> bool:
+    """Is every sampleable token listed? True when 0 < top_k <= the number of listed tokens."""
+    return bool(probs_kind and top_k and 0 < int(top_k) <= len(report))
+
+
+def support_check(candidate: Sequence[Completion], prefix_reports: dict[tuple[int, ...], PrefixProbs],
+                  top_k: int | None) -> TestResult | None:
+    """Every candidate token inside the fully reported support (its own report and the reference's for the
+    same prefix); None when no position has a fully reported support."""
+    name, checked = "reported_support", 0
+    for c in sorted(candidate, key=lambda c: c.seed):
+        for t, token in enumerate(c.tokens):
+            sources = []
+            if c.top_probs is not None:
+                sources.append(("candidate's own report", c.top_probs[t], c.probs_kind))
+            ref = prefix_reports.get(c.tokens[:t])
+            if ref is not None:
+                sources.append(("reference's report", ref.top_probs, ref.probs_kind))
+            for label, report, kind in sources:
+                if not fully_reported(top_k, report, kind):
+                    continue
+                checked += 1
+                if token not in support_of(report, kind, int(top_k)):
+                    return hard_result(name, False, checked, f"seed {c.seed}: position {t + 1}: token {token} is "
+                                       f"outside the {label} support (top_k={top_k}, {len(report)} listed)",
+                                       {"seed": c.seed, "position": t + 1, "token": token})
+    if not checked:
+        return None
+    return hard_result(name, True, checked, f"{checked} (token, report) pairs inside the fully reported support")
+
+
+def speculation_evidence(candidate: Sequence[Completion]) -> dict:
+    """The candidate's summed draft counters; speculation is observed iff drafted tokens > 0."""
+    totals = {key: 0 for key in DRAFT_COUNTERS}
+    reporting = 0
+    for c in candidate:
+        timings = c.timings or {}
+        if any(key in timings for key in DRAFT_COUNTERS):
+            reporting += 1
+        for key in DRAFT_COUNTERS:
+            value = timings.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                totals[key] += int(value)
+    drafted, accepted = totals["draft_n"], totals["draft_n_accepted"]
+    return {**totals, "completions": len(candidate), "completions_reporting": reporting,
+            "observed": drafted > 0, "acceptance_rate": accepted / drafted if drafted else None}
