@@ -37,20 +37,32 @@ def exactspec_version() -> str | None:
         return getattr(exactspec, "__version__", None)
 
 
-def git_commit(path: str | Path | None = None) -> str | None:
-    """HEAD of the git checkout holding `path` (default: the exactspec package), or None when it is not in
-    a checkout, git is missing or slow."""
+def _git(args: list[str], path: str | Path | None) -> subprocess.CompletedProcess | None:
+    """Run git in the checkout holding `path` (default: the exactspec package); None if git is missing or slow."""
     if path is None:
         import exactspec
 
         path = Path(exactspec.__file__).resolve().parent
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=str(path), capture_output=True, text=True,
+        return subprocess.run(["git", *args], cwd=str(path), capture_output=True, text=True,
                               timeout=GIT_TIMEOUT_SECONDS, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and len(commit) >= 40 else None
+
+
+def git_commit(path: str | Path | None = None) -> str | None:
+    """HEAD of the git checkout holding `path` (default: the exactspec package), or None when it is not in
+    a checkout, git is missing or slow."""
+    done = _git(["rev-parse", "HEAD"], path)
+    commit = done.stdout.strip() if done is not None else ""
+    return commit if done is not None and done.returncode == 0 and len(commit) >= 40 else None
+
+
+def git_uncommitted_changes(path: str | Path | None = None) -> bool | None:
+    """Whether tracked files of that checkout differ from HEAD (the commit then does not identify the code);
+    None when unknown."""
+    done = _git(["status", "--porcelain", "--untracked-files=no"], path)
+    return bool(done.stdout.strip()) if done is not None and done.returncode == 0 else None
 
 
 def sha256_of_file(path: str | Path) -> str | None:
@@ -130,7 +142,8 @@ def collect(impl_spec: str, argv: list[str] | None = None) -> dict:
     if not isinstance(impl_spec, str):
         raise ValueError(f"impl_spec must be a str such as 'mypkg.spec:Verifier', got {type(impl_spec).__name__}")
     return {
-        "exactspec": {"version": exactspec_version(), "git_commit": git_commit()},
+        "exactspec": {"version": exactspec_version(), "git_commit": git_commit(),
+                      "uncommitted_changes": git_uncommitted_changes()},
         "implementation": implementation_info(impl_spec),
         "machine": machine_info(),
         "libraries": library_versions(),
@@ -139,5 +152,5 @@ def collect(impl_spec: str, argv: list[str] | None = None) -> dict:
     }
 
 
-__all__ = ["collect", "distribution_of", "exactspec_version", "git_commit", "implementation_info",
+__all__ = ["collect", "distribution_of", "exactspec_version", "git_commit", "git_uncommitted_changes", "implementation_info",
            "library_versions", "machine_info", "sha256_of_file"]

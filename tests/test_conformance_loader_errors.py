@@ -382,3 +382,18 @@ def test_every_subcommand_names_an_existing_module():
         except ImportError:  # its parent package needs torch, absent here: not this test's concern
             continue
     assert missing == []
+
+
+def test_provenance_says_when_the_checkout_has_uncommitted_changes(tmp_path):
+    from exactspec.conformance.provenance import git_commit, git_uncommitted_changes
+
+    assert git_uncommitted_changes(tmp_path) is None  # not a checkout: unknown, never "clean"
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    assert git_commit(tmp_path) is not None and git_uncommitted_changes(tmp_path) is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_uncommitted_changes(tmp_path) is True
