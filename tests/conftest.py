@@ -14,3 +14,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+_DESIGN_FOLDERS = ("reference", "stat_tests", "conformance", "proofs", "gpu_impl")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """One import root: a bare `reference`, `conformance`, ... module imported during the run fails it."""
+    import sys
+
+    bare = sorted(name for name in sys.modules if name.split(".")[0] in _DESIGN_FOLDERS)
+    if bare:
+        print(f"\nbare modules imported during the run (import them as exactspec.*): {', '.join(bare[:20])}")
+        session.exitstatus = 1
