@@ -12,16 +12,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
+from exactspec.cli import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
 from exactspec.errors import AdapterLoadError, ImplementationError, ImplUnavailable
 
 EXIT_CERTIFIED = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_INTERNAL = 3
 EXIT_UNAVAILABLE = 4
 #: Verdict -> exit status. EXACT_NOT_STANDARD is exact (a pass); the report says it is not the standard rule.
 EXIT = {"CERTIFIED": EXIT_CERTIFIED, "EXACT_NOT_STANDARD": EXIT_CERTIFIED, "NOT_EXACT": EXIT_FAILED,
@@ -37,8 +36,6 @@ exit status:
   4  the implementation is unavailable here (ImplUnavailable: missing package, no CUDA device, ...)
 """
 
-INTERNAL_ERROR_HINT = ("exactspec certify: internal error in exactspec (not in your implementation). Please report it "
-                       "with the traceback above and the command line.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -148,9 +145,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_FAILED
     except Exception:  # noqa: BLE001 -- anything else is a bug in exactspec
-        traceback.print_exc()
-        print(INTERNAL_ERROR_HINT, file=sys.stderr)
-        return EXIT_INTERNAL
+        return internal_crash(" ".join(sys.argv))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 
 from exactspec.conformance.certify import EXIT as CERTIFY_EXIT
-from exactspec.conformance.certify import EXIT_INTERNAL, EXIT_UNAVAILABLE, EXIT_USAGE, check_writable
+from exactspec.cli import internal_crash
+from exactspec.conformance.certify import EXIT_UNAVAILABLE, EXIT_USAGE, check_writable
 from exactspec.conformance.core.profiles import PROFILE_NAMES
 
 EXIT_INCONCLUSIVE = EXIT_UNAVAILABLE  # 4: `certify`'s "cannot run here"; for samples: the run cannot decide
@@ -66,10 +66,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _certify(args)
     except Exception:  # noqa: BLE001 -- input errors are ValueErrors above; anything else is our bug
-        traceback.print_exc()
-        print("exactspec certify-samples: internal error in exactspec. Please report it with the traceback above.",
-              file=sys.stderr)
-        return EXIT_INTERNAL
+        return internal_crash(" ".join(sys.argv))
 
 
 def main(argv: list[str] | None = None) -> int:
