@@ -7,9 +7,11 @@ Measures, per batch size B:
 * v(n) = latency(target scores n = k+1 new tokens on top of a KV cache) / latency(target decodes 1 token);
 * c = latency(draft decodes 1 token) / latency(target decodes 1 token);
 * the cost-model speedup E[N] / (c k + v(k+1)) those imply at a few acceptance rates;
-and the throughput of the rejection sampler `gpu_impl.sampler.verify_batch` (one batched call) against a
-per-row Python loop applying the same rule with host reads. Weights are random: latencies depend only on
-shapes, not values (acceptance rates are not measured here).
+and the throughput of the rejection sampler `gpu_impl.sampler.verify_batch` (one batched call; final token by
+the exponential race, the CUDA default, and by the blocked inverse CDF; one generator and one per row)
+against a per-row Python loop applying the same rule with host reads and against the NumPy oracle's
+`verify` row by row (on the host). Weights are random: latencies depend only on shapes, not values
+(acceptance rates are not measured here).
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ SHAPES = {
     "full": {
         "target": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=4),
         "draft": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=8, num_attention_heads=12, num_key_value_heads=4),
-        "vocab": 32000, "context": 512, "batches": [1, 2, 4, 8, 16, 32, 64, 128], "sampler_vocab": 32000,
-        "sampler_batches": [1, 8, 64, 256], "repeats": 10,
+        "vocab": 32000, "context": 512, "batches": [1, 2, 4, 8, 16, 32, 64, 128], "sampler_vocab": 49152,
+        "sampler_batches": [1, 8, 32, 128], "repeats": 10,
     },
     "small": {
         "target": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
@@ -143,10 +145,41 @@ def per_row_loop(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
     return out
 
 
+def _timed(fn, device: str, repeats: int) -> list[float]:
+    out = []
+    for i in range(repeats + 1):  # one warm-up call
+        sync(device)
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        if i:
+            out.append(time.perf_counter() - start)
+    return out
+
+
+def _sampler_candidates(p, q, tokens, g, device: str) -> dict[str, Any]:
+    """Name -> zero-argument call of one verification round (each returns after its one host read)."""
+    import numpy as np
+
+    from exactspec.gpu_impl.randomness import make_generators
+    from exactspec.gpu_impl.sampler import verify_batch
+    from exactspec.reference.rules import verify
+
+    per_row = make_generators(range(p.shape[0]), device)
+    batched = lambda gens, method: lambda: verify_batch(p, q, tokens, gens, method=method)[1].tolist()
+    p64, q64, x_host = (p.double() / p.double().sum(-1, keepdim=True)).cpu().numpy(), q.double().cpu().numpy(), tokens.cpu().numpy()
+    q64 /= q64.sum(-1, keepdims=True)
+    rng = np.random.default_rng(0)
+    return {
+        "race_one_generator": batched(g, "race"), "race_per_row_generators": batched(per_row, "race"),
+        "inverse_cdf_one_generator": batched(g, "inverse_cdf"), "inverse_cdf_per_row_generators": batched(per_row, "inverse_cdf"),
+        "per_row_torch_loop": lambda: per_row_loop(p, q, tokens, g),
+        "numpy_oracle_loop": lambda: [verify(p64[b], q64[b], x_host[b], rng) for b in range(p.shape[0])],
+    }
+
+
 @torch.inference_mode()
 def sampler_section(cfg: dict[str, Any], device: str, deadline: float) -> list[dict[str, Any]]:
-    from exactspec.gpu_impl.sampler import verify_batch
-
     rows = []
     k, vocab = 4, cfg["sampler_vocab"]
     for batch in cfg["sampler_batches"]:
@@ -158,33 +191,17 @@ def sampler_section(cfg: dict[str, Any], device: str, deadline: float) -> list[d
         logits_d = logits_t[:, :k] + torch.randn(batch, k, vocab, device=device, generator=g)
         p, q = logits_t.softmax(-1), logits_d.softmax(-1)
         tokens = torch.multinomial(q.reshape(-1, vocab), 1, generator=g).reshape(batch, k)
-        reps = cfg["repeats"]
-        batched, loop = [], []
-        for i in range(reps + 1):
-            sync(device)
-            start = time.perf_counter()
-            out, counts = verify_batch(p, q, tokens, g)
-            counts.tolist()  # the one host read a round needs
-            sync(device)
-            if i:
-                batched.append(time.perf_counter() - start)
-        for i in range(max(1, reps // 2) + 1):
-            sync(device)
-            start = time.perf_counter()
-            per_row_loop(p, q, tokens, g)
-            sync(device)
-            if i:
-                loop.append(time.perf_counter() - start)
-        row = {
-            "batch": batch, "k": k, "vocab": vocab,
-            "verify_batch_s": spread(batched), "per_row_loop_s": spread(loop),
-            "verify_batch_rows_per_s": batch / spread(batched)["median"],
-            "per_row_loop_rows_per_s": batch / spread(loop)["median"],
-        }
-        row["speedup"] = row["verify_batch_rows_per_s"] / row["per_row_loop_rows_per_s"]
-        rows.append(row)
-        log(f"sampler B={batch:4d} verify_batch {row['verify_batch_rows_per_s']:10.0f} rows/s, "
-            f"per-row loop {row['per_row_loop_rows_per_s']:8.0f} rows/s (x{row['speedup']:.1f})")
+        seconds = {}
+        for name, fn in _sampler_candidates(p, q, tokens, g, device).items():
+            loop = name.endswith("_loop")
+            seconds[name] = spread(_timed(fn, device, max(1, cfg["repeats"] // 3) if loop else cfg["repeats"]))
+        rows.append({
+            "batch": batch, "k": k, "vocab": vocab, "seconds": seconds,
+            "rows_per_s": {name: batch / s["median"] for name, s in seconds.items()},
+            "speedup_vs_per_row_torch_loop": {name: seconds["per_row_torch_loop"]["median"] / s["median"] for name, s in seconds.items()},
+            "speedup_vs_numpy_oracle_loop": {name: seconds["numpy_oracle_loop"]["median"] / s["median"] for name, s in seconds.items()},
+        })
+        log(f"sampler B={batch:4d} " + ", ".join(f"{n} {s['median'] * 1e3:.2f} ms" for n, s in seconds.items()))
     return rows
 
 
@@ -195,12 +212,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     parser.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
                         help="default: bfloat16 on GPU, float32 on CPU")
-    parser.add_argument("--budget-s", type=float, default=420.0, help="stop starting new measurements after this")
+    parser.add_argument("--budget-s", type=float, default=240.0, help="stop starting new measurements after this")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
     cfg = SHAPES["small" if args.small else "full"]
+    if args.small and device == "cpu":
+        torch.set_num_threads(1)  # a check of the script on a (shared) CPU: no thread contention
     if not args.small and not device.startswith("cuda"):
         log("warning: full shapes on CPU will be slow; use --small")
     deadline = start + args.budget_s
@@ -214,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         "target_params": n_target, "draft_params": n_draft,
     }
     # sampler first while the deadline is far: it is quick; latency takes the rest of the budget
+    from exactspec.gpu_impl.categorical import method_for
+
+    payload["sampler_default_method"] = method_for(device)
     payload["sampler"] = sampler_section(cfg, device, deadline)
     write_result("cuda_bench", payload, Path(args.out))
     payload["latency"] = latency_section(target, draft, cfg, device, deadline)

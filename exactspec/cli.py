@@ -15,17 +15,22 @@ import importlib
 import sys
 import traceback
 
+from exactspec import __version__
+
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reference-demo": ("exactspec.reference.demo", "print the seed-article figures computed by the exact oracle"),
     "generate": ("exactspec.gpu_impl.cli", "speculative decoding on a real model (default: the embedded SmolLM2-135M)"),
+    "train-heads": ("exactspec.gpu_impl.train_heads_cli", "train the prediction-heads draft (--draft heads) on the target, offline"),
     "certify": ("exactspec.conformance.certify", "certify an implementation (rule or sequence level) and write a report"),
     "certify-samples": ("exactspec.conformance.engine.certify_samples",
                         "certify a serving engine offline from reference and candidate sample files (JSONL)"),
     "kill-table": ("exactspec.conformance.kill_table", "run the mutant zoo (--level rule|sequence) and write its kill table"),
     "proofs": ("exactspec.proofs.cli", "run every machine check of the correctness argument"),
+    "calibrate": ("exactspec.conformance.calibrate", "run a known-exact implementation R times on salted seeds: each check's rejection rate at 1e-2 / 1e-3"),
+    "cache": ("exactspec.cache_cli", "what exactspec caches on this machine (models, kernel plans, ...): info, clear"),
     "engine": ("exactspec.conformance.engine.collect", "engine level: `exactspec engine collect` samples a serving engine's reference and candidate endpoints"),
 }
 
@@ -44,6 +49,7 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
     """The top-level parser; only the `chosen` subcommand's module is imported."""
     parser = argparse.ArgumentParser(prog="exactspec", description="exactspec: the reference speculative-sampling "
                                      "implementations are measured against.")
+    parser.add_argument("--version", action="version", version=f"exactspec {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)

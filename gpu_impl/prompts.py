@@ -79,3 +79,16 @@ class TokenCollector:
             self.done[row] = True
         if self.on_tokens is not None and tokens:
             self.on_tokens(row, tokens)
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) (B, T) long of token-id rows, left-padded with `pad_id` to the longest."""
+    if not rows or any(len(row) < 1 for row in rows):
+        raise ValueError("left_pad needs at least one row and no empty row")
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row):] = torch.as_tensor(list(row), dtype=torch.long)
+        mask[i, width - len(row):] = 1
+    return ids, mask

@@ -1,9 +1,14 @@
-"""On-device rejection sampler: one verification round for a whole batch, without host syncs.
+"""On-device rejection sampler: one verification round for a whole batch, without host syncs on an accelerator.
 
 Standard mode is the Leviathan/Chen rule: accept draft token x ~ q iff u < p(x)/q(x) (u ~ U[0,1)),
 at the first rejection draw from norm(max(0, p - q)) (falling back to p when that mass is 0, which can
 only happen when p == q, where nothing is rejected), and after k acceptances draw a bonus token from
 p_{k+1}.  The bonus row is handled as a residual against q = 0, so both cases share one code path.
+
+The final token is drawn by the blocked inverse CDF on a CPU (k+1 uniforms per row in all; the one
+residual row each batch row needs is read once, in cache-sized chunks of rows, and never stored whole;
+one flag read, free on a CPU, skips the fallback's extra pass) and by the exponential race on other
+devices (`categorical.method_for`; figures in benchmarks/results/sampler.json).
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ import torch
 
 from exactspec.reference import validation
 
-from .randomness import Generators, exponential, race, uniform
+from .categorical import block_columns, block_size, block_sums, inverse_cdf, method_for, pick_block, pick_in_block, race
+from .randomness import Generators, exponential, uniform
 
 MODES = ("standard", "greedy", "sampler_match")
 PAD = -1
+CHUNK_BYTES = 8 << 20  # CPU: rows of p and q gathered per chunk (together in L3; few enough ops per call)
 
 
 def _check_round(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, mode: str) -> None:
@@ -63,17 +70,91 @@ def _row(probs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return probs.gather(1, index[:, None, None].expand(-1, 1, probs.shape[-1])).squeeze(1)
 
 
-def _standard(target_probs, draft_probs, draft_tokens, generator):
-    batch, k, vocab = draft_probs.shape
+def _acceptances(target_probs, draft_probs, draft_tokens, u):
+    """Number of leading accepted drafts per row: u_i < p(x_i) / q(x_i) (p(x) = 0 gives 0: never accepted)."""
+    k = draft_probs.shape[1]
     p_x = target_probs[:, :k].gather(-1, draft_tokens[..., None]).squeeze(-1).double()
     q_x = draft_probs.gather(-1, draft_tokens[..., None]).squeeze(-1).double()
-    u = uniform(batch, (k,), generator, target_probs.device)
-    n_accepted = _leading_true(u < p_x / q_x)  # p(x) = 0 gives ratio 0: never accepted
+    return _leading_true(u < p_x / q_x)
+
+
+def _final_rows(target_probs, draft_probs, n_accepted):
+    """Flat row ids of p and q behind each row's final draw, and 1.0 where q counts (0.0 on the bonus row)."""
+    batch, k, _ = draft_probs.shape
+    rows = torch.arange(batch, device=n_accepted.device)
+    keep_q = (n_accepted < k).to(draft_probs.dtype)
+    return rows * (k + 1) + n_accepted, rows * k + n_accepted.clamp(max=k - 1), keep_q
+
+
+def _chunk_rows(p_flat: torch.Tensor) -> int:
+    if p_flat.device.type != "cpu":
+        return p_flat.shape[0]
+    return max(1, CHUNK_BYTES // (2 * p_flat.shape[1] * p_flat.element_size()))
+
+
+def _residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q) -> torch.Tensor:
+    """Block masses of max(0, p - q) on each row's final row pair, gathered chunk by chunk (no V-wide copy kept)."""
+    rows, vocab = p_index.shape[0], p_flat.shape[1]
+    sums = p_flat.new_empty((rows, -(-vocab // block_size(vocab))))
+    chunk = min(rows, _chunk_rows(p_flat))
+    p_buffer, q_buffer = p_flat.new_empty((chunk, vocab)), q_flat.new_empty((chunk, vocab))
+    for lo in range(0, rows, chunk):
+        hi = min(rows, lo + chunk)
+        p_rows = torch.index_select(p_flat, 0, p_index[lo:hi], out=p_buffer[: hi - lo])
+        q_rows = torch.index_select(q_flat, 0, q_index[lo:hi], out=q_buffer[: hi - lo])
+        block_sums(p_rows.addcmul_(q_rows, keep_q[lo:hi, None], value=-1).clamp_min_(0), sums[lo:hi])
+    return sums
+
+
+def _with_fallback(sums, p_flat, p_index):
+    """Rows whose residual has no mass fall back to p: -> (block masses, which rows fell back).
+
+    p's block masses cost one more pass, so a CPU (where reading the flag costs no queue drain) computes
+    them only when some row needs them; other devices always do, to stay free of host syncs."""
+    empty = sums.sum(-1) == 0
+    if p_flat.device.type == "cpu" and not bool(empty.any()):
+        return sums, empty[:, None]
+    target_sums = block_sums(p_flat.index_select(0, p_index))
+    return torch.where(empty[:, None], target_sums, sums), empty[:, None]
+
+
+def _in_block(flat: torch.Tensor, row_index: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """flat[row_index[b], columns[b, :]] for a (R, V) tensor."""
+    return flat.reshape(-1).take(row_index[:, None] * flat.shape[1] + columns)
+
+
+def _residual_inverse_cdf(target_probs, draft_probs, n_accepted, u):
+    """The final token by the blocked inverse CDF of norm(max(0, p - q)) (p where that mass is 0)."""
+    vocab = target_probs.shape[-1]
+    p_flat, q_flat = target_probs.reshape(-1, vocab), draft_probs.reshape(-1, vocab)
+    p_index, q_index, keep_q = _final_rows(target_probs, draft_probs, n_accepted)
+    sums, empty = _with_fallback(_residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q), p_flat, p_index)
+    block, local = pick_block(sums, u)
+    columns, real = block_columns(block, vocab)
+    p_in, q_in = _in_block(p_flat, p_index, columns), _in_block(q_flat, q_index, columns)
+    residual_in = p_in.addcmul(q_in, keep_q[:, None], value=-1).clamp_min_(0)  # the same float ops as above
+    weights = torch.where(real, torch.where(empty, p_in, residual_in), 0)
+    return block * block_size(vocab) + pick_in_block(weights, local)
+
+
+def _residual_race(target_probs, draft_probs, n_accepted, generator):
+    batch, k, vocab = draft_probs.shape
     p_row = _row(target_probs, n_accepted)
     q_row = _row(draft_probs, n_accepted.clamp(max=k - 1)) * (n_accepted < k)[:, None]  # bonus row: q = 0
     residual = (p_row - q_row).clamp_min(0)
     weights = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p_row)
-    last = race(weights, exponential(batch, (vocab,), generator, target_probs.device))
+    return race(weights, exponential(batch, (vocab,), generator, target_probs.device))
+
+
+def _standard(target_probs, draft_probs, draft_tokens, generator, method):
+    batch, k, _ = draft_probs.shape
+    if method == "race":  # k acceptance uniforms, then V exponentials per row
+        n_accepted = _acceptances(target_probs, draft_probs, draft_tokens, uniform(batch, (k,), generator, target_probs.device))
+        last = _residual_race(target_probs, draft_probs, n_accepted, generator)
+    else:  # k acceptance uniforms and the final one, in one draw per row
+        u = uniform(batch, (k + 1,), generator, target_probs.device)
+        n_accepted = _acceptances(target_probs, draft_probs, draft_tokens, u[:, :k])
+        last = _residual_inverse_cdf(target_probs, draft_probs, n_accepted, u[:, k])
     return _emit(draft_tokens, n_accepted, last)
 
 
@@ -83,9 +164,12 @@ def _greedy(target_probs, draft_tokens):
     return _emit(draft_tokens, n_accepted, best.gather(1, n_accepted[:, None]).squeeze(1))
 
 
-def _sampler_match(target_probs, draft_tokens, generator):
+def _sampler_match(target_probs, draft_tokens, generator, method):
     batch, rows, vocab = target_probs.shape
-    drawn = race(target_probs, exponential(batch, (rows, vocab), generator, target_probs.device))
+    if method == "race":
+        drawn = race(target_probs, exponential(batch, (rows, vocab), generator, target_probs.device))
+    else:
+        drawn = inverse_cdf(target_probs, uniform(batch, (rows,), generator, target_probs.device))
     n_accepted = _leading_true(drawn[:, :-1] == draft_tokens)
     return _emit(draft_tokens, n_accepted, drawn.gather(1, n_accepted[:, None]).squeeze(1))
 
@@ -96,20 +180,23 @@ def verify_batch(
     draft_tokens: torch.Tensor,
     generator: Generators = None,
     mode: str = "standard",
+    method: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Verify one round for B rows: -> (tokens (B, k+1) long padded with -1, counts (B,) long).
 
     target_probs (B, k+1, V), draft_probs (B, k, V), draft_tokens (B, k).  `generator` is one
     torch.Generator (or None) for the whole batch, or one per row (each row then draws only from its
-    own stream).  Values are not checked (that would sync): q(x) = 0 on a drafted token is impossible
-    input.  All work stays on the tensors' device.
+    own stream).  `method` draws the final token: "auto" (by device), "inverse_cdf" or "race".
+    Values are not checked (that would sync): q(x) = 0 on a drafted token is impossible input.  All
+    work stays on the tensors' device.
     """
     _check_round(target_probs, draft_probs, draft_tokens, mode)
+    method = method_for(target_probs.device, method)
     if mode == "greedy":
         return _greedy(target_probs, draft_tokens)
     if mode == "sampler_match":
-        return _sampler_match(target_probs, draft_tokens, generator)
-    return _standard(target_probs, draft_probs, draft_tokens, generator)
+        return _sampler_match(target_probs, draft_tokens, generator, method)
+    return _standard(target_probs, draft_probs, draft_tokens, generator, method)
 
 
 class TorchVerifier:
@@ -119,7 +206,8 @@ class TorchVerifier:
     the result.  Inputs are checked with the oracle's validators (bad input -> ValueError).
     """
 
-    def __init__(self, device: str | torch.device = "cpu", mode: str = "standard", dtype: torch.dtype = torch.float32):
+    def __init__(self, device: str | torch.device = "cpu", mode: str = "standard", dtype: torch.dtype = torch.float32,
+                 method: str = "auto"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if dtype not in (torch.float32, torch.float64):
@@ -127,6 +215,7 @@ class TorchVerifier:
         self.device = torch.device(device)
         self.mode = mode
         self.dtype = dtype
+        self.method = method_for(self.device, method)
 
     def _generator(self, rng: np.random.Generator) -> torch.Generator:
         seed = int(validation.check_rng(rng).integers(2**63))
@@ -151,11 +240,11 @@ class TorchVerifier:
     def verify_batch(self, target_probs, draft_probs, draft_tokens, rng) -> tuple[np.ndarray, np.ndarray]:
         """(B, k+1, V), (B, k, V), (B, k) -> (tokens (B, k+1) int64 padded with -1, counts (B,) int64)."""
         target, draft, tokens = self._checked(target_probs, draft_probs, draft_tokens, batched=True)
-        out, counts = verify_batch(target, draft, tokens, self._generator(rng), self.mode)
+        out, counts = verify_batch(target, draft, tokens, self._generator(rng), self.mode, self.method)
         return out.cpu().numpy().astype(np.int64), counts.cpu().numpy().astype(np.int64)
 
     def verify(self, target_probs, draft_probs, draft_tokens, rng) -> list[int]:
         """One round, one sequence: (k+1, V), (k, V), (k,) -> the emitted tokens."""
         target, draft, tokens = self._checked(target_probs, draft_probs, draft_tokens, batched=False)
-        out, counts = verify_batch(target, draft, tokens, self._generator(rng), self.mode)
+        out, counts = verify_batch(target, draft, tokens, self._generator(rng), self.mode, self.method)
         return out[0, : int(counts[0])].tolist()

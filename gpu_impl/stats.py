@@ -46,6 +46,9 @@ class SpecStats:
     wall_time_s: float = 0.0
     prefill_time_s: float = 0.0  # feeding the prompt (target and draft), within wall time
     calibration_time_s: float = 0.0  # cost measurement of the "cost" k policy (first call per batch size), within wall time
+    calibration_source: str = ""  # "cache" or "measured": where the cost policy's v(n) came from (first call only)
+    policy_note: str = ""  # the cost policy's decision in one line: how much it drafted and why
+    policy_summary: dict = field(default_factory=dict)  # the figures behind it (k_policy.CostModelK.summary)
     new_tokens: int = 0
     target_calls: int = 0
     draft_calls: int = 0

@@ -16,24 +16,29 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 GREEDY = SamplingParams(temperature=0)
 
 
-def flat_costs(verify_per_token: float, draft: float) -> Costs:
-    return Costs({n: 1.0 + verify_per_token * (n - 1) for n in range(1, 10)}, draft)
+def flat_costs(verify_per_token: float, draft: float, noise: float = 0.01) -> Costs:
+    return Costs({n: 1.0 + verify_per_token * (n - 1) for n in range(1, 10)}, draft, {n: noise for n in range(1, 10)})
+
+
+def confident(chooser: CostModelK, rate: float, count: float = 100.0) -> CostModelK:
+    chooser.accepted, chooser.examined = [rate * count] * chooser.k_max, [count] * chooser.k_max
+    return chooser
 
 
 def test_chooser_maximises_the_walltime_model():
-    chooser = CostModelK(flat_costs(0.1, 0.05), k_max=8)
-    chooser.accepted, chooser.examined = [90.0] * 8, [100.0] * 8  # acceptance rate ~ 0.9 at every position
+    chooser = confident(CostModelK(flat_costs(0.1, 0.05), k_max=8), 0.9)  # acceptance rate ~ 0.9 at every position
     best = chooser.choose()
     acceptance_rate = chooser.acceptance_rates[0]
     factors = [improvement_factor(acceptance_rate, k, 0.05, {k + 1: 1 + 0.1 * k}) for k in range(1, 9)]
     assert best == 1 + max(range(8), key=factors.__getitem__)
     assert chooser.factor(best) == pytest.approx(max(factors))
+    assert chooser.factor(best, -1) < chooser.factor(best) < chooser.factor(best, +1)
 
 
 def test_chooser_drafts_nothing_when_verification_is_dear_and_acceptance_low():
-    chooser = CostModelK(flat_costs(0.6, 0.3), k_max=8)
-    chooser.accepted, chooser.examined = [5.0] * 8, [100.0] * 8
-    assert chooser.choose() == 0
+    chooser = confident(CostModelK(flat_costs(0.6, 0.3), k_max=8), 0.05)
+    assert [chooser.choose() for _ in range(40)] == [0] * 40  # not even an exploration: no optimistic gain
+    assert "drafted little" in chooser.note() and "c = 0.300" in chooser.note()
 
 
 def test_per_position_acceptance_rates_see_a_copy_behind_a_doubtful_first_token():
@@ -44,15 +49,63 @@ def test_per_position_acceptance_rates_see_a_copy_behind_a_doubtful_first_token(
     assert chooser.factor(1) < 1.3 < chooser.factor(6)
 
 
-def test_acceptance_rate_drifts_back_to_the_prior_and_costs_follow_the_timers():
-    chooser = CostModelK(flat_costs(0.6, 0.3), k_max=8, prior_acceptance_rate=0.5, prior_weight=1.0, decay=0.5)
-    chooser.update(4, [1], target_s=5.0, draft_s=2.0)  # first draft accepted, second rejected
-    assert chooser.acceptance_rates[:3] == pytest.approx([1.5 / 2, 0.5 / 2, 0.5])
-    assert chooser.target[5] == pytest.approx(0.7 * (1 + 0.6 * 4) + 0.3 * 5.0)
-    assert chooser.draft == pytest.approx(0.7 * 0.3 + 0.3 * 2.0 / 4)
-    for _ in range(30):
-        chooser.update(0, [0], target_s=1.0, draft_s=0.0)  # plain steps examine nothing
-    assert chooser.acceptance_rates == pytest.approx([0.5] * 8, abs=1e-6)
+def test_an_uncertain_gain_is_not_drafted_but_explored_at_a_logarithmic_rate():
+    """Point factor > 1 but within the noise: plain steps, one exploration after 1, 3, 7, 15, ... plain rounds."""
+    chooser = confident(CostModelK(flat_costs(0.3, 0.0, noise=0.2), k_max=4), 0.35, count=8.0)
+    assert chooser.factor(1) > 1 > chooser.factor(1, -1)
+    chosen = [chooser.choose() for _ in range(64)]
+    drafted = [i for i, k in enumerate(chosen) if k]
+    assert drafted == [0, 2, 6, 14, 30, 62]  # 6 explorations in 64 rounds, gaps doubling
+    assert chooser.explorations == 6 and "6 exploration rounds" in chooser.note()
+
+
+def rounds(chooser: CostModelK, plain_s: float, v: dict, n: int, accepted: int = 4, slow: dict | None = None) -> list[int]:
+    """Simulate n rounds: plain rounds take plain_s, a k-draft round v[k+1] * plain_s (slow[i]: that round x10)."""
+    chosen = []
+    for i in range(n):
+        k = chooser.choose()
+        chosen.append(k)
+        factor = 10.0 if slow and i in slow else 1.0
+        chooser.update(k, [min(accepted, k)], plain_s * v[k + 1] * factor, 0.0)
+    return chosen
+
+
+def test_a_single_slow_round_under_load_does_not_flip_the_decision():
+    v = {n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}
+    chooser = confident(CostModelK(flat_costs(0.1, 0.0), k_max=4), 0.9)
+    chooser.update(0, [0], 0.05, 0.0)  # a plain round gives the timers their reference
+    chosen = rounds(chooser, 0.05, v, 20, slow={5, 12})
+    assert chosen[-10:] == [4] * 10
+
+
+def test_the_runs_own_timers_correct_a_wrong_calibration():
+    """Calibration says verification is cheap (v(5) = 1.4); the rounds show v(5) = 6: drafting stops."""
+    true_v = {n: 1.0 + 1.25 * (n - 1) for n in range(1, 10)}
+    chooser = confident(CostModelK(flat_costs(0.1, 0.0), k_max=4), 0.5)
+    chooser.update(0, [0], 0.05, 0.0)
+    chosen = rounds(chooser, 0.05, true_v, 30, accepted=1)
+    assert chosen[0] > 0 and chosen[-10:].count(0) >= 8
+    assert chooser.summary()["v"][2] > 1.5
+
+
+def test_a_wrong_early_decision_is_revisited():
+    """A noisy calibration (a busy machine) says drafting loses (v(2) = 1.6 +- 30 %); really v(n) ~ 1 and
+    every draft is accepted: the explorations find it out and drafting resumes."""
+    chooser = CostModelK(flat_costs(0.6, 0.0, noise=0.3), k_max=4)
+    true_v = {n: 1.0 + 0.05 * (n - 1) for n in range(1, 10)}
+    chooser.update(0, [0], 0.05, 0.0)
+    chosen = rounds(chooser, 0.05, true_v, 60)
+    assert chosen[:8].count(0) >= 2 and min(chosen[-20:]) >= 1
+    assert "drafted in" in chooser.note()
+
+
+def test_costs_are_checked():
+    with pytest.raises(ValueError, match="v\\(n\\) for n = 1..k_max"):
+        CostModelK(Costs({1: 1.0, 2: 1.1}), k_max=4)
+    with pytest.raises(ValueError, match="v must map"):
+        Costs({1: 1.0, 2: -1.0})
+    with pytest.raises(ValueError, match="c must be"):
+        Costs({1: 1.0}, c=float("nan"))
 
 
 def test_grow_shrink():
@@ -67,16 +120,20 @@ def pair():
 
 
 @pytest.mark.parametrize("source", ["model", "prompt_lookup"])
-def test_cost_policy_keeps_greedy_output_and_measures_once(pair, source):
+def test_cost_policy_keeps_greedy_output_and_measures_once(pair, source, tmp_path, monkeypatch):
+    monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
     target, draft_model = pair
     ids = torch.tensor([[5, 9, 2, 5, 9, 2, 5, 9]])
     draft = ModelDraft(draft_model) if source == "model" else PromptLookupDraft()
     gen = SpeculativeGenerator(target, draft, k=3, sampling=GREEDY, adaptive_k="cost")
     first = gen.generate(ids, 24)
     assert first.sequences == generate_plain(target, ids, 24, GREEDY).sequences
-    assert first.stats.calibration_time_s > 0 and set(gen.costs[1].target) == set(range(1, 8))
+    assert first.stats.calibration_source == "measured" and set(gen.costs[1].v) == set(range(1, 8))
+    assert first.stats.policy_note.startswith("cost policy") and "rounds_per_k" in first.stats.policy_summary
     again = gen.generate(ids, 24)
     assert again.stats.calibration_time_s == 0 and again.sequences == first.sequences
+    fresh = SpeculativeGenerator(target, draft, k=3, sampling=GREEDY, adaptive_k="cost").generate(ids, 24)
+    assert fresh.stats.calibration_source == "cache" and fresh.sequences == first.sequences
 
 
 def test_bad_policy_is_refused(pair):

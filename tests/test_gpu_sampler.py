@@ -1,15 +1,24 @@
-"""On-device verifier: edge cases of the rule, modes, shapes, ValueErrors, and a chi-square on the first token."""
+"""On-device verifier: edge cases of the rule (by both final-token methods), modes, shapes, ValueErrors, the
+oracle's tokens for the same uniforms, and a chi-square on the first token."""
 
 import numpy as np
 import pytest
 import torch
 from scipy import stats
 
+from exactspec.gpu_impl import sampler
 from exactspec.gpu_impl.randomness import make_generators
 from exactspec.gpu_impl.sampler import TorchVerifier, verify_batch
+from exactspec.reference.laws import unchecked_residual
 from exactspec.reference.sampling import inverse_cdf
 
 FALSE_FAIL_RATE = 1e-3  # of the fixed-seed chi-square checks
+METHODS = ["inverse_cdf", "race"]
+
+
+@pytest.fixture(params=METHODS)
+def method(request):
+    return request.param
 
 
 def random_probs(gen, *shape, sparsity=0.0):
@@ -24,11 +33,11 @@ def draft_from(q, gen):
     return torch.multinomial(q.reshape(-1, q.shape[-1]), 1, generator=gen).reshape(q.shape[:-1])
 
 
-def test_output_layout():
+def test_output_layout(method):
     g = torch.Generator().manual_seed(0)
     p, q = random_probs(g, 64, 5, 10), random_probs(g, 64, 4, 10)
     x = draft_from(q, g)
-    tokens, counts = verify_batch(p, q, x, g)
+    tokens, counts = verify_batch(p, q, x, g, method=method)
     assert tokens.shape == (64, 5) and tokens.dtype == torch.long and counts.dtype == torch.long
     for row, n in zip(tokens.tolist(), counts.tolist()):
         assert 1 <= n <= 5 and all(t >= 0 for t in row[:n]) and all(t == -1 for t in row[n:])
@@ -37,40 +46,40 @@ def test_output_layout():
     assert torch.equal(tokens[:, :4][accepted], x[accepted])
 
 
-def test_p_equal_q_never_rejects():
+def test_p_equal_q_never_rejects(method):
     g = torch.Generator().manual_seed(1)
     q = random_probs(g, 2000, 3, 7)
     p = torch.cat([q, random_probs(g, 2000, 1, 7)], dim=1)
-    tokens, counts = verify_batch(p, q, draft_from(q, g), g)
+    tokens, counts = verify_batch(p, q, draft_from(q, g), g, method=method)
     assert counts.eq(4).all()
 
 
-def test_disjoint_supports_always_reject_and_emit_from_p():
+def test_disjoint_supports_always_reject_and_emit_from_p(method):
     p = torch.zeros(500, 3, 8)
     p[..., :4] = 0.25
     q = torch.zeros(500, 2, 8)
     q[..., 4:] = 0.25
     g = torch.Generator().manual_seed(2)
-    tokens, counts = verify_batch(p, q, draft_from(q, g), g)
+    tokens, counts = verify_batch(p, q, draft_from(q, g), g, method=method)
     assert counts.eq(1).all() and tokens[:, 0].lt(4).all()
     assert set(tokens[:, 0].tolist()) == {0, 1, 2, 3}
 
 
-def test_one_hot_rows():
+def test_one_hot_rows(method):
     p = torch.nn.functional.one_hot(torch.tensor([[3, 5, 1]]), 8).float()
     q = torch.nn.functional.one_hot(torch.tensor([[3, 2]]), 8).float()
-    tokens, counts = verify_batch(p, q, torch.tensor([[3, 2]]), torch.Generator().manual_seed(0))
+    tokens, counts = verify_batch(p, q, torch.tensor([[3, 2]]), torch.Generator().manual_seed(0), method=method)
     assert tokens.tolist() == [[3, 5, -1]] and counts.tolist() == [2]
-    tokens, counts = verify_batch(p, p[:, :2], torch.tensor([[3, 5]]), torch.Generator().manual_seed(0))
+    tokens, counts = verify_batch(p, p[:, :2], torch.tensor([[3, 5]]), torch.Generator().manual_seed(0), method=method)
     assert tokens.tolist() == [[3, 5, 1]] and counts.tolist() == [3]
 
 
-def test_never_emits_a_zero_probability_token():
+def test_never_emits_a_zero_probability_token(method):
     g = torch.Generator().manual_seed(3)
     p = random_probs(g, 3000, 4, 16, sparsity=0.7)
     q = random_probs(g, 3000, 3, 16, sparsity=0.5)
     x = draft_from(q, g)
-    tokens, counts = verify_batch(p, q, x, g)
+    tokens, counts = verify_batch(p, q, x, g, method=method)
     rows = torch.arange(4)[None].expand(3000, -1)
     emitted = tokens >= 0
     p_of_emitted = p.gather(-1, tokens.clamp_min(0)[..., None]).squeeze(-1)
@@ -78,25 +87,25 @@ def test_never_emits_a_zero_probability_token():
     assert rows.shape == tokens.shape
 
 
-def test_tiny_probabilities_and_large_vocab():
+def test_tiny_probabilities_and_large_vocab(method):
     vocab, k = 32768, 8
     g = torch.Generator().manual_seed(4)
     p = torch.zeros((4, k + 1, vocab))
     p[..., : vocab // 2] = 1e-12  # half the vocabulary at 1e-12, the other half exactly 0
     p[..., 7] = 1 - 1e-12 * (vocab // 2 - 1)
     q = random_probs(g, 4, k, vocab)
-    tokens, counts = verify_batch(p, q, draft_from(q, g), g)
+    tokens, counts = verify_batch(p, q, draft_from(q, g), g, method=method)
     emitted = tokens >= 0
     assert (p.gather(-1, tokens.clamp_min(0)[..., None]).squeeze(-1)[emitted] > 0).all()
     assert counts.ge(1).all() and counts.le(k + 1).all()
 
 
-def test_q_zero_where_p_positive_and_p_zero_where_q_positive():
+def test_q_zero_where_p_positive_and_p_zero_where_q_positive(method):
     p = torch.tensor([[[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]])
     q = torch.tensor([[[0.0, 0.0, 1.0]]])  # drafted token 2 has p = 0: reject, emit from p's support
     g = torch.Generator().manual_seed(5)
     for _ in range(50):
-        tokens, counts = verify_batch(p, q, torch.tensor([[2]]), g)
+        tokens, counts = verify_batch(p, q, torch.tensor([[2]]), g, method=method)
         assert counts.item() == 1 and tokens[0, 0].item() in (0, 1)
 
 
@@ -108,21 +117,75 @@ def test_greedy_mode():
     assert verify_batch(p, q, torch.tensor([[2, 0]]), None, "greedy")[0].tolist() == [[1, -1, -1]]
 
 
-def test_sampler_match_mode_with_one_hot_target():
+def test_sampler_match_mode_with_one_hot_target(method):
     p = torch.nn.functional.one_hot(torch.tensor([[2, 0, 1]]), 3).float()
     q = torch.full((1, 2, 3), 1 / 3)
     g = torch.Generator().manual_seed(0)
-    assert verify_batch(p, q, torch.tensor([[2, 0]]), g, "sampler_match")[0].tolist() == [[2, 0, 1]]
-    assert verify_batch(p, q, torch.tensor([[2, 1]]), g, "sampler_match")[0].tolist() == [[2, 0, -1]]
+    assert verify_batch(p, q, torch.tensor([[2, 0]]), g, "sampler_match", method)[0].tolist() == [[2, 0, 1]]
+    assert verify_batch(p, q, torch.tensor([[2, 1]]), g, "sampler_match", method)[0].tolist() == [[2, 0, -1]]
 
 
-def test_per_row_generators_make_rows_independent_of_the_batch():
+def oracle_round_from_uniforms(p, q, x, u):
+    """The oracle's standard rule (reference.rules._standard) given the k+1 uniforms of each row: -> (tokens, counts)."""
+    batch, k = x.shape
+    rows = np.arange(batch)[:, None]
+    ratio = p[rows, np.arange(k), x] / q[rows, np.arange(k), x]
+    n = np.cumprod(u[:, :k] < ratio, axis=1).sum(axis=1)
+    at = np.arange(batch)
+    final = np.where((n < k)[:, None], unchecked_residual(p[at, n], q[at, np.minimum(n, k - 1)]), p[at, n])
+    last = inverse_cdf(final, u[:, k])
+    tokens = np.where(np.arange(k + 1) < n[:, None], np.pad(x, ((0, 0), (0, 1))), -1)
+    tokens[at, n] = last
+    return tokens, n + 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_inverse_cdf_emits_the_oracles_tokens_for_the_same_uniforms(monkeypatch, dtype, per_row):
+    """Token by token against the oracle on the uniforms verify_batch draws (k+1 per row, in one draw), with a
+    partial last block (V = 1100), several chunks of rows and a partial last chunk, and sparse rows."""
+    monkeypatch.setattr(sampler, "CHUNK_BYTES", 7 * 2 * 1100 * 8)  # 7 rows of float64 (14 of float32) per chunk
+    rng = np.random.default_rng(3)
+    batch, k, vocab = 300, 3, 1100
+    q = rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k))
+    p = np.concatenate([0.7 * q + 0.3 * rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k)),
+                        rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, 1))], axis=1)
+    p, q = (torch.tensor(a, dtype=dtype).double().numpy() for a in (p, q))  # the rows the implementation sees
+    x = inverse_cdf(q, rng.random((batch, k)))
+    generators = make_generators(range(batch), "cpu") if per_row else torch.Generator().manual_seed(9)
+    tokens, counts = verify_batch(torch.tensor(p, dtype=dtype), torch.tensor(q, dtype=dtype), torch.tensor(x),
+                                  generators, method="inverse_cdf")
+    replay = make_generators(range(batch), "cpu") if per_row else torch.Generator().manual_seed(9)
+    u = sampler.uniform(batch, (k + 1,), replay, "cpu").numpy()
+    expected_tokens, expected_counts = oracle_round_from_uniforms(p, q, x, u)
+    assert np.array_equal(counts.numpy(), expected_counts) and set(expected_counts) == {1, 2, 3, 4}
+    assert np.array_equal(tokens.numpy(), expected_tokens)  # float32: rounding could flip a boundary; not at this seed
+
+
+def test_zero_mass_residual_falls_back_to_p(method):
+    """p = q / 2 (rows not summing to 1): max(0, p - q) is 0 everywhere, so a rejection draws from p."""
+    q = torch.tensor([[[0.5, 0.5, 0.0, 0.0]]]).expand(400, -1, -1)
+    p = torch.cat([q / 2, torch.tensor([[[0.0, 0.0, 0.0, 1.0]]]).expand(400, -1, -1)], dim=1)
+    tokens, counts = verify_batch(p, q, torch.zeros((400, 1), dtype=torch.long), torch.Generator().manual_seed(1), method=method)
+    rejected = counts == 1
+    assert 100 < rejected.sum() < 300 and set(tokens[rejected, 0].tolist()) == {0, 1}
+
+
+def test_unknown_method_is_refused():
+    with pytest.raises(ValueError, match="method"):
+        verify_batch(torch.full((1, 2, 3), 1 / 3), torch.full((1, 1, 3), 1 / 3), torch.zeros((1, 1), dtype=torch.long), None,
+                     method="alias")
+    with pytest.raises(ValueError, match="method"):
+        TorchVerifier(method="alias")
+
+
+def test_per_row_generators_make_rows_independent_of_the_batch(method):
     g = torch.Generator().manual_seed(6)
     p, q = random_probs(g, 3, 4, 9), random_probs(g, 3, 3, 9)
     x = draft_from(q, g)
-    together = verify_batch(p, q, x, make_generators([10, 11, 12], "cpu"))[0]
+    together = verify_batch(p, q, x, make_generators([10, 11, 12], "cpu"), method=method)[0]
     for b in range(3):
-        alone = verify_batch(p[b : b + 1], q[b : b + 1], x[b : b + 1], make_generators([10 + b], "cpu"))[0]
+        alone = verify_batch(p[b : b + 1], q[b : b + 1], x[b : b + 1], make_generators([10 + b], "cpu"), method=method)[0]
         assert torch.equal(together[b], alone[0])
 
 
@@ -189,7 +252,7 @@ def test_torch_verifier_is_reproducible_and_batch_shapes():
 
 @pytest.mark.parametrize("mode", ["standard", "sampler_match"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_first_emitted_token_follows_p(mode, dtype):
+def test_first_emitted_token_follows_p(mode, dtype, method):
     """Chi-square (false-fail rate 1e-3, fixed seed) of the first emitted token against p_1: the rule's promise."""
     rng = np.random.default_rng(2024)
     k, vocab, n = 3, 8, 20000
@@ -198,7 +261,7 @@ def test_first_emitted_token_follows_p(mode, dtype):
     p[0] /= p[0].sum()
     q[0] = q[0] ** 3 / (q[0] ** 3).sum()  # a draft far from the target
     x = inverse_cdf(np.broadcast_to(q, (n, k, vocab)), rng.random((n, k)))
-    tokens, _ = TorchVerifier(mode=mode, dtype=dtype).verify_batch(
+    tokens, _ = TorchVerifier(mode=mode, dtype=dtype, method=method).verify_batch(
         np.broadcast_to(p, (n, k + 1, vocab)), np.broadcast_to(q, (n, k, vocab)), x, rng
     )
     observed = np.bincount(tokens[:, 0], minlength=vocab)

@@ -27,7 +27,7 @@ class _Quiet:
             return self._v.verify_batch(target_probs, draft_probs, draft_tokens, rng)
 
 
-def _verifier(device: str, mode: str = "standard", dtype: str = "float32"):
+def _verifier(device: str, mode: str = "standard", dtype: str = "float32", method: str = "auto"):
     try:
         import torch
 
@@ -36,17 +36,27 @@ def _verifier(device: str, mode: str = "standard", dtype: str = "float32"):
         raise ImplUnavailable(f"exactspec.gpu_impl.sampler.TorchVerifier cannot be imported: {error}") from error
     if device == "cuda" and not torch.cuda.is_available():
         raise ImplUnavailable("torch.cuda.is_available() is False: no CUDA device to certify on")
-    return _Quiet(TorchVerifier(device=device, mode=mode, dtype=getattr(torch, dtype)))
+    return _Quiet(TorchVerifier(device=device, mode=mode, dtype=getattr(torch, dtype), method=method))
 
 
 def TorchCPU():
-    """gpu_impl standard rule on the CPU (float32 arithmetic, the production dtype)."""
+    """gpu_impl standard rule on the CPU (float32 arithmetic, the production dtype; blocked inverse CDF, the CPU default)."""
     return _verifier("cpu")
 
 
+def TorchCPURace():
+    """gpu_impl standard rule on the CPU with the exponential race for the final token (the GPU default)."""
+    return _verifier("cpu", method="race")
+
+
 def TorchCUDA():
-    """gpu_impl standard rule on the first CUDA device (skipped when there is none)."""
+    """gpu_impl standard rule on the first CUDA device (exponential race, the CUDA default; skipped without CUDA)."""
     return _verifier("cuda")
+
+
+def TorchCUDAInverseCDF():
+    """gpu_impl standard rule on the first CUDA device with the blocked inverse CDF (skipped without CUDA)."""
+    return _verifier("cuda", method="inverse_cdf")
 
 
 def TorchCPUFloat64():

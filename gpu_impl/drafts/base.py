@@ -23,6 +23,13 @@ class DraftSource(ABC):
     def check_compatible(self, target_model: torch.nn.Module, target_tokenizer=None) -> None:
         """Raise ValueError if this source cannot draft for `target_model` (e.g. other vocabulary)."""
 
+    wants_target_hidden = False  # True: the generator keeps the target's final-norm states for `observe_target`
+
+    def observe_target(self, hidden: torch.Tensor | None, counts: torch.Tensor | None) -> None:
+        """The target's final-norm states (B, m, d) of its latest forward, after `reset` (counts None: the
+        prefill, the next pending token came from the last slot) and after each `accept` (row b's next pending
+        token came from slot counts[b] - 1). Called only when `wants_target_hidden`; a no-op by default."""
+
     def step_seconds(self) -> float:
         """Seconds to draft one token right now (after `reset`), for the cost model; 0 for a source without a model."""
         return 0.0

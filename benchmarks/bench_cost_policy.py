@@ -1,0 +1,156 @@
+"""Does the cost k policy hold its speedup on a busy CPU?  The README main command's setup, idle and loaded.
+
+    python benchmarks/bench_cost_policy.py [--loads 0,1,2] [--repeats 3] [--max-new-tokens 64] [--quick]
+
+SmolLM2-135M-Instruct (`load_default_model`), prompt-lookup draft, k = 4, torch's default thread count
+(the CLI's), the README table's prompt families (code, summarisation, chat at T = 0 and 0.7) and the
+README's demo prompt (a function to complete, T = 0).  For each background load (0, 1 or 2 processes that
+burn a core each, started by this script and always killed in `finally`) and each prompt: plain decoding,
+the cost policy and fixed k, interleaved rep by rep in a rotating order; every policy run uses a fresh
+generator, as the CLI does, so each starts from the cached calibration.  Speedup = speculative tokens/s
+over plain tokens/s of the same repetition (calibration time excluded, as the CLI reports it); medians
+with min/max.  Writes benchmarks/results/cost_policy.json (rewritten after every configuration) with the
+load averages, the policy's decision per run, and the checks: cost >= 0.95 x plain everywhere, and
+cost >= fixed k wherever fixed k loses to plain.  --quick: T = 0 only, 2 repeats, 48 tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PROMPTS, encode_prompt, log, spread, write_result  # noqa: E402
+
+from exactspec.reference.warping import SamplingParams  # noqa: E402
+
+#: The README main command's prompt: SmolLM2-135M completes it correctly (`return a + b`) at T = 0.
+DEMO_PROMPT = 'Complete this Python function:\n\ndef add(a, b):\n    """Return the sum of a and b."""'
+FAMILIES = {**PROMPTS, "demo": DEMO_PROMPT}
+K = 4
+
+
+def _burn() -> None:
+    """Keep one core busy until killed."""
+    while True:
+        pass
+
+
+def start_load(cores: int) -> list[multiprocessing.Process]:
+    procs = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(cores)]
+    for proc in procs:
+        proc.start()
+    return procs
+
+
+def stop_load(procs: list[multiprocessing.Process]) -> None:
+    for proc in procs:
+        proc.kill()
+        proc.join(timeout=5)
+
+
+def _runs(model: Any, ids: Any, sampling: SamplingParams, tokens: int, eos: Any) -> dict[str, Any]:
+    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+    from exactspec.gpu_impl.drafts import PromptLookupDraft
+
+    def speculative(policy: str):
+        def run():
+            gen = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=K, sampling=sampling, adaptive_k=policy)
+            return gen.generate(ids, tokens, seed=0, eos_token_id=eos)
+        return run
+
+    return {"plain": lambda: generate_plain(model, ids, tokens, sampling=sampling, seed=0, eos_token_id=eos),
+            "cost": speculative("cost"), "fixed": speculative("fixed")}
+
+
+def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats: int, eos: Any) -> dict[str, Any]:
+    """Interleaved repeats (order rotated each repetition); per-rep speedups (tokens/s) against the same rep's plain run."""
+    runs = _runs(model, ids, sampling, tokens, eos)
+    names = list(runs)
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    results: dict[str, list[Any]] = {n: [] for n in names}
+    for rep in range(repeats):
+        for name in names[rep % 3:] + names[: rep % 3]:
+            result = runs[name]()
+            rates[name].append(len(result.sequences[0]) / (result.stats.wall_time_s - result.stats.calibration_time_s))
+            results[name].append(result)
+    out: dict[str, Any] = {"plain_tokens_per_s": spread(rates["plain"]),
+                           "new_tokens": [len(r.sequences[0]) for r in results["plain"]]}
+    for name in ("cost", "fixed"):
+        out[f"{name}_speedup"] = spread([s / p for p, s in zip(rates["plain"], rates[name])])
+        out[f"{name}_alpha"] = statistics.median(r.stats.acceptance_rate for r in results[name])
+        out[f"{name}_same_tokens_as_plain"] = all(r.sequences == q.sequences for r, q in zip(results[name], results["plain"])) \
+            if sampling.greedy else None
+    out["cost_decisions"] = [r.stats.policy_summary.get("rounds_per_k") for r in results["cost"]]
+    out["cost_notes"] = [r.stats.policy_note for r in results["cost"]]
+    out["cost_calibration"] = [(r.stats.calibration_source, round(r.stats.calibration_time_s, 3)) for r in results["cost"]]
+    return out
+
+
+def checks(configurations: list[dict[str, Any]]) -> dict[str, Any]:
+    """cost >= 0.95 x plain in every configuration; cost >= fixed wherever fixed loses to plain (medians)."""
+    floor = [c["name"] for c in configurations if c["cost_speedup"]["median"] < 0.95]
+    fixed_loses = [c for c in configurations if c["fixed_speedup"]["median"] < 1]
+    behind = [c["name"] for c in fixed_loses if c["cost_speedup"]["median"] < c["fixed_speedup"]["median"]]
+    return {"cost_at_least_0.95_plain": not floor, "below_0.95": floor,
+            "cost_at_least_fixed_where_fixed_loses": not behind, "behind_fixed": behind,
+            "configurations": len(configurations)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loads", default="0,1,2", help="background busy cores, comma-separated")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--temperatures", default="0,0.7")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice, as the CLI)")
+    parser.add_argument("--out", default="cost_policy")
+    args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.max_new_tokens, args.temperatures = 2, 48, "0"
+    import torch
+
+    from exactspec.gpu_impl.models import load_default_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_default_model()
+    eos = tokenizer.eos_token_id
+    payload: dict[str, Any] = {"setup": {**vars(args), "k": K, "draft": "prompt-lookup (n-grams up to 3)",
+                                         "threads": torch.get_num_threads(), "demo_prompt": DEMO_PROMPT},
+                               "configurations": []}
+    started = time.perf_counter()
+    for cores in [int(x) for x in args.loads.split(",")]:
+        procs = start_load(cores)
+        try:
+            time.sleep(2 if cores else 0)
+            for family in args.families.split(","):
+                temps = [0.0] if family == "demo" else [float(t) for t in args.temperatures.split(",")]
+                for temperature in temps:
+                    ids = encode_prompt(tokenizer, FAMILIES[family])
+                    load_before = os.getloadavg()
+                    row = measure(model, ids, SamplingParams(temperature=temperature), args.max_new_tokens, args.repeats, eos)
+                    row.update(name=f"{family}, T={temperature:g}, load {cores}", family=family, temperature=temperature,
+                               background_cores=cores, load_average_before=load_before, load_average_after=os.getloadavg())
+                    payload["configurations"].append(row)
+                    payload["checks"] = checks(payload["configurations"])
+                    payload["elapsed_s"] = time.perf_counter() - started
+                    write_result(args.out, payload)
+                    log(row["name"], "cost", round(row["cost_speedup"]["median"], 2), "fixed",
+                        round(row["fixed_speedup"]["median"], 2), "plain tok/s", round(row["plain_tokens_per_s"]["median"], 1),
+                        row["cost_decisions"])
+        finally:
+            stop_load(procs)
+    log("checks", payload["checks"])
+
+
+if __name__ == "__main__":
+    main()

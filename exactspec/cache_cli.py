@@ -1,0 +1,137 @@
+"""`exactspec cache info|clear`: what exactspec keeps under its cache root, how big it is, and removing it.
+
+The kinds of entry come from `exactspec.cache.CACHE_KINDS`; converted models of exactspec 0.2 (keyed by
+the GGUF's path, stored at the root) are listed as old models, unused since the content-keyed cache, and
+removed with ``--what models``. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from exactspec.cache import CACHE_KINDS, MODEL_SOURCE_FILE, cache_root
+
+WHAT_CHOICES = tuple(kind.name for kind in CACHE_KINDS) + ("all",)
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    path: Path
+    size: int
+    note: str = ""
+
+
+def _size(path: Path) -> int:
+    if path.is_symlink() or path.is_file():
+        return path.lstat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def _note(kind: str, path: Path) -> str:
+    """A short description of one entry: a model's source GGUF, else nothing."""
+    source = path / MODEL_SOURCE_FILE
+    if kind == "models" and source.is_file():
+        try:
+            return f"from {json.loads(source.read_text()).get('gguf', '?')}"
+        except (OSError, ValueError):
+            return ""
+    return ""
+
+
+def entries(root: Path) -> list[Entry]:
+    """Every entry under `root`, by kind; old path-keyed model folders at the root count as models."""
+    found = []
+    for kind in CACHE_KINDS:
+        folder = root / kind.folder
+        if folder.is_dir():
+            found += [Entry(kind.name, child, _size(child), _note(kind.name, child)) for child in sorted(folder.iterdir())]
+    folders = {kind.folder for kind in CACHE_KINDS}
+    if root.is_dir():
+        for child in sorted(root.iterdir()):
+            if child.name in folders:
+                continue
+            if (child / MODEL_SOURCE_FILE).is_file():
+                found.append(Entry("models", child, _size(child), "old path-keyed conversion (exactspec <= 0.2), unused"))
+            else:
+                found.append(Entry("other", child, _size(child), "not exactspec's; left alone by clear"))
+    return found
+
+
+def human(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
+
+
+def info(root: Path, out=None) -> int:
+    """Print the root, each kind's entries with their sizes, and the total."""
+    out = out or sys.stdout
+    found = entries(root)
+    out.write(f"exactspec cache: {root}{'' if root.is_dir() else ' (does not exist yet)'}\n")
+    out.write("  (set EXACTSPEC_CACHE, or XDG_CACHE_HOME, to move it; shared by every venv of this user)\n")
+    described = [(kind.name, kind.description) for kind in CACHE_KINDS] + [("other", "other files")]
+    for name, description in described:
+        mine = [entry for entry in found if entry.kind == name]
+        if not mine and name == "other":
+            continue
+        out.write(f"{name:<12} {human(sum(e.size for e in mine)):>9}  {len(mine)} entr{'y' if len(mine) == 1 else 'ies'}: "
+                  f"{description}\n")
+        for entry in mine:
+            out.write(f"    {human(entry.size):>9}  {entry.path.name}{'  (' + entry.note + ')' if entry.note else ''}\n")
+    out.write(f"total        {human(sum(e.size for e in found)):>9}\n")
+    return 0
+
+
+def _confirm(count: int, size: int, root: Path, yes: bool) -> bool:
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        print("exactspec cache clear: error: not a terminal; add --yes to confirm", file=sys.stderr)
+        return False
+    answer = input(f"remove {count} entr{'y' if count == 1 else 'ies'} ({human(size)}) under {root}? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def clear(root: Path, what: str, yes: bool, out=None) -> int:
+    """Remove the entries of kind `what` ("all": every kind; never files that are not exactspec's)."""
+    out = out or sys.stdout
+    doomed = [entry for entry in entries(root) if entry.kind != "other" and what in ("all", entry.kind)]
+    if not doomed:
+        out.write(f"nothing to clear ({what}) under {root}\n")
+        return 0
+    if not _confirm(len(doomed), sum(e.size for e in doomed), root, yes):
+        return 2
+    for entry in doomed:
+        if entry.path.is_dir() and not entry.path.is_symlink():
+            shutil.rmtree(entry.path)
+        else:
+            entry.path.unlink()
+    out.write(f"removed {len(doomed)} entr{'y' if len(doomed) == 1 else 'ies'} ({human(sum(e.size for e in doomed))}) "
+              f"under {root}\n")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="cache_action", metavar="ACTION")
+    actions.add_parser("info", help="where the cache is, what it holds and how big it is")
+    clearing = actions.add_parser("clear", help="remove cached entries (they are rebuilt when next needed)")
+    clearing.add_argument("--what", choices=WHAT_CHOICES, default="all",
+                          help="which kind to remove (default all): " + "; ".join(f"{k.name}: {k.description}" for k in CACHE_KINDS))
+    clearing.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.cache_action == "clear":
+        return clear(cache_root(), args.what, args.yes)
+    if args.cache_action == "info":
+        return info(cache_root())
+    print("exactspec cache: give an action: info or clear (see exactspec cache --help)", file=sys.stderr)
+    return 2

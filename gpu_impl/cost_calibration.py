@@ -1,0 +1,144 @@
+"""The verification costs v(n) of the "cost" k policy, measured robustly once and cached per machine.
+
+v(n) = seconds of a target forward scoring n tokens / seconds of one scoring 1 token.  Why robust: on a
+shared CPU one forward can take 10x its usual time, so a single timing per width (what this replaced)
+could make drafting look hopeless or free.  Each repetition times width 1, every other width in a
+rotated order, then width 1 again; v(n) is the median over repetitions of t(n) / (mean of that
+repetition's two width-1 times), so slow drifts of the machine cancel, and its noise is the standard
+error of that median (from the MAD).  Why cached: the measurement takes seconds idle and tens of
+seconds on a busy machine; the result depends only on the machine, torch and its thread count, the
+model, dtype, device, CPU kernel plan and batch size, which make the key (as the CPU kernel plan is
+cached in `cpu_matmul`).  The run's own timers refine the cached values online (`k_policy`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from exactspec.cache import cache_root
+
+from .cpu_matmul import _cpu_name
+from .k_policy import Costs, robust_centre
+
+CALIBRATION_VERSION = 1
+
+
+def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int = 7, min_reps: int = 3,
+                  budget_s: float = 20.0, progress: Callable[[str], None] | None = None) -> Costs:
+    """v(n) for every width from `time_one(n)` (seconds of one forward of n tokens), interleaved and robust.
+
+    Stops after `min_reps` repetitions once `budget_s` is spent (a very busy machine); `progress` receives
+    a line when it starts, one per repetition and one when it is done.
+    """
+    if 1 not in widths:
+        raise ValueError(f"widths must include 1, got {widths!r}")
+    others = sorted(set(widths) - {1})
+    if progress is not None:
+        progress(f"calibrating the cost policy: v(n) for n = 1..{max(widths)}, {reps} interleaved repetitions "
+                 f"(once per machine, model and thread count; cached)")
+    for n in [1, *others]:  # warm-up, dropped
+        time_one(n)
+    ratios: dict[int, list[float]] = {n: [] for n in others}
+    ones: list[float] = []
+    start = time.perf_counter()
+    for rep in range(reps):
+        shift = rep % max(1, len(others))
+        order = others[shift:] + others[:shift]
+        before = time_one(1)
+        seconds = {n: time_one(n) for n in order}
+        after = time_one(1)
+        ones += [before, after]
+        for n, t in seconds.items():
+            ratios[n].append(t / ((before + after) / 2))
+        spent = time.perf_counter() - start
+        if progress is not None:
+            progress(f"calibrating the cost policy: {rep + 1}/{reps} repetitions done, {spent:.1f} s")
+        if rep + 1 >= min_reps and spent > budget_s:
+            break
+    v, noise = {1: 1.0}, {1: 0.0}
+    for n, values in ratios.items():
+        centre, error = robust_centre([math.log(r) for r in values])
+        v[n], noise[n] = math.exp(centre), error
+    return Costs(v, 0.0, noise, t1_s=statistics.median(ones))
+
+
+def model_fingerprint(model: torch.nn.Module) -> str:
+    """A short hash of the model's config, parameter shapes and a strided sample of its weights (cheap)."""
+    digest = hashlib.sha256()
+    config = getattr(model, "config", None)
+    digest.update((config.to_json_string(use_diff=False) if hasattr(config, "to_json_string") else repr(config)).encode())
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            flat = tensor.detach().reshape(-1)
+            digest.update(f"{name}{tuple(tensor.shape)}{tensor.dtype}".encode())
+            sample = flat[:: max(1, flat.numel() // 64)][:64].float().cpu()
+            digest.update(sample.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def calibration_key(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int]) -> dict:
+    """What v(n) depends on: machine, torch and threads, model, dtype, device, CPU kernel plan, batch, widths."""
+    parameter = next(model.parameters())
+    device = parameter.device
+    return {
+        "version": CALIBRATION_VERSION, "machine": platform.machine(), "cpu": _cpu_name(),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "device": device.type,
+        "dtype": str(parameter.dtype), "model": model_fingerprint(model), "cpu_matmul_plan": plan,
+        "batch": batch, "widths": sorted(widths),
+    }
+
+
+def calibration_file(key: dict) -> Path:
+    """cache_root()/calibration/<hash of the key>.json."""
+    name = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return cache_root() / "calibration" / f"{name}.json"
+
+
+def load_costs(key: dict) -> Costs | None:
+    """The cached measurement for `key`, or None (absent, unreadable, or written for another key)."""
+    try:
+        data = json.loads(calibration_file(key).read_text())
+        if data["key"] != json.loads(json.dumps(key, default=str)):
+            return None
+        return Costs({int(n): x for n, x in data["v"].items()}, 0.0, data["v_noise"], t1_s=data["t1_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_costs(key: dict, costs: Costs) -> Path:
+    """Write the measurement atomically (a concurrent reader sees the old file or the new one)."""
+    path = calibration_file(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"), **asdict(costs)}
+    temporary = path.with_suffix(f".tmp{id(record)}")
+    temporary.write_text(json.dumps(record, indent=1, default=str))
+    temporary.replace(path)
+    return path
+
+
+def cached_costs(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int],
+                 time_one: Callable[[int], float], progress: Callable[[str], None] | None = None,
+                 use_cache: bool = True) -> tuple[Costs, str]:
+    """(v(n) for `widths`, "cache" or "measured"): read the cache, or measure and store."""
+    key = calibration_key(model, batch, plan, widths)
+    costs = load_costs(key) if use_cache else None
+    if costs is not None:
+        return costs, "cache"
+    costs = measure_costs(time_one, widths, progress=progress)
+    if use_cache:
+        try:
+            save_costs(key, costs)
+        except OSError:  # a read-only cache costs a re-measurement next time, nothing else
+            pass
+    return costs, "measured"

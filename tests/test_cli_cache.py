@@ -1,0 +1,96 @@
+"""One cache per machine: converted models keyed by the GGUF's content (hash remembered by path, size and
+mtime), and `exactspec cache info|clear`, all under a temporary EXACTSPEC_CACHE."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from exactspec import cache
+from exactspec.cli import main as exactspec_main
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("EXACTSPEC_CACHE", str(folder))
+    return folder
+
+
+def test_content_hash_is_sha256_and_remembered(root, tmp_path, monkeypatch):
+    data = os.urandom(3 * (1 << 20) + 17)  # more than one chunk
+    path = tmp_path / "a.gguf"
+    path.write_bytes(data)
+    calls = []
+    real = cache.file_sha256
+    monkeypatch.setattr(cache, "file_sha256", lambda p: calls.append(p) or real(p))
+    assert cache.content_hash(path) == hashlib.sha256(data).hexdigest()
+    assert cache.content_hash(path) == hashlib.sha256(data).hexdigest() and len(calls) == 1
+    index = json.loads((root / "models" / cache.HASH_INDEX).read_text())
+    assert index[str(path.resolve())]["size"] == len(data)
+    path.write_bytes(data[:-1])  # changed: hashed again
+    os.utime(path, ns=(1, 1))
+    assert cache.content_hash(path) == hashlib.sha256(data[:-1]).hexdigest() and len(calls) == 2
+
+
+def test_converted_model_is_keyed_by_content_not_path(root, tmp_path):
+    from exactspec.gpu_impl import models
+
+    (tmp_path / "venv1").mkdir()
+    (tmp_path / "venv2").mkdir()
+    first, second, other = tmp_path / "venv1" / "m.gguf", tmp_path / "venv2" / "m.gguf", tmp_path / "m.gguf"
+    first.write_bytes(b"GGUF same bytes")
+    second.write_bytes(b"GGUF same bytes")
+    other.write_bytes(b"GGUF other bytes")
+    assert models._gguf_cache_path(first) == models._gguf_cache_path(second)
+    assert models._gguf_cache_path(first) != models._gguf_cache_path(other)
+    assert models._gguf_cache_path(first).parent == root / "models"
+
+
+def _fill(root):
+    """One entry of each kind, an old path-keyed model at the root, and a file that is not exactspec's."""
+    for folder, name in [("models", "m-0123-v2"), ("cpu_matmul", "plan.json"), ("calibration", "c.json"),
+                         ("llama.cpp", "1.0"), ("heads", "h")]:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        if "." in name and folder != "llama.cpp":
+            (root / folder / name).write_text("{}")
+        else:
+            (root / folder / name).mkdir()
+            (root / folder / name / "blob").write_bytes(b"x" * 1500)
+    (root / "models" / "m-0123-v2" / cache.MODEL_SOURCE_FILE).write_text(json.dumps({"gguf": "/some/m.gguf"}))
+    (root / "Old.Q4_1-abcdef").mkdir()
+    (root / "Old.Q4_1-abcdef" / cache.MODEL_SOURCE_FILE).write_text("{}")
+    (root / "notes.txt").write_text("mine")
+
+
+def test_cache_info_lists_kinds_sizes_and_total(root, capsys):
+    _fill(root)
+    assert exactspec_main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert str(root) in out and "total" in out
+    for name in ("models", "plans", "calibration", "heads", "llama", "other"):
+        assert any(line.startswith(name) for line in out.splitlines()), name
+    assert "from /some/m.gguf" in out and "old path-keyed" in out and "notes.txt" in out
+
+
+def test_cache_clear_one_kind_then_all(root, capsys, monkeypatch):
+    _fill(root)
+    assert exactspec_main(["cache", "clear", "--what", "plans", "--yes"]) == 0
+    assert not any((root / "cpu_matmul").iterdir()) and (root / "models" / "m-0123-v2").is_dir()
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
+    assert exactspec_main(["cache", "clear", "--what", "models"]) == 2  # no --yes, not a terminal: nothing removed
+    assert (root / "models" / "m-0123-v2").is_dir()
+    assert exactspec_main(["cache", "clear", "--what", "models", "--yes"]) == 0
+    assert not (root / "Old.Q4_1-abcdef").exists() and not any((root / "models").iterdir())
+    assert exactspec_main(["cache", "clear", "--yes"]) == 0
+    left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert left == ["notes.txt"]
+    assert "removed" in capsys.readouterr().out
+
+
+def test_cache_without_action_is_a_usage_error(root, capsys):
+    assert exactspec_main(["cache"]) == 2
+    assert "info or clear" in capsys.readouterr().err
