@@ -28,7 +28,8 @@ from exactspec.reference.warping import SamplingParams
 
 
 class GpuImplAdapter:
-    """`gpu_impl.SpeculativeGenerator` with a `ModelDraft` (or `PromptLookupDraft` when draft_kind='lookup').
+    """`gpu_impl.SpeculativeGenerator` with a `ModelDraft` (`PromptLookupDraft` when draft_kind='lookup',
+    `HeadsDraft` with untrained heads on the target when draft_kind='heads'; the draft model is then unused).
 
     `k_policy` other than "fixed" lets the generator choose each round's k itself (at most 2k): the suite
     then certifies that a data- and timing-dependent k leaves the law exact.
@@ -61,6 +62,12 @@ class GpuImplAdapter:
             from exactspec.gpu_impl.drafts import PromptLookupDraft
 
             source = PromptLookupDraft()
+        elif self.draft_kind == "heads":
+            from exactspec.gpu_impl.drafts import HeadsDraft
+            from exactspec.gpu_impl.drafts.heads import PredictionHeads
+
+            # untrained heads (seed 0) on the target itself: exactness must not depend on how good the heads are
+            source = HeadsDraft(target, PredictionHeads(target.config.hidden_size, n_heads=3).to(target.dtype))
         else:
             from exactspec.gpu_impl.drafts import ModelDraft
 
@@ -189,6 +196,7 @@ BUILTIN = {
     "reference_loop": ReferenceLoop,
     "gpu_impl": GpuImplAdapter,
     "gpu_impl-lookup": lambda: GpuImplAdapter("lookup"),
+    "gpu_impl-heads": lambda: GpuImplAdapter("heads"),
     "gpu_impl-cost": lambda: GpuImplAdapter(k_policy="cost"),
     "transformers-assisted": HFAssistedAdapter,
     "hf-assisted": HFAssistedAdapter,
