@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 # The check modules, in the order of the claims they check (this is the order of every listing).
-CHECK_MODULES = ("checks_position", "checks_loop", "checks_acceptance", "checks_rules", "float32", "traceability")
+CHECK_MODULES = ("checks_position", "checks_loop", "checks_acceptance", "checks_rules", "float32", "checks_tree",
+                 "traceability")
 
 
 @dataclass

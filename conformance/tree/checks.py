@@ -1,0 +1,142 @@
+"""The tree level's checks, on the outcome of rounds (`harness.TreeRounds`), each a `CheckRecord`.
+
+- ``contract``      the output contract (harness) and determinism for a fixed seed;
+- ``invariant``     the emitted prefix is the token path of a node of the tree, and the last token has
+                    target probability > 0 at that context;
+- ``exactness``     true of every exact tree rule: the token at position j of rounds with N >= j follows the
+                    target row of its emitted prefix (expected counts: the sum of those rows over the rounds,
+                    a test conditional on the prefixes); the completed stream (tokens after N drawn from the
+                    target) follows the target's law of the first depth + 1 tokens;
+- ``standard_rule`` true of the multi-round rule only: the emitted path against the oracle's exact law
+                    (`reference.tree_laws.tree_round_law`, drafts drawn), and tokens per round.
+
+Every statistical check is `stat_tests.chisquare_gof(method="lr")`, as at the rule level.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from exactspec.conformance.checks import GOF_METHOD  # one statistical test for every level
+from exactspec.conformance.core.profiles import Profile
+from exactspec.conformance.core.records import CheckRecord, hard_result
+from exactspec.conformance.tree.cases import TreeCase, encode_stream
+from exactspec.conformance.tree.harness import TreeRounds
+from exactspec.reference.sampling import inverse_cdf
+from exactspec.reference.trees import children_lists
+from exactspec.stat_tests import TestResult, chisquare_gof, zero_probability_check
+
+
+
+def _is_tree_path(children: list[list[int]], tree_tokens: np.ndarray, prefix: list[int]) -> bool:
+    """Is `prefix` the token path of some node (siblings may repeat a token: all matches are searched)?"""
+    frontier = [0]
+    for token in prefix:
+        frontier = [c for node in frontier for c in children[node] if tree_tokens[c] == token]
+        if not frontier:
+            return False
+    return True
+
+
+def invariant_check(impl: str, rounds: TreeRounds, label: str = "invariants") -> CheckRecord:
+    """Emitted prefix == the path of a tree node; the last token has p > 0 at that context."""
+    case, problems = rounds.case, []
+    children = children_lists(case.parent)
+    for r in range(rounds.n):
+        emitted = rounds.tokens[r, : rounds.counts[r]].tolist()
+        if not _is_tree_path(children, rounds.tree_tokens[r], emitted[:-1]):
+            problems.append(f"round {r} emits {emitted}, whose prefix {emitted[:-1]} is no path of the tree "
+                            f"(parent {case.parent.tolist()}, tokens {rounds.tree_tokens[r].tolist()})")
+        elif case.model.rows(tuple(emitted[:-1]))[0][emitted[-1]] <= 0:
+            problems.append(f"round {r} emits {emitted}: its last token has target probability 0 at that context")
+        if len(problems) >= 3:
+            break
+    ok = not problems
+    msg = (f"{label}: PASS: {rounds.n} rounds, every prefix a tree path, no p=0 token" if ok
+           else f"{label}: FAIL: " + "; ".join(problems))
+    return CheckRecord(impl, case.name, label, "invariant", hard_result(label, ok, rounds.n, msg))
+
+
+def determinism_check(impl: str, a: TreeRounds, b: TreeRounds) -> CheckRecord:
+    same = np.array_equal(a.tokens, b.tokens)
+    msg = (f"determinism: PASS: {a.n} rounds repeated with the same seed give identical output" if same else
+           "determinism: FAIL: same seed and trees, different output; the rng argument must be the only randomness")
+    return CheckRecord(impl, a.case.name, "determinism", "contract", hard_result("determinism", same, a.n, msg))
+
+
+def gof(name: str, counts: np.ndarray, law: np.ndarray, rate: float, profile: Profile) -> TestResult:
+    """The level's goodness-of-fit test; with too few samples for two bins, the hard zero check only."""
+    n = int(counts.sum())
+    try:
+        return chisquare_gof(counts=counts, p=law, false_fail_rate=rate, beta=profile.beta,
+                             min_expected=profile.tree.min_expected(max(n, 1)), method=GOF_METHOD, name=name)
+    except ValueError as error:
+        zr = zero_probability_check(counts=counts, p=law, beta=profile.beta, name=name)
+        return TestResult(name, zr.statistic, zr.p_value, n, rate if zr.passed else 0.0, profile.beta, float("nan"),
+                          zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
+
+
+def _record(impl: str, case: TreeCase, name: str, category: str, res: TestResult, confirm: bool) -> CheckRecord:
+    if confirm:
+        res.details["confirmatory"] = True
+    return CheckRecord(impl, case.name, name, category, res)
+
+
+def position_checks(impl: str, rounds: TreeRounds, rate: float, profile: Profile, prefix: str = "",
+                    confirm: bool = False) -> list[CheckRecord]:
+    """For j = 1..depth+1: the token at position j of rounds emitting >= j tokens ~ its prefix's target row."""
+    case, out = rounds.case, []
+    for j in range(1, case.max_length + 1):
+        name = f"{prefix}position_{j}"
+        selected = np.flatnonzero(rounds.counts >= j)
+        if selected.size == 0:
+            res = TestResult(name, 0.0, 1.0, 0, 0.0, profile.beta, float("nan"), True,
+                             f"{name}: no round reached position {j}: nothing to test", {"skipped": True})
+            out.append(_record(impl, case, name, "exactness", res, confirm))
+            continue
+        prefixes, multiplicity = np.unique(rounds.tokens[selected, : j - 1], axis=0, return_counts=True)
+        expected = sum(m * case.model.rows(tuple(int(t) for t in pre))[0] for pre, m in zip(prefixes, multiplicity))
+        counts = np.bincount(rounds.tokens[selected, j - 1], minlength=case.V)
+        out.append(_record(impl, case, name, "exactness", gof(name, counts, expected / expected.sum(), rate, profile),
+                           confirm))
+    return out
+
+
+def completed_stream_check(impl: str, rounds: TreeRounds, rate: float, profile: Profile, seed: int,
+                           name: str = "completed_stream", confirm: bool = False) -> CheckRecord:
+    """The round's tokens completed to depth + 1 by draws from the target ~ the target's law."""
+    case, rng = rounds.case, np.random.default_rng([seed, 7])
+    codes = np.empty(rounds.n, dtype=np.int64)
+    for r in range(rounds.n):
+        path = rounds.tokens[r, : rounds.counts[r]].tolist()
+        while len(path) < case.max_length:
+            path.append(int(inverse_cdf(case.model.rows(tuple(path))[0], rng.random())))
+        codes[r] = encode_stream(tuple(path), case.V)
+    counts = np.bincount(codes, minlength=case.stream_law.size)
+    return _record(impl, case, name, "exactness", gof(name, counts, case.stream_law, rate, profile), confirm)
+
+
+def path_law_check(impl: str, rounds: TreeRounds, rate: float, profile: Profile) -> CheckRecord:
+    """The whole emitted path against the oracle's exact law; a path the rule never emits is its own bin."""
+    case = rounds.case
+    paths = list(case.path_law)
+    index = {path: i for i, path in enumerate(paths)}
+    law = np.append(np.array([case.path_law[p] for p in paths]), 0.0)
+    cats = np.array([index.get(tuple(rounds.tokens[r, : rounds.counts[r]].tolist()), len(paths))
+                     for r in range(rounds.n)], dtype=np.int64)
+    res = gof("path_law", np.bincount(cats, minlength=law.size), law / law.sum(), rate, profile)
+    return CheckRecord(impl, case.name, "path_law", "standard_rule", res)
+
+
+def tokens_per_round_check(impl: str, rounds: TreeRounds, rate: float, profile: Profile) -> CheckRecord:
+    """Tokens per round N against the multi-round rule's exact law (how much it accepts, not exactness)."""
+    case = rounds.case
+    law = case.length_law.copy()
+    law[law < 1e-12] = 0.0
+    law /= law.sum()
+    res = gof("tokens_per_round", np.bincount(rounds.counts - 1, minlength=law.size), law, rate, profile)
+    mean_obs, mean_exp = float(rounds.counts.mean()), float((np.arange(1, law.size + 1) * law).sum())
+    res.details.update({"mean_tokens_observed": mean_obs, "mean_tokens_standard_rule": mean_exp})
+    res = TestResult(res.name, res.statistic, res.p_value, res.n, res.alpha, res.beta, res.detectable_tv, res.passed,
+                     res.message + f"; mean N {mean_obs:.4f} vs multi-round rule {mean_exp:.4f}", res.details)
+    return CheckRecord(impl, case.name, "tokens_per_round", "standard_rule", res)
