@@ -28,6 +28,7 @@ from exactspec import stat_tests as st
 from exactspec.reference.sampling import inverse_cdf
 from exactspec.stat_tests.binning import pool_bins
 from exactspec.stat_tests.gof import pearson_pvalue
+from exactspec.stat_tests.lr_tail import lr_pvalue
 
 FALSE_FAIL_RATES = (0.01, 0.001)
 
@@ -299,14 +300,47 @@ def cost() -> dict:
     return out
 
 
+def lr_study(M: int, sims: int, beta: float = 0.1, false_fail_rate: float = 1e-3) -> dict:
+    """The proven-tail test (method "lr"): null rejection rates (exact tail: 3 bins; Agrawal bound: 10 bins) and
+    power at the n planned with tail="lr_bound" against least-favourable deviations."""
+    out = {"null": {}, "power": {}}
+    rng = np.random.default_rng(11)
+    for label, p, n in (("3 bins (exact tail)", np.array([0.5, 0.3, 0.2]), 300),
+                        ("10 bins zipf (bound)", zipf(10), 400)):
+        pv = np.array([lr_pvalue(c, p)[0] for c in rng.multinomial(n, p, size=sims)])
+        out["null"][label] = {"n": n, "sims": sims, **rates(pv, (1e-2, 1e-3))}
+        print(f"  lr null {label}: {out['null'][label]}", flush=True)
+    for label, p in (("V=10 uniform", np.full(10, 0.1)), ("V=1000 zipf (pooled)", zipf(1000))):
+        for eps in (0.02, 0.05):
+            n, B = st.plan_gof(p, eps, false_fail_rate, beta, tail="lr_bound")
+            bin_of, pb = pool_bins(p, n, 20.0)
+            q, _ = least_favourable(p, bin_of, pb, eps)
+            rej = sum(not st.assert_multinomial_lr(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate,
+                                                   false_pass_rate=beta).passed for _ in range(M))
+            ci99 = list(cp_interval(rej, M, 0.99))
+            out["power"][f"{label} TV={eps}"] = {"planned_n": n, "n_bins": B, "promised_power": 1 - beta,
+                                                 "measured_power": rej / M, "ci99": ci99, "seeds": M,
+                                                 "ok": bool(ci99[1] >= 1 - beta)}
+            print(f"  lr power {label} TV={eps}: n={n} bins={B} power={rej / M:.3f}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=2000, help="calibration seeds per test (>= 2000 for the record)")
     ap.add_argument("--power-seeds", type=int, default=400)
     ap.add_argument("--tail-sims", type=int, default=2_000_000)
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "stat_calibration.json"))
+    ap.add_argument("--only-lr", action="store_true", help="only the proven-tail study (results/stat_calibration_lr.json)")
     args = ap.parse_args()
     t0 = time.time()
+    if args.only_lr:
+        report = {"settings": vars(args), "lr": lr_study(args.power_seeds, args.seeds)}
+        report["total_seconds"] = round(time.time() - t0, 1)
+        out = Path(__file__).resolve().parent / "results" / "stat_calibration_lr.json"
+        out.write_text(json.dumps(report, indent=1))
+        print(f"wrote {out} in {report['total_seconds']} s")
+        return
     report = {
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),

@@ -21,7 +21,7 @@ from typing import Any
 from exactspec.conformance.loader import call_implementation, load_adapter
 from exactspec.errors import ContractViolation, ExactspecError, ImplementationError, ImplUnavailable, Unsupported
 
-CONTRACT_VERSION = "1.0"
+CONTRACT_VERSION = "1.1"
 
 #: Public names imported on first access: name -> (module, attribute or None for the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {

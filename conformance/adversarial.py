@@ -42,17 +42,37 @@ _PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 #: The largest float64 below 1.
 ONE_MINUS_ULP = float(np.nextafter(1.0, 0.0))
+
+#: The extreme outputs the bit generator injects: event -> (what the implementation sees, how often a real
+#: generator produces it per draw). numpy's random() is (u64 >> 11) * 2**-53; float32 uniforms (numpy's
+#: random(dtype=float32), torch.rand) keep 24 bits; numpy's Exp(1) ziggurat returns 0 when 53 bits are 0.
+EVENTS: dict[str, tuple[str, str]] = {
+    "uniform_zero": ("a uniform of exactly 0.0", "2**-53 per float64 draw (numpy); 2**-24 per float32 torch.rand draw"),
+    "uniform_top": ("the largest float64 below 1, 1 - 2**-53, which rounds to 1.0 when cast to float32",
+                    "2**-53 per float64 draw; a float64 uniform rounds to a float32 1.0 with probability 2**-25"),
+    "uniform_tiny": ("the smallest positive uniform, 2**-53", "2**-53 per float64 draw"),
+    "word_zero": ("an all-zero random word: a float32 uniform of 0.0, an Exp(1) draw of 0, the lowest integer",
+                  "2**-24 per float32 uniform draw; 2**-53 per numpy Exp(1) draw; 1/range per integer draw"),
+    "word_max": ("an all-ones random word: a float32 uniform of 1 - 2**-24, the highest integer",
+                 "2**-24 per float32 uniform draw; 1/range per integer draw"),
+}
 _CAPSULE_NAME = ctypes.c_char_p(b"BitGenerator")
 
 
 class AdversarialBitGenerator:
     """Bit source whose doubles are 0.0, 2**-53 or 1 - 2**-53 with probability `edge_rate`
     (split evenly) and otherwise uniform from an internal PCG64 stream; 32/64-bit words
-    are 0 or all-ones with the same rate (so float32 uniforms hit 0.0 and 1 - 2**-24 too)."""
+    are 0 or all-ones with the same rate (so float32 uniforms hit 0.0 and 1 - 2**-24 too).
+    Only the `events` named (keys of EVENTS) are injected; `emitted` counts each one."""
 
-    def __init__(self, seed: int = 0, edge_rate: float = 0.25):
+    def __init__(self, seed: int = 0, edge_rate: float = 0.25, events: tuple[str, ...] = tuple(EVENTS)):
+        unknown = set(events) - set(EVENTS)
+        if unknown:
+            raise ValueError(f"events must be names from {sorted(EVENTS)}, got {sorted(unknown)}")
         self._base = np.random.default_rng(seed)
         self.edge_rate = float(edge_rate)
+        self.events = frozenset(events)
+        self.emitted = dict.fromkeys(EVENTS, 0)  # extreme outputs produced so far, per event
         self.lock = threading.Lock()
         self._buf_d = np.empty(0)
         self._buf_pick = np.empty(0)
@@ -79,36 +99,51 @@ class AdversarialBitGenerator:
         self._i += 1
         return float(self._buf_pick[i]), float(self._buf_d[i]), int(self._buf_u64[i])
 
+    def _edge(self, event: str) -> bool:
+        if event in self.events:
+            self.emitted[event] += 1
+            return True
+        return False
+
+    @property
+    def extremes(self) -> int:
+        """Extreme outputs produced so far (all events)."""
+        return sum(self.emitted.values())
+
     def _next_double(self, _state) -> float:
         pick, u, _ = self._step()
         e = self.edge_rate
         if pick < e / 3:
-            return 0.0
+            return 0.0 if self._edge("uniform_zero") else u
         if pick < 2 * e / 3:
-            return ONE_MINUS_ULP
+            return ONE_MINUS_ULP if self._edge("uniform_top") else u
         if pick < e:
-            return 2.0**-53
+            return 2.0**-53 if self._edge("uniform_tiny") else u
         return u
 
     def _next_uint64(self, _state) -> int:
         pick, _, w = self._step()
         if pick < self.edge_rate / 2:
-            return 0
+            return 0 if self._edge("word_zero") else w
         if pick < self.edge_rate:
-            return 2**64 - 1
+            return 2**64 - 1 if self._edge("word_max") else w
         return w
 
     def _next_uint32(self, _state) -> int:
         pick, _, w = self._step()
         if pick < self.edge_rate / 2:
-            return 0
+            return 0 if self._edge("word_zero") else w >> 32
         if pick < self.edge_rate:
-            return 2**32 - 1
+            return 2**32 - 1 if self._edge("word_max") else w >> 32
         return w >> 32
 
 
-def adversarial_generator(seed: int = 0, edge_rate: float = 0.25) -> np.random.Generator:
-    """A genuine `numpy.random.Generator` drawing from `AdversarialBitGenerator`."""
-    bitgen = AdversarialBitGenerator(seed, edge_rate)
+def adversarial_generator(seed: int = 0, edge_rate: float = 0.25,
+                          events: tuple[str, ...] = tuple(EVENTS)) -> np.random.Generator:
+    """A genuine `numpy.random.Generator` drawing from `AdversarialBitGenerator` that records which of its
+    methods the implementation called (`conformance.reach`)."""
+    from exactspec.conformance.reach import TrackingGenerator
+
+    bitgen = AdversarialBitGenerator(seed, edge_rate, events)
     # The Generator keeps a reference to its bit generator, hence to the ctypes callbacks.
-    return np.random.Generator(bitgen)
+    return TrackingGenerator(bitgen)

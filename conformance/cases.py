@@ -22,6 +22,11 @@ import numpy as np
 from exactspec import reference
 from exactspec.reference.validation import as_prob_array, check_k
 
+from exactspec.conformance.case_recipes import (  # noqa: F401 -- ROW_KINDS, generated_*: re-exported
+    ROW_KINDS, deep_rows, dyadic_rows, generated_name, generated_rows, near_equal_rows, padded_rows, varying_rows,
+    zipf_rows, zipf_top_rows,
+)
+
 #: Cases whose number of accepted-prefix branches is at most this get the whole-tuple law check.
 TUPLE_LAW_MAX_BRANCHES = 20_000
 
@@ -37,6 +42,10 @@ class Case:
     draft_probs: np.ndarray  # (k, V)
     why: str
     tags: tuple[str, ...] = field(default_factory=tuple)
+    #: Rows that vary from round to round: (targets (M, k+1, V), drafts (M, k, V)); each round draws a member
+    #: uniformly (target_probs / draft_probs are member 0). None: every round has the same rows.
+    pool: tuple[np.ndarray, np.ndarray] | None = None
+    recipe: dict | None = None  # the recipe the rows came from (written back by to_dict for pooled cases)
 
     def __post_init__(self):
         p = np.ascontiguousarray(self.target_probs, dtype=np.float64)
@@ -48,6 +57,18 @@ class Case:
         q.setflags(write=False)
         object.__setattr__(self, "target_probs", p)
         object.__setattr__(self, "draft_probs", q)
+        if self.pool is not None:
+            pool = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in self.pool)
+            if pool[0].shape[1:] != p.shape or pool[1].shape[1:] != q.shape or len(pool[0]) != len(pool[1]):
+                raise ValueError(f"{self.name}.pool must hold (M, k+1, V) and (M, k, V) rows like the case's")
+            for a in pool:
+                a.setflags(write=False)
+            object.__setattr__(self, "pool", pool)
+
+    @property
+    def varying(self) -> bool:
+        """Rows vary from round to round (a pool of row sets)."""
+        return self.pool is not None
 
     @property
     def k(self) -> int:
@@ -67,12 +88,12 @@ class Case:
     @property
     def enumerable(self) -> bool:
         """Small enough for the exact law of the whole emitted tuple."""
-        return self.branches <= TUPLE_LAW_MAX_BRANCHES and self.V <= 64
+        return self.branches <= TUPLE_LAW_MAX_BRANCHES and self.V <= 64 and not self.varying
 
     @property
     def stream_enumerable(self) -> bool:
         """Small enough for the product law of the completed stream (V^(k+1) categories)."""
-        return self.V ** (self.k + 1) <= 50_000
+        return self.V ** (self.k + 1) <= 50_000 and not self.varying
 
     @cached_property
     def stream_law(self) -> np.ndarray:
@@ -91,6 +112,9 @@ class Case:
     @cached_property
     def count_law(self) -> np.ndarray:
         """Exact law of N (tokens emitted per round) under the standard rule, n = 1..k+1."""
+        if self.varying:  # each round's member is uniform over the pool: the mixture of the members' laws
+            alphas = np.minimum(self.pool[0][:, :-1], self.pool[1]).sum(axis=-1)
+            return np.mean([reference.tokens_law_per_position(a) for a in alphas], axis=0).astype(np.float64)
         return np.asarray(reference.tokens_law_per_position(self.alphas), dtype=np.float64)
 
     @cached_property
@@ -101,7 +125,11 @@ class Case:
         return tuples, np.array([law[t] for t in tuples], dtype=np.float64)
 
     def to_dict(self) -> dict:
-        """A case-file entry with inline rows (floats round-trip exactly through JSON)."""
+        """A case-file entry with inline rows (floats round-trip exactly through JSON); pooled cases keep
+        their recipe."""
+        if self.varying:
+            return {"name": self.name, "why": self.why, "tags": list(self.tags), "k": self.k, "V": self.V,
+                    "recipe": dict(self.recipe or {})}
         return {"name": self.name, "why": self.why, "tags": list(self.tags), "k": self.k, "V": self.V,
                 "target_probs": self.target_probs.tolist(), "draft_probs": self.draft_probs.tolist()}
 
@@ -116,85 +144,7 @@ class Case:
                     (np.arange(1, self.k + 2) * self.count_law).sum())}
 
 
-# --- recipes: rows computed from a few parameters (large vocabularies, seeded edge cases) ------------
-
-ROW_KINDS = ("random", "one_hot_p", "one_hot_q", "equal", "disjoint", "q_zero_p_pos", "p_zero_q_pos", "tiny",
-             "spiky")
-
-
-def _norm(x) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64) / np.sum(x, axis=-1, keepdims=True)
-
-
-def _random_row(rng: np.random.Generator, V: int, concentration: float = 0.5) -> np.ndarray:
-    return _norm(rng.gamma(concentration, size=V) + 1e-300)
-
-
-def _edge_pair(kind: str, V: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """One (p_i, q_i) pair of the given kind (see ROW_KINDS); kinds needing more tokens fall back to random."""
-    if kind == "one_hot_p":
-        p = np.zeros(V); p[rng.integers(V)] = 1.0
-        return p, _random_row(rng, V)
-    if kind == "one_hot_q":
-        q = np.zeros(V); q[rng.integers(V)] = 1.0
-        return _random_row(rng, V), q
-    if kind == "equal":
-        p = _random_row(rng, V)
-        return p, p.copy()
-    if kind == "disjoint" and V >= 2:
-        mask = rng.random(V) < 0.5
-        mask[0], mask[-1] = True, False
-        return _norm(_random_row(rng, V) * mask), _norm(_random_row(rng, V) * ~mask)
-    if kind in ("q_zero_p_pos", "p_zero_q_pos") and V >= 2:
-        zero = rng.random(V) < 0.4
-        zero[rng.integers(V)] = False
-        a, b = _random_row(rng, V), _norm(_random_row(rng, V) * ~zero)
-        return (a, b) if kind == "q_zero_p_pos" else (b, a)
-    if kind == "tiny" and V >= 3:
-        p, q = _random_row(rng, V, 1.0), _random_row(rng, V, 1.0)
-        for row in (p, q):
-            idx = rng.choice(V, size=max(1, V // 3), replace=False)
-            row[idx] = 1e-12 * (1 + rng.random(idx.size))
-            rest = np.setdiff1d(np.arange(V), idx)
-            row[rest] *= (1 - row[idx].sum()) / row[rest].sum()
-        return p, q
-    if kind == "spiky":
-        return _random_row(rng, V, 0.05), _random_row(rng, V, 0.05)
-    return _random_row(rng, V, 1.0), _random_row(rng, V, 1.0)
-
-
-def generated_rows(k: int, V: int, kinds: list[str], seed: int, same_rows: bool = False):
-    """Recipe "generated": position i gets a pair of kind kinds[i % len(kinds)] drawn from
-    default_rng(seed); the bonus row has kind kinds[k % len(kinds)]. `same_rows` repeats position 1's
-    pair at every position (and its p as the bonus row). Returns (target_probs, draft_probs)."""
-    rng = np.random.default_rng(seed)
-    ps, qs = [], []
-    for i in range(k):
-        if same_rows and i > 0:
-            ps.append(ps[0]); qs.append(qs[0])
-            continue
-        p, q = _edge_pair(kinds[i % len(kinds)], V, rng)
-        ps.append(p); qs.append(q)
-    ps.append(ps[0] if same_rows else _edge_pair(kinds[k % len(kinds)], V, rng)[0])
-    return np.stack(ps), np.stack(qs)
-
-
-def generated_name(k: int, V: int, kinds: list[str], seed: int, same_rows: bool = False) -> str:
-    return f"gen_V{V}_k{k}_{'-'.join(kinds[:k])}_s{seed}{'_same' if same_rows else ''}"
-
-
-def zipf_rows(k: int, V: int, exponent: float, flatten: float, permutation_seed: int, permutation_skip: int = 0):
-    """Recipe "zipf": z = Zipf(exponent) over V tokens, perm = Generator(PCG64(permutation_seed)
-    advanced by permutation_skip steps).permutation(V). Target rows cycle through z, z[perm],
-    norm(z**flatten); draft rows cycle through uniform 1/V and norm(0.5 z[perm] + 0.5 z)."""
-    zipf = _norm(1.0 / np.arange(1, V + 1) ** exponent)
-    bit_generator = np.random.PCG64(permutation_seed)
-    bit_generator.advance(permutation_skip)  # the historical case drew its permutation after 158 steps
-    permuted = zipf[np.random.Generator(bit_generator).permutation(V)]
-    targets = (zipf, permuted, _norm(zipf ** flatten))
-    drafts = (np.full(V, 1.0 / V), _norm(0.5 * permuted + 0.5 * zipf))
-    return (np.stack([targets[j % 3] for j in range(k + 1)]), np.stack([drafts[i % 2] for i in range(k)]))
-
+# --- recipes: rows computed from a few parameters (case_recipes.py) ----------------------------------
 
 def _kinds(value, where: str) -> list[str]:
     if not isinstance(value, list) or not value or not all(v in ROW_KINDS for v in value):
@@ -229,6 +179,17 @@ RECIPES = {
     "zipf": (zipf_rows, {"V": (_integer(2), REQUIRED), "exponent": (_positive_number, REQUIRED),
                          "flatten": (_positive_number, 1.0), "permutation_seed": (_integer(0), REQUIRED),
                          "permutation_skip": (_integer(0), 0)}),
+    "near_equal": (near_equal_rows, {"V": (_integer(5), REQUIRED), "seed": (_integer(0), REQUIRED)}),
+    "zipf_top": (zipf_top_rows, {"V": (_integer(2), REQUIRED), "exponent": (_positive_number, REQUIRED),
+                                 "top": (_integer(1), REQUIRED), "seed": (_integer(0), REQUIRED)}),
+    "padded": (padded_rows, {"V": (_integer(3), REQUIRED), "real_vocab": (_integer(2), REQUIRED),
+                             "exponent": (_positive_number, REQUIRED), "seed": (_integer(0), REQUIRED)}),
+    "deep": (deep_rows, {"V": (_integer(2), REQUIRED), "mix": (_positive_number, REQUIRED),
+                         "seed": (_integer(0), REQUIRED)}),
+    "dyadic": (dyadic_rows, {"V": (_integer(1), REQUIRED), "bits": (_integer(1), REQUIRED),
+                             "seed": (_integer(0), REQUIRED)}),
+    "varying": (varying_rows, {"V": (_integer(2), REQUIRED), "kinds": (_kinds, REQUIRED),
+                               "seed": (_integer(0), REQUIRED), "pool": (_integer(2), REQUIRED)}),
 }
 
 
@@ -286,9 +247,13 @@ def _recipe_rows(recipe, k: int, where: str) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"{where}: field 'recipe.{param}' is required by recipe {name!r}")
         else:
             kwargs[param] = default
-    p, q = function(k, **kwargs)
-    return (as_prob_array(p, f"{where}: recipe {name!r} target rows", 2),
-            as_prob_array(q, f"{where}: recipe {name!r} draft rows", 2))
+    try:
+        p, q = function(k, **kwargs)
+    except ValueError as error:
+        raise ValueError(f"{where}: field 'recipe': {error}") from None
+    ndim = np.ndim(p)  # 3: a pool of row sets (rows vary from round to round)
+    return (as_prob_array(p, f"{where}: recipe {name!r} target rows", ndim),
+            as_prob_array(q, f"{where}: recipe {name!r} draft rows", ndim))
 
 
 def _case_rows(entry: dict, k: int, where: str) -> tuple[np.ndarray, np.ndarray]:
@@ -329,8 +294,10 @@ def case_from_entry(entry, source: str, index: int | None = None) -> Case:
         raise ValueError(f"{where}: field 'tags' must be a list of strings, got {tags!r}")
     k = check_k(entry["k"], f"{where}: field 'k'")
     p, q = _case_rows(entry, k, where)
-    if "V" in entry and entry["V"] != p.shape[1]:
-        raise ValueError(f"{where}: field 'V' is {entry['V']!r} but the rows have {p.shape[1]} tokens")
+    if "V" in entry and entry["V"] != p.shape[-1]:
+        raise ValueError(f"{where}: field 'V' is {entry['V']!r} but the rows have {p.shape[-1]} tokens")
+    if p.ndim == 3:
+        return Case(name, p[0], q[0], entry["why"], tuple(tags), pool=(p, q), recipe=dict(entry["recipe"]))
     return Case(name, p, q, entry["why"], tuple(tags))
 
 

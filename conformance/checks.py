@@ -28,6 +28,12 @@ from exactspec.conformance.core.records import CATEGORIES, CheckRecord, hard_fai
 from exactspec.conformance.harness import Rounds
 from exactspec.reference.sampling import inverse_cdf
 
+#: Every statistical check of the rule level is the likelihood-ratio test with a proven tail (`stat_tests.lr_tail`:
+#: exact for <= 3 bins, Agrawal's bound otherwise), so its false-fail rate is a theorem at the rate it runs at.
+GOF_METHOD = "lr"
+#: The tail its sample sizes and detectable TVs are planned with (`stat_tests.power.TAILS`).
+PLANNING_TAIL = "lr_bound"
+
 __all__ = ["CATEGORIES", "CheckRecord", "hard_failure", "invariant_check", "determinism_check", "position_checks",
            "tuple_law_check", "completed_stream_check", "count_law_check"]
 
@@ -46,12 +52,12 @@ def invariant_check(impl: str, rounds: Rounds, label: str = "invariants") -> Che
                         f"(first: round {r}, position {j + 1}: emitted {tok[r, : cnt[r]].tolist()}, drafts {x[r].tolist()})")
     emitted = np.arange(k + 1)[None, :] < cnt[:, None]
     safe = np.where(emitted, tok, 0)
-    p_at = case.target_probs[np.arange(k + 1)[None, :], safe]
+    p_at = rounds.target_at(safe)  # each round's own rows (pooled cases vary by round)
     zero = emitted & (p_at <= 0)
     if zero.any():
         r, j = map(int, np.argwhere(zero)[0])
         problems.append(f"{int(zero.any(axis=1).sum())} rounds emit a token of target probability 0 (first: round {r}, "
-                        f"position {j + 1}, token {int(tok[r, j])}, p_{j + 1}={case.target_probs[j, tok[r, j]]!r}; "
+                        f"position {j + 1}, token {int(tok[r, j])}, p_{j + 1}={p_at[r, j]!r}; "
                         f"emitted {tok[r, : cnt[r]].tolist()}, drafts {x[r].tolist()})")
     ok = not problems
     msg = (f"{label}: PASS: {rounds.n} rounds, emitted prefix == draft prefix and no p=0 token" if ok
@@ -100,7 +106,8 @@ def _gof(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float,
     n = int(counts.sum())
     me = profile.rule.min_expected(n)
     try:
-        res = chisquare_gof(counts=counts, p=law, false_fail_rate=false_fail_rate, beta=profile.beta, min_expected=me, name=name)
+        res = chisquare_gof(counts=counts, p=law, false_fail_rate=false_fail_rate, beta=profile.beta, min_expected=me,
+                            method=GOF_METHOD, name=name)
     except ValueError as error:
         # Too few samples for two bins: keep the (exact, zero-false-fail) hard zero check only.
         zr = zero_probability_check(counts=counts, p=law, beta=profile.beta, name=name)
@@ -196,7 +203,7 @@ def count_law_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: 
     me = profile.rule.min_expected(n)
     try:
         res = tokens_per_round_test(rounds.counts, law, false_fail_rate=false_fail_rate, beta=profile.beta, min_expected=me,
-                                    name="tokens_per_round")
+                                    method=GOF_METHOD, name="tokens_per_round")
     except ValueError as error:
         c = np.bincount(rounds.counts - 1, minlength=law.size)
         zr = zero_probability_check(counts=c, p=law, beta=profile.beta, name="tokens_per_round")

@@ -32,14 +32,29 @@ def load_impl(spec: str) -> Any:
     return load_adapter(spec, level="rule").adapter
 
 
-def draw_drafts(case: Case, n: int, rng: np.random.Generator) -> np.ndarray:
-    """(n, k) draft tokens, x_i ~ q_i independently, by the oracle's guarded inverse CDF (O(n log V))."""
+def draw_drafts(case: Case, n: int, rng: np.random.Generator, members: np.ndarray | None = None) -> np.ndarray:
+    """(n, k) draft tokens, x_i ~ q_i independently, by the oracle's guarded inverse CDF (O(n log V)); with
+    `members` (pooled cases) round r's q rows are those of pool member members[r]."""
     from exactspec.reference.sampling import inverse_cdf
 
     out = np.empty((n, case.k), dtype=np.int64)
-    for i, q in enumerate(case.draft_probs):
-        out[:, i] = inverse_cdf(q, rng.random(n))
+    if members is None:
+        for i, q in enumerate(case.draft_probs):
+            out[:, i] = inverse_cdf(q, rng.random(n))
+        return out
+    for i in range(case.k):
+        u = rng.random(n)
+        for m in range(len(case.pool[1])):
+            sel = members == m
+            out[sel, i] = inverse_cdf(case.pool[1][m, i], u[sel])
     return out
+
+
+def draw_members(case: Case, n: int, seed: int) -> np.ndarray | None:
+    """Pool member of each round (uniform, from the suite's own stream), or None for fixed-row cases."""
+    if not case.varying:
+        return None
+    return np.random.default_rng([seed, 2]).integers(len(case.pool[0]), size=n)
 
 
 def _check_single(out: Any, case: Case, drafts: np.ndarray) -> np.ndarray:
@@ -98,10 +113,25 @@ class Rounds:
     seconds: float
     used_batch: bool
     errors: list = field(default_factory=list)
+    members: np.ndarray | None = None  # pooled cases: the pool member of each round
 
     @property
     def n(self) -> int:
         return int(self.counts.size)
+
+    def target_rows(self, position: int, select: np.ndarray | None = None) -> np.ndarray:
+        """Target row of `position` (0-based) for each selected round: (n_sel, V), or (V,) for fixed rows."""
+        if self.members is None:
+            return self.case.target_probs[position]
+        members = self.members if select is None else self.members[select]
+        return self.case.pool[0][members, position]
+
+    def target_at(self, tokens: np.ndarray) -> np.ndarray:
+        """p_j(tokens[r, j]) with each round's own rows; tokens (n, k+1) of valid ids."""
+        cols = np.arange(self.case.k + 1)[None, :]
+        if self.members is None:
+            return self.case.target_probs[cols, tokens]
+        return self.case.pool[0][self.members[:, None], cols, tokens]
 
 
 class Harness:
@@ -129,22 +159,23 @@ class Harness:
             force_single: bool = False) -> Rounds:
         """n rounds of `case`: drafts from the suite stream seed, the impl's rng from seed+1 (or rng_factory)."""
         suite_rng = np.random.default_rng([seed, 0])
-        drafts = draw_drafts(case, n, suite_rng)
+        members = draw_members(case, n, seed)
+        drafts = draw_drafts(case, n, suite_rng, members)
         impl_rng = rng_factory(seed) if rng_factory else np.random.default_rng([seed, 1])
         tokens = np.full((n, case.k + 1), -1, dtype=np.int64)
         counts = np.zeros(n, dtype=np.int64)
         batched = self.has_batch and not force_single
         start = time.perf_counter()
         if batched:
-            self._run_batched(case, drafts, impl_rng, tokens, counts)
+            self._run_batched(case, drafts, impl_rng, tokens, counts, members)
         else:
-            self._run_single(case, drafts, impl_rng, tokens, counts)
+            self._run_single(case, drafts, impl_rng, tokens, counts, members)
         seconds = time.perf_counter() - start
         _check_token_range(case, tokens, counts)
-        return Rounds(case, tokens, counts, drafts, seconds, batched)
+        return Rounds(case, tokens, counts, drafts, seconds, batched, members=members)
 
     def _run_batched(self, case: Case, drafts: np.ndarray, impl_rng: np.random.Generator,
-                     tokens: np.ndarray, counts: np.ndarray) -> None:
+                     tokens: np.ndarray, counts: np.ndarray, members: np.ndarray | None = None) -> None:
         p, q = case.target_probs, case.draft_probs
         per_round = (2 * case.k + 1) * case.V
         chunk = int(max(1, min(MAX_BATCH_ROUNDS, MAX_BATCH_ELEMENTS // per_round)))
@@ -152,19 +183,26 @@ class Harness:
             hi = min(drafts.shape[0], lo + chunk)
             b = hi - lo
             # Read-only broadcast views: the contract forbids writing into the inputs.
-            pb = np.broadcast_to(p, (b,) + p.shape)
-            qb = np.broadcast_to(q, (b,) + q.shape)
+            pb = np.broadcast_to(p, (b,) + p.shape) if members is None else _read_only(case.pool[0][members[lo:hi]])
+            qb = np.broadcast_to(q, (b,) + q.shape) if members is None else _read_only(case.pool[1][members[lo:hi]])
             out = self._call("verify_batch", case, pb, qb, drafts[lo:hi].copy(), impl_rng)
             tokens[lo:hi], counts[lo:hi] = _check_batch(out, case, b)
 
     def _run_single(self, case: Case, drafts: np.ndarray, impl_rng: np.random.Generator,
-                    tokens: np.ndarray, counts: np.ndarray) -> None:
+                    tokens: np.ndarray, counts: np.ndarray, members: np.ndarray | None = None) -> None:
         p, q = case.target_probs, case.draft_probs
         for r in range(drafts.shape[0]):
+            if members is not None:
+                p, q = case.pool[0][members[r]], case.pool[1][members[r]]
             out = self._call("verify", case, p, q, drafts[r].copy(), impl_rng)
             arr = _check_single(out, case, drafts[r])
             tokens[r, : arr.size] = arr
             counts[r] = arr.size
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 def _check_token_range(case: Case, tokens: np.ndarray, counts: np.ndarray) -> None:

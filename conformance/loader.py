@@ -21,9 +21,10 @@ from typing import Any, Callable, Mapping
 
 from exactspec.errors import AdapterLoadError, ImplementationError, ImplUnavailable, Unsupported
 
-LEVELS = ("auto", "rule", "sequence")
+LEVELS = ("auto", "rule", "sequence", "tree")
 RULE_SIGNATURE = "verify(target_probs, draft_probs, draft_tokens, rng)"
 SEQUENCE_SIGNATURE = "generate(target, draft, prompt_ids, max_new_tokens, k, sampling, seed)"
+TREE_SIGNATURE = "verify_tree(tree, rng)"
 #: Exceptions an implementation raises on purpose to say "not here" / "not this configuration": never wrapped.
 PASS_THROUGH = (ImplUnavailable, Unsupported)
 TRACEBACK_CHARS = 4000
@@ -82,11 +83,14 @@ class LoadedAdapter:
 
 
 def level_of(obj: Any) -> str | None:
-    """'sequence' if `obj` has a callable generate, 'rule' if it has a callable verify, else None."""
+    """'sequence' if `obj` has a callable generate, 'rule' if it has a callable verify, 'tree' if it has only a
+    callable verify_tree, else None."""
     if callable(getattr(obj, "generate", None)):
         return "sequence"
     if callable(getattr(obj, "verify", None)):
         return "rule"
+    if callable(getattr(obj, "verify_tree", None)):
+        return "tree"
     return None
 
 
@@ -169,12 +173,16 @@ def load_adapter(spec: Any, level: str = "auto", builtins: Mapping[str, Any] | N
     offered = level_of(obj)
     if offered is None:
         raise AdapterLoadError(f"--impl {label}: {type(obj).__name__} (or what it returns when called) has no callable "
-                               f"{RULE_SIGNATURE} (rule level) nor {SEQUENCE_SIGNATURE} (sequence level)",
+                               f"{RULE_SIGNATURE} (rule level), {SEQUENCE_SIGNATURE} (sequence level) nor "
+                               f"{TREE_SIGNATURE} (tree level)",
                                module=module_name)
     chosen = offered if level == "auto" else level
     if chosen == "rule" and not callable(getattr(obj, "verify", None)):
         raise AdapterLoadError(f"--impl {label}: the rule level was asked for but {type(obj).__name__} has no callable "
                                f"{RULE_SIGNATURE} (it offers generate: use --level sequence or auto)", module=module_name)
+    if chosen == "tree" and not callable(getattr(obj, "verify_tree", None)):
+        raise AdapterLoadError(f"--impl {label}: the tree level was asked for but {type(obj).__name__} has no callable "
+                               f"{TREE_SIGNATURE}", module=module_name)
     if chosen == "sequence" and offered != "sequence":
         raise AdapterLoadError(f"--impl {label}: the sequence level was asked for but {type(obj).__name__} has no "
                                f"callable {SEQUENCE_SIGNATURE} (it offers verify: use --level rule or auto)",

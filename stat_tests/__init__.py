@@ -9,15 +9,20 @@ Key measured figures (benchmarks/results/stat_calibration.json, 2 CPUs):
 * calibration, 2,000 seeds, 13 tests at false_fail_rate 0.01 / 0.001: every rejection rate within
   the Clopper-Pearson 99% interval of nominal (e.g. Pearson V=150,000 pooled: 0.0070 /
   0.0005; exact multinomial is conservative: 0.0080 / 0.0000);
-* tail: with min_expected=20 the chi-square tail runs up to 1.6x nominal at
-  false_fail_rate <= 1e-4 -- use ErrorBudget(tail_safety=2), larger min_expected or the exact test;
+* tail: with min_expected=20 the asymptotic chi-square tail runs up to 1.6x nominal at
+  false_fail_rate <= 1e-4 (and up to 16x at 8e-9 with <= 4 bins) -- hence method="lr" below;
 * power at the planned n (false_fail_rate 1e-3, promised 0.9, least-favourable deviations of TV
   0.01/0.02/0.05): measured 0.89-0.93 for GoF (V=10, pooled V=1000), N-law, two-sample;
 * cost at n=100,000: chisquare_gof 0.3 ms (V=10) to 20 ms (V=150,000).
+
+The conformance suite runs `chisquare_gof(method="lr")` (= `assert_multinomial_lr`): a likelihood-ratio test
+whose false-fail rate is a theorem at every level (exact tail for <= 3 bins, Agrawal's bound otherwise).
 """
 from .budget import ErrorBudget
 from .exact import multinomial_exact_test
 from .gof import chisquare_gof, zero_probability_check
+from .lr_gof import assert_multinomial_lr, min_discrepancy_multinomial_lr, min_num_samples_multinomial_lr
+from .lr_tail import lr_critical_value, lr_pvalue, lr_tail_bound
 from .pit import pit_uniformity_test, pit_values
 from .power import chisquare_power, detectable_tv, required_samples
 from .result import TestResult
@@ -28,25 +33,28 @@ __all__ = [
     "TestResult", "chisquare_gof", "multinomial_exact_test", "zero_probability_check",
     "pit_values", "pit_uniformity_test", "tokens_per_round_test", "mean_tokens_test",
     "two_sample_chisquare", "required_samples", "detectable_tv", "chisquare_power",
-    "ErrorBudget", "plan_gof",
+    "ErrorBudget", "plan_gof", "assert_multinomial_lr", "min_discrepancy_multinomial_lr",
+    "min_num_samples_multinomial_lr", "lr_pvalue", "lr_tail_bound", "lr_critical_value",
 ]
 
 
-def plan_gof(p, epsilon_tv, false_fail_rate, beta=0.001, min_expected=20.0):
+def plan_gof(p, epsilon_tv, false_fail_rate, beta=0.001, min_expected=20.0, tail="chi2", max_bins=None):
     """(n, n_bins) for `chisquare_gof` against p: iterate n -> bins(n) -> n to a fixed
-    point, since pooling makes the bin count depend on n."""
+    point, since pooling makes the bin count depend on n (tail="lr_bound" for method="lr").
+    With ``max_bins`` the test pools at min_expected = max(min_expected, n / max_bins)."""
     import numpy as np
 
     from exactspec.reference.validation import as_prob_vector
     from .binning import pool_bins
 
     pp = as_prob_vector(p, "p")
-    bins = max(2, int(np.count_nonzero(pp)))
-    n = required_samples(epsilon_tv, bins, false_fail_rate, beta)
-    for _ in range(50):
-        b = max(2, pool_bins(pp, n, min_expected)[1].size)
-        n_new = required_samples(epsilon_tv, b, false_fail_rate, beta)
-        if b == bins and n_new == n:
-            break
-        bins, n = b, max(n_new, int(np.ceil(2 * min_expected / max(1e-12, 1 - pp.max()))))
-    return n, bins
+    n = max(required_samples(epsilon_tv, 2, false_fail_rate, beta, tail=tail),
+            int(np.ceil(2 * min_expected / max(1e-12, 1 - pp.max()))))
+    for _ in range(200):  # n only grows, so the result detects epsilon_tv on the bins it is tested with
+        me = min_expected if max_bins is None else max(min_expected, n / max_bins)
+        bins = max(2, pool_bins(pp, n, me)[1].size)
+        n_new = required_samples(epsilon_tv, bins, false_fail_rate, beta, tail=tail)
+        if n_new <= n:
+            return n, bins
+        n = n_new
+    raise RuntimeError("plan_gof: the sample size did not reach a fixed point")

@@ -3,7 +3,11 @@
 Pearson chi-square (or G-test) on bins formed from p and n alone (see `binning`),
 preceded by a hard check that no zero-probability token was emitted.
 
-Tail calibration (documented regime): every bin has expected count >= min_expected
+method="lr" (what the conformance suite uses): G with a proven tail (`lr_tail`: exact for <= 3 bins, Agrawal's
+bound otherwise), so the false-fail rate holds at every n and level.  The asymptotic methods below are kept for
+callers that want them.
+
+Tail calibration of "pearson" / "g" (documented regime): every bin has expected count >= min_expected
 (default 20).  The Pearson p-value uses a scaled chi-square a*chi2(nu) matching the
 *exact* null mean (df) and variance 2*df + (sum_b 1/p_b - B**2 - 2B + 2)/n of the
 statistic whenever that variance exceeds 2*df (rare / unequal bins), and the plain
@@ -23,8 +27,13 @@ from exactspec.reference.validation import (
 )
 
 from .binning import pool_bins
+from .lr_tail import lr_pvalue
 from .power import detectable_tv
 from .result import TestResult
+
+
+#: "pearson" (asymptotic, moment-corrected), "g" (asymptotic, Williams), "lr" (G with a proven tail).
+GOF_METHODS = ("pearson", "g", "lr")
 
 
 def _counts_from(samples, counts, V: int) -> np.ndarray:
@@ -96,7 +105,12 @@ def pearson_pvalue(stat: float, bin_prob: np.ndarray, n: int) -> tuple[float, fl
 
 
 def _binned_statistic(method: str, obs: np.ndarray, exp: np.ndarray, bin_prob: np.ndarray, n: int):
-    """(statistic, p-value, plain chi-square p-value, details) of Pearson's X^2 or the Williams-corrected G."""
+    """(statistic, p-value, plain chi-square p-value, details) of Pearson's X^2, the Williams-corrected G, or
+    G with a proven tail ("lr": exact for <= 3 bins, Agrawal's bound otherwise; see `lr_tail`)."""
+    if method == "lr":
+        pval, stat, how = lr_pvalue(obs, bin_prob)
+        return stat, pval, float(stats.chi2.sf(stat, bin_prob.size - 1)), {
+            "tail": how, "false_fail_rate_is": "proven (exact tail)" if how == "exact" else "proven (Agrawal bound)"}
     if method == "pearson":
         stat = float(np.sum((obs - exp) ** 2 / exp))
         pval, plain, info = pearson_pvalue(stat, bin_prob, n)
@@ -108,18 +122,30 @@ def _binned_statistic(method: str, obs: np.ndarray, exp: np.ndarray, bin_prob: n
     return stat, float(stats.chi2.sf(stat / q, df)), float(stats.chi2.sf(stat, df)), {"williams_q": q}
 
 
+def _bins(pp: np.ndarray, n: int, min_expected: float, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """The p-only bins; for "lr" with fewer than 2 pooled bins, the mode against the rest (its exact two-bin
+    tail needs no minimum count)."""
+    bin_of_token, bin_prob = pool_bins(pp, n, min_expected)
+    if bin_prob.size < 2 and method == "lr":
+        bin_of_token = np.where(pp > 0, 1, -1)
+        bin_of_token[int(np.argmax(pp))] = 0
+        bin_prob = np.array([pp.max(), 1.0 - pp.max()])
+    return bin_of_token, bin_prob
+
+
 def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, beta: float = 0.001,
                   min_expected: float = 20.0, method: str = "pearson",
                   name: str = "chisquare_gof") -> TestResult:
     """Chi-square goodness of fit of token samples (or per-token ``counts=``) to p.
 
     Runs the zero-probability hard check first (a p == 0 token fails the test outright),
-    pools bins from p and n only, then Pearson ("pearson") or likelihood-ratio ("g").
+    pools bins from p and n only, then Pearson ("pearson"), likelihood-ratio ("g"), or likelihood-ratio with
+    a proven tail ("lr": its false-fail rate is a theorem at every n and level; see `lr_tail`).
     ``detectable_tv`` is the binned-TV deviation detected w.p. >= 1 - beta.
     """
     m = check_positive_number(min_expected, "min_expected")
-    if method not in ("pearson", "g"):
-        raise ValueError(f"method must be 'pearson' or 'g', got {method!r}")
+    if method not in GOF_METHODS:
+        raise ValueError(f"method must be one of {GOF_METHODS}, got {method!r}")
     pp, a, be, c, zr = checked_gof_inputs(samples, counts, p, false_fail_rate, beta, name)
     n = int(c.sum())
     if not zr.passed:
@@ -130,7 +156,7 @@ def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, be
         msg = f"{name}: PASS: p is a point mass and every one of {n} samples hit it"
         return TestResult(name, 0.0, 1.0, n, a, be, 0.0, True, msg,
                           {"method": method, "n_bins": 1, "df": 0})
-    bin_of_token, bin_prob = pool_bins(pp, n, m)
+    bin_of_token, bin_prob = _bins(pp, n, m, method)
     B = bin_prob.size
     if B < 2:
         raise ValueError(
@@ -142,7 +168,7 @@ def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, be
     df = B - 1
     resid = (obs - exp) / np.sqrt(exp)
     stat, pval, plain, info = _binned_statistic(method, obs, exp, bin_prob, n)
-    d = detectable_tv(n, B, a, be)
+    d = detectable_tv(n, B, a, be, tail="lr_bound" if method == "lr" else "chi2")
     passed = bool(pval >= a)
     worst = int(np.argmax(np.abs(resid)))
     details = {
@@ -155,6 +181,8 @@ def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, be
         "detectable_metric": "TV on the pooled bins (w = 2*TV planning)",
         **info,
     }
+    if method == "lr":  # a theorem (lr_tail): the rate at which an exact implementation fails this check
+        details["realised_false_fail_rate_at_most"] = a
     verdict = "PASS" if passed else "FAIL"
     msg = (f"{name}: {verdict}: {method} stat={stat:.4g} df={df} p={pval:.3g} "
            f"(false_fail_rate={a:.3g}, n={n}, {B} bins); detects binned TV >= {d:.3g} w.p. >= {1 - be:g}")

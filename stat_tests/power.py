@@ -24,6 +24,12 @@ from statsmodels.stats.power import GofChisquarePower
 
 from exactspec.reference.validation import check_error_rates, check_positive_number
 
+from .lr_tail import lr_critical_value
+
+#: Which tail a planned test rejects on: "chi2" (asymptotic Pearson) or "lr_bound" (the likelihood-ratio test
+#: of `lr_tail`, whose critical value is Agrawal's bound: proven false-fail rate).
+TAILS = ("chi2", "lr_bound")
+
 
 def _check_bins(n_bins) -> int:
     try:
@@ -38,7 +44,12 @@ def _check_bins(n_bins) -> int:
 @lru_cache(maxsize=4096)
 def _noncentrality(df: int, false_fail_rate: float, beta: float) -> float:
     """Smallest noncentrality lam with P(ncx2(df, lam) > chi2_{1-false_fail_rate}(df)) >= 1 - beta."""
-    crit = stats.chi2.isf(false_fail_rate, df)
+    return noncentrality_at(df, float(stats.chi2.isf(false_fail_rate, df)), beta)
+
+
+@lru_cache(maxsize=4096)
+def noncentrality_at(df: int, crit: float, beta: float) -> float:
+    """Smallest noncentrality lam with P(ncx2(df, lam) > crit) >= 1 - beta (a test rejecting above crit)."""
     target = 1.0 - beta
 
     def f(lam: float) -> float:
@@ -59,9 +70,10 @@ def chisquare_power(n: float, effect_w: float, n_bins: int, false_fail_rate: flo
     return float(GofChisquarePower().power(effect_size=effect_w, nobs=n, alpha=false_fail_rate, n_bins=b))
 
 
-def required_samples(epsilon_tv: float, n_bins: int, false_fail_rate: float, beta: float = 0.001) -> int:
+def required_samples(epsilon_tv: float, n_bins: int, false_fail_rate: float, beta: float = 0.001,
+                     tail: str = "chi2") -> int:
     """Smallest n so a chi-square test on n_bins bins detects every binned
-    deviation of TV >= epsilon_tv with probability >= 1 - beta (plans with w = 2*epsilon)."""
+    deviation of TV >= epsilon_tv with probability >= 1 - beta (plans with w = 2*epsilon; `tail` as in TAILS)."""
     try:
         eps = float(epsilon_tv)
     except (TypeError, ValueError):
@@ -70,15 +82,24 @@ def required_samples(epsilon_tv: float, n_bins: int, false_fail_rate: float, bet
         raise ValueError(f"epsilon_tv must be in (0, 1], got {epsilon_tv!r}")
     b = _check_bins(n_bins)
     a, be = check_error_rates(false_fail_rate, beta)
-    lam = _noncentrality(b - 1, a, be)
+    lam = _lam(b, a, be, tail)
     return max(1, int(math.ceil(lam / (4.0 * eps * eps))))
 
 
-def detectable_tv(n: float, n_bins: int, false_fail_rate: float, beta: float = 0.001) -> float:
+def detectable_tv(n: float, n_bins: int, false_fail_rate: float, beta: float = 0.001, tail: str = "chi2") -> float:
     """Smallest binned TV deviation that a chi-square test on n samples and
-    n_bins bins detects with probability >= 1 - beta.  Values > 1 mean: no guarantee."""
+    n_bins bins detects with probability >= 1 - beta (`tail` as in TAILS).  Values > 1 mean: no guarantee."""
     nn = check_positive_number(n, "n")
     b = _check_bins(n_bins)
     a, be = check_error_rates(false_fail_rate, beta)
-    lam = _noncentrality(b - 1, a, be)
+    lam = _lam(b, a, be, tail)
     return 0.5 * math.sqrt(lam / nn)
+
+
+def _lam(n_bins: int, false_fail_rate: float, beta: float, tail: str) -> float:
+    """Noncentrality a test on n_bins bins needs for power 1 - beta, rejecting on `tail`'s critical value."""
+    if tail == "chi2":
+        return _noncentrality(n_bins - 1, false_fail_rate, beta)
+    if tail == "lr_bound":
+        return noncentrality_at(n_bins - 1, lr_critical_value(false_fail_rate, n_bins), beta)
+    raise ValueError(f"tail must be one of {TAILS}, got {tail!r}")

@@ -56,11 +56,18 @@ def _inline_names() -> set[str]:
     return {c["name"] for c in json.loads(CURATED_FILE.read_text())["cases"] if "recipe" not in c}
 
 
+#: Cases added (issue 13) to reach specific bugs: recipes, checked by test_conformance_reach_cases.py.
+REACH_CASES = ("near_equal_draft", "zipf_2048_draft_top64", "padded_vocab_50304", "deep_k8_high_acceptance",
+               "bf16_exact_rows", "acceptance_rate_k1", "rows_vary_by_round")
+
+
 def test_suite_cases_are_the_cases_of_the_python_definitions():
-    assert [c.name for c in SUITE_CASES] == list(TODAY)
+    assert [c.name for c in SUITE_CASES if c.name not in REACH_CASES] == list(TODAY)
     inline = _inline_names()
     assert len(inline) == 13  # every curated case but the 32k-vocabulary one is written out in the file
     for case in SUITE_CASES:
+        if case.name in REACH_CASES:
+            continue
         k, V, tags, digest, moments, zeros, argmax = TODAY[case.name]
         rows = _rows(case)
         assert (case.k, case.V, case.tags) == (k, V, tags), case.name
@@ -220,7 +227,7 @@ def test_strategies_import_in_a_fresh_interpreter():
 def test_cases_import_neither_strategies_nor_hypothesis_nor_torch():
     done = _fresh("import sys, exactspec.conformance.cases as c; print(len(c.SUITE_CASES), sorted(m for m in "
                   "('exactspec.conformance.strategies', 'hypothesis', 'torch') if m in sys.modules))")
-    assert done.returncode == 0 and done.stdout.strip() == "18 []", done.stderr
+    assert done.returncode == 0 and done.stdout.strip() == "25 []", done.stderr
 
 
 def test_plugin_runs_the_cases_of_a_user_file(tmp_path):

@@ -94,7 +94,7 @@ def test_one_table_states_each_levels_promise():
         for level in LEVELS:
             assert profile.to_dict(level)["total_false_fail"] == profile.total_false_fail(level)
             assert profile.settings(level) is getattr(profile, level)
-    assert LEVELS == ("rule", "sequence", "engine")
+    assert LEVELS == ("rule", "sequence", "engine", "tree")
     names = ("quick", "standard", "full")
     assert [PROFILES[n].sequence.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
     assert [PROFILES[n].engine.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
@@ -139,7 +139,13 @@ def test_one_verdict_set_worst_first():
     assert VERDICTS == ("CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "EXACT_NOT_STANDARD", "CERTIFIED")
     assert set(VERDICT_TEXT) == set(VERDICTS)
     assert verdict_of([_record("exactness", True)]) == "CERTIFIED"
-    assert verdict_of([_record("standard_rule", False)]) == "EXACT_NOT_STANDARD"
+    # a standard-rule failure alone never claims exactness: only with a passed confirmatory exactness test
+    assert verdict_of([_record("standard_rule", False)]) == "INCONCLUSIVE"
+    confirmed = _record("exactness", True)
+    confirmed.result.details["confirmatory"] = True
+    assert verdict_of([_record("standard_rule", False), confirmed]) == "EXACT_NOT_STANDARD"
+    other_case = CheckRecord("impl", "other", "confirm_position_1", "exactness", confirmed.result)
+    assert verdict_of([_record("standard_rule", False), other_case]) == "INCONCLUSIVE"  # per case
     assert verdict_of([_record("standard_rule", False), _record("exactness", False)]) == "NOT_EXACT"
     assert verdict_of([_record("invariant", False)]) == "NOT_EXACT"
     assert verdict_of([_record("invariant", False), _record("contract", False)]) == "CONTRACT_VIOLATION"

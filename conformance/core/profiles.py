@@ -5,10 +5,15 @@ false-pass rate ``beta``; each level has its own keyword-only settings object, b
 make *different promises under the same profile name*:
 
 - rule level: total false-fail rate 1e-6 at every profile; target binned TV 0.05 / 0.02 / 0.01 per case;
-- sequence level: total false-fail rate 1e-3 / 1e-4 / 1e-5; target binned TV 0.10 / 0.06 / 0.03 on the
-  whole-sequence law (its checks are costlier: every sample is a whole generation on a model);
+- sequence level: total false-fail rate 1e-3 / 1e-4 / 1e-5; target binned TV 0.15 / 0.06 / 0.03 on the
+  whole-sequence law pooled to <= 16 / 24 / 40 bins (its checks are costlier: every sample is a whole
+  generation on a model);
+- every statistical check of the rule and sequence levels' exact laws is the likelihood-ratio test of
+  `stat_tests.lr_tail` (exact tail for <= 3 bins, Agrawal's bound otherwise): its false-fail rate is proven
+  at the per-check rate it runs at, so no ``tail_safety`` factor is needed (docs/alpha-table.md);
 - engine level: total false-fail rate 1e-3 / 1e-4 / 1e-5 over positions 1..4 / 6 / 8; no target TV,
-  because n is what the sample files hold (each record states the TV its n detects).
+  because n is what the sample files hold (each record states the TV its n detects);
+- tree level: total false-fail rate 1e-4 / 1e-6 / 1e-6; target binned TV 0.08 / 0.05 / 0.02 per case.
 
 ``Profile.describe()`` states every promise in one line; ``get_profile(name)`` is the only lookup.
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LEVELS = ("rule", "sequence", "engine")
+LEVELS = ("rule", "sequence", "engine", "tree")
 
 
 def _check_rate(value: float, name: str) -> None:
@@ -60,8 +65,8 @@ class SequenceSettings:
     """Sequence level (whole generations on small models)."""
 
     total_false_fail: float  # family-wise false-fail rate of one whole run (Bonferroni over its checks)
-    target_tv: float  # exact cases: n is planned to detect this binned TV on the whole-sequence law
-    max_sequences: int  # exact cases: cap on n
+    target_tv: float  # exact cases: n is planned to detect this binned TV on the whole-sequence law (never capped)
+    max_bins: int  # exact cases: the sequence law is pooled to <= this many bins (min expected grows with n)
     pit_sequences: int  # PIT cases (tiny pair): sequences per case
     real_sequences: int  # PIT cases (real model): sequences per case
     greedy_prompts: int  # greedy cases: prompts used (cycled)
@@ -69,8 +74,12 @@ class SequenceSettings:
     def __post_init__(self) -> None:
         _check_rate(self.total_false_fail, "total_false_fail")
         _check_rate(self.target_tv, "target_tv")
-        for name in ("max_sequences", "pit_sequences", "real_sequences", "greedy_prompts"):
+        for name in ("max_bins", "pit_sequences", "real_sequences", "greedy_prompts"):
             _check_positive_int(getattr(self, name), name)
+
+    def min_expected(self, n: int) -> float:
+        """Smallest expected count per pooled bin of the sequence law for n samples (keeps bins <= max_bins)."""
+        return max(20.0, n / self.max_bins)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +101,31 @@ class EngineSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TreeSettings:
+    """Tree level (one tree-verification round per call, `conformance.tree`): n planned from ``target_tv``."""
+
+    total_false_fail: float  # P(any statistical check of the run fails | implementation exact) <= this
+    target_tv: float  # per case: the primary check detects binned TV >= this w.p. >= 1 - beta
+    max_bins: int  # cap on bins (min_expected grows with n so bins stay <= max_bins)
+    max_rounds: int  # cap on rounds per case (reported if it binds)
+    invariant_rounds: int  # rounds per case for the hard invariants and determinism
+
+    def __post_init__(self) -> None:
+        _check_rate(self.total_false_fail, "total_false_fail")
+        _check_rate(self.target_tv, "target_tv")
+        for name in ("max_bins", "max_rounds", "invariant_rounds"):
+            _check_positive_int(getattr(self, name), name)
+
+    def min_expected(self, n: int) -> float:
+        """Smallest expected count per pooled bin for n samples (keeps the bin count <= max_bins)."""
+        return max(20.0, n / self.max_bins)
+
+
+_DEFAULT_TREE = TreeSettings(total_false_fail=1e-6, target_tv=0.05, max_bins=60, max_rounds=100_000,
+                             invariant_rounds=300)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     """One named profile: shared fields, then the settings of each level (one field per name in LEVELS)."""
 
@@ -101,14 +135,16 @@ class Profile:
     rule: RuleSettings
     sequence: SequenceSettings
     engine: EngineSettings
+    tree: TreeSettings = _DEFAULT_TREE
 
     def __post_init__(self) -> None:
         _check_rate(self.beta, "beta")
-        for level, kind in (("rule", RuleSettings), ("sequence", SequenceSettings), ("engine", EngineSettings)):
+        for level, kind in (("rule", RuleSettings), ("sequence", SequenceSettings), ("engine", EngineSettings),
+                            ("tree", TreeSettings)):
             if not isinstance(getattr(self, level), kind):
                 raise ValueError(f"{level} must be a {kind.__name__}, got {getattr(self, level)!r}")
 
-    def settings(self, level: str) -> RuleSettings | SequenceSettings | EngineSettings:
+    def settings(self, level: str) -> RuleSettings | SequenceSettings | EngineSettings | TreeSettings:
         """The settings object of `level` (one of LEVELS)."""
         if level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
@@ -119,11 +155,12 @@ class Profile:
 
     def describe(self) -> str:
         """One line stating what the profile promises at each level."""
-        r, s, e = self.rule, self.sequence, self.engine
+        r, s, e, t = self.rule, self.sequence, self.engine, self.tree
         return (f"profile {self.name}: rule level total false-fail <= {r.total_false_fail:g}, detects binned TV "
                 f">= {r.target_tv:g} per case; sequence level total false-fail <= {s.total_false_fail:g}, detects "
                 f"binned TV >= {s.target_tv:g} on the sequence law; engine level total false-fail <= "
                 f"{e.total_false_fail:g}, compares positions 1..{e.positions} (detectable TV set by the files' n); "
+                f"tree level total false-fail <= {t.total_false_fail:g}, detects binned TV >= {t.target_tv:g} per case; "
                 f"power >= {1 - self.beta:g} per check. {self.description}")
 
     def to_dict(self, level: str) -> dict:
@@ -143,26 +180,31 @@ PROFILES: dict[str, Profile] = {
         rule=RuleSettings(total_false_fail=1e-6, target_tv=0.05, max_bins=40, max_rounds=60_000,
                           invariant_rounds=200, adversarial_rounds=200, hypothesis_examples=15,
                           hypothesis_rounds=40),
-        sequence=SequenceSettings(total_false_fail=1e-3, target_tv=0.10, max_sequences=1200, pit_sequences=150,
+        sequence=SequenceSettings(total_false_fail=1e-3, target_tv=0.15, max_bins=16, pit_sequences=150,
                                   real_sequences=20, greedy_prompts=2),
-        engine=EngineSettings(total_false_fail=1e-3, positions=4, min_expected=10.0, max_bins=40)),
+        engine=EngineSettings(total_false_fail=1e-3, positions=4, min_expected=10.0, max_bins=40),
+        tree=TreeSettings(total_false_fail=1e-4, target_tv=0.08, max_bins=40, max_rounds=20_000,
+                          invariant_rounds=100)),
     "standard": Profile(
         name="standard", beta=1e-3, description="Default: minutes; detects 2% TV per case at the rule level.",
         rule=RuleSettings(total_false_fail=1e-6, target_tv=0.02, max_bins=80, max_rounds=400_000,
                           invariant_rounds=1000, adversarial_rounds=1000, hypothesis_examples=60,
                           hypothesis_rounds=60),
-        sequence=SequenceSettings(total_false_fail=1e-4, target_tv=0.06, max_sequences=4000, pit_sequences=500,
+        sequence=SequenceSettings(total_false_fail=1e-4, target_tv=0.06, max_bins=24, pit_sequences=500,
                                   real_sequences=60, greedy_prompts=4),
-        engine=EngineSettings(total_false_fail=1e-4, positions=6, min_expected=10.0, max_bins=60)),
+        engine=EngineSettings(total_false_fail=1e-4, positions=6, min_expected=10.0, max_bins=60),
+        tree=_DEFAULT_TREE),
     "full": Profile(
         name="full", beta=1e-3,
         description="Certificate grade: detects 1% TV per case; tens of minutes for NumPy-speed code.",
         rule=RuleSettings(total_false_fail=1e-6, target_tv=0.01, max_bins=150, max_rounds=2_000_000,
                           invariant_rounds=5000, adversarial_rounds=5000, hypothesis_examples=300,
                           hypothesis_rounds=100),
-        sequence=SequenceSettings(total_false_fail=1e-5, target_tv=0.03, max_sequences=20000, pit_sequences=3000,
+        sequence=SequenceSettings(total_false_fail=1e-5, target_tv=0.03, max_bins=40, pit_sequences=3000,
                                   real_sequences=200, greedy_prompts=8),
-        engine=EngineSettings(total_false_fail=1e-5, positions=8, min_expected=10.0, max_bins=100)),
+        engine=EngineSettings(total_false_fail=1e-5, positions=8, min_expected=10.0, max_bins=100),
+        tree=TreeSettings(total_false_fail=1e-6, target_tv=0.02, max_bins=120, max_rounds=600_000,
+                          invariant_rounds=1000)),
 }
 
 PROFILE_NAMES = tuple(PROFILES)

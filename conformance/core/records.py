@@ -5,8 +5,12 @@ Categories of a check (worst first):
 - ``contract``       hard: output type/shape/length/range, exceptions, determinism (false-fail rate 0);
 - ``invariant``      hard: properties every exact generator has on every output (no token of target
                      probability 0, emitted prefix == drafts, greedy equality) (false-fail rate 0);
-- ``exactness``      statistical, true of every exact implementation;
-- ``standard_rule``  statistical, true of the standard (Leviathan-Chen) rule only.
+- ``exactness``      statistical, true of every exact implementation (per-position laws, completed stream;
+                     the rule level's confirmatory position tests are exactness records marked
+                     ``details["confirmatory"]``);
+- ``standard_rule``  statistical, true of the standard (Leviathan-Chen) rule only: the whole tuple's law and
+                     the law of N. A rule failing only these may or may not be exact (a non-exact rule also
+                     moves its tuple law), so their failure alone never supports an exactness claim.
 
 Verdicts (worst first), the same at every level:
 
@@ -15,7 +19,9 @@ Verdicts (worst first), the same at every level:
 - INCONCLUSIVE        no check counted against the implementation failed, but the level states reasons the
                       run cannot certify (engine level only: speculation not observed, or the reference's
                       reported probabilities disagree with its own samples; rule/sequence never give it);
-- EXACT_NOT_STANDARD  only standard-rule checks failed (exact, but accepts differently; rule level only);
+- EXACT_NOT_STANDARD  only standard-rule checks failed, and on every case where one failed a confirmatory
+                      exactness test sized for the observed deviation ran and passed (rule level only);
+                      without that confirmation the verdict is INCONCLUSIVE;
 - CERTIFIED           every check passed.
 
 INCONCLUSIVE sits above EXACT_NOT_STANDARD because the latter claims exactness, which an inconclusive
@@ -24,6 +30,7 @@ run cannot support.
 
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -89,11 +96,32 @@ def hard_failure(impl: str, case: str, check: str, category: str, message: str,
     return CheckRecord(impl, case, check, category, hard_result(check, False, 0, message, details))
 
 
+#: Environment variable holding the run-wide salt mixed into every case seed (`--exactspec-seed`, `exactspec
+#: calibrate`); unset or "" = the default seeds. An environment variable, so spawned worker processes inherit it.
+SEED_SALT_ENV = "EXACTSPEC_SEED_SALT"
+
+
+def set_seed_salt(salt: str) -> str:
+    """Mix `salt` into every later `case_seed` of this process and of workers it starts ("" restores the default
+    seeds); returns the old salt."""
+    if not isinstance(salt, str):
+        raise ValueError(f"salt must be a str, got {salt!r}")
+    old = os.environ.get(SEED_SALT_ENV, "")
+    if salt:
+        os.environ[SEED_SALT_ENV] = salt
+    else:
+        os.environ.pop(SEED_SALT_ENV, None)
+    return old
+
+
 def case_seed(name: str, salt: str = "") -> int:
-    """Fixed seed of a case (CRC32 of "name|salt", < 2**32): every run of the suite is deterministic."""
+    """Fixed seed of a case (CRC32 of "name|salt", plus "|run salt" when one is set, < 2**32): every run of the
+    suite with the same run salt is deterministic."""
     if not isinstance(name, str):
         raise ValueError(f"name must be a case name (str), got {name!r}")
-    return zlib.crc32(f"{name}|{salt}".encode())
+    run_salt = os.environ.get(SEED_SALT_ENV, "")
+    key = f"{name}|{salt}" + (f"|{run_salt}" if run_salt else "")
+    return zlib.crc32(key.encode())
 
 
 def verdict_of(records: Iterable[CheckRecord], inconclusive: Iterable[str] = ()) -> str:
@@ -101,13 +129,28 @@ def verdict_of(records: Iterable[CheckRecord], inconclusive: Iterable[str] = ())
     level's reasons the run cannot certify (non-empty: INCONCLUSIVE unless a failure implies worse)."""
     if isinstance(inconclusive, str):
         raise ValueError(f"inconclusive must be a list of reasons, not one string: {inconclusive!r}")
+    records = list(records)
     failed = {r.category for r in records if not r.passed}
     if "contract" in failed:
         return "CONTRACT_VIOLATION"
     if "invariant" in failed or "exactness" in failed:
         return "NOT_EXACT"
-    if list(inconclusive):
+    if list(inconclusive) or unconfirmed_cases(records):
         return "INCONCLUSIVE"
     if "standard_rule" in failed:
         return "EXACT_NOT_STANDARD"
     return "CERTIFIED"
+
+
+def is_confirmatory(record: CheckRecord) -> bool:
+    """A confirmatory exactness record (run because a standard-rule check failed on its case)."""
+    return record.category == "exactness" and bool(record.result.details.get("confirmatory"))
+
+
+def unconfirmed_cases(records: Iterable[CheckRecord]) -> list[str]:
+    """Cases with a failed standard-rule check but no confirmatory exactness record: exactness there is
+    not established at the power the deviation calls for, so EXACT_NOT_STANDARD cannot be claimed."""
+    records = list(records)
+    deviating = {r.case for r in records if r.category == "standard_rule" and not r.passed}
+    confirmed = {r.case for r in records if is_confirmatory(r)}
+    return sorted(deviating - confirmed)

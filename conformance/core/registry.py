@@ -41,15 +41,24 @@ def _row_tags(case: Any) -> list[str]:
 
 
 RULE_CHECKS: tuple[StatCheck, ...] = (
-    StatCheck(name="position", category="exactness", applies=lambda c: True,
+    StatCheck(name="position", category="exactness", applies=lambda c: not getattr(c, "varying", False),
               instances=lambda c: [f"position_{j}" for j in range(1, c.k + 2)],
               what="token at position j (rounds with N >= j) ~ p_j"),
+    StatCheck(name="pit_position", category="exactness", applies=lambda c: getattr(c, "varying", False),
+              instances=lambda c: [f"pit_position_{j}" for j in range(1, c.k + 2)],
+              what="rows vary by round: randomized PIT of the token at position j under its round's p_j ~ U(0,1) (KS)"),
+    StatCheck(name="hashed_position", category="exactness", applies=lambda c: c.V >= 1024 and not getattr(c, "varying", False),
+              instances=lambda c: ["hashed_position_1"],
+              what="large V: token at position 1 binned by a hash of its id (separates tokens the p-sorted bins pool)"),
     StatCheck(name="completed_stream", category="exactness", applies=lambda c: c.stream_enumerable,
               instances=lambda c: ["completed_stream"], what="completed stream ~ prod_j p_j"),
     StatCheck(name="tuple_law", category="standard_rule", applies=lambda c: c.enumerable,
               instances=lambda c: ["tuple_law"], what="emitted tuple ~ the standard rule's exact law"),
     StatCheck(name="tokens_per_round", category="standard_rule", applies=lambda c: True,
               instances=lambda c: ["tokens_per_round"], what="tokens per round ~ the standard rule's law"),
+    StatCheck(name="acceptance_rate", category="standard_rule", applies=lambda c: "acceptance_rate" in c.tags,
+              instances=lambda c: ["acceptance_rate"],
+              what="first draft accepted ~ Bernoulli(alpha_1) (exact binomial), rounds sized for a 0.5 % bias"),
 )
 
 SEQUENCE_CHECKS: tuple[StatCheck, ...] = (
@@ -88,8 +97,20 @@ ENGINE_CHECKS: tuple[StatCheck, ...] = (  # a case is one prompt (engine.level.E
               what="randomized PIT of the candidate's tokens under the reference's reports is U(0,1) (exact KS)"),
 )
 
+TREE_CHECKS: tuple[StatCheck, ...] = (  # a case is a tree shape and row model (conformance.tree.cases.TreeCase)
+    StatCheck(name="position", category="exactness", applies=lambda c: True,
+              instances=lambda c: [f"position_{j}" for j in range(1, c.max_length + 1)],
+              what="token at position j (rounds with N >= j) ~ the target row of its emitted prefix"),
+    StatCheck(name="completed_stream", category="exactness", applies=lambda c: c.stream_enumerable,
+              instances=lambda c: ["completed_stream"], what="completed stream ~ the target's law"),
+    StatCheck(name="path_law", category="standard_rule", applies=lambda c: c.enumerable,
+              instances=lambda c: ["path_law"], what="emitted path ~ the tree rule's exact law (drafts drawn)"),
+    StatCheck(name="tokens_per_round", category="standard_rule", applies=lambda c: c.enumerable,
+              instances=lambda c: ["tokens_per_round"], what="tokens per round ~ the tree rule's law"),
+)
+
 REGISTRY: dict[str, tuple[StatCheck, ...]] = {"rule": RULE_CHECKS, "sequence": SEQUENCE_CHECKS,
-                                              "engine": ENGINE_CHECKS}
+                                              "engine": ENGINE_CHECKS, "tree": TREE_CHECKS}
 
 
 def _level_checks(level: str) -> tuple[StatCheck, ...]:

@@ -192,7 +192,9 @@ class BonusSkipped(Rule):
     models = ("Bonus token skipped after k acceptances (emits only the k drafts). Exact -- the next round draws "
               "that token from p_{k+1} anyway -- but loses a token per fully accepted round: the suite must "
               "report 'exact, not the standard rule', never CERTIFIED.")
-    expected = ("EXACT_NOT_STANDARD",)
+    # INCONCLUSIVE is honest too: where the deviation from the standard rule is small (k = 8, rarely fully
+    # accepted) confirming exactness at that deviation can take more rounds than the profile allows.
+    expected = ("EXACT_NOT_STANDARD", "INCONCLUSIVE")
 
     def emit_bonus(self):
         return False
@@ -207,6 +209,56 @@ class InverseCdfNoGuard(Mutant):
     def sample(self, dist, u):
         cum = np.cumsum(dist, axis=-1)
         return np.minimum((cum <= u[:, None]).sum(axis=-1), dist.shape[-1] - 1)
+
+
+# --------------------------------------------------------------------------- reached only by the right cases
+class NearEqualShortcut(Mutant):
+    models = ("Near-equal shortcut: a draft is accepted without drawing a coin when p/q >= 0.95 ('close enough "
+              "to 1', an optimisation one line away from the standard `u < p/q`, of the kind proposed to skip the "
+              "uniform draw in fused verification kernels). Only cases with 0.95 <= p/q < 1 on drafted tokens "
+              "reach it (case near_equal_draft).")
+
+    def accept(self, u, p_x, q_x):
+        ratio = p_x / q_x
+        return (ratio >= 0.95) | (u < ratio)
+
+
+class RankMappingBeyond16(Mutant):
+    models = ("Sampler that sorts the distribution and maps the sampled rank back to a token id through an index "
+              "table that is right only for the first 16 ranks (a top-16 partial sort, as fused top-k/top-p "
+              "kernels do first, with the remaining ids left in id order). Exact on V <= 16; on larger "
+              "vocabularies the mass of ranks > 16 lands on the wrong ids (case zipf_2048_draft_top64).")
+
+    def sample(self, dist, u):
+        dist = np.atleast_2d(dist)
+        V = dist.shape[-1]
+        ranks = inverse_cdf(-np.sort(-dist, axis=-1), u)  # the sorted probabilities are right
+        head = min(16, V)
+        top = np.argpartition(-dist, head - 1, axis=-1)[:, :head] if head < V else np.tile(np.arange(V), (len(dist), 1))
+        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(dist, top, axis=-1), axis=-1, kind="stable"), axis=-1)
+        rest = np.ones(dist.shape, dtype=bool)
+        np.put_along_axis(rest, top, False, axis=-1)
+        ids = np.concatenate([top, np.nonzero(rest)[1].reshape(dist.shape[0], V - head)], axis=-1)  # ranks > 16: id order
+        return ids[np.arange(dist.shape[0]), ranks]
+
+
+class StaleWorkspace(Mutant):
+    models = ("Stateful sampler whose per-position residual workspace is never cleared between rounds: it "
+              "writes only the positive entries of max(0, p - q) and leaves the rest from earlier rounds (the "
+              "persistent sampler buffers of CUDA-graph-captured decoders, reused across steps). Invisible while "
+              "every round has the same rows; cases whose rows vary from round to round show it.")
+
+    def residual_rows(self, n_acc, k):
+        self._rows = np.minimum(n_acc, k - 1)
+        return self._rows
+
+    def residual(self, p_row, q_row):
+        r = np.maximum(p_row - q_row, 0.0)
+        store = self.__dict__.setdefault("_workspace", {})  # V -> (positions, V), allocated once, never zeroed
+        ws = store.setdefault(p_row.shape[-1], np.zeros((64, p_row.shape[-1])))
+        out = np.where(r > 0, r, ws[self._rows])
+        ws[self._rows] = out  # the workspace keeps what was written last at each position
+        return normalise(out, p_row)
 
 
 # --------------------------------------------------------------------------- valid variants
@@ -283,6 +335,7 @@ class ScalarLoop:
 MUTANTS = [SoftmaxResidual, ResidualFromP, ResidualUnnormalised, ResidualNoClamp, ResidualSignFlip,
            ResidualOneRowLate, CoinReusedForResidual, SharedCoin, InclusiveBoundary, AcceptOnGreater,
            NoMinBernoulli, DraftTemperatureMismatch, QFloorEpsilon, TopKDraftNotInRatio, Bf16DraftLogits,
-           BonusFromDraftRow, BonusFromRowK, BonusSkipped, InverseCdfNoGuard]
+           BonusFromDraftRow, BonusFromRowK, BonusSkipped, InverseCdfNoGuard, NearEqualShortcut, RankMappingBeyond16,
+           StaleWorkspace]
 VALID = [Rule, ExponentialRace, Float32Arithmetic, SamplerMatch, ScalarLoop]
 ZOO = {cls.__name__: cls for cls in MUTANTS + VALID}

@@ -5,8 +5,9 @@ Statistics (all from ``stat_tests``, each with its stated false-fail rate, n and
 * exact level -- ``chisquare_gof`` of the generated whole sequences against the enumerated law (bins pooled
   from p alone; an extra zero-probability category catches impossible outputs: tokens after EOS, too
   many tokens, zero-probability tokens), and one ``chisquare_gof`` per position on the marginal law of that
-  position (V tokens + 'stopped'). n is planned with ``stat_tests.plan_gof`` for the profile's target TV,
-  capped by the profile.
+  position (V tokens + 'stopped'); both are likelihood-ratio tests with a proven tail (``stat_tests.lr_tail``).
+  n is planned with ``stat_tests.plan_gof`` for the profile's target TV on the law pooled to <= the profile's
+  ``max_bins`` bins, and never capped below it.
 * PIT level -- randomized PIT of every generated token under the teacher-forced warped target law
   (``pit_values``), tested with ``pit_uniformity_test`` (KS on the PIT values, never on token ids) under
   the id ordering and the descending-probability ordering; a zero-probability token is a hard failure.
@@ -32,12 +33,12 @@ from exactspec.conformance.core.registry import budget_for, run_registered
 from exactspec.conformance.core.report import SuiteResult, document, summarize_budget
 from exactspec.conformance.loader import call_implementation
 from exactspec.conformance.sequence.adapters import Unsupported, adapter_name, load_adapter
-from exactspec.conformance.sequence.cases import CASES, REAL_CASES, REAL_PROMPT_TEXT, Case
+from exactspec.conformance.sequence.cases import CASES, REAL_CASES, REAL_PROMPT_TEXT, Case, planned_sequences
 from exactspec.conformance.sequence.exact_law import SequenceLaw, sequence_law
 from exactspec.conformance.sequence.models import eos_of, last_logits, pit_pair, real_pair, target_rows, tiny_pair
 from exactspec.errors import ImplementationError
 from exactspec.reference.warping import SamplingParams
-from exactspec.stat_tests import TestResult, chisquare_gof, pit_uniformity_test, pit_values, plan_gof
+from exactspec.stat_tests import TestResult, chisquare_gof, pit_uniformity_test, pit_values
 
 SUITE_VERSION = 2
 
@@ -108,13 +109,14 @@ def _label(outcome: tuple[int, ...] | None) -> str:
 
 
 def sequence_law_check(law: SequenceLaw, samples: list[list[int]], false_fail_rate: float, beta: float,
-                       tag: str = "") -> tuple[TestResult, dict]:
-    """Whole generated sequences against the enumerated exact law (plus an 'impossible' category)."""
+                       tag: str = "", min_expected: float = 20.0) -> tuple[TestResult, dict]:
+    """Whole generated sequences against the enumerated exact law (plus an 'impossible' category): the
+    likelihood-ratio test with a proven tail (`stat_tests.lr_tail`) on bins pooled to >= min_expected."""
     counts, bad = law.counts(samples)
     probs = law.probs_with_impossible()
     labels = [_label(o) for o in law.outcomes] + [_label(None)]
-    result = chisquare_gof(counts=counts, p=probs, false_fail_rate=false_fail_rate, beta=beta,
-                           name=f"sequence_chisquare{tag}")
+    result = chisquare_gof(counts=counts, p=probs, false_fail_rate=false_fail_rate, beta=beta, method="lr",
+                           min_expected=min_expected, name=f"sequence_chisquare{tag}")
     evidence = {"empirical_tv_to_exact_law": _tv(counts, probs), "n_outcomes": len(law.outcomes),
                 "top_deviations": _top_deviations(labels, counts, probs),
                 "impossible_outputs": [list(b) for b in bad[:5]], "n_impossible": len(bad)}
@@ -122,8 +124,9 @@ def sequence_law_check(law: SequenceLaw, samples: list[list[int]], false_fail_ra
 
 
 def position_marginal_checks(law: SequenceLaw, samples: list[list[int]], false_fail_rate: float, beta: float,
-                             tag: str = "") -> tuple[list[TestResult], dict]:
-    """One chi-square per position t on the marginal law of the token there (V tokens + 'stopped')."""
+                             tag: str = "", min_expected: float = 20.0) -> tuple[list[TestResult], dict]:
+    """One likelihood-ratio test (proven tail) per position t on the marginal law of the token there (V tokens +
+    'stopped'); its few categories keep min_expected 20 whatever the sequence law's pooling."""
     results, evidence = [], {}
     for t in range(law.max_new_tokens):
         pos_p = law.position_law(t)
@@ -131,7 +134,7 @@ def position_marginal_checks(law: SequenceLaw, samples: list[list[int]], false_f
         for s in samples:
             token = int(s[t]) if t < len(s) else law.vocab
             pos_counts[token if 0 <= token < law.vocab else law.vocab] += 1
-        r = chisquare_gof(counts=pos_counts, p=pos_p, false_fail_rate=false_fail_rate, beta=beta,
+        r = chisquare_gof(counts=pos_counts, p=pos_p, false_fail_rate=false_fail_rate, beta=beta, method="lr",
                           name=f"position_{t}_chisquare{tag}")
         results.append(r)
         if not r.passed:
@@ -271,9 +274,9 @@ def _exact_samples(run: _CaseRun, n: int) -> list[list[list[int]]]:
 def _run_exact(run: _CaseRun) -> None:
     case, beta = run.case, run.profile.beta
     laws = [sequence_law(run.target, p, case.max_new_tokens, case.sampling) for p in run.prompts[: case.batch]]
-    n_planned, _ = plan_gof(laws[0].probs, run.settings.target_tv, run.rate, beta)
-    n = int(min(run.settings.max_sequences, max(n_planned, 200)))
-    run.info.update(n=n, n_planned_for_target_tv=int(n_planned), target_tv=run.settings.target_tv)
+    n = planned_sequences([law.probs for law in laws], run.settings, run.rate, beta)  # never capped
+    run.info.update(n=n, n_planned_for_target_tv=n, target_tv=run.settings.target_tv,
+                    min_expected=run.settings.min_expected(n))
     rows = _exact_samples(run, n)
     seeds = [run.base + i for i in range(n)]
     run.add("contract", structure_check([s for r in rows for s in r], case.max_new_tokens, run.eos, run.vocab,
@@ -283,7 +286,7 @@ def _run_exact(run: _CaseRun) -> None:
     def each_row(check: Callable) -> list[CheckRecord]:
         out = []
         for law, samples, tag in zip(laws, rows, tags):
-            results, evidence = check(law, samples, run.rate, beta, tag)
+            results, evidence = check(law, samples, run.rate, beta, tag, run.settings.min_expected(n))
             run.evidence.update(evidence)
             out += [CheckRecord(run.impl, case.name, r.name, "exactness", r)
                     for r in (results if isinstance(results, list) else [results])]

@@ -1,0 +1,156 @@
+"""`exactspec calibrate`: check the suite's false-fail claims yourself, on an implementation known to be exact.
+
+The rule level's statistical checks are run R times on the implementation, replicate r with the run salt
+"calibrate-r" mixed into every case seed (`core.records.set_seed_salt`, the same salt as `--exactspec-seed`),
+at the profile's planned sample sizes. Each check's p-value is compared with alpha = 1e-2 and 1e-3 (the check
+re-run at those levels), and its empirical rejection rate is reported with its Clopper-Pearson interval.
+
+An exact implementation is rejected by a check at most at the nominal rate: a check whose interval lies above
+the nominal rate contradicts the suite's claim. Checks with an exact tail (<= 3 bins) reject at about the
+nominal rate (a little below: their statistic is discrete); checks on Agrawal's bound reject far less often (the
+bound is conservative), which the report states as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from scipy import stats
+
+from exactspec.conformance.core.profiles import PROFILE_NAMES, get_profile
+from exactspec.conformance.core.records import set_seed_salt
+from exactspec.conformance.core.registry import budget_for
+
+ALPHAS = (1e-2, 1e-3)
+CONFIDENCE = 0.99
+
+
+def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) two-sided interval for a binomial proportion k / n."""
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def tail_of(record) -> str:
+    """How a record's p-value is obtained: "exact" / "bound" (likelihood ratio), "exact (KS)", "exact (binomial)"."""
+    details = record.result.details
+    if "tail" in details:
+        return str(details["tail"])
+    if details.get("method") == "ks":
+        return "exact (KS)"
+    if record.check == "acceptance_rate":
+        return "exact (binomial)"
+    return "none (one bin)"
+
+
+def replicate_pvalues(impl_spec: str, profile_name: str, replicates: int, cases=None,
+                      on_replicate: Callable[[dict, int], None] | None = None) -> dict:
+    """{(case, check): [p-values]} and the tails used, from `replicates` salted runs of the rule level;
+    `on_replicate(raw so far, replicates done)` after each one."""
+    from exactspec.conformance.cases import SUITE_CASES
+    from exactspec.conformance.harness import Harness, load_impl
+    from exactspec.conformance.profiles import plan_rounds
+    from exactspec.conformance.runner import statistical_records
+
+    profile = get_profile(profile_name)
+    cases = list(cases or SUITE_CASES)
+    rate = budget_for("rule", profile, cases).per_check_false_fail_rate
+    plan = {c.name: plan_rounds(c, profile, rate)["n"] for c in cases}
+    harness = Harness(load_impl(impl_spec), impl_spec)
+    pvalues: dict = defaultdict(list)
+    info: dict = {}
+    raw = {"pvalues": pvalues, "info": info, "per_check_false_fail_rate": rate, "rounds": plan}
+    old = set_seed_salt("")
+    try:
+        for r in range(replicates):
+            set_seed_salt(f"calibrate-{r}")
+            for case in cases:
+                for rec in statistical_records(harness, case, profile, rate, plan[case.name]):
+                    if rec.statistical and not rec.result.details.get("skipped"):
+                        pvalues[(rec.case, rec.check)].append(float(rec.result.p_value))
+                        info[(rec.case, rec.check)] = (rec.result.n, rec.result.details.get("n_bins"), tail_of(rec))
+            if on_replicate is not None:
+                on_replicate(raw, r + 1)
+    finally:
+        set_seed_salt(old)
+    return raw
+
+
+def _rates(pvals: list[float], n_tests: int = 1) -> dict:
+    """Rejections at each alpha, their 99% interval, and `above_nominal`: a one-sided exact binomial test of
+    rate <= alpha rejects at 1% family-wise over `n_tests` such tests (Bonferroni)."""
+    p = np.asarray(pvals)
+    out = {}
+    for a in ALPHAS:
+        k = int(np.count_nonzero(p < a))
+        lo, hi = clopper_pearson(k, p.size)
+        excess_p = float(stats.binom.sf(k - 1, p.size, a)) if k else 1.0
+        out[f"{a:g}"] = {"rejections": k, "rate": k / p.size, "ci": [lo, hi], "nominal_in_ci": lo <= a <= hi,
+                         "p_value_rate_above_nominal": excess_p, "above_nominal": excess_p < 0.01 / n_tests}
+    return out
+
+
+def summarize(raw: dict) -> dict:
+    """Per-check and per-tail rejection rates with Clopper-Pearson intervals."""
+    checks, pooled = [], defaultdict(list)
+    n_tests = len(raw["pvalues"]) * len(ALPHAS)
+    for key, pv in sorted(raw["pvalues"].items()):
+        n, bins, tail = raw["info"][key]
+        checks.append({"case": key[0], "check": key[1], "n": n, "n_bins": bins, "tail": tail,
+                       "replicates": len(pv), "rates": _rates(pv, n_tests)})
+        pooled[tail] += pv
+    by_tail = {tail: {"trials": len(pv), "rates": _rates(pv)} for tail, pv in pooled.items()}
+    contradicted = [f"{c['case']}/{c['check']} at {a}" for c in checks for a, v in c["rates"].items() if v["above_nominal"]]
+    return {"checks": checks, "by_tail": by_tail, "checks_above_nominal": contradicted,
+            "per_check_false_fail_rate": raw["per_check_false_fail_rate"], "rounds": raw["rounds"]}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--impl", default="exactspec.conformance.adapters.reference:Reference", metavar="MODULE:NAME",
+                        help="a known-exact rule-level implementation (default: exactspec's NumPy reference)")
+    parser.add_argument("--replicates", type=int, default=200, help="salted runs of the suite (default 200)")
+    parser.add_argument("--level", choices=("rule",), default="rule", help="level to calibrate (rule)")
+    parser.add_argument("--profile", choices=PROFILE_NAMES, default="quick", help="profile (default quick)")
+    parser.add_argument("--out", default=None, metavar="FILE", help="write the JSON result here")
+    parser.add_argument("--progress", action="store_true", help="print one line per replicate")
+
+
+def _document(args: argparse.Namespace, raw: dict, done: int, seconds: float) -> dict:
+    from exactspec.conformance.provenance import collect
+
+    return {"impl": args.impl, "level": args.level, "profile": args.profile, "replicates": done,
+            "replicates_requested": args.replicates, "complete": done == args.replicates, "alphas": list(ALPHAS),
+            "confidence": CONFIDENCE, **summarize(raw), "seconds": round(seconds, 1), "provenance": collect(args.impl)}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.replicates < 1:
+        raise ValueError(f"--replicates must be >= 1, got {args.replicates}")
+    start = time.perf_counter()
+    out = Path(args.out) if args.out else None
+
+    def after(raw: dict, done: int) -> None:
+        if args.progress:
+            print(f"replicate {done}/{args.replicates} ({time.perf_counter() - start:.0f} s)", flush=True)
+        if out is not None:  # written after every replicate: an interrupted run keeps what it measured
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(_document(args, raw, done, time.perf_counter() - start), indent=1) + "\n")
+
+    raw = replicate_pvalues(args.impl, args.profile, args.replicates, on_replicate=after)
+    result = _document(args, raw, args.replicates, time.perf_counter() - start)
+    for tail, t in result["by_tail"].items():
+        line = ", ".join(f"alpha {a}: {v['rate']:.4g} [{v['ci'][0]:.3g}, {v['ci'][1]:.3g}]" for a, v in t["rates"].items())
+        print(f"{tail:>16}: {t['trials']} trials; {line}")
+    bad = result["checks_above_nominal"]
+    print(f"{len(result['checks'])} checks x {args.replicates} replicates in {result['seconds']} s; "
+          f"checks whose rejection rate is significantly above nominal: {bad or 'none'}")
+    if out is not None:
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {out}")
+    return 1 if bad else 0
