@@ -34,10 +34,19 @@ def _missing_package(error: ModuleNotFoundError) -> int:
 
 
 def _threading_before_torch(args: argparse.Namespace) -> None:
-    """OpenMP threads that sleep instead of spin while waiting (measured here: on a 2-core machine under load,
-    spinning threads slowed each forward 50-200x); must be set before torch is imported. `--threads` is applied
-    by `cli_run` once torch is loaded."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    """On a busy machine, OpenMP threads that sleep instead of spin while waiting; must be set before torch loads.
+
+    Measured on this 2-core machine: under load 5-15, spinning threads waiting for a descheduled peer slowed
+    each forward 50-200x; idle, passive waits halved the speed (11-13 against 20-24 tokens/s). So passive only
+    when the 1-minute load average already fills every core, and never over the user's own OMP_WAIT_POLICY.
+    `--threads` is applied by `cli_run` once torch is loaded."""
+    if "OMP_WAIT_POLICY" in os.environ or not hasattr(os, "getloadavg"):
+        return
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load >= cores:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        print(f"# machine busy (load {load:.1f} on {cores} cores): OpenMP threads wait passively "
+              f"(OMP_WAIT_POLICY=PASSIVE); --threads N sets fewer threads", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

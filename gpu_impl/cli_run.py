@@ -171,6 +171,8 @@ def decode_all(args: argparse.Namespace, plan: Plan, target: Target, draft: Any,
     records, batch_records, results = [None] * len(rows), [], []
     for number, group in enumerate(groups):
         result = runner.speculative(group, on_tokens=stream)
+        if stream is not None:  # end the streamed line before the figures (and a plain comparison) print
+            stream.finish(target.tokenizer.decode(result.sequences[0], skip_special_tokens=True))
         label = f"batch {number + 1}/{len(groups)}: {len(group)} prompt(s)" if len(groups) > 1 else ""
         lines, record = _batch_figures(runner, group, result, label)
         output.print_figures(sys.stderr, lines)
@@ -185,9 +187,7 @@ def decode_all(args: argparse.Namespace, plan: Plan, target: Target, draft: Any,
         output.print_figures(sys.stderr, ["overall " + output.speed_line(overall, len(rows))])
     if args.json:
         out.write(output.json_document(header, records, batch_records, output.stats_record(overall)) + "\n")
-    elif stream is not None:
-        stream.finish(records[0]["text"])
-    else:
+    elif stream is None:
         output.write_texts(out, [record["text"] for record in records])
     return 0
 
