@@ -70,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-k", dest="case_filter", default=None, metavar="SUBSTRINGS",
                         help="rule level: run only the cases whose name contains one of these comma-separated substrings")
     parser.add_argument("--workers", type=int, default=0,
-                        help="rule level: worker processes for the cases (0, the default: one per CPU core; 1: in-process)")
+                        help="rule and sequence levels: worker processes for the cases (0, the default: one per CPU core; "
+                             "1: in-process)")
     parser.add_argument("--real-model", action="store_true",
                         help="sequence level: also run the PIT cases on the embedded SmolLM2-135M")
 
@@ -131,8 +132,10 @@ def run_sequence_level(args: argparse.Namespace, adapter: Any) -> int:
     """Certify a generation-level adapter and write its report under --out."""
     from exactspec.conformance.sequence import certify_generation
 
-    report = certify_generation(adapter, profile=args.profile, out_dir=args.out, real_model=args.real_model,
-                                impl_spec=args.impl, fail_fast=args.fail_fast,
+    workers = args.workers if args.workers and args.workers > 0 else (os.cpu_count() or 1)
+    spec = args.impl if isinstance(args.impl, str) else None
+    report = certify_generation(spec or adapter, profile=args.profile, out_dir=args.out, real_model=args.real_model,
+                                impl_spec=args.impl, fail_fast=args.fail_fast, workers=workers,
                                 progress=None if args.no_progress else (lambda message: print(message, file=sys.stderr)))
     print(f"exactspec certify (sequence level): {args.impl}: {report['verdict']}")
     for path in report.get("files", []):

@@ -7,7 +7,8 @@ make *different promises under the same profile name*:
 - rule level: total false-fail rate 1e-6 at every profile; target binned TV 0.05 / 0.02 / 0.01 per case;
 - sequence level: total false-fail rate 1e-3 / 1e-4 / 1e-5; target binned TV 0.15 / 0.06 / 0.03 on the
   whole-sequence law pooled to <= 16 / 24 / 40 bins (its checks are costlier: every sample is a whole
-  generation on a model);
+  generation on a model; standard and full draw them as rows of 32 / 64 per `generate_batch` call where the
+  adapter offers one, quick one `generate` call per sample);
 - every statistical check of the rule and sequence levels' exact laws is the likelihood-ratio test of
   `stat_tests.lr_tail` (exact tail for <= 3 bins, Agrawal's bound otherwise): its false-fail rate is proven
   at the per-check rate it runs at, so no ``tail_safety`` factor is needed (docs/alpha-table.md);
@@ -70,11 +71,12 @@ class SequenceSettings:
     pit_sequences: int  # PIT cases (tiny pair): sequences per case
     real_sequences: int  # PIT cases (real model): sequences per case
     greedy_prompts: int  # greedy cases: prompts used (cycled)
+    rows_per_call: int = 1  # single-prompt cases: samples per generate_batch call where offered (1 = generate)
 
     def __post_init__(self) -> None:
         _check_rate(self.total_false_fail, "total_false_fail")
         _check_rate(self.target_tv, "target_tv")
-        for name in ("max_bins", "pit_sequences", "real_sequences", "greedy_prompts"):
+        for name in ("max_bins", "pit_sequences", "real_sequences", "greedy_prompts", "rows_per_call"):
             _check_positive_int(getattr(self, name), name)
 
     def min_expected(self, n: int) -> float:
@@ -191,7 +193,7 @@ PROFILES: dict[str, Profile] = {
                           invariant_rounds=1000, adversarial_rounds=1000, hypothesis_examples=60,
                           hypothesis_rounds=60),
         sequence=SequenceSettings(total_false_fail=1e-4, target_tv=0.06, max_bins=24, pit_sequences=500,
-                                  real_sequences=60, greedy_prompts=4),
+                                  real_sequences=60, greedy_prompts=4, rows_per_call=32),
         engine=EngineSettings(total_false_fail=1e-4, positions=6, min_expected=10.0, max_bins=60),
         tree=_DEFAULT_TREE),
     "full": Profile(
@@ -201,7 +203,7 @@ PROFILES: dict[str, Profile] = {
                           invariant_rounds=5000, adversarial_rounds=5000, hypothesis_examples=300,
                           hypothesis_rounds=100),
         sequence=SequenceSettings(total_false_fail=1e-5, target_tv=0.03, max_bins=40, pit_sequences=3000,
-                                  real_sequences=200, greedy_prompts=8),
+                                  real_sequences=200, greedy_prompts=8, rows_per_call=64),
         engine=EngineSettings(total_false_fail=1e-5, positions=8, min_expected=10.0, max_bins=100),
         tree=TreeSettings(total_false_fail=1e-6, target_tv=0.02, max_bins=120, max_rounds=600_000,
                           invariant_rounds=1000)),

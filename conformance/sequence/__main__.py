@@ -17,9 +17,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="directory for certificate.json + CERTIFICATE.md")
     parser.add_argument("--real-model", action="store_true", help="add the SmolLM2-135M PIT and greedy cases")
     parser.add_argument("--cases", nargs="*", default=None, help="run only these case names")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes for the cases (default 1: in-process)")
     args = parser.parse_args(argv)
     report = certify_generation(args.impl, profile=args.profile, out_dir=args.out, real_model=args.real_model,
-                                cases=args.cases, progress=lambda m: print(m, file=sys.stderr, flush=True))
+                                cases=args.cases, workers=args.workers, progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(f"{report['impl']}: {report['verdict']} (profile {report['profile']['name']}, {report['seconds']} s)")
     for c in report["cases"]:
         print(f"  {c['name']:32s} {c['status']:11s} passed={c.get('passed')} n={c.get('n')}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import os
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -120,3 +120,27 @@ def target_rows(target: Any, prompt: Sequence[int], generated: Sequence[int], sa
     ids = torch.tensor([list(prompt) + list(generated[:-1])], dtype=torch.long)
     logits = target(input_ids=ids).logits[0, len(prompt) - 1 :, :].double().numpy()
     return sampling.warp(logits)
+
+
+SCORE_LOGITS = 1 << 22  # logits held per teacher-forced forward (16 MB of float32)
+
+
+@torch.no_grad()
+def target_rows_many(target: Any, prompt: Sequence[int], samples: Sequence[Sequence[int]],
+                     sampling: SamplingParams) -> Iterator[tuple[int, np.ndarray]]:
+    """(i, `target_rows` of samples[i]) for every non-empty sample, by one forward per group of equal-length
+    samples (as many as SCORE_LOGITS allows) instead of one per sample: the same prompt and no padding, so
+    each row of a group is computed from exactly the positions a lone forward would see. Order: by length."""
+    vocab = int(target.config.vocab_size)
+    by_length: dict[int, list[int]] = {}
+    for i, s in enumerate(samples):
+        if len(s):
+            by_length.setdefault(len(s), []).append(i)
+    for length, members in sorted(by_length.items()):
+        size = max(1, SCORE_LOGITS // ((len(prompt) + length) * vocab))
+        for lo in range(0, len(members), size):
+            group = members[lo : lo + size]
+            ids = torch.tensor([list(prompt) + list(samples[i][:-1]) for i in group], dtype=torch.long)
+            logits = target(input_ids=ids).logits[:, len(prompt) - 1 :, :].double().numpy()
+            for i, rows in zip(group, logits):
+                yield i, sampling.warp(rows)

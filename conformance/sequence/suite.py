@@ -35,12 +35,14 @@ from exactspec.conformance.loader import call_implementation
 from exactspec.conformance.sequence.adapters import Unsupported, adapter_name, load_adapter
 from exactspec.conformance.sequence.cases import CASES, REAL_CASES, REAL_PROMPT_TEXT, Case, planned_sequences
 from exactspec.conformance.sequence.exact_law import SequenceLaw, sequence_law
-from exactspec.conformance.sequence.models import eos_of, last_logits, pit_pair, real_pair, target_rows, tiny_pair
+from exactspec.conformance.sequence.models import eos_of, last_logits, pit_pair, real_pair, tiny_pair
+from exactspec.conformance.sequence.pit import pit_ks_checks, pit_of_samples
+from exactspec.conformance.sequence import draws
+from exactspec.conformance.sequence import workers as workers_mod
 from exactspec.errors import ImplementationError
-from exactspec.reference.warping import SamplingParams
-from exactspec.stat_tests import TestResult, chisquare_gof, pit_uniformity_test, pit_values
+from exactspec.stat_tests import TestResult, chisquare_gof
 
-SUITE_VERSION = 2
+SUITE_VERSION = 3  # 3: standard/full draw single-prompt samples as generate_batch rows; case workers
 
 
 @contextmanager
@@ -146,48 +148,6 @@ def position_marginal_checks(law: SequenceLaw, samples: list[list[int]], false_f
     return results, evidence
 
 
-def pit_of_samples(target: Any, prompt: Sequence[int], samples: list[list[int]], seeds: Sequence[int],
-                   sampling: SamplingParams, pit_seed: int) -> tuple[TestResult, dict[str, np.ndarray]]:
-    """The hard zero-probability check and the randomized PIT values of every token (id and prob order)."""
-    rng_id, rng_prob = np.random.default_rng([pit_seed, 1]), np.random.default_rng([pit_seed, 2])
-    u_id, u_prob, zero = [], [], []
-    for s, seed in zip(samples, seeds):
-        if not s:
-            continue
-        rows = target_rows(target, prompt, s, sampling)
-        px = rows[np.arange(len(s)), np.asarray(s)]
-        if (px == 0).any():
-            t = int(np.flatnonzero(px == 0)[0])
-            zero.append({"seed": int(seed), "position": t, "token": int(s[t]),
-                         "raw_rank_of_token": int((rows[t] > 0).sum())})
-            continue
-        u_id.append(pit_values(s, rows, rng_id, ordering="id"))
-        u_prob.append(pit_values(s, rows, rng_prob, ordering="prob"))
-    n_tokens = int(sum(len(s) for s in samples))
-    zero_check = hard_result("zero_probability_tokens", not zero, n_tokens,
-                             "no generated token has probability 0 under the warped target" if not zero else
-                             f"{len(zero)} sequences contain a token of warped target probability 0, e.g. {zero[0]}",
-                             {"examples": zero[:10]})
-    values = {ordering: (np.concatenate(chunks) if chunks else np.zeros(0))
-              for ordering, chunks in (("id", u_id), ("prob", u_prob))}
-    return zero_check, values
-
-
-def pit_ks_checks(values: dict[str, np.ndarray], false_fail_rate: float, beta: float) -> tuple[list[TestResult], dict]:
-    """KS uniformity of the PIT values under each ordering."""
-    results, evidence = [], {"n_pit_values": int(values["id"].size)}
-    for ordering, u in values.items():
-        if u.size < 2:
-            results.append(hard_result(f"pit_ks_{ordering}", False, int(u.size), "fewer than 2 PIT values"))
-            continue
-        r = pit_uniformity_test(u, false_fail_rate, beta=beta, method="ks", name=f"pit_ks_{ordering}")
-        results.append(r)
-        hist = np.histogram(u, bins=10, range=(0, 1))[0]
-        evidence[f"pit_{ordering}"] = {"decile_counts": hist.tolist(), "expected_per_decile": u.size / 10,
-                                       "mean": float(u.mean()), "ks_D": r.statistic}
-    return results, evidence
-
-
 @torch.no_grad()
 def plain_greedy(target: Any, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
     """Greedy decoding of the target by teacher forcing (argmax, ties to the lowest id), EOS honoured."""
@@ -258,27 +218,14 @@ def _run_greedy(run: _CaseRun) -> None:
     run.info["n"] = n
 
 
-def _exact_samples(run: _CaseRun, n: int) -> list[list[list[int]]]:
-    """n samples per batch row (rows[b][i]), from generate or generate_batch."""
-    case = run.case
-    if case.batch == 1:
-        return [[run.generate(run.prompts[0], case.k, run.base + i) for i in range(n)]]
-    if not callable(getattr(run.adapter, "generate_batch", None)):
-        raise Unsupported("adapter offers no generate_batch")
-    prompts = [list(p) for p in run.prompts[: case.batch]]
-    outs = [call_implementation(run.adapter.generate_batch, run.target, run.draft, prompts, case.max_new_tokens,
-                                case.k, case.sampling, run.base + i) for i in range(n)]
-    return [[[int(t) for t in o[b]] for o in outs] for b in range(case.batch)]
-
-
 def _run_exact(run: _CaseRun) -> None:
     case, beta = run.case, run.profile.beta
     laws = [sequence_law(run.target, p, case.max_new_tokens, case.sampling) for p in run.prompts[: case.batch]]
     n = planned_sequences([law.probs for law in laws], run.settings, run.rate, beta)  # never capped
     run.info.update(n=n, n_planned_for_target_tv=n, target_tv=run.settings.target_tv,
                     min_expected=run.settings.min_expected(n))
-    rows = _exact_samples(run, n)
-    seeds = [run.base + i for i in range(n)]
+    rows, seeds = draws.draw_rows(run, n)
+    run.info["rows_per_call"] = draws.rows_used(run.adapter, run.settings.rows_per_call)
     run.add("contract", structure_check([s for r in rows for s in r], case.max_new_tokens, run.eos, run.vocab,
                                         seeds * case.batch))
     tags = [""] if case.batch == 1 else [f"_row{b}" for b in range(case.batch)]
@@ -299,12 +246,9 @@ def _run_exact(run: _CaseRun) -> None:
 def _run_pit(run: _CaseRun) -> None:
     case = run.case
     n = run.settings.real_sequences if case.models == "real" else run.settings.pit_sequences
-    prompt, seeds, samples = list(run.prompts[0]), [run.base + i for i in range(n)], []
-    for i, seed in enumerate(seeds):
-        samples.append(run.generate(prompt, case.k, seed))
-        if run.progress and case.models == "real" and (i + 1) % 10 == 0:
-            run.progress(f"    {case.name}: {i + 1}/{n} sequences")
-    run.info["n"] = n
+    prompt = list(run.prompts[0])
+    samples, seeds = draws.draw(run, prompt, case.k, n)
+    run.info.update(n=n, rows_per_call=draws.rows_used(run.adapter, run.settings.rows_per_call))
     run.add("contract", structure_check(samples, case.max_new_tokens, run.eos, run.vocab, seeds))
     zero_check, values = pit_of_samples(run.target, prompt, samples, seeds, case.sampling, run.base)
     run.add("invariant", zero_check)
@@ -353,8 +297,10 @@ def run_case(adapter: Any, case: Case, profile: Profile | str, false_fail_rate: 
 
 def run_sequence_result(impl: Any, profile: Profile | str = "quick", real_model: bool = False,
                         cases: Iterable[str] | None = None, fail_fast: bool = False,
-                        progress: Callable[[str], None] | None = None, threads: int | None = 1) -> SuiteResult:
-    """Run the sequence-level suite on `impl` (adapter object, builtin name or 'MODULE:NAME')."""
+                        progress: Callable[[str], None] | None = None, threads: int | None = 1,
+                        workers: int = 1) -> SuiteResult:
+    """Run the sequence-level suite on `impl` (adapter object, builtin name or 'MODULE:NAME'); `workers` > 1
+    runs the cases in that many processes (`sequence.workers`), each on a fresh adapter."""
     adapter = load_adapter(impl)
     if adapter is None:
         raise ValueError(f"{impl!r} offers no generate(target, draft, prompt_ids, max_new_tokens, k, sampling, seed): "
@@ -364,26 +310,25 @@ def run_sequence_result(impl: Any, profile: Profile | str = "quick", real_model:
     budget = budget_for("sequence", prof, selected)
     name = adapter_name(adapter)
     result = SuiteResult(level="sequence", impl=name, profile=prof)
+    source = workers_mod.adapter_source(impl, adapter)
     start = time.perf_counter()
     with _torch_threads(threads):
-        for case in selected:
-            if progress:
-                progress(f"  case {case.name} ({case.level}) ...")
-            records, entry = run_case(adapter, case, prof, budget.per_check_false_fail_rate, name, progress)
-            result.records += records
-            result.cases.append(entry)
-            result.plan[case.name] = {k: entry[k] for k in ("n", "n_planned_for_target_tv", "target_tv") if k in entry}
-            if progress:
-                progress(f"  case {case.name}: {entry['status']} passed={entry['passed']} n={entry.get('n')} "
-                         f"({entry['seconds']} s)")
-            if fail_fast and entry["passed"] is False:
-                result.notes.append(f"stopped early (fail_fast) after case {case.name}")
-                break
+        outcomes = workers_mod.run_cases(adapter, source, selected, prof, budget.per_check_false_fail_rate, name,
+                                         real_model, workers, progress, lambda e: fail_fast and e["passed"] is False)
+    for records, entry in outcomes:
+        result.records += records
+        result.cases.append(entry)
+        result.plan[entry["name"]] = {k: entry[k] for k in ("n", "n_planned_for_target_tv", "target_tv") if k in entry}
+    if len(outcomes) < len(selected):
+        result.notes.append(f"stopped early (fail_fast) after case {outcomes[-1][1]['name']}")
+    if workers > 1 and not source.copyable:
+        result.notes.append("the adapter object cannot be copied into worker processes: its cases ran serially")
     result.seconds = time.perf_counter() - start
     result.budget = summarize_budget(budget, result.records)
     result.notes += [n for n in [getattr(adapter, "notes", "")] if n]
     result.extra = {"suite_version": SUITE_VERSION, "description": getattr(adapter, "description", ""),
-                    "real_model": real_model,
+                    "real_model": real_model, "workers": workers if source.copyable else 1,
+                    "rows_per_call": prof.sequence.rows_per_call,
                     "failed_cases": [c["name"] for c in result.cases if c["passed"] is False],
                     "unsupported_cases": [c["name"] for c in result.cases if c["status"] == "unsupported"]}
     return result
@@ -391,7 +336,8 @@ def run_sequence_result(impl: Any, profile: Profile | str = "quick", real_model:
 
 def run_sequence_suite(impl: Any, profile: Profile | str = "quick", real_model: bool = False,
                        cases: Iterable[str] | None = None, fail_fast: bool = False,
-                       progress: Callable[[str], None] | None = None, threads: int | None = 1) -> dict:
+                       progress: Callable[[str], None] | None = None, threads: int | None = 1,
+                       workers: int = 1) -> dict:
     """Run the sequence-level suite on `impl`; return its versioned report document (core schema 2.0)."""
-    result = run_sequence_result(impl, profile, real_model, cases, fail_fast, progress, threads)
+    result = run_sequence_result(impl, profile, real_model, cases, fail_fast, progress, threads, workers)
     return document(result, impl if isinstance(impl, str) else result.impl)

@@ -1,0 +1,67 @@
+"""How the sequence suite draws its samples from an adapter: one `generate` call per sample, or rows of
+`generate_batch` calls.
+
+At the quick profile every sample of a single-prompt case is one `generate(prompt, seed)` call with seed
+`base + i` (the batch-1 path is what is certified there). The standard and full profiles need ~10^4-10^5
+sequences per case, so where the adapter offers `generate_batch` each call draws `rows_per_call` samples
+at once: the same prompt repeated `rows_per_call` times, seed `base + j * rows_per_call` for call j (seeds of
+consecutive calls are spaced by the batch size, so an implementation that gives row r the stream of seed + r
+draws every sample from its own seed, the same seeds a batch-1 run would use). Exactness then requires
+every row to follow the law *and* the rows of one call to be independent (a batch that shares one stream
+position across rows, or mixes rows up, is a defect and shows as a failed law: duplicated samples inflate
+every count). Adapters without `generate_batch` are called once per sample at every profile.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from exactspec.conformance.loader import call_implementation
+from exactspec.errors import Unsupported
+
+
+def batched(adapter: Any, rows_per_call: int) -> bool:
+    """True when the samples come as rows of generate_batch calls (rows_per_call > 1 and the adapter offers it)."""
+    return rows_per_call > 1 and callable(getattr(adapter, "generate_batch", None))
+
+
+def rows_used(adapter: Any, rows_per_call: int) -> int:
+    """Samples each call gives: rows_per_call when batched, else 1."""
+    return rows_per_call if batched(adapter, rows_per_call) else 1
+
+
+def _as_ids(out: Sequence[Any]) -> list[int]:
+    return [int(t) for t in out]
+
+
+def draw(run: Any, prompt: Sequence[int], k: int, n: int) -> tuple[list[list[int]], list[int]]:
+    """n samples of the case from `prompt`, and the seed of the call each came from (a batched call's rows share it)."""
+    case, rows = run.case, run.settings.rows_per_call
+    if not batched(run.adapter, rows):
+        seeds = [run.base + i for i in range(n)]
+        return [run.generate(prompt, k, seed) for seed in seeds], seeds
+    samples, seeds = [], []
+    for j in range(-(-n // rows)):
+        take = min(rows, n - j * rows)
+        out = call_implementation(run.adapter.generate_batch, run.target, run.draft, [list(prompt)] * take,
+                                  case.max_new_tokens, k, case.sampling, run.base + j * rows)
+        if len(out) != take:
+            raise ValueError(f"generate_batch returned {len(out)} rows for {take} prompts")
+        samples += [_as_ids(o) for o in out]
+        seeds += [run.base + j * rows] * take
+    return samples, seeds
+
+
+def draw_rows(run: Any, n: int) -> tuple[list[list[list[int]]], list[int]]:
+    """n samples per batch row of the case (rows[b][i]) and their seeds: a one-row case through `draw`, a
+    multi-row case through generate_batch with the case's different prompts (seed base + i)."""
+    case = run.case
+    if case.batch == 1:
+        samples, seeds = draw(run, run.prompts[0], case.k, n)
+        return [samples], seeds
+    if not callable(getattr(run.adapter, "generate_batch", None)):
+        raise Unsupported("adapter offers no generate_batch")
+    prompts = [list(p) for p in run.prompts[: case.batch]]
+    outs = [call_implementation(run.adapter.generate_batch, run.target, run.draft, prompts, case.max_new_tokens,
+                                case.k, case.sampling, run.base + i) for i in range(n)]
+    return [[_as_ids(o[b]) for o in outs] for b in range(case.batch)], [run.base + i for i in range(n)]

@@ -1,0 +1,105 @@
+"""How the sequence suite draws and scores its samples at the standard profile: rows of generate_batch calls
+with seeds spaced by the batch size, batched teacher forcing, case workers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from exactspec.conformance.core.profiles import get_profile
+from exactspec.conformance.sequence import draws
+from exactspec.conformance.sequence.adapters import GpuImplAdapter
+from exactspec.conformance.sequence.cases import PIT_PROMPT
+from exactspec.conformance.sequence.models import pit_pair, target_rows, target_rows_many
+from exactspec.conformance.sequence.suite import run_sequence_result
+from exactspec.reference.warping import SamplingParams
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+class _Recorder:
+    """generate_batch that records (number of prompts, seed) and returns row r = [seed + r]."""
+
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed):
+        raise AssertionError("a batched draw must not call generate")
+
+    def generate_batch(self, target, draft, prompts, max_new_tokens, k, sampling, seed):
+        self.calls.append((len(prompts), seed))
+        return [[seed + r] for r in range(len(prompts))]
+
+
+class _Run:
+    def __init__(self, adapter, rows_per_call):
+        self.adapter, self.base, self.target, self.draft = adapter, 1000, None, None
+        self.settings = type("S", (), {"rows_per_call": rows_per_call})()
+        self.case = type("C", (), {"max_new_tokens": 1, "sampling": SamplingParams(1.0), "k": 2, "batch": 1})()
+        self.prompts = [(1, 2, 3)]
+
+    def generate(self, prompt, k, seed):
+        return [seed]
+
+
+def test_batched_draw_spaces_seeds_by_the_batch_size():
+    run = _Run(_Recorder(), rows_per_call=32)
+    samples, seeds = draws.draw(run, (1, 2, 3), 2, 70)
+    assert run.adapter.calls == [(32, 1000), (32, 1032), (6, 1064)]
+    assert [s[0] for s in samples] == list(range(1000, 1070))  # row r of call j: seed base + j*32 + r, no repeat
+    assert seeds[:33] == [1000] * 32 + [1032]
+
+
+def test_draw_without_generate_batch_calls_generate_per_sample():
+    class OnlyGenerate:
+        def generate(self, *args):
+            raise AssertionError("not reached: _Run.generate is the suite's call")
+
+    run = _Run(OnlyGenerate(), rows_per_call=32)
+    samples, seeds = draws.draw(run, (1, 2, 3), 2, 5)
+    assert samples == [[1000], [1001], [1002], [1003], [1004]] and seeds == [1000, 1001, 1002, 1003, 1004]
+    assert draws.rows_used(run.adapter, 32) == 1 and draws.rows_used(_Recorder(), 32) == 32
+    assert draws.rows_used(_Recorder(), 1) == 1
+
+
+def test_batched_teacher_forcing_matches_one_forward_per_sample():
+    target, _ = pit_pair()
+    sampling = SamplingParams(0.7, top_k=20)
+    rng = np.random.default_rng(0)
+    samples = [list(rng.integers(0, 64, size=n)) for n in (3, 1, 3, 0, 5, 3)]
+    got = dict(target_rows_many(target, PIT_PROMPT, samples, sampling))
+    assert sorted(got) == [0, 1, 2, 4, 5]  # the empty sample has no rows
+    for i, rows in got.items():
+        np.testing.assert_allclose(rows, target_rows(target, PIT_PROMPT, samples[i], sampling), atol=1e-6)
+
+
+class _SharedStream(GpuImplAdapter):
+    """A batched generator whose rows all take the stream of the call's seed: every row of a call is the same."""
+
+    def generate_batch(self, target, draft, prompts, max_new_tokens, k, sampling, seed):
+        row = super().generate_batch(target, draft, prompts[:1], max_new_tokens, k, sampling, seed)[0]
+        return [row] * len(prompts)
+
+
+def test_standard_profile_rejects_rows_that_share_one_stream():
+    assert get_profile("standard").sequence.rows_per_call == 32
+    result = run_sequence_result(_SharedStream(), "standard", cases=["t1.0_k2"])
+    case = result.cases[0]
+    assert case["status"] == "ok" and case["rows_per_call"] == 32
+    assert result.verdict == "NOT_EXACT" and not case["passed"]
+
+
+def test_case_workers_give_the_records_of_a_serial_run():
+    cases = ["pit_t1.0_k4", "greedy_v64"]
+    serial = run_sequence_result("reference", "quick", cases=cases, workers=1)
+    parallel = run_sequence_result("reference", "quick", cases=cases, workers=2)
+    assert parallel.extra["workers"] == 2
+    assert [(r.case, r.check, r.passed, r.result.p_value) for r in parallel.records] == \
+        [(r.case, r.check, r.passed, r.result.p_value) for r in serial.records]
