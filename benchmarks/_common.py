@@ -85,14 +85,10 @@ def encode_prompt(tokenizer: Any, text: str, chat: bool = True) -> torch.Tensor:
 
 
 def left_pad(rows: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask) of 1-D rows, left-padded to a common length."""
-    width = max(int(r.numel()) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, width - r.numel():] = r
-        mask[i, width - r.numel():] = 1
-    return ids, mask
+    """(input_ids, attention_mask) of 1-D token tensors, left-padded to a common length (`gpu_impl.prompts.left_pad`)."""
+    from exactspec.gpu_impl.prompts import left_pad as pad_rows
+
+    return pad_rows([r.tolist() for r in rows], pad_id)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -102,18 +102,22 @@ def _add_tv(res: TestResult, plot: dict) -> None:
         res.details["observed_tv_binned_null_mean"] = plot["observed_tv_binned_null_mean"]
 
 
-def _gof(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, profile: Profile) -> tuple[TestResult, dict]:
-    n = int(counts.sum())
-    me = profile.rule.min_expected(n)
+def gof_test(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, beta: float,
+             min_expected: float) -> TestResult:
+    """Every level's goodness-of-fit test (`GOF_METHOD`); with too few samples for two bins, the hard
+    (exact, zero-false-fail) zero-probability check only."""
     try:
-        res = chisquare_gof(counts=counts, p=law, false_fail_rate=false_fail_rate, beta=profile.beta, min_expected=me,
-                            method=GOF_METHOD, name=name)
+        return chisquare_gof(counts=counts, p=law, false_fail_rate=false_fail_rate, beta=beta,
+                             min_expected=min_expected, method=GOF_METHOD, name=name)
     except ValueError as error:
-        # Too few samples for two bins: keep the (exact, zero-false-fail) hard zero check only.
-        zr = zero_probability_check(counts=counts, p=law, beta=profile.beta, name=name)
-        res = TestResult(name, zr.statistic, zr.p_value, n, false_fail_rate if zr.passed else 0.0, profile.beta, float("nan"),
-                         zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
-    return res, _plot_data(counts, law, me)
+        zr = zero_probability_check(counts=counts, p=law, beta=beta, name=name)
+        return TestResult(name, zr.statistic, zr.p_value, int(counts.sum()), false_fail_rate if zr.passed else 0.0,
+                          beta, float("nan"), zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
+
+
+def _gof(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, profile: Profile) -> tuple[TestResult, dict]:
+    me = profile.rule.min_expected(int(counts.sum()))
+    return gof_test(name, counts, law, false_fail_rate, profile.beta, me), _plot_data(counts, law, me)
 
 
 def position_checks(impl: str, rounds: Rounds, false_fail_rate: float, profile: Profile) -> list[CheckRecord]:

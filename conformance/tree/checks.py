@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.conformance.checks import GOF_METHOD  # one statistical test for every level
+from exactspec.conformance.checks import gof_test  # one statistical test for every level
 from exactspec.conformance.core.profiles import Profile
 from exactspec.conformance.core.records import CheckRecord, hard_result
 from exactspec.conformance.tree.cases import TreeCase, encode_stream
 from exactspec.conformance.tree.harness import TreeRounds
 from exactspec.reference.sampling import inverse_cdf
 from exactspec.reference.trees import children_lists
-from exactspec.stat_tests import TestResult, chisquare_gof, zero_probability_check
+from exactspec.stat_tests import TestResult
 
 
 
@@ -65,15 +65,8 @@ def determinism_check(impl: str, a: TreeRounds, b: TreeRounds) -> CheckRecord:
 
 
 def gof(name: str, counts: np.ndarray, law: np.ndarray, rate: float, profile: Profile) -> TestResult:
-    """The level's goodness-of-fit test; with too few samples for two bins, the hard zero check only."""
-    n = int(counts.sum())
-    try:
-        return chisquare_gof(counts=counts, p=law, false_fail_rate=rate, beta=profile.beta,
-                             min_expected=profile.tree.min_expected(max(n, 1)), method=GOF_METHOD, name=name)
-    except ValueError as error:
-        zr = zero_probability_check(counts=counts, p=law, beta=profile.beta, name=name)
-        return TestResult(name, zr.statistic, zr.p_value, n, rate if zr.passed else 0.0, profile.beta, float("nan"),
-                          zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
+    """The rule level's goodness-of-fit test (`checks.gof_test`) at the tree profile's min expected count."""
+    return gof_test(name, counts, law, rate, profile.beta, profile.tree.min_expected(max(int(counts.sum()), 1)))
 
 
 def _record(impl: str, case: TreeCase, name: str, category: str, res: TestResult, confirm: bool) -> CheckRecord:
