@@ -9,6 +9,11 @@ error of that median (from the MAD).  Why cached: the measurement takes seconds 
 seconds on a busy machine; the result depends only on the machine, torch and its thread count, the
 model, dtype, device, CPU kernel plan and batch size, which make the key (as the CPU kernel plan is
 cached in `cpu_matmul`).  The run's own timers refine the cached values online (`k_policy`).
+
+Two guards against a measurement a busy machine distorted: v(n) is made non-decreasing in n (scoring
+more tokens is never cheaper; a noisy v(2) < 1 once pinned the policy to k = 1), and each record keeps
+the load per core it was measured at, so a run that finds the machine at most half as loaded as that
+(and not over one busy process per core) measures again and replaces it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import platform
 import statistics
 import time
@@ -66,10 +72,25 @@ def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int
         if rep + 1 >= min_reps and spent > budget_s:
             break
     v, noise = {1: 1.0}, {1: 0.0}
-    for n, values in ratios.items():
-        centre, error = robust_centre([math.log(r) for r in values])
-        v[n], noise[n] = math.exp(centre), error
+    for n in others:  # increasing n: never cheaper than a narrower forward
+        centre, error = robust_centre([math.log(r) for r in ratios[n]])
+        v[n], noise[n] = max(math.exp(centre), max(v.values())), error
     return Costs(v, 0.0, noise, t1_s=statistics.median(ones))
+
+
+def load_per_core() -> float | None:
+    """The 1-minute load average per CPU core (None where the OS does not say)."""
+    if not hasattr(os, "getloadavg"):
+        return None
+    return os.getloadavg()[0] / (os.cpu_count() or 1)
+
+
+def measured_under_heavier_load(recorded: float | None, now: float | None) -> bool:
+    """True when the cached record was measured at a load per core of >= 1 and now it is at most half that
+    and below 1: the machine is quieter than when it measured, so measure again."""
+    if recorded is None or now is None:
+        return False
+    return recorded >= 1.0 and now < 1.0 and now <= recorded / 2
 
 
 def model_fingerprint(model: torch.nn.Module) -> str:
@@ -106,21 +127,25 @@ def calibration_file(key: dict) -> Path:
 
 
 def load_costs(key: dict) -> Costs | None:
-    """The cached measurement for `key`, or None (absent, unreadable, or written for another key)."""
+    """The cached measurement for `key`, or None (absent, unreadable, written for another key, or measured
+    under a load the machine has since shed: `measured_under_heavier_load`)."""
     try:
         data = json.loads(calibration_file(key).read_text())
         if data["key"] != json.loads(json.dumps(key, default=str)):
+            return None
+        if measured_under_heavier_load(data.get("load_per_core"), load_per_core()):
             return None
         return Costs({int(n): x for n, x in data["v"].items()}, 0.0, data["v_noise"], t1_s=data["t1_s"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def save_costs(key: dict, costs: Costs) -> Path:
-    """Write the measurement atomically (a concurrent reader sees the old file or the new one)."""
+def save_costs(key: dict, costs: Costs, load: float | None = None) -> Path:
+    """Write the measurement (and the load per core it began at) atomically: a concurrent reader sees the
+    old file or the new one."""
     path = calibration_file(key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"), **asdict(costs)}
+    record = {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_per_core": load, **asdict(costs)}
     temporary = path.with_suffix(f".tmp{id(record)}")
     temporary.write_text(json.dumps(record, indent=1, default=str))
     temporary.replace(path)
@@ -135,10 +160,11 @@ def cached_costs(model: torch.nn.Module, batch: int, plan: dict | None, widths: 
     costs = load_costs(key) if use_cache else None
     if costs is not None:
         return costs, "cache"
+    load = load_per_core()  # before measuring: the measurement's own work is not the machine's load
     costs = measure_costs(time_one, widths, progress=progress)
     if use_cache:
         try:
-            save_costs(key, costs)
+            save_costs(key, costs, load)
         except OSError:  # a read-only cache costs a re-measurement next time, nothing else
             pass
     return costs, "measured"

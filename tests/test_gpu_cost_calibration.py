@@ -80,3 +80,24 @@ def test_cache_round_trip_and_key(tmp_path, monkeypatch):
 def test_costs_read_back_from_json_keys():
     costs = Costs({"1": 1.0, "2": 1.5}, 0.2, {"2": 0.04})
     assert costs.v == {1: 1.0, 2: 1.5} and costs.v_noise == {1: 0.0, 2: 0.04}
+
+
+def test_wider_forward_is_never_cheaper():
+    time_one, _ = fake_clock({1: 1.0, 2: 0.9, 3: 1.4, 4: 1.2}, spikes=set())
+    costs = cc.measure_costs(time_one, [1, 2, 3, 4], reps=3)
+    assert costs.v == {1: 1.0, 2: 1.0, 3: pytest.approx(1.4), 4: pytest.approx(1.4)}
+
+
+def test_a_calibration_from_a_busier_machine_is_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
+    model = scaled_llama(0, layers=1, scale=20)
+    time_one, calls = fake_clock({1: 1.0, 2: 1.2}, spikes=set())
+    monkeypatch.setattr(cc, "load_per_core", lambda: 4.0)  # measured while the cores were oversubscribed
+    assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "measured"
+    assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "cache"  # as busy: keep it
+    monkeypatch.setattr(cc, "load_per_core", lambda: 1.5)
+    assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "cache"  # still over one per core
+    monkeypatch.setattr(cc, "load_per_core", lambda: 0.3)  # quiet now: measure again, and keep the new one
+    assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "measured"
+    assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "cache"
+    assert not cc.measured_under_heavier_load(None, 0.1) and not cc.measured_under_heavier_load(0.9, 0.1)
