@@ -7,7 +7,9 @@ SmolLM2-135M-Instruct (`load_default_model`), prompt-lookup draft, k = 4, torch'
 README's demo prompt (a function to complete, T = 0).  For each background load (0, 1 or 2 processes that
 burn a core each, started by this script and always killed in `finally`) and each prompt: plain decoding,
 the cost policy and fixed k, interleaved rep by rep in a rotating order; every policy run uses a fresh
-generator, as the CLI does, so each starts from the cached calibration.  Speedup = speculative tokens/s
+generator, as the CLI does, so each starts from the cached calibration.  Each load level runs in a fresh
+process started with the environment the CLI would choose under it (`OMP_WAIT_POLICY=PASSIVE` once the busy
+processes fill every core), with torch's default threads unless --threads.  Speedup = speculative tokens/s
 over plain tokens/s of the same repetition (calibration time excluded, as the CLI reports it); medians
 with min/max.  Writes benchmarks/results/cost_policy.json (rewritten after every configuration) with the
 load averages, the policy's decision per run, and the checks: cost >= 0.95 x plain everywhere, and
@@ -17,10 +19,13 @@ cost >= fixed k wherever fixed k loses to plain.  --quick: T = 0 only, 2 repeats
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -103,7 +108,7 @@ def checks(configurations: list[dict[str, Any]]) -> dict[str, Any]:
             "configurations": len(configurations)}
 
 
-def main() -> None:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", default="0,1,2", help="background busy cores, comma-separated")
     parser.add_argument("--repeats", type=int, default=3)
@@ -113,9 +118,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice, as the CLI)")
     parser.add_argument("--out", default="cost_policy")
-    args = parser.parse_args()
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)  # internal: measure under this load
+    parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)  # internal: where the child writes its rows
+    args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.max_new_tokens, args.temperatures = 2, 48, "0"
+    return args
+
+
+def measure_all(args: argparse.Namespace, cores: int) -> list[dict[str, Any]]:
+    """Every family and temperature in this process, while `cores` busy processes run beside it."""
     import torch
 
     from exactspec.gpu_impl.models import load_default_model
@@ -123,32 +135,54 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_default_model()
-    eos = tokenizer.eos_token_id
+    rows = []
+    for family in args.families.split(","):
+        for temperature in [0.0] if family == "demo" else [float(t) for t in args.temperatures.split(",")]:
+            load_before = os.getloadavg()
+            row = measure(model, encode_prompt(tokenizer, FAMILIES[family]), SamplingParams(temperature=temperature),
+                          args.max_new_tokens, args.repeats, tokenizer.eos_token_id)
+            row.update(name=f"{family}, T={temperature:g}, load {cores}", family=family, temperature=temperature,
+                       background_cores=cores, load_average_before=load_before, load_average_after=os.getloadavg(),
+                       torch_threads=torch.get_num_threads(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"))
+            rows.append(row)
+            log(row["name"], "cost", round(row["cost_speedup"]["median"], 2), "fixed",
+                round(row["fixed_speedup"]["median"], 2), "plain tok/s", round(row["plain_tokens_per_s"]["median"], 1),
+                row["cost_decisions"])
+    return rows
+
+
+def _child_env(cores: int) -> dict[str, str]:
+    """The environment the CLI would start in under this load: passive OpenMP waits once the busy processes
+    fill every core (`gpu_impl.cli._threading_before_torch`, which reads the 1-minute load average)."""
+    env = dict(os.environ)
+    if "OMP_WAIT_POLICY" not in env and cores >= (os.cpu_count() or 1):
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    return env
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Each load level in a fresh process (started with the environment the CLI would choose), burners around it."""
+    args = _arguments(argv)
+    if args.child is not None:
+        Path(args.child_out).write_text(json.dumps(measure_all(args, args.child), default=str))
+        return
     payload: dict[str, Any] = {"setup": {**vars(args), "k": K, "draft": "prompt-lookup (n-grams up to 3)",
-                                         "threads": torch.get_num_threads(), "demo_prompt": DEMO_PROMPT},
-                               "configurations": []}
+                                         "demo_prompt": DEMO_PROMPT}, "configurations": []}
     started = time.perf_counter()
+    forwarded = list(argv if argv is not None else sys.argv[1:])
+    rows_file = Path(tempfile.mkdtemp()) / "rows.json"
     for cores in [int(x) for x in args.loads.split(",")]:
         procs = start_load(cores)
         try:
             time.sleep(2 if cores else 0)
-            for family in args.families.split(","):
-                temps = [0.0] if family == "demo" else [float(t) for t in args.temperatures.split(",")]
-                for temperature in temps:
-                    ids = encode_prompt(tokenizer, FAMILIES[family])
-                    load_before = os.getloadavg()
-                    row = measure(model, ids, SamplingParams(temperature=temperature), args.max_new_tokens, args.repeats, eos)
-                    row.update(name=f"{family}, T={temperature:g}, load {cores}", family=family, temperature=temperature,
-                               background_cores=cores, load_average_before=load_before, load_average_after=os.getloadavg())
-                    payload["configurations"].append(row)
-                    payload["checks"] = checks(payload["configurations"])
-                    payload["elapsed_s"] = time.perf_counter() - started
-                    write_result(args.out, payload)
-                    log(row["name"], "cost", round(row["cost_speedup"]["median"], 2), "fixed",
-                        round(row["fixed_speedup"]["median"], 2), "plain tok/s", round(row["plain_tokens_per_s"]["median"], 1),
-                        row["cost_decisions"])
+            subprocess.run([sys.executable, __file__, *forwarded, "--child", str(cores), "--child-out", str(rows_file)],
+                           env=_child_env(cores), check=True)
         finally:
             stop_load(procs)
+        payload["configurations"] += json.loads(rows_file.read_text())
+        payload["checks"] = checks(payload["configurations"])
+        payload["elapsed_s"] = time.perf_counter() - started
+        write_result(args.out, payload)
     log("checks", payload["checks"])
 
 
