@@ -1,5 +1,6 @@
 """The per-check false-fail table (docs/alpha-table.json): recomputed, every realised rate is <= its nominal one
-and their sum is <= the level's stated total at every profile; the committed table is the current one."""
+and their sum is <= the level's stated total at every profile and level; every row names its guarantee; the
+committed table is the current one."""
 
 from __future__ import annotations
 
@@ -21,14 +22,20 @@ def _check_level(level: str) -> dict:
         assert t["n_checks"] > 0
         for row in t["rows"]:
             assert 0.0 <= row["realised"] <= row["nominal"] * (1 + 1e-9), (profile, row)
+            assert row["guarantee"] in alpha_table.GUARANTEES, row
+            if row["guarantee"] == "asymptotic only":  # unproven: counted at nominal, and says why
+                assert row["realised"] == row["nominal"] and row["how"], row
             if row["how"] == "exact tail, rate computed exactly":
                 assert row["realised"] > 0.0, row  # a computed size, not a placeholder
         assert t["sum_nominal"] <= t["total_stated"] * (1 + 1e-9), profile
         assert t["sum_realised"] <= t["total_stated"] * (1 + 1e-9) and t["within"], profile
+        assert t["asymptotic_only"] == sum(r["guarantee"] == "asymptotic only" for r in t["rows"])
+        if level == "tree":  # the confirmatory reruns' worst case is stated next to the budget
+            assert t["confirm"]["worst_case_exact_non_standard"] >= t["sum_nominal"] * (1 - 1e-9)
     return doc
 
 
-@pytest.mark.parametrize("level", ["rule", "sequence"])
+@pytest.mark.parametrize("level", alpha_table.LEVEL_NAMES)
 def test_recomputed_table_within_stated_totals_and_committed(level):
     if level == "sequence":
         pytest.importorskip("torch")  # the sequence laws are enumerated on the tiny torch models
@@ -37,6 +44,7 @@ def test_recomputed_table_within_stated_totals_and_committed(level):
     for profile, t in doc.items():
         got = [(r["case"], r["check"], r["n"]) for r in t["rows"]]
         want = [(r["case"], r["check"], r["n"]) for r in committed[profile]["rows"]]
+        assert [r["guarantee"] for r in t["rows"]] == [r["guarantee"] for r in committed[profile]["rows"]], REGENERATE
         assert got == want, f"docs/alpha-table.json is stale for {level}/{profile}: {REGENERATE}"
 
 
@@ -47,3 +55,18 @@ def test_exact_realised_rate_is_below_level_and_close_to_it():
     size = alpha_table.exact_realised_rate(np.array([0.3, 0.7]), 2000, 1e-6)
     assert 2e-7 < size <= 1e-6
     assert alpha_table.exact_realised_rate(np.full(4, 0.25), 100, 1e-3) is None
+
+
+def test_unproven_tails_are_marked():
+    """The engine's PIT (n depends on the tokens) and a tree position test whose rows differ by prefix are marked
+    asymptotic only; the engine's permutation tests are proven at any n; an unknown check kind is refused."""
+    from exactspec.conformance.alpha_table_levels import engine_rows, tree_rows
+
+    rows = {r["check"]: r for r in engine_rows("quick")[0]}
+    assert rows["pit_ks"]["guarantee"] == "asymptotic only"
+    assert rows["position_1_permutation"]["guarantee"] == "proven bound" and rows["position_1_permutation"]["n"] is None
+    tree = {(r["case"], r["check"]): r for r in tree_rows("quick")[0]}
+    assert tree[("wor_w3_d2", "position_2")]["guarantee"] == "asymptotic only"  # rows by path
+    assert tree[("wor_w3_d2", "position_1")]["guarantee"] != "asymptotic only"  # one row: a multinomial
+    with pytest.raises(ValueError, match="kind"):
+        alpha_table.check_row("rule", "c", "x", None, 10, 20.0, 1e-3, 1e-3, kind="chi2")
