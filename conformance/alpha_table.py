@@ -8,18 +8,19 @@ the realised rate and why it holds:
   computed exactly here (every outcome of a window holding all but < 1e-19 of the mass, the rest added whole);
 * likelihood-ratio checks with more bins: Agrawal's bound (`stat_tests.lr_tail`) is a theorem, so the realised
   rate is <= the nominal one, which is the value the table sums;
-* PIT checks (rule level's varying-row cases, sequence level): KS with the exact finite-n law of its statistic
-  (`scipy.stats.kstwo`) on continuous PIT values, uniform under exactness: realised = nominal; except where a
-  sequence's PIT values are pooled up to its EOS (their number then depends on the tokens: asymptotic only);
+* PIT checks (rule level's varying-row cases, sequence level, tree positions whose rows differ by prefix, the
+  engine level): KS with the exact finite-n law of its statistic (`scipy.stats.kstwo`) on continuous PIT
+  values, i.i.d. uniform under exactness: realised = nominal. Their number never depends on the tokens: which
+  positions are tested depends on earlier tokens only, and a sequence that stopped (EOS) or a position without
+  a report gives a fresh uniform draw instead, so every sequence gives a fixed number of values;
 * the acceptance-rate check: an exact two-sided binomial test: realised <= nominal;
 * hard checks (contract, invariants, greedy equality, zero-probability tokens): false-fail rate 0;
-* tree level: the rule level's LR test (`checks.gof_test`); where the target rows differ by emitted prefix
-  (position j >= 2 of a "path" row model) the counts are a sum of draws from different rows, not a multinomial:
-  for 2 bins Hoeffding (1956) bounds the size by the binomial's (computed), for more bins only asymptotically;
+* tree level: the rule level's LR test (`checks.gof_test`), and the PIT's exact KS at a position j >= 2 whose
+  emitted prefixes have different target rows (a sum of draws from different rows is not a multinomial);
 * engine level (`conformance.engine`, n is the sample files'; rows: one sampling prompt with every check, P
   prompts divide the per-check rate by P): the two-sample permutation tests and the
-  reported-probability test are valid at any n (theorems); the PIT's exact KS holds only when the number of
-  PIT values does not depend on the sampled tokens (see the engine rows).
+  reported-probability test are valid at any n (theorems); the PIT is the exact KS on `positions` values per
+  candidate completion (padded as above).
 
 The `guarantee` column says which: exact, proven bound, or asymptotic only (realised counted at nominal,
 unproven).
@@ -52,18 +53,14 @@ GUARANTEES = ("exact", "proven bound", "asymptotic only", "hard (0)")
 #: Further check kinds whose guarantee is stated, not computed: kind -> (how, guarantee) (`alpha_table_levels`).
 STATED_KINDS: dict[str, tuple[str, str]] = {"ks": (EXACT_BY_CONSTRUCTION["ks"], "exact"),
                                             "binomial": (EXACT_BY_CONSTRUCTION["binomial"], "proven bound"),
-    "ks_random_n": ("KS finite-n law on PIT values pooled over each sequence's tokens up to its EOS: their number "
-                    "depends on the tokens, so only asymptotic (martingale CLT)", "asymptotic only"),
     # the engine level's checks (`engine.two_sample`, `engine.pit`), read from the code:
     "permutation": ("Hoeffding-Serfling bound at level/2 + sequential Monte-Carlo permutation p-value (Besag & "
                     "Clifford 1991) at level/2, Bonferroni; pooled-sample bins; valid at any n under exchangeability",
                     "proven bound"),
     "multinomial": ("exact multinomial test: enumeration (<= 200k outcomes) or Monte-Carlo p-value (1+e)/(1+B), "
                     "valid at any n (failure: INCONCLUSIVE, not NOT_EXACT)", "proven bound"),
-    "pit_ks_engine": ("KS under its finite-n law (kstwo) on randomized PIT values: exact only for a fixed number "
-                      "of them, but it is the sum of min(length, positions) over completions (and the reported prefixes), "
-                      "so an early END or a missing report makes n depend on the tokens: then only asymptotic "
-                      "(martingale CLT)", "asymptotic only")}
+    "pit_ks_engine": ("exact KS (kstwo) on `positions` randomized PIT values per candidate completion, a fresh "
+                      "uniform where it ended or no prefix was reported: a fixed number of i.i.d. uniforms", "exact")}
 #: Enumerated sequence laws by case name (tiny models: deterministic).
 _LAWS: dict = {}
 #: Largest window of outcomes enumerated for an exact realised rate (else the nominal rate is the bound).
@@ -106,10 +103,9 @@ def exact_realised_rate(bin_prob: np.ndarray, n: int, rate: float) -> float | No
 
 
 def check_row(level: str, case: str, check: str, law: np.ndarray | None, n: float | None, min_expected: float,
-              rate: float, beta: float, kind: str = "lr", mixture: bool = False) -> dict:
+              rate: float, beta: float, kind: str = "lr") -> dict:
     """One row: nominal rate, bins, how the realised rate is known, its guarantee, the realised rate, the
-    detectable binned TV. `mixture`: the counts are a sum of draws from different laws averaging to `law`
-    (a test conditional on the prefixes), not a multinomial; `n` None: set by the data (engine level)."""
+    detectable binned TV; `n` None: set by the data (engine level)."""
     row = {"level": level, "case": case, "check": check, "n": None if n is None else int(round(n)), "nominal": rate}
     if kind != "lr" and kind not in STATED_KINDS:
         raise ValueError(f"kind must be 'lr' or one of {sorted(STATED_KINDS)}, got {kind!r}")
@@ -122,16 +118,10 @@ def check_row(level: str, case: str, check: str, law: np.ndarray | None, n: floa
     if law is None or n < 1 or bins.size < 2:
         return {**row, "bins": int(getattr(bins, "size", 0)), "how": "no statistical test at this n (hard zero check)",
                 "guarantee": "hard (0)", "realised": 0.0, "detectable_tv": None}
-    exact = exact_realised_rate(bins, int(round(n)), rate) if bins.size == 2 or not mixture else None
-    if mixture:
-        how, guarantee = (("rows differ by prefix: Poisson-binomial, <= the binomial's exact size (Hoeffding 1956)",
-                           "proven bound") if exact is not None else
-                          ("rows differ by prefix: Poisson-multinomial, multinomial tail not proven for it "
-                           "(asymptotically conservative)", "asymptotic only"))
-    else:
-        how = ("exact tail, rate computed exactly" if exact is not None else
-               "exact tail (<= nominal)" if bins.size <= 3 else "Agrawal bound (<= nominal)")
-        guarantee = "exact" if exact is not None or bins.size <= 3 else "proven bound"
+    exact = exact_realised_rate(bins, int(round(n)), rate)
+    how = ("exact tail, rate computed exactly" if exact is not None else
+           "exact tail (<= nominal)" if bins.size <= 3 else "Agrawal bound (<= nominal)")
+    guarantee = "exact" if exact is not None or bins.size <= 3 else "proven bound"
     return {**row, "bins": int(bins.size), "how": how, "guarantee": guarantee,
             "realised": exact if exact is not None else rate,
             "detectable_tv": min_discrepancy_multinomial_lr(n, bins.size, rate, beta)}
@@ -198,8 +188,8 @@ def sequence_rows(profile_name: str) -> tuple[list[dict], float]:
             continue
         if case.level == "pit":
             n = prof.sequence.pit_sequences
-            kind = "ks_random_n" if case.eos is not None or case.models == "real" else "ks"  # real: model's EOS
-            rows += [check_row("sequence", case.name, nm, None, n, 0, rate, prof.beta, kind=kind) for nm in names]
+            rows += [check_row("sequence", case.name, nm, None, n * case.max_new_tokens, 0, rate, prof.beta, kind="ks")
+                     for nm in names]  # padded after an EOS: max_new_tokens PIT values per sequence
             continue
         if case.name not in _LAWS:  # the same laws at every profile
             target, _, prompts = _models(case)

@@ -4,9 +4,9 @@ Both derive their checks from the registry (`core.registry.TREE_CHECKS`, `ENGINE
 cases, so the table goes stale (and its test fails) when cases or checks change; an unknown check raises.
 
 * tree: every statistical check is the rule level's LR test at the planned rounds
-  (`tree.suite.plan_rounds`); laws and n at the expected n, as for the rule level. The position-j test is
-  conditional on the emitted prefixes: where their target rows differ, its counts are a sum of independent
-  draws from different rows (Poisson-multinomial) tested against their average (see `alpha_table.check_row`).
+  (`tree.suite.plan_rounds`); laws and n at the expected n, as for the rule level. Where the emitted
+  prefixes' target rows differ, the position-j check is the randomized PIT under each round's own row, with
+  the exact KS law (rounds reach j by their earlier tokens only, so the PIT values are i.i.d. uniform).
 * engine: n comes from the sample files, so the rows give the per-check nominal rate for one prompt carrying
   every check (`prompts` prompts split the total further) and how each tail is guaranteed.
 """
@@ -77,8 +77,11 @@ def tree_rows(profile_name: str, cases=None) -> tuple[list[dict], float]:
         if not set(names) <= set(laws):
             raise _stale("tree", case.name, names, laws)
         for name in names:
-            law, n, me, mixture = laws[name]
-            rows.append(check_row("tree", case.name, name, law, n, me, rate, prof.beta, mixture=mixture))
+            law, n, me, rows_differ = laws[name]
+            if rows_differ:  # tree.checks: the randomized PIT under each round's own prefix row, exact KS
+                rows.append(check_row("tree", case.name, name, None, n, 0.0, rate, prof.beta, kind="ks"))
+            else:
+                rows.append(check_row("tree", case.name, name, law, n, me, rate, prof.beta))
             if name.startswith("position_") and name != "position_1" and not case.enumerable:
                 rows[-1]["how"] += "; n = rounds, an upper bound (P(N >= j) not enumerable at this V)"
     return rows, prof.tree.total_false_fail
@@ -112,19 +115,22 @@ def engine_rows(profile_name: str, prompts: int = 1) -> tuple[list[dict], float]
 
 def tree_confirm_excess(profile_name: str, cases=None) -> dict:
     """The tree level's confirmatory reruns (`tree.suite.confirmatory_records`): after a standard-rule failure
-    they run every exactness check again at the per-check rate, outside the budget; for an exact non-standard
-    rule (its standard-rule checks fail on every case) the false NOT_EXACT rate is then bounded only by this."""
+    on a case they rerun its exactness checks, together at the rate of that case's standard-rule checks. For
+    an exact non-standard rule (its standard-rule checks fail on every case) the false NOT_EXACT rate is then
+    at most the exactness checks' rates plus the confirmatory share, i.e. the stated total."""
     from exactspec.conformance.tree.cases import cases_for
 
     prof = get_profile(profile_name)
     cases = list(cases if cases is not None else cases_for(prof.name))
     rate = budget_for("tree", prof, cases).per_check_false_fail_rate
-    exactness = confirm = 0
+    exactness = standard = confirm = 0
     for case in cases:
         families = planned_checks("tree", case)
         exactness += sum(len(names) for family, names in families if family.category == "exactness")
-        if any(family.category == "standard_rule" for family, _ in families):
+        share = sum(len(names) for family, names in families if family.category == "standard_rule")
+        if share:
+            standard += share
             confirm += case.max_length + int(case.stream_enumerable)
-    worst = rate * (exactness + confirm)
+    worst = rate * (exactness + standard)
     return {"confirmatory_tests": confirm, "worst_case_exact_non_standard": worst,
             "within_if_confirmed": worst <= prof.tree.total_false_fail * (1 + 1e-9)}

@@ -57,6 +57,20 @@ def test_batched_draw_spaces_seeds_by_the_batch_size():
     assert seeds[:33] == [1000] * 32 + [1032]
 
 
+def test_multi_prompt_case_packs_copies_of_its_prompts_into_each_call():
+    run = _Run(_Recorder(), rows_per_call=32)
+    run.case.batch, run.prompts = 2, [(1, 2, 3), (4, 5, 6)]
+    rows, seeds = draws.draw_rows(run, 20)
+    assert run.adapter.calls == [(32, 1000), (8, 1032)]  # 16 copies of the 2 prompts, then the 4 left
+    assert [s[0] for s in rows[0]] == list(range(1000, 1032, 2)) + [1032, 1034, 1036, 1038]
+    assert [s[0] for s in rows[1]] == [x + 1 for x in range(1000, 1032, 2)] + [1033, 1035, 1037, 1039]
+    assert len(seeds) == 20
+    quick = _Run(_Recorder(), rows_per_call=1)
+    quick.case.batch, quick.prompts = 2, [(1, 2, 3), (4, 5, 6)]
+    draws.draw_rows(quick, 3)
+    assert quick.adapter.calls == [(2, 1000), (2, 1001), (2, 1002)]  # quick: one call per sample, seed base + i
+
+
 def test_draw_without_generate_batch_calls_generate_per_sample():
     class OnlyGenerate:
         def generate(self, *args):

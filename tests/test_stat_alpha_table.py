@@ -57,16 +57,23 @@ def test_exact_realised_rate_is_below_level_and_close_to_it():
     assert alpha_table.exact_realised_rate(np.full(4, 0.25), 100, 1e-3) is None
 
 
-def test_unproven_tails_are_marked():
-    """The engine's PIT (n depends on the tokens) and a tree position test whose rows differ by prefix are marked
-    asymptotic only; the engine's permutation tests are proven at any n; an unknown check kind is refused."""
-    from exactspec.conformance.alpha_table_levels import engine_rows, tree_rows
+def test_no_check_rests_on_an_asymptotic_tail():
+    """Every level's table has no asymptotic-only check: the engine's PIT and a tree position whose rows differ
+    by prefix are exact KS on a fixed number of PIT values; the engine's permutation tests are proven at any n;
+    the tree's confirmatory reruns stay inside the budget; an unknown check kind is refused."""
+    from exactspec.conformance.alpha_table_levels import engine_rows, tree_confirm_excess, tree_rows
 
     rows = {r["check"]: r for r in engine_rows("quick")[0]}
-    assert rows["pit_ks"]["guarantee"] == "asymptotic only"
+    assert rows["pit_ks"]["guarantee"] == "exact"
     assert rows["position_1_permutation"]["guarantee"] == "proven bound" and rows["position_1_permutation"]["n"] is None
     tree = {(r["case"], r["check"]): r for r in tree_rows("quick")[0]}
-    assert tree[("wor_w3_d2", "position_2")]["guarantee"] == "asymptotic only"  # rows by path
-    assert tree[("wor_w3_d2", "position_1")]["guarantee"] != "asymptotic only"  # one row: a multinomial
+    assert tree[("wor_w3_d2", "position_2")]["guarantee"] == "exact"  # rows by path: the PIT's exact KS
+    assert tree[("wor_w3_d2", "position_2")]["how"].startswith("exact (KS")
+    assert tree[("wor_w3_d2", "position_1")]["how"] != tree[("wor_w3_d2", "position_2")]["how"]  # one row: LR
+    assert all(tree_confirm_excess(p)["within_if_confirmed"] for p in PROFILE_NAMES)
+    for level in ("tree", "engine"):
+        for profile in PROFILE_NAMES:
+            assert not [r for r in alpha_table.table((level,), (profile,))[level][profile]["rows"]
+                        if r["guarantee"] == "asymptotic only"], (level, profile)
     with pytest.raises(ValueError, match="kind"):
         alpha_table.check_row("rule", "c", "x", None, 10, 20.0, 1e-3, 1e-3, kind="chi2")

@@ -71,7 +71,7 @@ class SequenceSettings:
     pit_sequences: int  # PIT cases (tiny pair): sequences per case
     real_sequences: int  # PIT cases (real model): sequences per case
     greedy_prompts: int  # greedy cases: prompts used (cycled)
-    rows_per_call: int = 1  # single-prompt cases: samples per generate_batch call where offered (1 = generate)
+    rows_per_call: int = 1  # rows per generate_batch call where offered (1: one generate call per sample)
 
     def __post_init__(self) -> None:
         _check_rate(self.total_false_fail, "total_false_fail")

@@ -129,21 +129,28 @@ def _permutation_checks(data: PromptData, case: EngineCase, level: float, profil
     return out
 
 
-def _pit_positions(data: PromptData) -> tuple[list[int], list, list[tuple[int, int]]]:
-    """(tokens, reports, (seed, position)) of every candidate position whose prefix the reference reported."""
-    tokens, reports, where = [], [], []
+def _pit_positions(data: PromptData, horizon: int) -> tuple[list[int], list, list[tuple[int, int]], int]:
+    """(tokens, reports, (seed, position)) of every candidate position < `horizon` whose prefix the reference
+    reported, and how many of the candidates' positions < `horizon` have none (ended, or not reported)."""
+    tokens, reports, where, missing = [], [], [], 0
     for c in sorted(data.cand, key=lambda c: c.seed):
-        for t, token in enumerate(c.tokens):
-            report = data.reports.get(c.tokens[:t])
-            if report is not None:
-                tokens.append(token)
-                reports.append(report.top_probs)
-                where.append((c.seed, t))
-    return tokens, reports, where
+        for t in range(horizon):
+            report = data.reports.get(c.tokens[:t]) if t < len(c.tokens) else None
+            if report is None:
+                missing += 1
+                continue
+            tokens.append(c.tokens[t])
+            reports.append(report.top_probs)
+            where.append((c.seed, t))
+    return tokens, reports, where, missing
 
 
 def _pit_check(data: PromptData, case: EngineCase, level: float, beta: float) -> list[CheckRecord]:
-    tokens, reports, where = _pit_positions(data)
+    """Exact KS on `positions` values per candidate completion: the PIT where the prefix was reported, a fresh
+    U(0, 1) draw where the completion had ended or no report exists. Each value is then U(0, 1) given the
+    earlier ones (which positions are reported depends on earlier tokens only), so their number is fixed and
+    the finite-n KS law holds; pooling only the reported positions would let an END decide how many there are."""
+    tokens, reports, where, missing = _pit_positions(data, case.positions)
     if len(tokens) < 2:
         raise ValueError(f"prompt {data.pid!r}: the reference's prefix_probs match {len(tokens)} candidate "
                          "positions; the PIT needs >= 2 (were they collected for these candidate samples?)")
@@ -156,8 +163,10 @@ def _pit_check(data: PromptData, case: EngineCase, level: float, beta: float) ->
                                 {"seed": seed, "position": t + 1, "token": token})
             return [_record(data, "pit_ks", result)]
     rng = np.random.default_rng(case_seed(data.pid, "pit_ks"))
-    uniforms = pit.pit_uniforms(tokens, reports, rng)
-    return [_record(data, "pit_ks", pit.exact_ks(uniforms, level, beta=beta, name="pit_ks"))]
+    uniforms = np.concatenate([pit.pit_uniforms(tokens, reports, rng), rng.random(missing)])
+    result = pit.exact_ks(uniforms, level, beta=beta, name="pit_ks")
+    result.details.update(pit_values=len(tokens), padded_values=missing)
+    return [_record(data, "pit_ks", result)]
 
 
 def _reported_check(data: PromptData, case: EngineCase, level: float, beta: float) -> list[CheckRecord]:

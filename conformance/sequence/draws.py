@@ -4,7 +4,7 @@
 At the quick profile every sample of a single-prompt case is one `generate(prompt, seed)` call with seed
 `base + i` (the batch-1 path is what is certified there). The standard and full profiles need ~10^4-10^5
 sequences per case, so where the adapter offers `generate_batch` each call draws `rows_per_call` samples
-at once: the same prompt repeated `rows_per_call` times, seed `base + j * rows_per_call` for call j (seeds of
+at once: the same prompt repeated `rows_per_call` times (a multi-prompt case: its prompts repeated), seed `base + j * rows_per_call` for call j (seeds of
 consecutive calls are spaced by the batch size, so an implementation that gives row r the stream of seed + r
 draws every sample from its own seed, the same seeds a batch-1 run would use). Exactness then requires
 every row to follow the law *and* the rows of one call to be independent (a batch that shares one stream
@@ -53,8 +53,10 @@ def draw(run: Any, prompt: Sequence[int], k: int, n: int) -> tuple[list[list[int
 
 
 def draw_rows(run: Any, n: int) -> tuple[list[list[list[int]]], list[int]]:
-    """n samples per batch row of the case (rows[b][i]) and their seeds: a one-row case through `draw`, a
-    multi-row case through generate_batch with the case's different prompts (seed base + i)."""
+    """n samples per batch row of the case (rows[b][i]) and the seed of the call each came from. A one-row case
+    goes through `draw`; a multi-row case calls generate_batch with the case's different prompts, repeated
+    rows_per_call // batch times per call when batched (copy r of prompt b is row r * batch + b; seeds spaced
+    by the call's size), else once per call with seed base + i."""
     case = run.case
     if case.batch == 1:
         samples, seeds = draw(run, run.prompts[0], case.k, n)
@@ -62,6 +64,17 @@ def draw_rows(run: Any, n: int) -> tuple[list[list[list[int]]], list[int]]:
     if not callable(getattr(run.adapter, "generate_batch", None)):
         raise Unsupported("adapter offers no generate_batch")
     prompts = [list(p) for p in run.prompts[: case.batch]]
-    outs = [call_implementation(run.adapter.generate_batch, run.target, run.draft, prompts, case.max_new_tokens,
-                                case.k, case.sampling, run.base + i) for i in range(n)]
-    return [[_as_ids(o[b]) for o in outs] for b in range(case.batch)], [run.base + i for i in range(n)]
+    copies = max(1, rows_used(run.adapter, run.settings.rows_per_call) // case.batch)
+    rows: list[list[list[int]]] = [[] for _ in prompts]
+    seeds: list[int] = []
+    for j in range(-(-n // copies)):
+        take = min(copies, n - j * copies)
+        seed = run.base + j * copies * case.batch if copies > 1 else run.base + j
+        out = call_implementation(run.adapter.generate_batch, run.target, run.draft, prompts * take,
+                                  case.max_new_tokens, case.k, case.sampling, seed)
+        if len(out) != take * case.batch:
+            raise ValueError(f"generate_batch returned {len(out)} rows for {take * case.batch} prompts")
+        for i, o in enumerate(out):
+            rows[i % case.batch].append(_as_ids(o))
+        seeds += [seed] * take
+    return rows, seeds

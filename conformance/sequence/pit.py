@@ -1,7 +1,8 @@
 """The PIT level's checks: every generated token's randomized PIT under the teacher-forced warped target law.
 
 A token of warped target probability 0 is a hard failure; the PIT values (id ordering and descending-probability
-ordering) are tested for uniformity by `stat_tests.pit_uniformity_test` (KS on PIT values, never on token ids).
+ordering), padded with fresh uniforms after an EOS so every sequence gives max_new_tokens of them, are tested
+for uniformity by `stat_tests.pit_uniformity_test` (exact KS on PIT values, never on token ids).
 Teacher forcing is batched (`models.target_rows_many`: one forward per group of equal-length samples).
 """
 
@@ -18,9 +19,15 @@ from exactspec.stat_tests import TestResult, pit_uniformity_test, pit_values
 
 
 def pit_of_samples(target: Any, prompt: Sequence[int], samples: list[list[int]], seeds: Sequence[int],
-                   sampling: SamplingParams, pit_seed: int) -> tuple[TestResult, dict[str, np.ndarray]]:
-    """The hard zero-probability check and the randomized PIT values of every token (id and prob order)."""
+                   sampling: SamplingParams, pit_seed: int, length: int) -> tuple[TestResult, dict[str, np.ndarray]]:
+    """The hard zero-probability check and `length` PIT values per sequence (id and prob order): its tokens'
+    randomized PIT values, then fresh U(0, 1) draws for the positions after it stopped (EOS).
+
+    Why the padding: each value is U(0, 1) given all earlier ones (a token's PIT under exactness, a fresh draw
+    after the stop), so every sequence gives `length` i.i.d. uniforms and the KS law is exact. Pooling only the
+    tokens would make the number of values depend on them (a sequence stops on the values that mean EOS)."""
     rng_id, rng_prob = np.random.default_rng([pit_seed, 1]), np.random.default_rng([pit_seed, 2])
+    pad = np.random.default_rng([pit_seed, 3])
     u_id, u_prob, zero = [], [], []
     for i, rows in target_rows_many(target, prompt, samples, sampling):
         s, seed = samples[i], seeds[i]
@@ -30,8 +37,9 @@ def pit_of_samples(target: Any, prompt: Sequence[int], samples: list[list[int]],
             zero.append({"seed": int(seed), "position": t, "token": int(s[t]),
                          "raw_rank_of_token": int((rows[t] > 0).sum())})
             continue
-        u_id.append(pit_values(s, rows, rng_id, ordering="id"))
-        u_prob.append(pit_values(s, rows, rng_prob, ordering="prob"))
+        fill = pad.random((2, max(0, length - len(s))))
+        u_id.append(np.concatenate([pit_values(s, rows, rng_id, ordering="id"), fill[0]]))
+        u_prob.append(np.concatenate([pit_values(s, rows, rng_prob, ordering="prob"), fill[1]]))
     n_tokens = int(sum(len(s) for s in samples))
     zero_check = hard_result("zero_probability_tokens", not zero, n_tokens,
                              "no generated token has probability 0 under the warped target" if not zero else

@@ -42,7 +42,7 @@ from exactspec.conformance.sequence import workers as workers_mod
 from exactspec.errors import ImplementationError
 from exactspec.stat_tests import TestResult, chisquare_gof
 
-SUITE_VERSION = 3  # 3: standard/full draw single-prompt samples as generate_batch rows; case workers
+SUITE_VERSION = 3  # 3: standard/full draw samples as rows of generate_batch calls; case workers
 
 
 @contextmanager
@@ -250,7 +250,8 @@ def _run_pit(run: _CaseRun) -> None:
     samples, seeds = draws.draw(run, prompt, case.k, n)
     run.info.update(n=n, rows_per_call=draws.rows_used(run.adapter, run.settings.rows_per_call))
     run.add("contract", structure_check(samples, case.max_new_tokens, run.eos, run.vocab, seeds))
-    zero_check, values = pit_of_samples(run.target, prompt, samples, seeds, case.sampling, run.base)
+    zero_check, values = pit_of_samples(run.target, prompt, samples, seeds, case.sampling, run.base,
+                                        case.max_new_tokens)
     run.add("invariant", zero_check)
 
     def ks() -> list[CheckRecord]:

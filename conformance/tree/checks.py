@@ -4,13 +4,14 @@
 - ``invariant``     the emitted prefix is the token path of a node of the tree, and the last token has
                     target probability > 0 at that context;
 - ``exactness``     true of every exact tree rule: the token at position j of rounds with N >= j follows the
-                    target row of its emitted prefix (expected counts: the sum of those rows over the rounds,
-                    a test conditional on the prefixes); the completed stream (tokens after N drawn from the
-                    target) follows the target's law of the first depth + 1 tokens;
+                    target row of its emitted prefix (one row: the LR test on its counts; rows that differ
+                    between prefixes: the randomized PIT under each round's own row, exact KS); the
+                    completed stream (tokens after N drawn from the target) follows the target's law of the
+                    first depth + 1 tokens;
 - ``standard_rule`` true of the multi-round rule only: the emitted path against the oracle's exact law
                     (`reference.tree_laws.tree_round_law`, drafts drawn), and tokens per round.
 
-Every statistical check is `stat_tests.chisquare_gof(method="lr")`, as at the rule level.
+Every other statistical check is `stat_tests.chisquare_gof(method="lr")`, as at the rule level.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import numpy as np
 
 from exactspec.conformance.checks import gof_test  # one statistical test for every level
 from exactspec.conformance.core.profiles import Profile
-from exactspec.conformance.core.records import CheckRecord, hard_result
+from exactspec.conformance.core.records import CheckRecord, case_seed, hard_result
 from exactspec.conformance.tree.cases import TreeCase, encode_stream
 from exactspec.conformance.tree.harness import TreeRounds
 from exactspec.reference.sampling import inverse_cdf
 from exactspec.reference.trees import children_lists
-from exactspec.stat_tests import TestResult
+from exactspec.stat_tests import TestResult, pit_uniformity_test
+from exactspec.stat_tests.pit import pit_values
 
 
 
@@ -87,12 +89,30 @@ def position_checks(impl: str, rounds: TreeRounds, rate: float, profile: Profile
                              f"{name}: no round reached position {j}: nothing to test", {"skipped": True})
             out.append(_record(impl, case, name, "exactness", res, confirm))
             continue
-        prefixes, multiplicity = np.unique(rounds.tokens[selected, : j - 1], axis=0, return_counts=True)
-        expected = sum(m * case.model.rows(tuple(int(t) for t in pre))[0] for pre, m in zip(prefixes, multiplicity))
-        counts = np.bincount(rounds.tokens[selected, j - 1], minlength=case.V)
-        out.append(_record(impl, case, name, "exactness", gof(name, counts, expected / expected.sum(), rate, profile),
-                           confirm))
+        prefixes, group = np.unique(rounds.tokens[selected, : j - 1], axis=0, return_inverse=True)
+        rows = [case.model.rows(tuple(int(t) for t in pre))[0] for pre in prefixes]
+        tokens = rounds.tokens[selected, j - 1]
+        if len(rows) > 1 and any(not np.array_equal(row, rows[0]) for row in rows[1:]):
+            res = _pit_position(name, tokens, np.asarray(group).reshape(-1), rows, rate, profile, case.name)
+        else:
+            res = gof(name, np.bincount(tokens, minlength=case.V), rows[0], rate, profile)
+        out.append(_record(impl, case, name, "exactness", res, confirm))
     return out
+
+
+def _pit_position(name: str, tokens: np.ndarray, group: np.ndarray, rows: list, rate: float, profile: Profile,
+                  case_name: str) -> TestResult:
+    """Position j where the emitted prefixes have different target rows: the randomized PIT of each token under
+    its own prefix's row is i.i.d. U(0, 1) under exactness (which rounds reach j depends on earlier tokens
+    only), so the exact KS law holds; a sum of draws from different rows tested as one multinomial would not."""
+    rng = np.random.default_rng([case_seed(case_name, name), 3])
+    try:
+        u = np.concatenate([pit_values(tokens[group == g], np.broadcast_to(row, ((group == g).sum(), row.size)), rng,
+                                       ordering="prob") for g, row in enumerate(rows)])
+        return pit_uniformity_test(u, rate, beta=profile.beta, method="ks", name=name)
+    except ValueError as error:  # a token of probability 0 under its prefix's row
+        return TestResult(name, float("inf"), 0.0, int(tokens.size), rate, profile.beta, float("nan"), False,
+                          f"{name}: FAIL: {error}", {})
 
 
 def completed_stream_check(impl: str, rounds: TreeRounds, rate: float, profile: Profile, seed: int,

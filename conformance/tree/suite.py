@@ -98,18 +98,23 @@ def statistical_records(harness: TreeHarness, case: TreeCase, profile: Profile, 
 
 def confirmatory_records(harness: TreeHarness, case: TreeCase, profile: Profile, records: list[CheckRecord],
                          rate: float, n: int) -> list[CheckRecord]:
-    """Only standard-rule checks failed on `case`: rerun its exactness checks on CONFIRM_FACTOR x n fresh rounds."""
+    """Only standard-rule checks failed on `case`: rerun its exactness checks on CONFIRM_FACTOR x n fresh rounds.
+
+    Budget (as `conformance.confirm`): together they run at the rate of the case's standard-rule checks, split
+    evenly; they run only after one of those failed, so for any exact rule the run's total stays the stated one."""
     if any(not r.passed and r.category != "standard_rule" for r in records):
         return []
-    if all(r.passed for r in records if r.category == "standard_rule"):
+    standard = [r for r in records if r.category == "standard_rule"]
+    if all(r.passed for r in standard):
         return []
     seed = case_seed(case.name, "tree-confirm")
     rounds, err = _guard(harness.name, case, "confirm", lambda: harness.run(case, CONFIRM_FACTOR * n, seed))
     if err:
         return [err]
-    out = checks.position_checks(harness.name, rounds, rate, profile, prefix="confirm_", confirm=True)
+    each = rate * len(standard) / (case.max_length + int(case.stream_enumerable))
+    out = checks.position_checks(harness.name, rounds, each, profile, prefix="confirm_", confirm=True)
     if case.stream_enumerable:
-        out.append(checks.completed_stream_check(harness.name, rounds, rate, profile, seed, "confirm_completed_stream",
+        out.append(checks.completed_stream_check(harness.name, rounds, each, profile, seed, "confirm_completed_stream",
                                                  confirm=True))
     return out
 
