@@ -2,8 +2,8 @@
 
 Inverse CDF in two levels, so that a (N, V) row is read once and nothing V-wide is float64: the row is
 cut into blocks of `BLOCK` tokens, a block is picked by a float64 cumulative sum of the block masses,
-and the token inside that block by a float64 cumulative sum of its `BLOCK` weights, the uniform rescaled
-to the block.  Token i of block j then has probability (s_j / sum s) * (w_i / sum_block w), where s_j is
+and the token inside that block by a float64 cumulative sum of its `BLOCK` weights (read as one window of
+the row: `block_window`, `windows`), the uniform rescaled to the block.  Token i of block j then has probability (s_j / sum s) * (w_i / sum_block w), where s_j is
 the block mass summed in the weights' dtype (float32: relative error ~1e-7, the inputs' own precision;
 float64 inputs keep float64).  Guard, as in `exactspec.reference.sampling.inverse_cdf`: u in [0, 1),
 and where rounding puts the target past the end the last positive-mass block (then token) is taken, so a
@@ -53,29 +53,55 @@ def _last_positive(values: torch.Tensor) -> torch.Tensor:
     return torch.where(values > 0, positions, -1).amax(dim=-1)
 
 
+def _guarded(index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """`index` from searchsorted(cumsum(values), target, right=True), but where rounding put the target past
+    the end (index == len) the last entry > 0: never a zero-weight entry.
+
+    Any index < len already has values[index] > 0 (the cumulative sum rises there), so only past-the-end
+    rows change; a CPU reads whether there is one (free there) and skips the pass when there is none."""
+    if index.device.type == "cpu" and not bool((index >= values.shape[-1]).any()):
+        return index
+    return torch.minimum(index, _last_positive(values))
+
+
 def pick_block(sums: torch.Tensor, uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Block j with probability s_j / sum(s), and the uniform rescaled to that block: -> (j, local in [0, 1])."""
     sums = sums.double()
     cumulative = sums.cumsum(dim=-1)
     before = torch.cat([cumulative.new_zeros((sums.shape[0], 1)), cumulative[:, :-1]], dim=1)
     target = uniforms.double() * cumulative[:, -1]
-    block = torch.searchsorted(cumulative, target[:, None], right=True).squeeze(1)
-    block = torch.minimum(block, _last_positive(sums))  # the guard: rounding past the end
+    block = _guarded(torch.searchsorted(cumulative, target[:, None], right=True).squeeze(1), sums)
     local = (target - before.gather(1, block[:, None]).squeeze(1)) / sums.gather(1, block[:, None]).squeeze(1)
     return block, local
 
 
-def block_columns(block: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N,) block ids -> token ids (N, block) clamped into the vocabulary, and which of them are real."""
-    columns = block[:, None] * block_size(vocab) + torch.arange(block_size(vocab), device=block.device)
-    return columns.clamp_max(vocab - 1), columns < vocab
+def block_window(block: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(N,) block ids -> the first token of the `block_size` tokens each block is drawn from, and which of
+    them lie in the block (None: all of them, when the blocks tile V).
+
+    A partial last block is drawn from the row's last `block_size` tokens, those before the block masked,
+    so every window lies inside its row."""
+    size = block_size(vocab)
+    first = torch.clamp_max(block * size, vocab - size)
+    if vocab % size == 0:
+        return first, None
+    return first, first[:, None] + torch.arange(size, device=block.device) >= (block * size)[:, None]
 
 
-def pick_in_block(weights: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
-    """Index inside a block (N, block) with probability w_i / sum(w), from the rescaled uniform."""
+def windows(rows: torch.Tensor, row_index: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
+    """rows[row_index[n], first[n] : first[n] + block_size] of a (R, V) tensor -> (N, block_size), one row copy each."""
+    rows = rows if rows.stride(-1) == 1 else rows.contiguous()
+    size, step = block_size(rows.shape[1]), rows.stride(0)
+    starts = max(0, (rows.shape[0] - 1) * step + rows.shape[1] - size + 1)
+    return rows.as_strided((starts, size), (1, 1)).index_select(0, row_index * step + first)
+
+
+def pick_in_block(weights: torch.Tensor, local: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:
+    """Index inside a window (N, block) with probability w_i / sum(w) over the entries `real` marks (all when None)."""
+    if real is not None:
+        weights = torch.where(real, weights, 0)
     cumulative = weights.double().cumsum(dim=-1)
-    index = torch.searchsorted(cumulative, (local * cumulative[:, -1])[:, None], right=True).squeeze(1)
-    return torch.minimum(index, _last_positive(weights))
+    return _guarded(torch.searchsorted(cumulative, (local * cumulative[:, -1])[:, None], right=True).squeeze(1), weights)
 
 
 def inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
@@ -83,9 +109,9 @@ def inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     lead, vocab = weights.shape[:-1], weights.shape[-1]
     rows = weights.reshape(-1, vocab)
     block, local = pick_block(block_sums(rows), uniforms.reshape(-1))
-    columns, real = block_columns(block, vocab)
-    inside = torch.where(real, rows.gather(1, columns), 0)
-    return (block * block_size(vocab) + pick_in_block(inside, local)).reshape(lead)
+    first, real = block_window(block, vocab)
+    inside = windows(rows, torch.arange(rows.shape[0], device=rows.device), first)
+    return (first + pick_in_block(inside, local, real)).reshape(lead)
 
 
 def race(weights: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:

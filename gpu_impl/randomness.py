@@ -30,25 +30,28 @@ def make_generators(seeds: Sequence[int], device: torch.device | str) -> list[to
     return [torch.Generator(device=device).manual_seed(int(seed)) for seed in seeds]
 
 
-def _per_row(draw, batch: int, generators: Generators) -> torch.Tensor:
+def _per_row(fill, batch: int, shape: tuple[int, ...], generators: Generators, device) -> torch.Tensor:
+    """(batch, *shape) NOISE_DTYPE noise drawn by `fill(tensor, generator)` in place: in one call for one
+    generator (or None), else row by row into the rows of one tensor, each row from its own generator."""
+    out = torch.empty((batch, *shape), device=device, dtype=NOISE_DTYPE)
     if generators is None or isinstance(generators, torch.Generator):
-        return draw((batch,), generators)
+        return fill(out, generators)
     if len(generators) != batch:
         raise ValueError(f"generator must be one torch.Generator or one per row ({batch}), got {len(generators)}")
-    return torch.cat([draw((1,), g) for g in generators])
+    for row, generator in zip(out, generators):
+        fill(row, generator)
+    return out
 
 
 def uniform(batch: int, shape: tuple[int, ...], generators: Generators, device) -> torch.Tensor:
     """U[0, 1) float64 noise of shape (batch, *shape)."""
-    return _per_row(
-        lambda lead, g: torch.rand(lead + shape, generator=g, device=device, dtype=NOISE_DTYPE), batch, generators
-    )
+    return _per_row(lambda out, g: out.uniform_(generator=g), batch, shape, generators, device)
 
 
 def exponential(batch: int, shape: tuple[int, ...], generators: Generators, device) -> torch.Tensor:
     """Exp(1) float64 noise of shape (batch, *shape), strictly positive."""
-    draw = lambda lead, g: torch.empty(lead + shape, device=device, dtype=NOISE_DTYPE).exponential_(generator=g)
-    return _per_row(draw, batch, generators).clamp_min_(torch.finfo(NOISE_DTYPE).tiny)
+    noise = _per_row(lambda out, g: out.exponential_(generator=g), batch, shape, generators, device)
+    return noise.clamp_min_(torch.finfo(NOISE_DTYPE).tiny)
 
 
 def sample(probs: torch.Tensor, generators: Generators, method: str = "auto") -> torch.Tensor:

@@ -3,12 +3,13 @@
 Standard mode is the Leviathan/Chen rule: accept draft token x ~ q iff u < p(x)/q(x) (u ~ U[0,1)),
 at the first rejection draw from norm(max(0, p - q)) (falling back to p when that mass is 0, which can
 only happen when p == q, where nothing is rejected), and after k acceptances draw a bonus token from
-p_{k+1}.  The bonus row is handled as a residual against q = 0, so both cases share one code path.
+p_{k+1}.  The bonus row's residual is p itself (max(0, p - 0)), so both cases share one code path.
 
-The final token is drawn by the blocked inverse CDF on a CPU (k+1 uniforms per row in all; the one
-residual row each batch row needs is read once, in cache-sized chunks of rows, and never stored whole;
-one flag read, free on a CPU, skips the fallback's extra pass) and by the exponential race on other
-devices (`categorical.method_for`; figures in benchmarks/results/sampler.json).
+The final token is drawn by the blocked inverse CDF on a CPU (k+1 uniforms per row in all; the p and q
+rows behind each batch row's final draw are read once from memory, row by row into a cache-sized buffer,
+never stored whole, and a bonus row's q not at all; one flag read, free on a CPU, skips the fallback's
+extra pass) and by the exponential race on other devices (`categorical.method_for`; figures in
+benchmarks/results/sampler.json).
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from exactspec.reference import validation
-
-from .categorical import block_columns, block_size, block_sums, inverse_cdf, method_for, pick_block, pick_in_block, race
+from .categorical import block_size, block_sums, block_window, inverse_cdf, method_for, pick_block, pick_in_block, race, windows
 from .randomness import Generators, exponential, uniform
 
 MODES = ("standard", "greedy", "sampler_match")
 PAD = -1
-CHUNK_BYTES = 8 << 20  # CPU: rows of p and q gathered per chunk (together in L3; few enough ops per call)
+CHUNK_BYTES = 2 << 20  # CPU: residual rows per chunk (cached for the clamp and block sums; 1-4 MB measured alike)
+NUMPY_DTYPES = (torch.float32, torch.float64)  # CPU rows subtracted through NumPy (IEEE: torch's very results)
 
 
 def _check_round(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, mode: str) -> None:
@@ -79,30 +79,48 @@ def _acceptances(target_probs, draft_probs, draft_tokens, u):
 
 
 def _final_rows(target_probs, draft_probs, n_accepted):
-    """Flat row ids of p and q behind each row's final draw, and 1.0 where q counts (0.0 on the bonus row)."""
+    """Flat row ids of p and q behind each row's final draw, and whether q counts (False on the bonus row)."""
     batch, k, _ = draft_probs.shape
     rows = torch.arange(batch, device=n_accepted.device)
-    keep_q = (n_accepted < k).to(draft_probs.dtype)
-    return rows * (k + 1) + n_accepted, rows * k + n_accepted.clamp(max=k - 1), keep_q
+    return rows * (k + 1) + n_accepted, rows * k + n_accepted.clamp(max=k - 1), n_accepted < k
 
 
-def _chunk_rows(p_flat: torch.Tensor) -> int:
-    if p_flat.device.type != "cpu":
-        return p_flat.shape[0]
-    return max(1, CHUNK_BYTES // (2 * p_flat.shape[1] * p_flat.element_size()))
+def _residual(p, q, keep_q):
+    """The final row's weights: max(0, p - q) where q counts, max(0, p) (= p) on a bonus row.
+
+    The block masses (`_cpu_residual_block_sums` does the same IEEE ops row by row) and the in-block
+    weights both come from these ops, so the two levels of the inverse CDF agree bit for bit."""
+    return torch.where(keep_q, p - q, p).clamp_min_(0)
 
 
 def _residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q) -> torch.Tensor:
-    """Block masses of max(0, p - q) on each row's final row pair, gathered chunk by chunk (no V-wide copy kept)."""
-    rows, vocab = p_index.shape[0], p_flat.shape[1]
+    """Block masses of each row's final residual (`_residual`): all rows at once off a CPU, row by row on one."""
+    if p_flat.device.type != "cpu":
+        p_rows = p_flat.index_select(0, p_index)
+        return block_sums(_residual(p_rows, q_flat.index_select(0, q_index), keep_q[:, None]))
+    return _cpu_residual_block_sums(p_flat, q_flat, p_index.tolist(), q_index.tolist(), keep_q.tolist())
+
+
+def _cpu_residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q) -> torch.Tensor:
+    """CPU: each row's p - q (a bonus row's p; its q is never read) goes from memory straight into a buffer
+    of CHUNK_BYTES that stays in cache for the clamp and the block sums.  Row by row through NumPy where the
+    dtype allows (~1 us a call there, ~4 us in torch): the same IEEE subtraction either way."""
+    rows, vocab = len(p_index), p_flat.shape[1]
     sums = p_flat.new_empty((rows, -(-vocab // block_size(vocab))))
-    chunk = min(rows, _chunk_rows(p_flat))
-    p_buffer, q_buffer = p_flat.new_empty((chunk, vocab)), q_flat.new_empty((chunk, vocab))
+    chunk = max(1, min(rows, CHUNK_BYTES // (vocab * p_flat.element_size())))
+    buffer = p_flat.new_empty((chunk, vocab))
+    if p_flat.dtype in NUMPY_DTYPES:
+        p, q, slots, subtract, copy = p_flat.detach().numpy(), q_flat.detach().numpy(), buffer.numpy(), np.subtract, np.copyto
+    else:
+        p, q, slots, subtract, copy = p_flat, q_flat, buffer, torch.sub, torch.Tensor.copy_
     for lo in range(0, rows, chunk):
         hi = min(rows, lo + chunk)
-        p_rows = torch.index_select(p_flat, 0, p_index[lo:hi], out=p_buffer[: hi - lo])
-        q_rows = torch.index_select(q_flat, 0, q_index[lo:hi], out=q_buffer[: hi - lo])
-        block_sums(p_rows.addcmul_(q_rows, keep_q[lo:hi, None], value=-1).clamp_min_(0), sums[lo:hi])
+        for slot, row in zip(slots, range(lo, hi)):
+            if keep_q[row]:
+                subtract(p[p_index[row]], q[q_index[row]], out=slot)
+            else:
+                copy(slot, p[p_index[row]])
+        block_sums(buffer[: hi - lo].clamp_min_(0), sums[lo:hi])
     return sums
 
 
@@ -114,13 +132,8 @@ def _with_fallback(sums, p_flat, p_index):
     empty = sums.sum(-1) == 0
     if p_flat.device.type == "cpu" and not bool(empty.any()):
         return sums, empty[:, None]
-    target_sums = block_sums(p_flat.index_select(0, p_index))
+    target_sums = block_sums(p_flat.index_select(0, p_index).clamp_min_(0))  # max(0, p), as in `_residual`
     return torch.where(empty[:, None], target_sums, sums), empty[:, None]
-
-
-def _in_block(flat: torch.Tensor, row_index: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
-    """flat[row_index[b], columns[b, :]] for a (R, V) tensor."""
-    return flat.reshape(-1).take(row_index[:, None] * flat.shape[1] + columns)
 
 
 def _residual_inverse_cdf(target_probs, draft_probs, n_accepted, u):
@@ -130,11 +143,10 @@ def _residual_inverse_cdf(target_probs, draft_probs, n_accepted, u):
     p_index, q_index, keep_q = _final_rows(target_probs, draft_probs, n_accepted)
     sums, empty = _with_fallback(_residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q), p_flat, p_index)
     block, local = pick_block(sums, u)
-    columns, real = block_columns(block, vocab)
-    p_in, q_in = _in_block(p_flat, p_index, columns), _in_block(q_flat, q_index, columns)
-    residual_in = p_in.addcmul(q_in, keep_q[:, None], value=-1).clamp_min_(0)  # the same float ops as above
-    weights = torch.where(real, torch.where(empty, p_in, residual_in), 0)
-    return block * block_size(vocab) + pick_in_block(weights, local)
+    first, real = block_window(block, vocab)
+    p_in, q_in = windows(p_flat, p_index, first), windows(q_flat, q_index, first)
+    weights = _residual(p_in, q_in, (keep_q[:, None] & ~empty))  # p itself where the residual had no mass
+    return first + pick_in_block(weights, local, real)
 
 
 def _residual_race(target_probs, draft_probs, n_accepted, generator):
@@ -199,52 +211,4 @@ def verify_batch(
     return _standard(target_probs, draft_probs, draft_tokens, generator, method)
 
 
-class TorchVerifier:
-    """NumPy-facing verifier for the conformance suite: numpy in, numpy out, numpy rng the only randomness.
-
-    Each call seeds a fresh torch.Generator from `rng.integers(2**63)`, so a fixed numpy seed fixes
-    the result.  Inputs are checked with the oracle's validators (bad input -> ValueError).
-    """
-
-    def __init__(self, device: str | torch.device = "cpu", mode: str = "standard", dtype: torch.dtype = torch.float32,
-                 method: str = "auto"):
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-        self.device = torch.device(device)
-        self.mode = mode
-        self.dtype = dtype
-        self.method = method_for(self.device, method)
-
-    def _generator(self, rng: np.random.Generator) -> torch.Generator:
-        seed = int(validation.check_rng(rng).integers(2**63))
-        return torch.Generator(device=self.device).manual_seed(seed)
-
-    def _checked(self, target_probs, draft_probs, draft_tokens, batched: bool):
-        ndim = 3 if batched else 2
-        target = validation.as_prob_array(target_probs, "target_probs", ndim)
-        draft = validation.as_prob_array(draft_probs, "draft_probs", ndim)
-        k = validation.check_round_shapes(target, draft, batched=batched)
-        shape = (draft.shape[0], k) if batched else (k,)
-        tokens = validation.as_token_array(draft_tokens, "draft_tokens", shape, draft.shape[-1])
-        if self.mode == "standard":
-            q_x = np.take_along_axis(draft, tokens[..., None], axis=-1)
-            if (q_x <= 0).any():
-                raise ValueError("draft_probs gives probability 0 to a drafted token (x ~ q makes that impossible)")
-        as_tensor = lambda a, dt: torch.tensor(a, dtype=dt, device=self.device)  # copies (inputs may be views)
-        if not batched:
-            target, draft, tokens = target[None], draft[None], tokens[None]
-        return as_tensor(target, self.dtype), as_tensor(draft, self.dtype), as_tensor(tokens, torch.long)
-
-    def verify_batch(self, target_probs, draft_probs, draft_tokens, rng) -> tuple[np.ndarray, np.ndarray]:
-        """(B, k+1, V), (B, k, V), (B, k) -> (tokens (B, k+1) int64 padded with -1, counts (B,) int64)."""
-        target, draft, tokens = self._checked(target_probs, draft_probs, draft_tokens, batched=True)
-        out, counts = verify_batch(target, draft, tokens, self._generator(rng), self.mode, self.method)
-        return out.cpu().numpy().astype(np.int64), counts.cpu().numpy().astype(np.int64)
-
-    def verify(self, target_probs, draft_probs, draft_tokens, rng) -> list[int]:
-        """One round, one sequence: (k+1, V), (k, V), (k,) -> the emitted tokens."""
-        target, draft, tokens = self._checked(target_probs, draft_probs, draft_tokens, batched=False)
-        out, counts = verify_batch(target, draft, tokens, self._generator(rng), self.mode, self.method)
-        return out[0, : int(counts[0])].tolist()
+from .torch_verifier import TorchVerifier  # noqa: F401, E402 -- moved; re-exported here

@@ -100,3 +100,33 @@ def test_sample_follows_the_row_and_rows_keep_their_own_streams(method):
     together = sample(probs, make_generators([5, 6, 7], "cpu"), method)
     alone = [sample(probs[b : b + 1], make_generators([5 + b], "cpu"), method).item() for b in range(3)]
     assert together.tolist() == alone
+
+
+@pytest.mark.parametrize("vocab", [7, 512, 1100])
+def test_windows_read_each_block_inside_its_row_on_strided_rows(vocab):
+    """block_window + windows = the block's tokens (a partial last block: the row's last tokens, those before it
+    masked), also on rows with a row stride other than V (a slice of a wider tensor) and a zero row stride."""
+    wide = torch.rand(6, vocab + 5, dtype=torch.float64)
+    rows = wide[:, 2 : 2 + vocab]
+    size = categorical.block_size(vocab)
+    block = torch.tensor([0, -(-vocab // size) - 1, 0, -(-vocab // size) - 1])
+    first, real = categorical.block_window(block, vocab)
+    got = categorical.windows(rows, torch.tensor([0, 5, 3, 2]), first)
+    for n, (row, b) in enumerate(zip([0, 5, 3, 2], block.tolist())):
+        assert torch.equal(got[n], rows[row, first[n] : first[n] + size])
+        tokens = first[n] + torch.arange(size)
+        assert torch.equal(tokens[real[n]] if real is not None else tokens, torch.arange(b * size, min(vocab, (b + 1) * size)))
+    same = categorical.windows(rows[:1].expand(4, -1), torch.tensor([3, 0, 1, 2]), first)
+    assert torch.equal(same, torch.stack([rows[0, f : f + size] for f in first.tolist()]))
+
+
+def test_guard_only_moves_rows_past_the_end():
+    """`_guarded` (which skips its pass on a CPU when no row is past the end) = min(index, last positive entry)."""
+    gen = torch.Generator().manual_seed(0)
+    w = torch.rand(500, 9, generator=gen, dtype=torch.float64) * (torch.rand(500, 9, generator=gen) < 0.5)
+    w[:, 0] += 1e-3
+    cumulative = w.cumsum(-1)
+    for u in (torch.rand(500, generator=gen, dtype=torch.float64), torch.ones(500, dtype=torch.float64)):
+        index = torch.searchsorted(cumulative, (u * cumulative[:, -1])[:, None], right=True).squeeze(1)
+        expected = torch.minimum(index, categorical._last_positive(w))
+        assert torch.equal(categorical._guarded(index, w), expected) and bool((w.gather(1, expected[:, None]) > 0).all())

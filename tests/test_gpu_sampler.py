@@ -144,7 +144,7 @@ def oracle_round_from_uniforms(p, q, x, u):
 def test_inverse_cdf_emits_the_oracles_tokens_for_the_same_uniforms(monkeypatch, dtype, per_row):
     """Token by token against the oracle on the uniforms verify_batch draws (k+1 per row, in one draw), with a
     partial last block (V = 1100), several chunks of rows and a partial last chunk, and sparse rows."""
-    monkeypatch.setattr(sampler, "CHUNK_BYTES", 7 * 2 * 1100 * 8)  # 7 rows of float64 (14 of float32) per chunk
+    monkeypatch.setattr(sampler, "CHUNK_BYTES", 7 * 1100 * 8)  # 7 rows of float64 (14 of float32) per chunk
     rng = np.random.default_rng(3)
     batch, k, vocab = 300, 3, 1100
     q = rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k))
@@ -160,6 +160,39 @@ def test_inverse_cdf_emits_the_oracles_tokens_for_the_same_uniforms(monkeypatch,
     expected_tokens, expected_counts = oracle_round_from_uniforms(p, q, x, u)
     assert np.array_equal(counts.numpy(), expected_counts) and set(expected_counts) == {1, 2, 3, 4}
     assert np.array_equal(tokens.numpy(), expected_tokens)  # float32: rounding could flip a boundary; not at this seed
+
+
+def test_strided_rows_give_the_tokens_of_contiguous_ones(method):
+    """Rows sliced out of wider tensors (row stride > V) read as their contiguous copies do, bonus rows included."""
+    g = torch.Generator().manual_seed(4)
+    p_wide, q_wide = random_probs(g, 40, 4, 1103), random_probs(g, 40, 3, 1103)
+    p, q = p_wide[..., 2:1102] / p_wide[..., 2:1102].sum(-1, keepdim=True), q_wide[..., 1:1101]
+    q = q / q.sum(-1, keepdim=True)
+    p_view, q_view = torch.zeros(40, 4, 1103), torch.zeros(40, 3, 1103)
+    p_view[..., 2:1102], q_view[..., 1:1101] = p, q
+    p_view, q_view = p_view[..., 2:1102], q_view[..., 1:1101]
+    x = draft_from(q, g)
+    strided = verify_batch(p_view, q_view, x, torch.Generator().manual_seed(8), method=method)
+    contiguous = verify_batch(p.contiguous(), q.contiguous(), x, torch.Generator().manual_seed(8), method=method)
+    assert not p_view.is_contiguous() and set(strided[1].tolist()) > {1, 4}
+    assert torch.equal(strided[0], contiguous[0]) and torch.equal(strided[1], contiguous[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cpu_block_masses_match_the_batched_residual_through_numpy_or_torch(monkeypatch, dtype):
+    """The CPU's row-by-row block masses (NumPy or torch subtraction, several chunks, bonus rows) = block_sums of
+    the batched `_residual`, bit for bit."""
+    g = torch.Generator().manual_seed(5)
+    p, q = random_probs(g, 30, 4, 1100).to(dtype), random_probs(g, 30, 3, 1100).to(dtype)
+    n = torch.randint(0, 4, (30,), generator=g)
+    p_flat, q_flat = p.reshape(-1, 1100), q.reshape(-1, 1100)
+    p_index, q_index, keep_q = sampler._final_rows(p, q, n)
+    rows = sampler._residual(p_flat[p_index], q_flat[q_index], keep_q[:, None])
+    expected = sampler.block_sums(rows)
+    monkeypatch.setattr(sampler, "CHUNK_BYTES", 7 * 1100 * p.element_size())
+    for numpy_dtypes in (sampler.NUMPY_DTYPES, ()):
+        monkeypatch.setattr(sampler, "NUMPY_DTYPES", numpy_dtypes)
+        assert torch.equal(sampler._residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q), expected)
 
 
 def test_zero_mass_residual_falls_back_to_p(method):
