@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from exactspec.conformance.core.profiles import get_profile
 from exactspec.conformance.sequence import draws
@@ -16,12 +15,7 @@ from exactspec.conformance.sequence.suite import run_sequence_result
 from exactspec.reference.warping import SamplingParams
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class _Recorder:

@@ -20,14 +20,11 @@ from exactspec.conformance import parallel
 class AdapterSource(parallel.ImplSource):
     """How a worker builds its own instance of a generation-level adapter."""
 
-    def make(self) -> Any:
-        if self.spec is not None:
-            from exactspec.conformance.sequence.adapters import load_adapter
+    @staticmethod
+    def load(spec: str) -> Any:
+        from exactspec.conformance.sequence.adapters import load_adapter
 
-            return load_adapter(self.spec)
-        if self.blob is not None:
-            return pickle.loads(self.blob)
-        return self.shared
+        return load_adapter(spec)
 
 
 def adapter_source(impl: Any, adapter: Any) -> AdapterSource:
