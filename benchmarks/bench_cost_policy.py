@@ -2,14 +2,14 @@
 
     python benchmarks/bench_cost_policy.py [--loads 0,1,2] [--repeats 3] [--max-new-tokens 64] [--quick]
 
-SmolLM2-135M-Instruct (`load_default_model`), prompt-lookup draft, k = 4, torch's default thread count
-(the CLI's), the README table's prompt families (code, summarisation, chat at T = 0 and 0.7) and the
-README's demo prompt (a function to complete, T = 0).  For each background load (0, 1 or 2 processes that
-burn a core each, started by this script and always killed in `finally`) and each prompt: plain decoding,
-the cost policy and fixed k, interleaved rep by rep in a rotating order; every policy run uses a fresh
-generator, as the CLI does, so each starts from the cached calibration.  Each load level runs in a fresh
-process started with the environment the CLI would choose under it (`OMP_WAIT_POLICY=PASSIVE` once the busy
-processes fill every core), with torch's default threads unless --threads.  Speedup = speculative tokens/s
+SmolLM2-135M-Instruct (`load_default_model`), prompt-lookup draft, k = 4, the README table's prompt families
+(code, summarisation, chat at T = 0 and 0.7) and the README's demo prompt (a function to complete, T = 0).
+For each background load (0, 1 or 2 processes that burn a core each, started by this script and always
+killed in `finally`) and each prompt: plain decoding, the cost policy and fixed k, interleaved rep by rep in
+a rotating order; every policy run uses a fresh generator, as the CLI does, so each starts from the cached
+calibration.  Each load level runs in a fresh process with the threads and OpenMP wait policy the CLI would
+choose under it (`gpu_impl.cpu_threads`: one thread per free core while the busy processes fill some cores,
+passive waits once they fill every core), unless --threads.  Speedup = speculative tokens/s
 over plain tokens/s of the same repetition (calibration time excluded, as the CLI reports it); medians
 with min/max.  Writes benchmarks/results/cost_policy.json (rewritten after every configuration) with the
 load averages, the policy's decision per run, and the checks: cost >= 0.95 x plain everywhere, and
@@ -151,13 +151,19 @@ def measure_all(args: argparse.Namespace, cores: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _child_env(cores: int) -> dict[str, str]:
-    """The environment the CLI would start in under this load: passive OpenMP waits once the busy processes
-    fill every core (`gpu_impl.cli._threading_before_torch`, which reads the 1-minute load average)."""
+def _child_command(cores: int, forwarded: list[str], rows_file: Path, threads: int) -> tuple[list[str], dict[str, str]]:
+    """The child's command line and environment: the threads and OpenMP wait policy the CLI would choose with
+    `cores` cores busy (`gpu_impl.cpu_threads.plan_threads`, the CLI measures the busy cores at start)."""
+    from exactspec.gpu_impl.cpu_threads import plan_threads
+
     env = dict(os.environ)
-    if "OMP_WAIT_POLICY" not in env and cores >= (os.cpu_count() or 1):
-        env["OMP_WAIT_POLICY"] = "PASSIVE"
-    return env
+    plan = plan_threads(cores, os.cpu_count() or 1, threads or None, env.get("OMP_WAIT_POLICY"))
+    if plan.wait_policy:
+        env["OMP_WAIT_POLICY"] = plan.wait_policy
+    command = [sys.executable, __file__, *forwarded, "--child", str(cores), "--child-out", str(rows_file)]
+    if plan.threads and not threads:
+        command += ["--threads", str(plan.threads)]
+    return command, env
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -175,8 +181,8 @@ def main(argv: list[str] | None = None) -> None:
         procs = start_load(cores)
         try:
             time.sleep(2 if cores else 0)
-            subprocess.run([sys.executable, __file__, *forwarded, "--child", str(cores), "--child-out", str(rows_file)],
-                           env=_child_env(cores), check=True)
+            command, env = _child_command(cores, forwarded, rows_file, args.threads)
+            subprocess.run(command, env=env, check=True)
         finally:
             stop_load(procs)
         payload["configurations"] += json.loads(rows_file.read_text())

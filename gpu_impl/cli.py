@@ -16,6 +16,7 @@ import sys
 from exactspec.gpu_impl.cli_args import DEFAULT_DRAFT, DEFAULT_K, DEFAULT_K_POLICY, DEFAULTS_WHY, add_arguments  # noqa: F401
 from exactspec.gpu_impl.cli_checks import check_before_loading
 from exactspec.gpu_impl.cli_inputs import read_prompts
+from exactspec.gpu_impl.cpu_threads import plan_for_this_machine
 from exactspec.gpu_impl.drafts.registry import DRAFT_CHOICES, DraftSpec, build_draft, parse_draft  # noqa: F401
 from exactspec.gpu_impl.model_config import ModelNotAvailableError
 
@@ -34,19 +35,14 @@ def _missing_package(error: ModuleNotFoundError) -> int:
 
 
 def _threading_before_torch(args: argparse.Namespace) -> None:
-    """On a busy machine, OpenMP threads that sleep instead of spin while waiting; must be set before torch loads.
-
-    Measured on this 2-core machine: under load 5-15, spinning threads waiting for a descheduled peer slowed
-    each forward 50-200x; idle, passive waits halved the speed (11-13 against 20-24 tokens/s). So passive only
-    when the 1-minute load average already fills every core, and never over the user's own OMP_WAIT_POLICY.
-    `--threads` is applied by `cli_run` once torch is loaded."""
-    if "OMP_WAIT_POLICY" in os.environ or not hasattr(os, "getloadavg"):
-        return
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    if load >= cores:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-        print(f"# machine busy (load {load:.1f} on {cores} cores): OpenMP threads wait passively "
-              f"(OMP_WAIT_POLICY=PASSIVE); --threads N sets fewer threads", file=sys.stderr)
+    """Threads and OpenMP wait policy for how busy the machine is now (`cpu_threads`); before torch loads,
+    which reads OMP_WAIT_POLICY once. `--threads` is applied by `cli_run` once torch is loaded."""
+    plan = plan_for_this_machine(getattr(args, "threads", None))
+    if plan.wait_policy:
+        os.environ["OMP_WAIT_POLICY"] = plan.wait_policy
+    args.threads = plan.threads
+    if plan.reason:
+        print(f"# {plan.reason}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

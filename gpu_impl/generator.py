@@ -176,8 +176,9 @@ class SpeculativeGenerator:
             raise ValueError(f"draft source proposed {draft_tokens.shape[1]} tokens, more than k = {k}")
         t1 = self._clock()
         logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
-        if draft_tokens.shape[1] == 0:  # nothing proposed: a plain decoding step from p
-            tokens = sample(warp(logits, self.sampling)[:, 0], generators)[:, None]
+        if draft_tokens.shape[1] == 0:  # nothing proposed: a plain decoding step from p (at T = 0 its argmax)
+            step = logits[:, 0]
+            tokens = (step.argmax(-1) if self.sampling.greedy else sample(warp(step, self.sampling), generators))[:, None]
             counts = torch.ones_like(tokens[:, 0])
         else:
             tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, self.mode)

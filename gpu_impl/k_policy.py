@@ -103,6 +103,7 @@ class CostModelK:
         self.draft_ratios: deque[float] = deque(maxlen=window)
         self.explore_after, self.plain_streak, self.explorations = explore_after, 0, 0
         self.chosen: Counter[int] = Counter()
+        self._memo: dict = {}  # what `factor` computed since the last update
 
     @property
     def acceptance_rates(self) -> list[float]:
@@ -134,10 +135,16 @@ class CostModelK:
         """Predicted speedup of drafting k tokens over a plain step (1 for k = 0); sign -1 / +1: the pessimistic / optimistic bound."""
         if k == 0:
             return 1.0
-        rates = self.acceptance_rates if sign == 0 else self.acceptance_bounds(sign)
-        log_v, noise = self.v(k + 1)
-        cost = self.c() * k * math.exp(-sign * self.z * self.prior.c_noise) + math.exp(log_v - sign * self.z * noise)
+        rates = self._once(("rates", sign), lambda: self.acceptance_rates if sign == 0 else self.acceptance_bounds(sign))
+        log_v, noise = self._once(("v", k + 1), lambda: self.v(k + 1))
+        cost = self._once("c", self.c) * k * math.exp(-sign * self.z * self.prior.c_noise) + math.exp(log_v - sign * self.z * noise)
         return expected_tokens_per_position(rates[:k]) / cost
+
+    def _once(self, key, compute):
+        """`compute()` once per round: `factor` asks for the same rates and v(n) ~3 k_max times a round."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def choose(self) -> int:
         """The best k whose pessimistic factor exceeds 1; else 0, or an exploration round after a plain streak."""
@@ -155,6 +162,7 @@ class CostModelK:
 
     def update(self, proposed: int, n_accepted: list[int], target_s: float, draft_s: float) -> None:
         """One round: `proposed` drafts per row, row b accepted n_accepted[b]; the round's target and draft seconds."""
+        self._memo.clear()
         examined, accepted = examined_and_accepted(proposed, n_accepted)
         examined += [0] * (self.k_max - proposed)
         accepted += [0] * (self.k_max - proposed)

@@ -158,8 +158,29 @@ def _residual_race(target_probs, draft_probs, n_accepted, generator):
     return race(weights, exponential(batch, (vocab,), generator, target_probs.device))
 
 
+def _standard_one_row(target_probs, draft_probs, draft_tokens, generator):
+    """B = 1 on a CPU (a per-round caller's case): the batched inverse-CDF path's draws and IEEE ops for one
+    row, its tokens bit for bit, without the batch bookkeeping (each torch op costs microseconds here).
+
+    Reading the acceptances on the host is free on a CPU; the residual's mass is 0 exactly where all of its
+    block masses are (non-negative terms), so the fallback to p is taken on the same rows."""
+    k = draft_probs.shape[1]
+    u = uniform(1, (k + 1,), generator, "cpu")[0]
+    p, q, x = target_probs[0], draft_probs[0], draft_tokens[0]
+    ratios = p[:k].gather(1, x[:, None]).squeeze(1).double() / q.gather(1, x[:, None]).squeeze(1).double()
+    accepted = (u[:k] < ratios).tolist()
+    n = accepted.index(False) if False in accepted else k
+    weights = torch.sub(p[n], q[n]).clamp_min_(0) if n < k else p[k].clamp_min(0)
+    if n < k and not bool(weights.sum() > 0):
+        weights = p[n].clamp_min(0)  # max(0, p), as `_with_fallback` takes it
+    last = int(inverse_cdf(weights[None], u[k:])[0])
+    return torch.tensor([x[:n].tolist() + [last] + [PAD] * (k - n)]), torch.tensor([n + 1])
+
+
 def _standard(target_probs, draft_probs, draft_tokens, generator, method):
     batch, k, _ = draft_probs.shape
+    if batch == 1 and method == "inverse_cdf" and target_probs.device.type == "cpu":
+        return _standard_one_row(target_probs, draft_probs, draft_tokens, generator)
     if method == "race":  # k acceptance uniforms, then V exponentials per row
         n_accepted = _acceptances(target_probs, draft_probs, draft_tokens, uniform(batch, (k,), generator, target_probs.device))
         last = _residual_race(target_probs, draft_probs, n_accepted, generator)

@@ -16,6 +16,16 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True)
+def cli_threads_as_given(monkeypatch):
+    """In-process CLI runs keep this process's torch threads: the CLI's plan for a busy machine
+    (`gpu_impl.cpu_threads`, tested on its own) would otherwise set them for every later test."""
+    from exactspec.gpu_impl import cli
+    from exactspec.gpu_impl.cpu_threads import ThreadPlan
+
+    monkeypatch.setattr(cli, "plan_for_this_machine", lambda threads=None: ThreadPlan(threads))
+
+
 _DESIGN_FOLDERS = ("reference", "stat_tests", "conformance", "proofs", "gpu_impl")
 
 

@@ -222,6 +222,24 @@ def test_per_row_generators_make_rows_independent_of_the_batch(method):
         assert torch.equal(together[b], alone[0])
 
 
+@pytest.mark.parametrize("vocab,dtype", [(9, torch.float32), (1100, torch.float32), (1100, torch.float64), (2048, torch.bfloat16)])
+def test_one_row_path_emits_the_batched_paths_tokens(vocab, dtype):
+    """B = 1 on a CPU takes `_standard_one_row`; row b alone (its own generator) = row b of the batch, bit for
+    bit: all acceptance counts, bonus rows, a partial last block (V = 1100), sparse rows and p = q / 2 rows
+    (no residual mass: the fallback to p)."""
+    g = torch.Generator().manual_seed(12)
+    batch, k = 160, 3
+    p, q = random_probs(g, batch, k + 1, vocab, sparsity=0.5), random_probs(g, batch, k, vocab, sparsity=0.5)
+    p[::7, :k] = q[::7] / 2
+    p, q = p.to(dtype), q.to(dtype)
+    x = draft_from(q.float(), g)
+    tokens, counts = verify_batch(p, q, x, make_generators(range(batch), "cpu"))
+    for b in range(batch):
+        alone, count = verify_batch(p[b : b + 1], q[b : b + 1], x[b : b + 1], make_generators([b], "cpu"))
+        assert torch.equal(alone[0], tokens[b]) and int(count[0]) == int(counts[b])
+    assert set(counts.tolist()) == {1, 2, 3, 4}
+
+
 @pytest.mark.parametrize(
     "p_shape,q_shape,x_shape,x_dtype,mode",
     [
