@@ -15,11 +15,12 @@ import math
 import numpy as np
 from scipy import stats
 
-from exactspec.stat_tests import TestResult, chisquare_gof, pit_uniformity_test
+from exactspec.stat_tests import TestResult, chisquare_gof
 from exactspec.stat_tests.binning import pool_bins
 from exactspec.stat_tests.pit import pit_values
 
 from exactspec.conformance.core.profiles import Profile
+from exactspec.conformance.checks import pit_ks_test
 from exactspec.conformance.core.records import CheckRecord, case_seed
 
 #: Absolute bias of the first-draft acceptance rate the acceptance check resolves w.p. >= 1 - beta.
@@ -42,12 +43,9 @@ def pit_position_checks(impl: str, rounds, false_fail_rate: float, profile: Prof
             out.append(CheckRecord(impl, case.name, name, "exactness", _skipped(name, profile, "under 2 rounds")))
             continue
         tokens, probs = rounds.tokens[sel, j - 1], rounds.target_rows(j - 1, sel)
-        try:
-            u = pit_values(tokens, probs, np.random.default_rng([case_seed(case.name, name), 3]), ordering="prob")
-            res = pit_uniformity_test(u, false_fail_rate, beta=profile.beta, method="ks", name=name)
-        except ValueError as error:  # a token of probability 0 under its round's row
-            res = TestResult(name, float("inf"), 0.0, int(sel.sum()), false_fail_rate, profile.beta, float("nan"),
-                             False, f"{name}: FAIL: {error}", {})
+        rng = np.random.default_rng([case_seed(case.name, name), 3])
+        res = pit_ks_test(name, lambda: pit_values(tokens, probs, rng, ordering="prob"), int(sel.sum()),
+                          false_fail_rate, profile.beta)
         out.append(CheckRecord(impl, case.name, name, "exactness", res))
     return out
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.stat_tests import TestResult, chisquare_gof, tokens_per_round_test, zero_probability_check
+from exactspec.stat_tests import TestResult, chisquare_gof, pit_uniformity_test, tokens_per_round_test, zero_probability_check
 from exactspec.stat_tests.binning import pool_bins
 
 from exactspec.conformance.core.profiles import Profile
@@ -113,6 +113,15 @@ def gof_test(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: fl
         zr = zero_probability_check(counts=counts, p=law, beta=beta, name=name)
         return TestResult(name, zr.statistic, zr.p_value, int(counts.sum()), false_fail_rate if zr.passed else 0.0,
                           beta, float("nan"), zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
+
+
+def pit_ks_test(name: str, draw_values, n: int, false_fail_rate: float, beta: float) -> TestResult:
+    """Every level's randomized-PIT KS test on `draw_values()` (n values); a token of probability 0 under its
+    own row, where `pit_values` refuses, is a failure of the check, not an error of the suite."""
+    try:
+        return pit_uniformity_test(draw_values(), false_fail_rate, beta=beta, method="ks", name=name)
+    except ValueError as error:
+        return TestResult(name, float("inf"), 0.0, n, false_fail_rate, beta, float("nan"), False, f"{name}: FAIL: {error}", {})
 
 
 def _gof(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, profile: Profile) -> tuple[TestResult, dict]:

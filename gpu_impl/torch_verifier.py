@@ -1,10 +1,9 @@
 """`TorchVerifier`: `sampler.verify_batch` behind a NumPy interface, the conformance suite's adapter onto it.
 
 A per-round run of the suite calls `verify` once per round, ~20,000 times a case, so the fixed cost of a
-call is most of what that run costs.  It is kept small without weakening a check: well-formed input
-passes the oracle's checks in fewer NumPy passes (anything the quick test does not clear goes to the
-oracle's own validators, which raise the same ValueErrors as before), each array is copied once, and the
-round runs under `torch.inference_mode` (no autograd bookkeeping on its small tensor ops).
+call is most of what that run costs.  It is kept small without weakening a check: the oracle's own
+validators (which clear well-formed rows in two NumPy passes), each array copied once, a one-row sampler
+path (`sampler._standard_one_row`), and `torch.inference_mode` (no autograd bookkeeping on small ops).
 """
 
 from __future__ import annotations
@@ -17,25 +16,6 @@ from exactspec.reference import validation
 from .categorical import method_for
 
 _NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
-
-
-def _probs(array, name: str, ndim: int) -> np.ndarray:
-    """`array` checked as `validation.as_prob_array` checks it: two reductions clear a well-formed float64
-    array (the minimum is NaN, or below 0, on any NaN, -inf or negative entry; a row sum off 1 by more than
-    the tolerance, +inf or NaN fails the sum test); anything else gets the oracle's validator and its error."""
-    if type(array) is np.ndarray and array.dtype == np.float64 and array.ndim == ndim and array.size:
-        if array.min() >= 0 and np.abs(array.sum(axis=-1) - 1.0).max() <= validation.PROB_SUM_TOL:
-            return array
-    return validation.as_prob_array(array, name, ndim)
-
-
-def _tokens(tokens, shape: tuple[int, ...], vocab: int) -> np.ndarray:
-    """Draft tokens checked as `validation.as_token_array` checks them (int64 input of the right shape and
-    range passes as is; anything else gets the oracle's validator and its error)."""
-    if type(tokens) is np.ndarray and tokens.dtype == np.int64 and tokens.shape == shape and tokens.size:
-        if tokens.min() >= 0 and tokens.max() < vocab:
-            return tokens
-    return validation.as_token_array(tokens, "draft_tokens", shape, vocab)
 
 
 class TorchVerifier:
@@ -70,10 +50,11 @@ class TorchVerifier:
 
     def _checked(self, target_probs, draft_probs, draft_tokens, batched: bool):
         ndim = 3 if batched else 2
-        target = _probs(target_probs, "target_probs", ndim)
-        draft = _probs(draft_probs, "draft_probs", ndim)
+        target = validation.as_prob_array(target_probs, "target_probs", ndim)
+        draft = validation.as_prob_array(draft_probs, "draft_probs", ndim)
         k = validation.check_round_shapes(target, draft, batched=batched)
-        tokens = _tokens(draft_tokens, (draft.shape[0], k) if batched else (k,), draft.shape[-1])
+        tokens = validation.as_token_array(draft_tokens, "draft_tokens", (draft.shape[0], k) if batched else (k,),
+                                           draft.shape[-1])
         if self.mode == "standard":
             q_x = np.take_along_axis(draft, tokens[..., None], axis=-1) if batched else draft[np.arange(k), tokens]
             if (q_x <= 0).any():

@@ -38,6 +38,8 @@ def as_prob_array(probs: Any, name: str, ndim: int | tuple[int, ...]) -> np.ndar
         raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dimensions, got shape {array.shape}")
     if array.shape[-1] < 1:
         raise ValueError(f"{name} must have a non-empty vocabulary axis, got shape {array.shape}")
+    if array.size and array.min() >= 0 and np.abs(array.sum(axis=-1) - 1.0).max() <= PROB_SUM_TOL:
+        return array  # well-formed, in two passes: a NaN or -inf fails the min test, +inf or NaN the sum test
     if np.isnan(array).any():
         raise ValueError(f"{name} contains NaN")
     if np.isinf(array).any():

@@ -117,9 +117,7 @@ def target_rows(target: Any, prompt: Sequence[int], generated: Sequence[int], sa
     """Warped target distributions (len(generated), V) for each generated position, by teacher forcing."""
     if len(generated) == 0:
         return np.zeros((0, int(target.config.vocab_size)))
-    ids = torch.tensor([list(prompt) + list(generated[:-1])], dtype=torch.long)
-    logits = target(input_ids=ids).logits[0, len(prompt) - 1 :, :].double().numpy()
-    return sampling.warp(logits)
+    return next(target_rows_many(target, prompt, [generated], sampling))[1]
 
 
 SCORE_LOGITS = 1 << 22  # logits held per teacher-forced forward (16 MB of float32)

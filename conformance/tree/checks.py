@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.conformance.checks import gof_test  # one statistical test for every level
+from exactspec.conformance.checks import gof_test, pit_ks_test  # one statistical test for every level
 from exactspec.conformance.core.profiles import Profile
 from exactspec.conformance.core.records import CheckRecord, case_seed, hard_result
 from exactspec.conformance.tree.cases import TreeCase, encode_stream
 from exactspec.conformance.tree.harness import TreeRounds
 from exactspec.reference.sampling import inverse_cdf
 from exactspec.reference.trees import children_lists
-from exactspec.stat_tests import TestResult, pit_uniformity_test
+from exactspec.stat_tests import TestResult
 from exactspec.stat_tests.pit import pit_values
 
 
@@ -106,13 +106,9 @@ def _pit_position(name: str, tokens: np.ndarray, group: np.ndarray, rows: list, 
     its own prefix's row is i.i.d. U(0, 1) under exactness (which rounds reach j depends on earlier tokens
     only), so the exact KS law holds; a sum of draws from different rows tested as one multinomial would not."""
     rng = np.random.default_rng([case_seed(case_name, name), 3])
-    try:
-        u = np.concatenate([pit_values(tokens[group == g], np.broadcast_to(row, ((group == g).sum(), row.size)), rng,
-                                       ordering="prob") for g, row in enumerate(rows)])
-        return pit_uniformity_test(u, rate, beta=profile.beta, method="ks", name=name)
-    except ValueError as error:  # a token of probability 0 under its prefix's row
-        return TestResult(name, float("inf"), 0.0, int(tokens.size), rate, profile.beta, float("nan"), False,
-                          f"{name}: FAIL: {error}", {})
+    return pit_ks_test(name, lambda: np.concatenate([
+        pit_values(tokens[group == g], np.broadcast_to(row, ((group == g).sum(), row.size)), rng, ordering="prob")
+        for g, row in enumerate(rows)]), int(tokens.size), rate, profile.beta)
 
 
 def completed_stream_check(impl: str, rounds: TreeRounds, rate: float, profile: Profile, seed: int,
