@@ -21,6 +21,8 @@ from exactspec.gpu_impl.cli_inputs import PromptRow, group_rows
 from exactspec.gpu_impl.drafts.registry import build_draft
 from exactspec.gpu_impl.prompts import left_pad
 
+COMPARE_PAIRS = 3  # --compare-plain: (speculative, plain) runs one after the other, the speedup their median ratio
+
 
 class CharTokenizer:
     """A stand-in tokenizer for the hidden --tiny model: one token per character of a fixed alphabet."""
@@ -135,11 +137,14 @@ def _batch_figures(runner: BatchRunner, group: list[PromptRow], result: Any, lab
     lines.append(output.speed_line(result.stats, len(group)))
     record = {"rows": [row.index for row in group], "stats": output.stats_record(result.stats)}
     if runner.args.compare_plain and runner.draft is not None:
-        plain = runner.plain(group)
-        lines += output.plain_lines(plain, result, group[0].sampling.greedy)
-        record["plain"] = output.stats_record(plain.stats)
+        pairs = [(result, runner.plain(group))]
+        pairs += [(runner.speculative(group), runner.plain(group)) for _ in range(COMPARE_PAIRS - 1)]
+        lines += output.plain_lines(pairs, group[0].sampling.greedy)
+        record["plain"] = output.stats_record(pairs[0][1].stats)
+        record["speedups"] = [round(output.decoding_speed(s.stats)[0] / output.decoding_speed(p.stats)[0], 4)
+                              for s, p in pairs]
         if group[0].sampling.greedy:
-            record["greedy_identical_to_plain"] = plain.sequences == result.sequences
+            record["greedy_identical_to_plain"] = all(p.sequences == s.sequences for s, p in pairs)
     return lines, record
 
 

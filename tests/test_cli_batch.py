@@ -50,6 +50,7 @@ def test_json_lines_file_gives_one_json_document(capsys, tmp_path):
     assert sorted(i for batch in document["batches"] for i in batch["rows"]) == [0, 1, 2]
     assert len(document["batches"]) == 2  # max_new_tokens 3 runs apart
     assert all(batch["greedy_identical_to_plain"] for batch in document["batches"])
+    assert all(len(batch["speedups"]) == 3 and min(batch["speedups"]) > 0 for batch in document["batches"])
     assert document["stats"]["new_tokens"] == 15
 
 
