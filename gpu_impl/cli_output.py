@@ -6,9 +6,8 @@ the text. With --json, stdout holds one JSON object (see `json_document`) and no
 
 from __future__ import annotations
 
-import statistics
-
 import json
+import statistics
 from typing import Any, TextIO
 
 from exactspec import __version__
