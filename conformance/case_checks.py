@@ -19,8 +19,8 @@ from exactspec.stat_tests import TestResult, chisquare_gof
 from exactspec.stat_tests.binning import pool_bins
 from exactspec.stat_tests.pit import pit_values
 
-from exactspec.conformance.core.profiles import Profile
 from exactspec.conformance.checks import pit_ks_test
+from exactspec.conformance.core.profiles import Profile
 from exactspec.conformance.core.records import CheckRecord, case_seed
 
 #: Absolute bias of the first-draft acceptance rate the acceptance check resolves w.p. >= 1 - beta.

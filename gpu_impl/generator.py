@@ -22,8 +22,9 @@ from .cost_calibration import cached_costs
 from .drafts.base import DraftSource
 from .k_policy import POLICIES, CostModelK, Costs, next_k
 from .kv import CachedModel
+from .plain import plain_step
 from .prompts import TokenCollector, check_limits, check_prompt, row_seeds
-from .randomness import make_generators, sample
+from .randomness import make_generators
 from .sampler import MODES, verify_batch
 from .stats import GenerationResult, SpecStats
 from .vocab import logit_width
@@ -177,8 +178,7 @@ class SpeculativeGenerator:
         t1 = self._clock()
         logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
         if draft_tokens.shape[1] == 0:  # nothing proposed: a plain decoding step from p (at T = 0 its argmax)
-            step = logits[:, 0]
-            tokens = (step.argmax(-1) if self.sampling.greedy else sample(warp(step, self.sampling), generators))[:, None]
+            tokens = plain_step(logits[:, 0], self.sampling, generators)[:, None]
             counts = torch.ones_like(tokens[:, 0])
         else:
             tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, self.mode)

@@ -16,6 +16,12 @@ from .stats import GenerationResult, SpecStats
 from .warping import warp
 
 
+def plain_step(logits: torch.Tensor, sampling: SamplingParams, generators) -> torch.Tensor:
+    """One token per row of `logits` (B, V) -> (B,): at T = 0 the argmax (the one-hot warp's only token, no
+    random draw spent), else a draw from the warped row. The plain loop's step and the generator's k' = 0 round."""
+    return logits.argmax(-1) if sampling.greedy else sample(warp(logits, sampling), generators)
+
+
 @torch.inference_mode()
 def generate_plain(
     model: torch.nn.Module,
@@ -53,7 +59,7 @@ def generate_plain(
         logits = cached.forward(ids, valid, last_only=True)[:, -1]
         stats.prefill_time_s = time.perf_counter() - start
     for step in range(max_new_tokens):
-        token = logits.argmax(-1) if sampling.greedy else sample(warp(logits, sampling), generators)
+        token = plain_step(logits, sampling, generators)
         new[:, step] = token
         last = step + 1 == max_new_tokens
         if last or (eos_ids or on_tokens is not None) and (step + 1 - flushed) >= every:
