@@ -80,7 +80,7 @@ def plain_lines(pairs: list[tuple[Any, Any]], greedy: bool) -> list[str]:
     """Plain decoding's speed beside the speculative one and, when greedy, whether the outputs agree.
 
     `pairs`: (speculative, plain) results run one after the other; the speedup is the median of the pairs'
-    ratios (a single ~1 s pair moved by a burst on a shared CPU reads anything from x0.9 to x1.4 here)."""
+    ratios (a single ~1 s pair moved by a burst on a shared CPU says little on its own)."""
     ratios = sorted(decoding_speed(s.stats)[0] / decoding_speed(p.stats)[0] for s, p in pairs)
     speculative, plain = pairs[0]
     plain_speed, plain_s = decoding_speed(plain.stats)

@@ -1,10 +1,11 @@
 """How many CPU threads, and which OpenMP wait policy, `exactspec generate` starts with on a busy machine.
 
-Measured on this 2-core machine (SmolLM2-135M, plain decoding, 48 tokens, tokens/s): idle, 2 spinning
-threads 20-24 and 2 passive ones 11-13; one core busy with other work, 2 spinning threads 4.4, 2 passive
-12.4, 1 thread 15.8; every core busy (load 5-15), spinning threads that wait for a descheduled peer slowed
-each forward 50-200x.  So: one thread per core left free while other work keeps some cores busy, passive
-waits while it keeps all of them busy, torch's defaults otherwise.  Decided before torch loads
+On this 2-core machine (SmolLM2-135M, plain decoding): idle, 2 spinning threads ran 20-24 tokens/s and 2
+passive ones 11-13; with one core busy with other work, benchmarks/results/cost_policy.json has 4.7-6.5
+tokens/s for 2 spinning threads (commit 0719395) and 11.5-18.3 for 1 thread; with every core busy (load
+5-15), spinning threads that wait for a descheduled peer slowed each forward 50-200x.  So: one thread per
+core left free while other work keeps some cores busy, passive waits while it keeps all of them busy,
+torch's defaults otherwise.  Decided before torch loads
 (OpenMP reads OMP_WAIT_POLICY once) and never over the user's `--threads` or OMP_WAIT_POLICY.
 
 How busy: the share of CPU time other processes took over a short window (/proc/stat), not the 1-minute
