@@ -18,16 +18,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from exactspec.conformance.loader import call_implementation, load_adapter
-from exactspec.errors import ContractViolation, ExactspecError, ImplementationError, ImplUnavailable, Unsupported
+from .loader import call_implementation, load_adapter
+from ..errors import ContractViolation, ExactspecError, ImplementationError, ImplUnavailable, Unsupported
 
 CONTRACT_VERSION = "1.1"
 
 #: Public names imported on first access: name -> (module, attribute or None for the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {
-    "SamplingParams": ("exactspec.reference.warping", "SamplingParams"),
-    "load_cases": ("exactspec.conformance.cases", "load_cases"),
-    "strategies": ("exactspec.conformance.strategies", None),
+    "SamplingParams": ("..reference.warping", "SamplingParams"),
+    "load_cases": (".cases", "load_cases"),
+    "strategies": (".strategies", None),
 }
 
 __all__ = ["CONTRACT_VERSION", "ContractViolation", "ExactspecError", "ImplUnavailable", "ImplementationError",
@@ -38,7 +38,7 @@ def __getattr__(name: str) -> Any:
     """Import the lazy public names (and any submodule) on first access."""
     if name in _LAZY:
         module_name, attribute = _LAZY[name]
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(module_name, __name__)
         value = module if attribute is None else getattr(module, attribute)
         globals()[name] = value
         return value

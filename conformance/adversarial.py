@@ -142,7 +142,7 @@ def adversarial_generator(seed: int = 0, edge_rate: float = 0.25,
                           events: tuple[str, ...] = tuple(EVENTS)) -> np.random.Generator:
     """A genuine `numpy.random.Generator` drawing from `AdversarialBitGenerator` that records which of its
     methods the implementation called (`conformance.reach`)."""
-    from exactspec.conformance.reach import TrackingGenerator
+    from .reach import TrackingGenerator
 
     bitgen = AdversarialBitGenerator(seed, edge_rate, events)
     # The Generator keeps a reference to its bit generator, hence to the ctypes callbacks.

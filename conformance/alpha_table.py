@@ -39,11 +39,11 @@ from pathlib import Path
 import numpy as np
 from scipy import special, stats
 
-from exactspec.conformance.core.profiles import PROFILE_NAMES, get_profile
-from exactspec.conformance.core.registry import budget_for, planned_names
-from exactspec.stat_tests import min_discrepancy_multinomial_lr
-from exactspec.stat_tests.binning import pool_bins
-from exactspec.stat_tests.lr_tail import _window, lr_tail_bound
+from .core.profiles import PROFILE_NAMES, get_profile
+from .core.registry import budget_for, planned_names
+from ..stat_tests import min_discrepancy_multinomial_lr
+from ..stat_tests.binning import pool_bins
+from ..stat_tests.lr_tail import _window, lr_tail_bound
 
 #: Checks whose p-value is exact by construction (realised <= nominal, counted at nominal).
 EXACT_BY_CONSTRUCTION = {"ks": "exact (KS on continuous PIT values, finite-n law)",
@@ -129,7 +129,7 @@ def check_row(level: str, case: str, check: str, law: np.ndarray | None, n: floa
 
 def _rule_laws(case, rounds: int, profile) -> dict:
     """check name -> (law or None, expected n, min expected, kind) for every rule-level check kind."""
-    from exactspec.conformance.case_checks import hash_bins
+    from .case_checks import hash_bins
 
     reach = np.cumsum(case.count_law[::-1])[::-1]  # P(N >= j)
     me = profile.rule.min_expected
@@ -157,8 +157,8 @@ def _rule_laws(case, rounds: int, profile) -> dict:
 
 def rule_rows(profile_name: str, cases=None) -> tuple[list[dict], float]:
     """Rows of every statistical check of the rule level at `profile_name`, and the level's stated total."""
-    from exactspec.conformance.cases import SUITE_CASES
-    from exactspec.conformance.profiles import plan_rounds
+    from .cases import SUITE_CASES
+    from .profiles import plan_rounds
 
     prof = get_profile(profile_name)
     cases = list(cases or SUITE_CASES)
@@ -174,9 +174,9 @@ def rule_rows(profile_name: str, cases=None) -> tuple[list[dict], float]:
 
 def sequence_rows(profile_name: str) -> tuple[list[dict], float]:
     """Rows of every statistical check of the sequence level at `profile_name` (default run: no real model)."""
-    from exactspec.conformance.sequence.cases import planned_sequences
-    from exactspec.conformance.sequence.exact_law import sequence_law
-    from exactspec.conformance.sequence.suite import _models, select_cases
+    from .sequence.cases import planned_sequences
+    from .sequence.exact_law import sequence_law
+    from .sequence.suite import _models, select_cases
 
     prof = get_profile(profile_name)
     cases = select_cases(prof, False)
@@ -213,7 +213,7 @@ LEVEL_NAMES = ("rule", "sequence", "tree", "engine")
 def table(levels=LEVEL_NAMES, profiles=PROFILE_NAMES) -> dict:
     """{level: {profile: {rows, n_checks, total_stated, sum_nominal, sum_realised, within, asymptotic_only}}}
     (`within`: the sums are <= the stated total; `asymptotic_only`: checks whose size is not proven)."""
-    from exactspec.conformance.alpha_table_levels import engine_rows, tree_confirm_excess, tree_rows
+    from .alpha_table_levels import engine_rows, tree_confirm_excess, tree_rows
 
     makers = {"rule": rule_rows, "sequence": sequence_rows, "tree": tree_rows, "engine": engine_rows}
     extra = {"tree": lambda profile: {"confirm": tree_confirm_excess(profile)}}

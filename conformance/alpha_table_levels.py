@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.conformance.alpha_table import check_row
-from exactspec.conformance.core.profiles import get_profile
-from exactspec.conformance.core.registry import budget_for, planned_checks
+from .alpha_table import check_row
+from .core.profiles import get_profile
+from .core.registry import budget_for, planned_checks
 
 #: The kind of each engine check family of the registry (its guarantee: `alpha_table.STATED_KINDS`).
 ENGINE_KINDS = {"position_marginals": "permutation", "prefix_tuple": "permutation",
@@ -64,8 +64,8 @@ def _tree_laws(case, rounds: int, profile) -> dict:
 
 def tree_rows(profile_name: str, cases=None) -> tuple[list[dict], float]:
     """Rows of every statistical check of the tree level at `profile_name`, and the level's stated total."""
-    from exactspec.conformance.tree.cases import cases_for
-    from exactspec.conformance.tree.suite import plan_rounds
+    from .tree.cases import cases_for
+    from .tree.suite import plan_rounds
 
     prof = get_profile(profile_name)
     cases = list(cases if cases is not None else cases_for(prof.name))
@@ -89,7 +89,7 @@ def tree_rows(profile_name: str, cases=None) -> tuple[list[dict], float]:
 
 def engine_cases(profile_name: str, prompts: int = 1, pit: bool = True, reported: bool = True) -> list:
     """Sampling prompts at the profile's positions, each with the reports the PIT and reported checks need."""
-    from exactspec.conformance.engine.level import EngineCase
+    from .engine.level import EngineCase
 
     if int(prompts) != prompts or prompts < 1:
         raise ValueError(f"prompts must be an integer >= 1, got {prompts!r}")
@@ -118,7 +118,7 @@ def tree_confirm_excess(profile_name: str, cases=None) -> dict:
     on a case they rerun its exactness checks, together at the rate of that case's standard-rule checks. For
     an exact non-standard rule (its standard-rule checks fail on every case) the false NOT_EXACT rate is then
     at most the exactness checks' rates plus the confirmatory share, i.e. the stated total."""
-    from exactspec.conformance.tree.cases import cases_for
+    from .tree.cases import cases_for
 
     prof = get_profile(profile_name)
     cases = list(cases if cases is not None else cases_for(prof.name))

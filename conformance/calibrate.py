@@ -23,9 +23,9 @@ from typing import Callable
 import numpy as np
 from scipy import stats
 
-from exactspec.conformance.core.profiles import PROFILE_NAMES, get_profile
-from exactspec.conformance.core.records import set_seed_salt
-from exactspec.conformance.core.registry import budget_for
+from .core.profiles import PROFILE_NAMES, get_profile
+from .core.records import set_seed_salt
+from .core.registry import budget_for
 
 ALPHAS = (1e-2, 1e-3)
 CONFIDENCE = 0.99
@@ -53,10 +53,10 @@ def replicate_pvalues(impl_spec: str, profile_name: str, replicates: int, cases=
                       on_replicate: Callable[[dict, int], None] | None = None) -> dict:
     """{(case, check): [p-values]} and the tails used, from `replicates` salted runs of the rule level;
     `on_replicate(raw so far, replicates done)` after each one."""
-    from exactspec.conformance.cases import SUITE_CASES
-    from exactspec.conformance.harness import Harness, load_impl
-    from exactspec.conformance.profiles import plan_rounds
-    from exactspec.conformance.runner import statistical_records
+    from .cases import SUITE_CASES
+    from .harness import Harness, load_impl
+    from .profiles import plan_rounds
+    from .runner import statistical_records
 
     profile = get_profile(profile_name)
     cases = list(cases or SUITE_CASES)
@@ -122,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _document(args: argparse.Namespace, raw: dict, done: int, seconds: float) -> dict:
-    from exactspec.conformance.provenance import collect
+    from .provenance import collect
 
     return {"impl": args.impl, "level": args.level, "profile": args.profile, "replicates": done,
             "replicates_requested": args.replicates, "complete": done == args.replicates, "alphas": list(ALPHAS),

@@ -15,13 +15,13 @@ import math
 import numpy as np
 from scipy import stats
 
-from exactspec.stat_tests import TestResult, chisquare_gof
-from exactspec.stat_tests.binning import pool_bins
-from exactspec.stat_tests.pit import pit_values
+from ..stat_tests import TestResult, chisquare_gof
+from ..stat_tests.binning import pool_bins
+from ..stat_tests.pit import pit_values
 
-from exactspec.conformance.checks import pit_ks_test
-from exactspec.conformance.core.profiles import Profile
-from exactspec.conformance.core.records import CheckRecord, case_seed
+from .checks import pit_ks_test
+from .core.profiles import Profile
+from .core.records import CheckRecord, case_seed
 
 #: Absolute bias of the first-draft acceptance rate the acceptance check resolves w.p. >= 1 - beta.
 ACCEPTANCE_BIAS = 0.005

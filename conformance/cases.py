@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from exactspec import reference
-from exactspec.reference.validation import as_prob_array, check_k
+from .. import reference
+from ..reference.validation import as_prob_array, check_k
 
-from exactspec.conformance.case_recipes import (  # noqa: F401 -- ROW_KINDS, generated_*: re-exported
+from .case_recipes import (  # noqa: F401 -- ROW_KINDS, generated_*: re-exported
     ROW_KINDS, deep_rows, dyadic_rows, generated_name, generated_rows, near_equal_rows, padded_rows, varying_rows,
     zipf_rows, zipf_top_rows,
 )

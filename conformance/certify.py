@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from exactspec.cli import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
-from exactspec.errors import AdapterLoadError, ImplementationError, ImplUnavailable
+from ..cli import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
+from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable
 
 EXIT_CERTIFIED = 0
 EXIT_FAILED = 1
@@ -44,7 +44,7 @@ exit status:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from exactspec.conformance.profiles import PROFILES
+    from .profiles import PROFILES
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EXIT_CODES_HELP
@@ -93,7 +93,7 @@ def select_cases(names: str | None, substrings: str | None) -> list | None:
     """The rule-level cases --cases / -k select (None: all); ValueError naming the option if none match."""
     if not names and not substrings:
         return None
-    from exactspec.conformance.cases import SUITE_CASES
+    from .cases import SUITE_CASES
 
     chosen = list(SUITE_CASES)
     if names:
@@ -115,7 +115,7 @@ def _sequence_builtins(spec: str) -> dict:
     if ":" in spec:
         return {}
     try:
-        from exactspec.conformance.sequence.adapters import BUILTIN
+        from .sequence.adapters import BUILTIN
     except ImportError as error:
         raise ImplUnavailable(f"builtin sequence adapter {spec!r} needs torch and transformers: {error}") from error
     return BUILTIN
@@ -123,14 +123,14 @@ def _sequence_builtins(spec: str) -> dict:
 
 def load(args: argparse.Namespace) -> Any:
     """The LoadedAdapter for args.impl at args.level."""
-    from exactspec.conformance.loader import load_adapter
+    from .loader import load_adapter
 
     return load_adapter(args.impl, level=args.level, builtins=_sequence_builtins(args.impl))
 
 
 def run_sequence_level(args: argparse.Namespace, adapter: Any) -> int:
     """Certify a generation-level adapter and write its report under --out."""
-    from exactspec.conformance.sequence import certify_generation
+    from .sequence import certify_generation
 
     workers = args.workers if args.workers and args.workers > 0 else (os.cpu_count() or 1)
     spec = args.impl if isinstance(args.impl, str) else None
@@ -145,8 +145,8 @@ def run_sequence_level(args: argparse.Namespace, adapter: Any) -> int:
 
 def run_rule_level(args: argparse.Namespace, impl: Any) -> int:
     """Certify a rule-level adapter and write its report under --out."""
-    from exactspec.conformance.report import format_summary, write_report
-    from exactspec.conformance.runner import run_suite
+    from .report import format_summary, write_report
+    from .runner import run_suite
 
     cases = getattr(args, "selected_cases", None)
     workers = getattr(args, "workers", 1)
@@ -163,8 +163,8 @@ def run_rule_level(args: argparse.Namespace, impl: Any) -> int:
 
 def run_tree_level(args: argparse.Namespace, impl: Any) -> int:
     """Certify a tree-level adapter (verify_tree) and write its report under --out."""
-    from exactspec.conformance.tree.report import format_summary, write_tree_report
-    from exactspec.conformance.tree.suite import run_tree_suite
+    from .tree.report import format_summary, write_tree_report
+    from .tree.suite import run_tree_suite
 
     result = run_tree_suite(impl, args.impl, args.profile, fail_fast=args.fail_fast)
     paths = write_tree_report(result, args.out, impl_spec=args.impl)

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.stat_tests import TestResult, chisquare_gof, pit_uniformity_test, tokens_per_round_test, zero_probability_check
-from exactspec.stat_tests.binning import pool_bins
+from ..stat_tests import TestResult, chisquare_gof, pit_uniformity_test, tokens_per_round_test, zero_probability_check
+from ..stat_tests.binning import pool_bins
 
-from exactspec.conformance.core.profiles import Profile
-from exactspec.conformance.core.records import CATEGORIES, CheckRecord, hard_failure, hard_result
-from exactspec.conformance.harness import Rounds
-from exactspec.reference.sampling import inverse_cdf
+from .core.profiles import Profile
+from .core.records import CATEGORIES, CheckRecord, hard_failure, hard_result
+from .harness import Rounds
+from ..reference.sampling import inverse_cdf
 
 #: Every statistical check of the rule level is the likelihood-ratio test with a proven tail (`stat_tests.lr_tail`:
 #: exact for <= 3 bins, Agrawal's bound otherwise), so its false-fail rate is a theorem at the rate it runs at.

@@ -21,13 +21,13 @@ import math
 
 import numpy as np
 
-from exactspec.stat_tests import required_samples
+from ..stat_tests import required_samples
 
-from exactspec.conformance import case_checks, checks
-from exactspec.conformance.cases import Case
-from exactspec.conformance.core.profiles import Profile
-from exactspec.conformance.core.records import CheckRecord, case_seed
-from exactspec.conformance.profiles import case_epsilon, n_bins
+from . import case_checks, checks
+from .cases import Case
+from .core.profiles import Profile
+from .core.records import CheckRecord, case_seed
+from .profiles import case_epsilon, n_bins
 
 #: Confirmatory runs may use up to this many times the profile's max_rounds per case.
 CONFIRM_ROUNDS_FACTOR = 8

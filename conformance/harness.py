@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from exactspec.conformance.cases import Case
-from exactspec.conformance.loader import PASS_THROUGH, implementation_error, load_adapter
-from exactspec.errors import ContractViolation, ImplementationError, ImplUnavailable
+from .cases import Case
+from .loader import PASS_THROUGH, implementation_error, load_adapter
+from ..errors import ContractViolation, ImplementationError, ImplUnavailable
 
 __all__ = ["ContractViolation", "Harness", "ImplUnavailable", "ImplementationError", "Rounds", "draw_drafts",
            "load_impl"]
@@ -35,7 +35,7 @@ def load_impl(spec: str) -> Any:
 def draw_drafts(case: Case, n: int, rng: np.random.Generator, members: np.ndarray | None = None) -> np.ndarray:
     """(n, k) draft tokens, x_i ~ q_i independently, by the oracle's guarded inverse CDF (O(n log V)); with
     `members` (pooled cases) round r's q rows are those of pool member members[r]."""
-    from exactspec.reference.sampling import inverse_cdf
+    from ..reference.sampling import inverse_cdf
 
     out = np.empty((n, case.k), dtype=np.int64)
     if members is None:

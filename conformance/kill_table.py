@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from exactspec.conformance.core.profiles import PROFILE_NAMES
+from .core.profiles import PROFILE_NAMES
 
 #: Expected verdict of a mutant whose zoo names none (the sequence level's): any rejection counts.
 REJECTED = "any verdict but CERTIFIED"
@@ -78,7 +78,7 @@ def outcome_of(result: Any, caught_by_first_token: Callable[[Any], bool]) -> Out
 # --------------------------------------------------------------------------- rule level
 def rule_subjects() -> list[Subject]:
     """The rule-level zoo: `conformance.mutants.zoo` MUTANTS then VALID."""
-    from exactspec.conformance.mutants.zoo import MUTANTS, VALID
+    from .mutants.zoo import MUTANTS, VALID
 
     return [Subject(cls.__name__, cls.kind, _one_line(cls.models), tuple(cls.expected), cls) for cls in MUTANTS + VALID]
 
@@ -90,7 +90,7 @@ def rule_first_token_failure(record: Any) -> bool:
 
 def run_rule(subject: Subject, profile: str) -> Outcome:
     """The rule-level suite (every check, no fail-fast) on one subject."""
-    from exactspec.conformance.runner import run_suite
+    from .runner import run_suite
 
     return outcome_of(run_suite(subject.make(), subject.name, profile, fail_fast=False), rule_first_token_failure)
 
@@ -98,8 +98,8 @@ def run_rule(subject: Subject, profile: str) -> Outcome:
 # --------------------------------------------------------------------------- sequence level
 def sequence_subjects() -> list[Subject]:
     """The generation-level zoo: `conformance.sequence.mutants` MUTANTS, then the reference loop and BENIGN."""
-    from exactspec.conformance.sequence.mutants import BENIGN, MUTANTS
-    from exactspec.conformance.sequence.reference_loop import ReferenceLoop
+    from .sequence.mutants import BENIGN, MUTANTS
+    from .sequence.reference_loop import ReferenceLoop
 
     rows = [Subject(m.name, "mutant", _one_line(m.__doc__), (REJECTED,), m) for m in MUTANTS]
     rows.append(Subject(ReferenceLoop.name, "valid", "Valid: " + _one_line(ReferenceLoop.__doc__), ("CERTIFIED",),
@@ -127,7 +127,7 @@ def sequence_first_token_failure(record: Any) -> bool:
 
 def run_sequence(subject: Subject, profile: str) -> Outcome:
     """The sequence-level suite (every case, no fail-fast) on one subject."""
-    from exactspec.conformance.sequence.suite import run_sequence_result
+    from .sequence.suite import run_sequence_result
 
     result = run_sequence_result(subject.make(), profile=profile, fail_fast=False)
     return outcome_of(result, sequence_first_token_failure)

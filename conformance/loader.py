@@ -19,7 +19,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from exactspec.errors import AdapterLoadError, ImplementationError, ImplUnavailable, Unsupported
+from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable, Unsupported
 
 LEVELS = ("auto", "rule", "sequence", "tree")
 RULE_SIGNATURE = "verify(target_probs, draft_probs, draft_tokens, rng)"

@@ -37,7 +37,7 @@ class ImplSource:
     @staticmethod
     def load(spec: str) -> Any:
         """A fresh instance from a spec (rule level: `harness.load_impl`; other levels override this)."""
-        from exactspec.conformance.harness import load_impl
+        from .harness import load_impl
 
         return load_impl(spec)
 

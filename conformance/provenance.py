@@ -32,17 +32,15 @@ def exactspec_version() -> str | None:
 
         return version("exactspec")
     except (ImportError, PackageNotFoundError):
-        import exactspec
+        from .. import __version__
 
-        return getattr(exactspec, "__version__", None)
+        return __version__
 
 
 def _git(args: list[str], path: str | Path | None) -> subprocess.CompletedProcess | None:
     """Run git in the checkout holding `path` (default: the exactspec package); None if git is missing or slow."""
     if path is None:
-        import exactspec
-
-        path = Path(exactspec.__file__).resolve().parent
+        path = Path(__file__).resolve().parent
     try:
         return subprocess.run(["git", *args], cwd=str(path), capture_output=True, text=True,
                               timeout=GIT_TIMEOUT_SECONDS, check=False)
@@ -100,7 +98,7 @@ def implementation_info(impl_spec: str) -> dict:
         return info
     module = sys.modules.get(module_name)
     if module is None:
-        from exactspec.conformance.loader import import_module_from_cwd
+        from .loader import import_module_from_cwd
 
         try:
             module = import_module_from_cwd(module_name, impl_spec)

@@ -97,7 +97,7 @@ def reach_summary(rng: np.random.Generator) -> dict:
 def triggering_events(reproduces) -> list[dict]:
     """The adversarial events that alone reproduce a hard failure: `reproduces(events)` reruns the rounds with
     only those events injected and says whether the invariant still fails. Each with its real-world rate."""
-    from exactspec.conformance.adversarial import EVENTS
+    from .adversarial import EVENTS
 
     found = []
     for event, (what, rate) in EVENTS.items():

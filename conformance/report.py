@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from exactspec.conformance import CONTRACT_VERSION
-from exactspec.conformance.cases import Case
-from exactspec.conformance.core import report as core_report
-from exactspec.conformance.core.records import STATISTICAL_CATEGORIES, VERDICT_TEXT
-from exactspec.conformance.core.report import SuiteResult
+from . import CONTRACT_VERSION
+from .cases import Case
+from .core import report as core_report
+from .core.records import STATISTICAL_CATEGORIES, VERDICT_TEXT
+from .core.report import SuiteResult
 
 __all__ = ["VERDICT_TEXT", "format_summary", "to_markdown", "write_report"]
 

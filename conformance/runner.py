@@ -13,16 +13,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from exactspec.conformance import case_checks, checks, confirm, findings, parallel, reach
-from exactspec.conformance.adversarial import adversarial_generator
-from exactspec.conformance.cases import SUITE_CASES, Case
-from exactspec.conformance.core.profiles import Profile, get_profile
-from exactspec.conformance.core.records import VERDICTS, CheckRecord, case_seed, hard_result, verdict_of
-from exactspec.conformance.core.registry import budget_for, planned_checks, planned_names, run_registered
-from exactspec.conformance.core.report import SuiteResult, summarize_budget
-from exactspec.conformance.harness import ContractViolation, Harness, ImplementationError
-from exactspec.conformance.parallel import ImplSource
-from exactspec.conformance.profiles import plan_rounds
+from . import case_checks, checks, confirm, findings, parallel, reach
+from .adversarial import adversarial_generator
+from .cases import SUITE_CASES, Case
+from .core.profiles import Profile, get_profile
+from .core.records import VERDICTS, CheckRecord, case_seed, hard_result, verdict_of
+from .core.registry import budget_for, planned_checks, planned_names, run_registered
+from .core.report import SuiteResult, summarize_budget
+from .harness import ContractViolation, Harness, ImplementationError
+from .parallel import ImplSource
+from .profiles import plan_rounds
 
 __all__ = ["VERDICTS", "SuiteResult", "case_seed", "hypothesis_records", "invariant_records", "run_suite",
            "statistical_records", "verdict_of", "finish_result"]
@@ -143,7 +143,7 @@ def hypothesis_records(harness: Harness, profile: Profile, seed: int = 0) -> lis
     """Hard invariants on Hypothesis-generated edge cases (derandomized: same cases every run)."""
     from hypothesis import HealthCheck, Phase, given, settings
 
-    from exactspec.conformance.strategies import round_cases
+    from .strategies import round_cases
 
     failures: list[str] = []
     seen = [0]

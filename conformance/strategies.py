@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from exactspec.conformance.cases import GENERATED_WHY, ROW_KINDS, Case, generated_cases, generated_name, generated_rows
+from .cases import GENERATED_WHY, ROW_KINDS, Case, generated_cases, generated_name, generated_rows
 
 SMALL_VOCABS = (2, 3, 4, 5, 8, 16, 64)
 LARGE_VOCABS = (32768, 50257)

@@ -17,8 +17,8 @@ import pytest
 #: warning would repeat once per test (set junit_family = legacy for schema-valid XML).
 pytestmark = pytest.mark.filterwarnings("ignore:record_property is incompatible:pytest.PytestWarning")
 
-from exactspec.conformance.core.records import verdict_of
-from exactspec.conformance.runner import hypothesis_records, invariant_records
+from .core.records import verdict_of
+from .runner import hypothesis_records, invariant_records
 
 
 def _messages(records, categories):
@@ -71,7 +71,7 @@ def test_generated_edge_cases(harness, profile, record, record_property):
 def test_implementation_verdict(harness, profile, record_property):
     """Records the verdict of every check this process ran on the implementation (no new checks; the
     failures themselves are reported by the tests above). Under pytest-xdist it covers one worker's tests."""
-    from exactspec.conformance.plugin import impl_records
+    from .plugin import impl_records
 
     records = impl_records(harness.name)
     if not records:

@@ -21,10 +21,10 @@ import re
 pytest.importorskip("torch", reason="the sequence level runs real models: pip install 'exactspec[torch]'")
 pytest.importorskip("transformers", reason="the sequence level runs real models: pip install 'exactspec[torch]'")
 
-from exactspec.conformance.sequence import load_adapter  # noqa: E402
-from exactspec.conformance.sequence.report import to_markdown, write_report  # noqa: E402
-from exactspec.conformance.sequence.suite import run_sequence_result  # noqa: E402
-from exactspec.errors import AdapterLoadError, ImplUnavailable  # noqa: E402
+from .sequence import load_adapter  # noqa: E402
+from .sequence.report import to_markdown, write_report  # noqa: E402
+from .sequence.suite import run_sequence_result  # noqa: E402
+from ..errors import AdapterLoadError, ImplUnavailable  # noqa: E402
 
 DEFAULT_GENERATION_IMPLS = ["reference", "gpu_impl"]
 
@@ -66,6 +66,6 @@ def test_sequence_level(generation_impl, request, record_property):
     paths = write_report(result, f"{out_dir}/{re.sub(r'[^A-Za-z0-9_.-]', '_', spec)}-sequence", spec) if out_dir else None
     report = paths["document"] if paths else None
     if not result.passed:
-        from exactspec.conformance.core.report import document
+        from .core.report import document
 
         pytest.fail(to_markdown(report or document(result, spec)), pytrace=False)

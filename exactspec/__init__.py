@@ -1,6 +1,6 @@
 """exactspec: the reference that speculative-sampling implementations are measured against."""
 
-from exactspec.errors import ExactspecError
+from .errors import ExactspecError
 
 
 def _installed_version() -> str:

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactspec.cache import CACHE_KINDS, MODEL_SOURCE_FILE, cache_root
+from .cache import CACHE_KINDS, MODEL_SOURCE_FILE, cache_root
 
 WHAT_CHOICES = tuple(kind.name for kind in CACHE_KINDS) + ("all",)
 

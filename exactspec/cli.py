@@ -15,7 +15,7 @@ import importlib
 import sys
 import traceback
 
-from exactspec import __version__
+from . import __version__
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3

@@ -8,20 +8,20 @@ can be imported without torch: `exactspec generate --help` stays fast.
 import importlib
 
 _LAZY = {
-    "SpeculativeGenerator": "exactspec.gpu_impl.generator",
-    "SamplingParams": "exactspec.reference.warping",
-    "generate_plain": "exactspec.gpu_impl.plain",
-    "GenerationResult": "exactspec.gpu_impl.stats",
-    "SpecStats": "exactspec.gpu_impl.stats",
-    "TorchVerifier": "exactspec.gpu_impl.sampler",
-    "verify_batch": "exactspec.gpu_impl.sampler",
-    "warp_probs": "exactspec.gpu_impl.warping",
+    "SpeculativeGenerator": ".generator",
+    "SamplingParams": "..reference.warping",
+    "generate_plain": ".plain",
+    "GenerationResult": ".stats",
+    "SpecStats": ".stats",
+    "TorchVerifier": ".sampler",
+    "verify_batch": ".sampler",
+    "warp_probs": ".warping",
 }
 
 
 def __getattr__(name: str):
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -13,12 +13,12 @@ import argparse
 import os
 import sys
 
-from exactspec.gpu_impl.cli_args import DEFAULT_DRAFT, DEFAULT_K, DEFAULT_K_POLICY, DEFAULTS_WHY, add_arguments  # noqa: F401
-from exactspec.gpu_impl.cli_checks import check_before_loading
-from exactspec.gpu_impl.cli_inputs import read_prompts
-from exactspec.gpu_impl.cpu_threads import plan_for_this_machine
-from exactspec.gpu_impl.drafts.registry import DRAFT_CHOICES, DraftSpec, build_draft, parse_draft  # noqa: F401
-from exactspec.gpu_impl.model_config import ModelNotAvailableError
+from .cli_args import DEFAULT_DRAFT, DEFAULT_K, DEFAULT_K_POLICY, DEFAULTS_WHY, add_arguments  # noqa: F401
+from .cli_checks import check_before_loading
+from .cli_inputs import read_prompts
+from .cpu_threads import plan_for_this_machine
+from .drafts.registry import DRAFT_CHOICES, DraftSpec, build_draft, parse_draft  # noqa: F401
+from .model_config import ModelNotAvailableError
 
 
 def _fail(message: str) -> int:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         rows = read_prompts(args)
         plan = check_before_loading(args)
         _threading_before_torch(args)
-        from exactspec.gpu_impl import cli_run
+        from . import cli_run
     except (ValueError, ModelNotAvailableError) as error:
         return _fail(str(error))
     except ModuleNotFoundError as error:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from exactspec import __version__
-from exactspec.gpu_impl.drafts.registry import DRAFT_CHOICES, DraftSpec, draft_help, parse_draft
-from exactspec.gpu_impl.k_policy import POLICIES
+from .. import __version__
+from .drafts.registry import DRAFT_CHOICES, DraftSpec, draft_help, parse_draft
+from .k_policy import POLICIES
 
 #: The choices of `gpu_impl.cpu_matmul.CPU_MATMUL_CHOICES`, repeated here because that module imports torch
 #: (tests/test_cli_startup.py checks that the two agree).

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactspec.gpu_impl.drafts.registry import validate_draft
-from exactspec.gpu_impl.model_config import DEFAULT_NAME, ModelShape, default_gguf_path, model_shape
+from .drafts.registry import validate_draft
+from .model_config import DEFAULT_NAME, ModelShape, default_gguf_path, model_shape
 
 #: The hidden --tiny model's shape (`cli_run.load_target` builds it): 4 layers, 64 tokens, no chat template.
 TINY_SHAPE = ModelShape(n_layers=4, vocab_size=64, has_tokenizer=True, has_chat_template=False)

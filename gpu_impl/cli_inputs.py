@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from exactspec.reference.warping import SamplingParams
+from ..reference.warping import SamplingParams
 
 #: The per-prompt options a JSON line may set (besides "prompt" and an "id" echoed back in --json).
 ROW_OPTIONS = ("seed", "max_new_tokens", "temperature", "top_k", "top_p", "min_p")

@@ -10,7 +10,7 @@ import json
 import statistics
 from typing import Any, TextIO
 
-from exactspec import __version__
+from .. import __version__
 
 JSON_SCHEMA = "exactspec.generate/1"
 

@@ -14,12 +14,12 @@ from typing import Any, TextIO
 
 import torch
 
-from exactspec.gpu_impl import SpeculativeGenerator, SpecStats, generate_plain
-from exactspec.gpu_impl import cli_output as output
-from exactspec.gpu_impl.cli_checks import Plan
-from exactspec.gpu_impl.cli_inputs import PromptRow, group_rows
-from exactspec.gpu_impl.drafts.registry import build_draft
-from exactspec.gpu_impl.prompts import left_pad
+from . import SpeculativeGenerator, SpecStats, generate_plain
+from . import cli_output as output
+from .cli_checks import Plan
+from .cli_inputs import PromptRow, group_rows
+from .drafts.registry import build_draft
+from .prompts import left_pad
 
 COMPARE_PAIRS = 3  # --compare-plain: (speculative, plain) runs one after the other, the speedup their median ratio
 
@@ -60,7 +60,7 @@ def load_target(args: argparse.Namespace, device: str, dtype: Any) -> Target:
     """The target model and tokenizer the (checked) arguments name."""
     from transformers.utils import logging as transformers_logging
 
-    from exactspec.gpu_impl import models
+    from . import models
 
     transformers_logging.disable_progress_bar()  # the weight-loading bar would sit among the '#' figure lines
     start = time.perf_counter()

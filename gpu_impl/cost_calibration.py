@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from exactspec.cache import cache_root
+from ..cache import cache_root
 
 from .cpu_matmul import _cpu_name
 from .k_policy import Costs, robust_centre

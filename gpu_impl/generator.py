@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from exactspec.reference.validation import check_k
-from exactspec.reference.warping import SamplingParams
+from ..reference.validation import check_k
+from ..reference.warping import SamplingParams
 
 from .cost_calibration import cached_costs
 from .drafts.base import DraftSource

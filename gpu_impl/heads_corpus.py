@@ -98,8 +98,8 @@ def encode_texts(tokenizer: Any, texts: list[str], max_tokens: int) -> list[list
 def self_generated(target: Any, tokenizer: Any, max_tokens: int, reply_tokens: int = 128, seed: int = 0,
                    batch: int = 8) -> list[list[int]]:
     """Chat-formatted prompt + the target's own reply (T = 0.7) for the seed prompts, until `max_tokens` reply tokens."""
-    from exactspec.gpu_impl import generate_plain
-    from exactspec.reference.warping import SamplingParams
+    from . import generate_plain
+    from ..reference.warping import SamplingParams
 
     rows: list[list[int]] = []
     total, round_index = 0, 0

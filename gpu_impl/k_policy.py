@@ -11,8 +11,8 @@ import statistics
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from exactspec.gpu_impl.stats import examined_and_accepted
-from exactspec.reference.speedup import expected_tokens_per_position
+from .stats import examined_and_accepted
+from ..reference.speedup import expected_tokens_per_position
 
 POLICIES = ("fixed", "grow-shrink", "cost")
 #: Floor on the relative standard error of a measured ratio: no timing is trusted to better than 1 %.

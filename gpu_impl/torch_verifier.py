@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from exactspec.reference import validation
+from ..reference import validation
 
 from .categorical import method_for
 

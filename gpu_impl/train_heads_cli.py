@@ -44,7 +44,7 @@ def _fail(message: str) -> int:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
-    from exactspec.gpu_impl import models
+    from . import models
 
     if args.tiny:
         return models.tiny_llama(vocab_size=64, hidden_size=64, n_layers=4, seed=0), None
@@ -57,7 +57,7 @@ def corpus_rows(args: argparse.Namespace, target: Any, tokenizer: Any) -> tuple[
     """Token rows of the training text and the number of tokens from each source."""
     import torch
 
-    from exactspec.gpu_impl import heads_corpus as corpus
+    from . import heads_corpus as corpus
 
     if tokenizer is None:  # --tiny: random token rows
         rng = torch.Generator().manual_seed(args.seed)
@@ -88,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(error))
     import torch
 
-    from exactspec.gpu_impl.drafts.heads import default_heads_path, save_heads
-    from exactspec.gpu_impl.heads_corpus import windows
-    from exactspec.gpu_impl.heads_training import TrainConfig, collect_states, split_rows, train_heads
-    from exactspec.gpu_impl.models import ModelNotAvailableError
+    from .drafts.heads import default_heads_path, save_heads
+    from .heads_corpus import windows
+    from .heads_training import TrainConfig, collect_states, split_rows, train_heads
+    from .models import ModelNotAvailableError
 
     if args.threads:
         torch.set_num_threads(args.threads)

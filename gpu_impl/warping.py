@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from exactspec.reference.warping import SamplingParams, check_sampling
+from ..reference.warping import SamplingParams, check_sampling
 
 __all__ = ["SamplingParams", "warp_probs", "greedy_probs"]
 

@@ -1,5 +1,5 @@
 """`python -m exactspec.proofs`: run every machine check of the argument; exit status 1 if any fails."""
 
-from exactspec.proofs.cli import main
+from .cli import main
 
 raise SystemExit(main())

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from exactspec.proofs.kernels import F0, KSchedule, ToyModel, argmax, exact_probs, one_hot, warped_probs
+from .kernels import F0, KSchedule, ToyModel, argmax, exact_probs, one_hot, warped_probs
 
 SEED = 20230718  # fixed: every random case is reproducible
 

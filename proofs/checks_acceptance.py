@@ -10,9 +10,9 @@ from typing import Callable
 
 import numpy as np
 
-from exactspec.proofs.cases import SEED, edge_pairs, random_dist, random_pairs
-from exactspec.proofs.kernels import F0, first_token_law, overlap, standard_kernel
-from exactspec.proofs.registry import CheckResult, check, expect, run_guarded
+from .cases import SEED, edge_pairs, random_dist, random_pairs
+from .kernels import F0, first_token_law, overlap, standard_kernel
+from .registry import CheckResult, check, expect, run_guarded
 
 
 def _max_coupling_lp(p, q) -> tuple[int, float, str]:
@@ -98,8 +98,8 @@ def sym_token_count(law_formula: Callable | None = None, mean_formula: Callable 
 def oracle_token_count(tokens_law_fn: Callable | None = None, expected_fn: Callable | None = None,
                        variance_fn: Callable | None = None, round_law: Callable | None = None) -> CheckResult:
     """The oracle's count law / mean / variance agree with the formulas; exact count law of enumerated rounds."""
-    from exactspec.reference import speedup
-    from exactspec.reference.laws import emitted_count_law, round_distribution
+    from ..reference import speedup
+    from ..reference.laws import emitted_count_law, round_distribution
 
     tokens_law_fn = tokens_law_fn or speedup.tokens_law_per_position
     expected_fn = expected_fn or speedup.expected_tokens
@@ -182,7 +182,7 @@ def _improvement_at(alpha: float, cost: float, improvement_fn: Callable, optimal
 @check("C8")
 def sym_improvement(improvement_fn: Callable | None = None, optimal_fn: Callable | None = None) -> CheckResult:
     """sympy: d/dk of Leviathan's factor; k=1 pays iff alpha > c; optimal_k = best integer near the stationary point."""
-    from exactspec.reference import speedup
+    from ..reference import speedup
 
     improvement_fn = improvement_fn or speedup.improvement_factor
     optimal_fn = optimal_fn or speedup.optimal_k

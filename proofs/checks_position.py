@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from exactspec.proofs.cases import SEED, edge_pairs, random_dist, random_pairs
-from exactspec.proofs.kernels import F0, count_law, first_token_law, first_token_marginal, overlap, standard_kernel, tv
-from exactspec.proofs.registry import CheckResult, check, expect, run_guarded
+from .cases import SEED, edge_pairs, random_dist, random_pairs
+from .kernels import F0, count_law, first_token_law, first_token_marginal, overlap, standard_kernel, tv
+from .registry import CheckResult, check, expect, run_guarded
 
 
 @check("C1")
@@ -43,7 +43,7 @@ def sym_single_position(min_plus_residual: Callable | None = None) -> CheckResul
 def exact_single_position(round_law: Callable | None = None, acceptance: Callable | None = None,
                           residual_fn: Callable | None = None, cases: int = 300) -> CheckResult:
     """Fraction enumeration, k = 1: the first emitted token has law p exactly; P(accept) = sum min = 1 - TV."""
-    from exactspec.reference.laws import acceptance_rate, residual, round_distribution
+    from ..reference.laws import acceptance_rate, residual, round_distribution
 
     round_law = round_law or round_distribution
     acceptance = acceptance or acceptance_rate

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-from exactspec.proofs.registry import all_checks, claim_table, run_checks
+from .registry import all_checks, claim_table, run_checks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,9 +16,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from exactspec.proofs.cases import SEED, random_dist
-from exactspec.proofs.kernels import F0, F1, fmt, tv_law
-from exactspec.proofs.registry import CheckResult, check, expect, run_guarded
+from .cases import SEED, random_dist
+from .kernels import F0, F1, fmt, tv_law
+from .registry import CheckResult, check, expect, run_guarded
 
 UNIT_ROUNDOFF_F32 = Fraction(1, 2**24)  # float32, round to nearest
 GRID_F32 = Fraction(1, 2**24)  # spacing of float32 uniforms in [0, 1) (torch.rand)
@@ -138,7 +138,7 @@ def _check_entrywise(i: int, p: Sequence[Fraction], q: Sequence[Fraction]) -> No
 @check("C12")
 def float32_tv_bound(bound: Callable = float_tv_bound, cases: int = 40) -> CheckResult:
     """Exact law of a float32 implementation vs the exact rational law: TV per round <= the bound of C12."""
-    from exactspec.reference.laws import round_distribution
+    from ..reference.laws import round_distribution
 
     def body():
         rng = random.Random(SEED + 11)

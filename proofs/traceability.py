@@ -16,7 +16,7 @@ import ast
 import re
 from pathlib import Path
 
-from exactspec.proofs.registry import CheckResult, all_checks, check, expect, run_guarded
+from .registry import CheckResult, all_checks, check, expect, run_guarded
 
 # The folder holding reference/, gpu_impl/, conformance/, proofs/: the checkout root, or site-packages/exactspec.
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent

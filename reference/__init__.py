@@ -5,7 +5,7 @@ exactness is possible (`fractions.Fraction` inputs to the laws give exact ration
 imports torch.
 """
 
-from exactspec.reference.laws import (
+from .laws import (
     acceptance_rate,
     emitted_count_law,
     first_token_marginal,
@@ -13,10 +13,10 @@ from exactspec.reference.laws import (
     round_distribution,
     unchecked_residual,
 )
-from exactspec.reference.rules import verify, verify_batch, verify_greedy, verify_sampler_match
-from exactspec.reference.sampling import inverse_cdf, sample_token
-from exactspec.reference.sequences import speculative_sequence_law, target_sequence_law
-from exactspec.reference.speedup import (
+from .rules import verify, verify_batch, verify_greedy, verify_sampler_match
+from .sampling import inverse_cdf, sample_token
+from .sequences import speculative_sequence_law, target_sequence_law
+from .speedup import (
     expected_tokens,
     expected_tokens_per_position,
     improvement_factor,
@@ -27,8 +27,8 @@ from exactspec.reference.speedup import (
     tokens_variance,
     verification_cost,
 )
-from exactspec.reference.validation import PROB_SUM_TOL
-from exactspec.reference.warping import SamplingParams, greedy_probs, warp_probs
+from .validation import PROB_SUM_TOL
+from .warping import SamplingParams, greedy_probs, warp_probs
 
 __all__ = [
     "PROB_SUM_TOL",

@@ -12,9 +12,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from exactspec.reference.laws import acceptance_rate, first_token_marginal, round_distribution
-from exactspec.reference.rules import verify_batch
-from exactspec.reference.speedup import expected_tokens
+from .laws import acceptance_rate, first_token_marginal, round_distribution
+from .rules import verify_batch
+from .speedup import expected_tokens
 
 TARGET = [Fraction(50, 100), Fraction(30, 100), Fraction(15, 100), Fraction(5, 100)]
 UNIFORM = [Fraction(1, 4)] * 4

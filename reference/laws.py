@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from exactspec.reference.validation import as_prob_array, as_rational_rows, check_round_shapes, is_rational
+from .validation import as_prob_array, as_rational_rows, check_round_shapes, is_rational
 
 #: Enumeration refuses inputs whose number of accepted-prefix branches could exceed this.
 MAX_BRANCHES = 2_000_000

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from exactspec.reference.laws import unchecked_residual
-from exactspec.reference.sampling import inverse_cdf
-from exactspec.reference.validation import as_prob_array, as_token_array, check_rng, check_round_shapes
+from .laws import unchecked_residual
+from .sampling import inverse_cdf
+from .validation import as_prob_array, as_token_array, check_rng, check_round_shapes
 
 
 def _checked_batch(target_probs: Any, draft_probs: Any, draft_tokens: Any, batched: bool):

@@ -17,8 +17,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from exactspec.reference.laws import _residual_rational, unchecked_residual
-from exactspec.reference.validation import PROB_SUM_TOL, check_k
+from .laws import _residual_rational, unchecked_residual
+from .validation import PROB_SUM_TOL, check_k
 
 ToyModel = Callable[[tuple[int, ...]], Sequence[Any]]
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from exactspec.reference.validation import check_k
+from .validation import check_k
 
 #: Acceptance rates computed in float64 as sum(min(p, q)) can exceed 1 by rounding; up to this much
 #: above 1 is accepted and clipped to 1.

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from exactspec.reference.laws import MAX_BRANCHES, _residual_rational, acceptance_rate, unchecked_residual
-from exactspec.reference.tree_models import ContextRows
-from exactspec.reference.tree_sampling import check_shape, without_token
-from exactspec.reference.trees import DraftTree, children_lists
+from .laws import MAX_BRANCHES, _residual_rational, acceptance_rate, unchecked_residual
+from .tree_models import ContextRows
+from .tree_sampling import check_shape, without_token
+from .trees import DraftTree, children_lists
 
 Law = dict[tuple[int, ...], Any]
 

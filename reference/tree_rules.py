@@ -18,11 +18,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from exactspec.reference.laws import unchecked_residual
-from exactspec.reference.sampling import sample_token
-from exactspec.reference.tree_sampling import check_shape, sample_tree, sample_trees, shape_from_branching, without_token
-from exactspec.reference.trees import DraftTree
-from exactspec.reference.validation import check_rng
+from .laws import unchecked_residual
+from .sampling import sample_token
+from .tree_sampling import check_shape, sample_tree, sample_trees, shape_from_branching, without_token
+from .trees import DraftTree
+from .validation import check_rng
 
 __all__ = ["STANDARD", "SiblingRule", "check_shape", "sample_tree", "sample_trees", "shape_from_branching",
            "verify_tree", "verify_tree_batch", "walk_tree", "without_token"]

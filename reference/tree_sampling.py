@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from exactspec.reference.sampling import inverse_cdf
-from exactspec.reference.tree_models import ContextRows
-from exactspec.reference.trees import DraftTree, children_lists
-from exactspec.reference.validation import check_int_array, check_rng
+from .sampling import inverse_cdf
+from .tree_models import ContextRows
+from .trees import DraftTree, children_lists
+from .validation import check_int_array, check_rng
 
 #: Trees are built in chunks of at most this many float64 row entries (target and draft rows together).
 CHUNK_ELEMENTS = 1 << 22

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from exactspec.reference.validation import as_prob_array, check_int_array
+from .validation import as_prob_array, check_int_array
 
 def _check_parent(parent: Any) -> np.ndarray:
     array = check_int_array(parent, "parent", lo=-1)

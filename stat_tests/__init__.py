@@ -44,7 +44,7 @@ def plan_gof(p, epsilon_tv, false_fail_rate, beta=0.001, min_expected=20.0, tail
     With ``max_bins`` the test pools at min_expected = max(min_expected, n / max_bins)."""
     import numpy as np
 
-    from exactspec.reference.validation import as_prob_vector
+    from ..reference.validation import as_prob_vector
     from .binning import pool_bins
 
     pp = as_prob_vector(p, "p")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from statsmodels.stats.multitest import multipletests
 
-from exactspec.reference.validation import check_rate
+from ..reference.validation import check_rate
 from .power import detectable_tv, required_samples
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from exactspec.reference.validation import (
+from ..reference.validation import (
     as_prob_vector, check_counts, check_error_rates, check_int_array, check_positive_number, check_rate,
 )
 

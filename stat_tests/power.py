@@ -22,7 +22,7 @@ from functools import lru_cache
 from scipy import optimize, stats
 from statsmodels.stats.power import GofChisquarePower
 
-from exactspec.reference.validation import check_error_rates, check_positive_number
+from ..reference.validation import check_error_rates, check_positive_number
 
 from .lr_tail import lr_critical_value
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from exactspec.reference.validation import as_prob_vector, check_error_rates, check_int_array
+from ..reference.validation import as_prob_vector, check_error_rates, check_int_array
 
 from .gof import chisquare_gof
 from .result import TestResult

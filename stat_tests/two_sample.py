@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from exactspec.reference.validation import check_error_rates, check_int_array, check_positive_number
+from ..reference.validation import check_error_rates, check_int_array, check_positive_number
 
 from .binning import pool_bins
 from .power import detectable_tv

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.conformance.harness import ImplUnavailable
-from exactspec.reference import validation
+from ..harness import ImplUnavailable
+from ...reference import validation
 
 
 def _torch():

@@ -6,14 +6,14 @@ verifier copies its inputs with NumPy before torch sees them, so the suite's rea
 torch warning and it is handed to the suite as is (no wrapper: one Python frame less per round).
 """
 
-from exactspec.conformance.harness import ImplUnavailable
+from ..harness import ImplUnavailable
 
 
 def _verifier(device: str, mode: str = "standard", dtype: str = "float32", method: str = "auto"):
     try:
         import torch
 
-        from exactspec.gpu_impl.torch_verifier import TorchVerifier
+        from ...gpu_impl.torch_verifier import TorchVerifier
     except ImportError as error:  # pragma: no cover - depends on the checkout
         raise ImplUnavailable(f"exactspec.gpu_impl.torch_verifier.TorchVerifier cannot be imported: {error}") from error
     if device == "cuda" and not torch.cuda.is_available():

@@ -9,9 +9,9 @@ is padded to its largest tree with masks and verified in one call on the device.
 
 from __future__ import annotations
 
-from exactspec.conformance.harness import ImplUnavailable
-from exactspec.reference import validation
-from exactspec.reference.trees import DraftTree
+from ..harness import ImplUnavailable
+from ...reference import validation
+from ...reference.trees import DraftTree
 
 
 def _checked_trees(trees) -> list[DraftTree]:
@@ -30,7 +30,7 @@ class TorchTreeVerifier:
         try:
             import torch
 
-            from exactspec.gpu_impl import tree_sampler
+            from ...gpu_impl import tree_sampler
         except ImportError as error:  # pragma: no cover - depends on the install
             raise ImplUnavailable(f"exactspec.gpu_impl.tree_sampler cannot be imported: {error}") from error
         if dtype_name not in ("float32", "float64"):

@@ -1,6 +1,6 @@
 """Adapter for exactspec's NumPy oracle (`reference.verify` / `reference.verify_batch`)."""
 
-from exactspec import reference
+from ... import reference
 
 
 class Reference:

@@ -1,10 +1,10 @@
 """The conformance core shared by every level (rule, sequence, engine): profiles, check registry and error
 budget, records and verdicts, the result type and the certificate writer. Torch-free."""
 
-from exactspec.conformance.core.profiles import (
+from .profiles import (
     LEVELS, PROFILE_NAMES, PROFILES, EngineSettings, Profile, RuleSettings, SequenceSettings, get_profile,
 )
-from exactspec.conformance.core.records import (
+from .records import (
     CATEGORIES,
     STATISTICAL_CATEGORIES,
     VERDICT_TEXT,
@@ -15,10 +15,10 @@ from exactspec.conformance.core.records import (
     hard_result,
     verdict_of,
 )
-from exactspec.conformance.core.registry import (
+from .registry import (
     REGISTRY, REPORTED_PROBS_CHECK, StatCheck, budget_for, planned_checks, planned_names, run_registered,
 )
-from exactspec.conformance.core.report import SCHEMA_VERSION, SuiteResult, document, summarize_budget, write_report
+from .report import SCHEMA_VERSION, SuiteResult, document, summarize_budget, write_report
 
 __all__ = [
     "CATEGORIES", "EngineSettings", "LEVELS", "PROFILES", "PROFILE_NAMES", "REGISTRY", "REPORTED_PROBS_CHECK",

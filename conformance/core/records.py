@@ -35,7 +35,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from exactspec.stat_tests import TestResult
+from ...stat_tests import TestResult
 
 CATEGORIES = ("contract", "invariant", "exactness", "standard_rule")
 STATISTICAL_CATEGORIES = ("exactness", "standard_rule")

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from exactspec.stat_tests import ErrorBudget
+from ...stat_tests import ErrorBudget
 
-from exactspec.conformance.core.profiles import LEVELS, Profile, get_profile
-from exactspec.conformance.core.records import STATISTICAL_CATEGORIES, CheckRecord
+from .profiles import LEVELS, Profile, get_profile
+from .records import STATISTICAL_CATEGORIES, CheckRecord
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,11 +18,11 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from exactspec.stat_tests import ErrorBudget
-from exactspec.stat_tests.result import jsonable
+from ...stat_tests import ErrorBudget
+from ...stat_tests.result import jsonable
 
-from exactspec.conformance.core.profiles import LEVELS, Profile
-from exactspec.conformance.core.records import CATEGORIES, VERDICT_TEXT, CheckRecord, verdict_of
+from .profiles import LEVELS, Profile
+from .records import CATEGORIES, VERDICT_TEXT, CheckRecord, verdict_of
 
 SCHEMA_VERSION = "2.0"
 JSON_NAME, MARKDOWN_NAME = "certificate.json", "CERTIFICATE.md"
@@ -105,7 +105,7 @@ def _versions() -> dict:
 def provenance(impl_spec: str) -> dict:
     """Where and with what the run happened (D1's `conformance.provenance.collect`; versions if absent)."""
     try:
-        from exactspec.conformance.provenance import collect
+        from ..provenance import collect
     except ImportError:
         return {"impl_spec": impl_spec, "environment": _versions()}
     return jsonable(collect(impl_spec))
@@ -113,7 +113,7 @@ def provenance(impl_spec: str) -> dict:
 
 def document(result: SuiteResult, impl_spec: str | None = None) -> dict:
     """The versioned JSON certificate of `result` (same top-level layout at every level)."""
-    from exactspec.conformance import CONTRACT_VERSION
+    from .. import CONTRACT_VERSION
 
     doc = {
         "schema_version": SCHEMA_VERSION, "level": result.level, "contract_version": CONTRACT_VERSION,

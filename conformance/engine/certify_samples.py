@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from exactspec.conformance.certify import EXIT as CERTIFY_EXIT
-from exactspec.cli import internal_crash
-from exactspec.conformance.certify import EXIT_UNAVAILABLE, EXIT_USAGE, check_writable
-from exactspec.conformance.core.profiles import PROFILE_NAMES
+from ..certify import EXIT as CERTIFY_EXIT
+from ...cli import internal_crash
+from ..certify import EXIT_UNAVAILABLE, EXIT_USAGE, check_writable
+from ..core.profiles import PROFILE_NAMES
 
 EXIT_INCONCLUSIVE = EXIT_UNAVAILABLE  # 4: `certify`'s "cannot run here"; for samples: the run cannot decide
 EXIT = {**CERTIFY_EXIT, "INCONCLUSIVE": EXIT_INCONCLUSIVE}  # verdict -> exit status
@@ -42,9 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _certify(args: argparse.Namespace) -> int:
-    from exactspec.conformance.engine.checks import certify_samples
-    from exactspec.conformance.engine.report import write_engine_report
-    from exactspec.conformance.engine.samples import read_samples
+    from .checks import certify_samples
+    from .report import write_engine_report
+    from .samples import read_samples
 
     try:
         check_writable(args.out)

@@ -14,15 +14,15 @@ from typing import Sequence
 
 import numpy as np
 
-from exactspec.conformance.core.profiles import Profile, get_profile
-from exactspec.conformance.core.records import CheckRecord, case_seed
-from exactspec.conformance.core.registry import REPORTED_PROBS_CHECK, budget_for, run_registered
-from exactspec.conformance.core.report import summarize_budget
-from exactspec.conformance.engine import hard, pit
-from exactspec.conformance.engine.level import LEVEL, EngineCase, EngineResult
-from exactspec.conformance.engine.samples import Completion, PrefixProbs, SampleFile
-from exactspec.conformance.engine.two_sample import permutation_homogeneity
-from exactspec.stat_tests import TestResult
+from ..core.profiles import Profile, get_profile
+from ..core.records import CheckRecord, case_seed
+from ..core.registry import REPORTED_PROBS_CHECK, budget_for, run_registered
+from ..core.report import summarize_budget
+from . import hard, pit
+from .level import LEVEL, EngineCase, EngineResult
+from .samples import Completion, PrefixProbs, SampleFile
+from .two_sample import permutation_homogeneity
+from ...stat_tests import TestResult
 
 #: Request parameters that define the sampled law: both files must agree on every one either sets.
 SAMPLER_KEYS = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import httpx
 
-from exactspec.conformance.engine import samples
-from exactspec.conformance.engine.client import EngineClient, RetryPolicy, SamplerChain
-from exactspec.conformance.engine.jobs import (Budget, Job, Outcome, check_prompts, plan_jobs, read_prompts,
+from . import samples
+from .client import EngineClient, RetryPolicy, SamplerChain
+from .jobs import (Budget, Job, Outcome, check_prompts, plan_jobs, read_prompts,
                                               run_bounded, seed_list)
 
 EXIT_DONE, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2

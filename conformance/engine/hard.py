@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from exactspec.conformance.core.records import hard_result
-from exactspec.conformance.engine.samples import Completion, PrefixProbs, TopProbs
-from exactspec.stat_tests import TestResult
+from ..core.records import hard_result
+from .samples import Completion, PrefixProbs, TopProbs
+from ...stat_tests import TestResult
 
 DRAFT_COUNTERS = ("draft_n", "draft_n_accepted")  # llama.cpp's timings fields
 

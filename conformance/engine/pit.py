@@ -25,10 +25,10 @@ from typing import Iterable, Sequence
 import numpy as np
 from scipy import stats
 
-from exactspec.reference.validation import check_error_rates
-from exactspec.stat_tests import TestResult, multinomial_exact_test, pit_values
+from ...reference.validation import check_error_rates
+from ...stat_tests import TestResult, multinomial_exact_test, pit_values
 
-from exactspec.conformance.engine.samples import TopProbs
+from .samples import TopProbs
 
 
 def categories(top: TopProbs) -> tuple[list[int], np.ndarray]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exactspec.conformance.core.report import SuiteResult, write_report
-from exactspec.conformance.engine.level import EngineResult
+from ..core.report import SuiteResult, write_report
+from .level import EngineResult
 
 
 def _fmt(value, spec: str = ".3g") -> str:

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from exactspec.conformance.engine.served_models import Backend, Generated
-from exactspec.reference.warping import SamplingParams
+from .served_models import Backend, Generated
+from ...reference.warping import SamplingParams
 
 LLAMA_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
 NEUTRAL = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0,

@@ -37,8 +37,8 @@ from typing import Hashable, Sequence
 import numpy as np
 from scipy import stats
 
-from exactspec.reference.validation import check_error_rates, check_positive_number
-from exactspec.stat_tests import TestResult, detectable_tv
+from ...reference.validation import check_error_rates, check_positive_number
+from ...stat_tests import TestResult, detectable_tv
 
 _CHUNK = 1 << 15
 

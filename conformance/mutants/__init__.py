@@ -1,5 +1,5 @@
 """Mutant zoo: buggy and valid verification rules the suite is tested against (see zoo.py)."""
 
-from exactspec.conformance.mutants.zoo import MUTANTS, VALID, ZOO
+from .zoo import MUTANTS, VALID, ZOO
 
 __all__ = ["MUTANTS", "VALID", "ZOO"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.conformance.mutants.base import Rule, leading_true, normalise
-from exactspec.reference.laws import unchecked_residual
-from exactspec.reference.sampling import inverse_cdf
+from .base import Rule, leading_true, normalise
+from ...reference.laws import unchecked_residual
+from ...reference.sampling import inverse_cdf
 
 KILLED = ("CONTRACT_VIOLATION", "NOT_EXACT")
 

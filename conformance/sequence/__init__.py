@@ -14,19 +14,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from exactspec.conformance.sequence.adapters import (
+from .adapters import (
     GpuImplAdapter,
     HFAssistedAdapter,
     HFPromptLookupAdapter,
     Unsupported,
     load_adapter,
 )
-from exactspec.conformance.core.profiles import PROFILES
-from exactspec.conformance.sequence.cases import CASES, REAL_CASES
-from exactspec.conformance.sequence.reference_loop import ReferenceLoop
-from exactspec.conformance.sequence.report import to_markdown, write_report
-from exactspec.conformance.core.report import document
-from exactspec.conformance.sequence.suite import run_sequence_result, run_sequence_suite
+from ..core.profiles import PROFILES
+from .cases import CASES, REAL_CASES
+from .reference_loop import ReferenceLoop
+from .report import to_markdown, write_report
+from ..core.report import document
+from .suite import run_sequence_result, run_sequence_suite
 
 
 def offers_generation(impl: Any) -> bool:

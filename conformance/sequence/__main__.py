@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from exactspec.conformance.core.profiles import PROFILE_NAMES
-from exactspec.conformance.sequence import certify_generation
-from exactspec.conformance.sequence.adapters import BUILTIN
+from ..core.profiles import PROFILE_NAMES
+from . import certify_generation
+from .adapters import BUILTIN
 
 
 def main(argv: list[str] | None = None) -> int:

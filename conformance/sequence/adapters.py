@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from exactspec.conformance.loader import load_adapter as load_any_adapter
-from exactspec.conformance.sequence.models import eos_of
-from exactspec.conformance.sequence.reference_loop import ReferenceLoop
-from exactspec.errors import Unsupported  # noqa: F401 -- re-exported: adapters raise it for a configuration they cannot run
-from exactspec.reference.warping import SamplingParams
+from ..loader import load_adapter as load_any_adapter
+from .models import eos_of
+from .reference_loop import ReferenceLoop
+from ...errors import Unsupported  # noqa: F401 -- re-exported: adapters raise it for a configuration they cannot run
+from ...reference.warping import SamplingParams
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -56,20 +56,20 @@ class GpuImplAdapter:
         return self._generators[key]
 
     def _new_generator(self, target: Any, draft: Any, k: int, sampling: SamplingParams):
-        from exactspec.gpu_impl import SpeculativeGenerator
+        from ...gpu_impl import SpeculativeGenerator
 
         if self.draft_kind == "lookup":
-            from exactspec.gpu_impl.drafts import PromptLookupDraft
+            from ...gpu_impl.drafts import PromptLookupDraft
 
             source = PromptLookupDraft()
         elif self.draft_kind == "heads":
-            from exactspec.gpu_impl.drafts import HeadsDraft
-            from exactspec.gpu_impl.drafts.heads import PredictionHeads
+            from ...gpu_impl.drafts import HeadsDraft
+            from ...gpu_impl.drafts.heads import PredictionHeads
 
             # untrained heads (seed 0) on the target itself: exactness must not depend on how good the heads are
             source = HeadsDraft(target, PredictionHeads(target.config.hidden_size, n_heads=3).to(target.dtype))
         else:
-            from exactspec.gpu_impl.drafts import ModelDraft
+            from ...gpu_impl.drafts import ModelDraft
 
             source = ModelDraft(draft)
         return SpeculativeGenerator(target, source, k=k, sampling=sampling, mode=self.mode, adaptive_k=self.k_policy)

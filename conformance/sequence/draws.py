@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from exactspec.conformance.loader import call_implementation
-from exactspec.errors import Unsupported
+from ..loader import call_implementation
+from ...errors import Unsupported
 
 
 def batched(adapter: Any, rows_per_call: int) -> bool:

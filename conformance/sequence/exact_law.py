@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from exactspec.conformance.sequence.models import eos_of, last_logits
-from exactspec.reference.warping import SamplingParams
+from .models import eos_of, last_logits
+from ...reference.warping import SamplingParams
 
 MAX_OUTCOMES = 200_000
 

@@ -27,7 +27,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np
 import torch
 
-from exactspec.reference.warping import SamplingParams
+from ...reference.warping import SamplingParams
 
 TINY_VOCAB = 6
 PIT_VOCAB = 64
@@ -50,7 +50,7 @@ def eos_of(model: Any) -> int | None:
 
 
 def _tiny(vocab: int, hidden: int, layers: int, seed: int, head_scale: float) -> Any:
-    from exactspec.gpu_impl.models import tiny_llama
+    from ...gpu_impl.models import tiny_llama
 
     model = tiny_llama(vocab_size=vocab, hidden_size=hidden, n_layers=layers, seed=seed, n_heads=2, n_kv_heads=1)
     with torch.no_grad():
@@ -96,8 +96,8 @@ def real_pair(draft_layers: int = 6) -> tuple[Any, Any, Any]:
     Raises ``gpu_impl.models.ModelNotAvailableError`` when the model package is not installed.
     """
     if "pair" not in _REAL:
-        from exactspec.gpu_impl.drafts.early_exit import truncated_model
-        from exactspec.gpu_impl.models import load_default_model
+        from ...gpu_impl.drafts.early_exit import truncated_model
+        from ...gpu_impl.models import load_default_model
 
         target, tokenizer = load_default_model()
         _REAL["pair"] = (target, truncated_model(target, draft_layers), tokenizer)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.conformance.sequence.reference_loop import ReferenceLoop, _Row
-from exactspec.reference.sampling import sample_token
-from exactspec.reference.rules import verify
-from exactspec.reference.warping import SamplingParams, warp_probs
+from .reference_loop import ReferenceLoop, _Row
+from ...reference.sampling import sample_token
+from ...reference.rules import verify
+from ...reference.warping import SamplingParams, warp_probs
 
 
 def _with(sampling: SamplingParams, **changes) -> SamplingParams:

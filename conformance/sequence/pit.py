@@ -12,10 +12,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from exactspec.conformance.core.records import hard_result
-from exactspec.conformance.sequence.models import target_rows_many
-from exactspec.reference.warping import SamplingParams
-from exactspec.stat_tests import TestResult, pit_uniformity_test, pit_values
+from ..core.records import hard_result
+from .models import target_rows_many
+from ...reference.warping import SamplingParams
+from ...stat_tests import TestResult, pit_uniformity_test, pit_values
 
 
 def pit_of_samples(target: Any, prompt: Sequence[int], samples: list[list[int]], seeds: Sequence[int],

@@ -24,10 +24,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from exactspec.conformance.sequence.models import eos_of
-from exactspec.reference.rules import verify
-from exactspec.reference.sampling import sample_token
-from exactspec.reference.warping import SamplingParams
+from .models import eos_of
+from ...reference.rules import verify
+from ...reference.sampling import sample_token
+from ...reference.warping import SamplingParams
 
 MEMO_MAX_VOCAB = 16
 MEMO_MAX_ROWS = 500_000

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from exactspec.conformance.core import report as core_report
-from exactspec.conformance.core.report import SuiteResult
+from ..core import report as core_report
+from ..core.report import SuiteResult
 
 
 def _fmt(x: Any, digits: int = 3) -> str:

@@ -27,20 +27,20 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from exactspec.conformance.core.profiles import Profile, get_profile
-from exactspec.conformance.core.records import CheckRecord, case_seed, hard_failure, hard_result
-from exactspec.conformance.core.registry import budget_for, run_registered
-from exactspec.conformance.core.report import SuiteResult, document, summarize_budget
-from exactspec.conformance.loader import call_implementation
-from exactspec.conformance.sequence.adapters import Unsupported, adapter_name, load_adapter
-from exactspec.conformance.sequence.cases import CASES, REAL_CASES, REAL_PROMPT_TEXT, Case, planned_sequences
-from exactspec.conformance.sequence.exact_law import SequenceLaw, sequence_law
-from exactspec.conformance.sequence.models import eos_of, last_logits, pit_pair, real_pair, tiny_pair
-from exactspec.conformance.sequence.pit import pit_ks_checks, pit_of_samples
-from exactspec.conformance.sequence import draws
-from exactspec.conformance.sequence import workers as workers_mod
-from exactspec.errors import ImplementationError
-from exactspec.stat_tests import TestResult, chisquare_gof
+from ..core.profiles import Profile, get_profile
+from ..core.records import CheckRecord, case_seed, hard_failure, hard_result
+from ..core.registry import budget_for, run_registered
+from ..core.report import SuiteResult, document, summarize_budget
+from ..loader import call_implementation
+from .adapters import Unsupported, adapter_name, load_adapter
+from .cases import CASES, REAL_CASES, REAL_PROMPT_TEXT, Case, planned_sequences
+from .exact_law import SequenceLaw, sequence_law
+from .models import eos_of, last_logits, pit_pair, real_pair, tiny_pair
+from .pit import pit_ks_checks, pit_of_samples
+from . import draws
+from . import workers as workers_mod
+from ...errors import ImplementationError
+from ...stat_tests import TestResult, chisquare_gof
 
 SUITE_VERSION = 3  # 3: standard/full draw samples as rows of generate_batch calls; case workers
 

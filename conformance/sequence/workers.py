@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from exactspec.conformance import parallel
+from .. import parallel
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class AdapterSource(parallel.ImplSource):
 
     @staticmethod
     def load(spec: str) -> Any:
-        from exactspec.conformance.sequence.adapters import load_adapter
+        from .adapters import load_adapter
 
         return load_adapter(spec)
 
@@ -40,7 +40,7 @@ def adapter_source(impl: Any, adapter: Any) -> AdapterSource:
 def _case_in_worker(source: AdapterSource, case_name: str, profile: str, rate: float, impl: str,
                     real_model: bool) -> tuple[list, dict]:
     """One case on a fresh adapter (module level: it runs in a worker process); progress to stderr."""
-    from exactspec.conformance.sequence.suite import run_case, select_cases
+    from .suite import run_case, select_cases
 
     case = next(c for c in select_cases(profile, real_model) if c.name == case_name)
     records, entry = run_case(source.make(), case, profile, rate, impl)
@@ -54,7 +54,7 @@ def run_cases(adapter: Any, source: AdapterSource, cases: list, profile: Any, ra
               stop: Callable[[dict], bool]) -> list[tuple[list, dict]]:
     """(records, entry) of every case, in case order: serially on `adapter` when workers <= 1 or the adapter
     cannot be copied (then `stop(entry)` may end the run early), else in `workers` processes."""
-    from exactspec.conformance.sequence.suite import run_case
+    from .suite import run_case
 
     if workers > 1 and source.copyable and len(cases) > 1:
         tasks = [(c.name, profile.name, rate, impl, real_model) for c in cases]

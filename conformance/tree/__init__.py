@@ -9,11 +9,11 @@ Cases are data (`conformance/case_data/trees.json`), the oracle is `exactspec.re
 
 from __future__ import annotations
 
-from exactspec.conformance.tree.adapters import DEFAULT_TREE_IMPLS, TreeReference
-from exactspec.conformance.tree.cases import QUICK_TREE_CASES, TREE_CASES, TreeCase, cases_for, load_tree_cases
-from exactspec.conformance.tree.harness import TreeHarness, offers_tree
-from exactspec.conformance.tree.mutants import TREE_MUTANTS, TreeMutant
-from exactspec.conformance.tree.suite import run_tree_suite
+from .adapters import DEFAULT_TREE_IMPLS, TreeReference
+from .cases import QUICK_TREE_CASES, TREE_CASES, TreeCase, cases_for, load_tree_cases
+from .harness import TreeHarness, offers_tree
+from .mutants import TREE_MUTANTS, TreeMutant
+from .suite import run_tree_suite
 
 __all__ = ["DEFAULT_TREE_IMPLS", "QUICK_TREE_CASES", "TREE_CASES", "TREE_MUTANTS", "TreeCase", "TreeHarness",
            "TreeMutant", "TreeReference", "cases_for", "load_tree_cases", "offers_tree", "run_tree_suite"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.reference.tree_rules import verify_tree, verify_tree_batch
-from exactspec.reference.trees import DraftTree
+from ...reference.tree_rules import verify_tree, verify_tree_batch
+from ...reference.trees import DraftTree
 
 
 class TreeReference:

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from exactspec.reference.tree_laws import length_law, target_stream_law, tree_round_law
-from exactspec.reference.tree_models import ContextRows
-from exactspec.reference.tree_sampling import check_shape, shape_from_branching
+from ...reference.tree_laws import length_law, target_stream_law, tree_round_law
+from ...reference.tree_models import ContextRows
+from ...reference.tree_sampling import check_shape, shape_from_branching
 
 CASE_FILE = Path(__file__).resolve().parent.parent / "case_data" / "trees.json"
 #: Exact enumeration of the path law is attempted up to this vocabulary size.

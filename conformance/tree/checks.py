@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactspec.conformance.checks import gof_test, pit_ks_test  # one statistical test for every level
-from exactspec.conformance.core.profiles import Profile
-from exactspec.conformance.core.records import CheckRecord, case_seed, hard_result
-from exactspec.conformance.tree.cases import TreeCase, encode_stream
-from exactspec.conformance.tree.harness import TreeRounds
-from exactspec.reference.sampling import inverse_cdf
-from exactspec.reference.trees import children_lists
-from exactspec.stat_tests import TestResult
-from exactspec.stat_tests.pit import pit_values
+from ..checks import gof_test, pit_ks_test  # one statistical test for every level
+from ..core.profiles import Profile
+from ..core.records import CheckRecord, case_seed, hard_result
+from .cases import TreeCase, encode_stream
+from .harness import TreeRounds
+from ...reference.sampling import inverse_cdf
+from ...reference.trees import children_lists
+from ...stat_tests import TestResult
+from ...stat_tests.pit import pit_values
 
 
 

@@ -14,11 +14,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from exactspec.conformance.loader import call_implementation
-from exactspec.conformance.tree.cases import TreeCase
-from exactspec.errors import ContractViolation
-from exactspec.reference.tree_sampling import sample_trees
-from exactspec.reference.trees import DraftTree
+from ..loader import call_implementation
+from .cases import TreeCase
+from ...errors import ContractViolation
+from ...reference.tree_sampling import sample_trees
+from ...reference.trees import DraftTree
 
 TREE_SIGNATURE = "verify_tree(tree, rng)"
 BATCH_ROUNDS = 4096

@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from exactspec.reference.tree_rules import STANDARD, SiblingRule, walk_tree, without_token
-from exactspec.reference.trees import DraftTree
+from ...reference.tree_rules import STANDARD, SiblingRule, walk_tree, without_token
+from ...reference.trees import DraftTree
 
 #: Medusa's defaults for typical acceptance (`posterior_threshold`, `posterior_alpha`).
 MEDUSA_EPSILON, MEDUSA_DELTA = 0.09, 0.3

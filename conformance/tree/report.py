@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exactspec.conformance.core.records import VERDICT_TEXT
-from exactspec.conformance.core.report import SuiteResult, write_report
+from ..core.records import VERDICT_TEXT
+from ..core.report import SuiteResult, write_report
 
 
 def format_summary(result: SuiteResult) -> str:

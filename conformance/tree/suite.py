@@ -14,17 +14,17 @@ from typing import Any
 
 import numpy as np
 
-from exactspec.conformance.core.profiles import Profile, get_profile
-from exactspec.conformance.core.records import CheckRecord, case_seed, hard_failure
-from exactspec.conformance.core.registry import budget_for, run_registered
-from exactspec.conformance.core.report import SuiteResult, summarize_budget
-from exactspec.conformance.checks import PLANNING_TAIL
-from exactspec.conformance.tree import checks
-from exactspec.conformance.tree.cases import TreeCase, cases_for
-from exactspec.conformance.tree.harness import TreeHarness
-from exactspec.errors import ContractViolation, ImplementationError
-from exactspec.stat_tests import required_samples
-from exactspec.stat_tests.binning import pool_bins
+from ..core.profiles import Profile, get_profile
+from ..core.records import CheckRecord, case_seed, hard_failure
+from ..core.registry import budget_for, run_registered
+from ..core.report import SuiteResult, summarize_budget
+from ..checks import PLANNING_TAIL
+from . import checks
+from .cases import TreeCase, cases_for
+from .harness import TreeHarness
+from ...errors import ContractViolation, ImplementationError
+from ...stat_tests import required_samples
+from ...stat_tests.binning import pool_bins
 
 CONFIRM_FACTOR = 4
 

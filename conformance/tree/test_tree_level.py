@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from exactspec.conformance.loader import load_adapter
-from exactspec.conformance.tree.adapters import DEFAULT_TREE_IMPLS
-from exactspec.conformance.tree.harness import offers_tree
-from exactspec.conformance.tree.suite import run_tree_suite
-from exactspec.errors import AdapterLoadError, ImplUnavailable
+from ..loader import load_adapter
+from .adapters import DEFAULT_TREE_IMPLS
+from .harness import offers_tree
+from .suite import run_tree_suite
+from ...errors import AdapterLoadError, ImplUnavailable
 
 pytestmark = pytest.mark.filterwarnings("ignore:record_property is incompatible:pytest.PytestWarning")
 

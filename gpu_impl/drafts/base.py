@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from exactspec.reference.warping import SamplingParams
+from ...reference.warping import SamplingParams
 
 from ..randomness import Generators
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from exactspec.cache import cache_root
-from exactspec.reference.warping import SamplingParams
+from ...cache import cache_root
+from ...reference.warping import SamplingParams
 
 from ..randomness import Generators, sample
 from ..warping import warp

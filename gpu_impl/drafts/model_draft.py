@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from exactspec.reference.warping import SamplingParams
+from ...reference.warping import SamplingParams
 
 from ..kv import CachedModel
 from ..randomness import Generators, sample
