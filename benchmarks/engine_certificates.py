@@ -33,6 +33,7 @@ from exactspec.cli import main as exactspec  # noqa: E402
 from exactspec.conformance.engine.checks import certify_samples  # noqa: E402
 from exactspec.conformance.engine.llama_server import (SDIST_VERSION, LlamaServer, build_dir,  # noqa: E402
                                                        ensure_llama_server)
+from exactspec.conformance.core.report import read_certificate  # noqa: E402
 from exactspec.conformance.engine.report import write_engine_report  # noqa: E402
 from exactspec.conformance.engine.samples import read_samples  # noqa: E402
 
@@ -203,7 +204,7 @@ each folder holds certificate.json, CERTIFICATE.md, the two sample files and com
 {version} (`llama-server` built from the PyPI sdist), model SmolLM2-135M-Instruct Q4_1 (the embedded GGUF),
 reference = the same server with speculation off. Profile `{profile}`: total false-fail rate per
 certificate as below, split over its statistical checks; "detectable TV" is the smallest total-variation
-deviation each statistical check detects with power 1 - beta (best .. worst over the checks; TV between the
+deviation each statistical check detects with power 1 - false_pass_rate (best .. worst over the checks; TV between the
 two samples' laws of one position, or of the first-6-token tuple, on pooled bins; a value >= 1 means the
 check could detect nothing at that n), and the PIT's detectable Kolmogorov distance. "—": every
 permutation check had all samples in one bin (nothing to compare; at T = 0 the hard check decides).
@@ -257,7 +258,7 @@ def _row(name: str, doc: dict) -> str:
 
 def write_index(root: Path, configs: dict[str, Config]) -> Path:
     """docs/certificates/engine/README.md: one row per certificate present, then every failure's evidence."""
-    docs = {name: json.loads((root / name / "certificate.json").read_text())
+    docs = {name: read_certificate(root / name / "certificate.json")
             for name in configs if (root / name / "certificate.json").is_file()}
     lines = [INDEX_HEAD.format(version=ENGINE_VERSION, profile=PROFILE).rstrip("\n")]
     lines += [_row(name, doc) for name, doc in docs.items()]

@@ -7,7 +7,7 @@ rejection rate at alpha = 0.01 and 0.001 with Clopper-Pearson 95% and 99% interv
 when nominal alpha >= the 99% interval's lower end; 99% because ~26 rates are judged).  Tail study: Pearson/G statistics simulated
 on bin counts (equivalent, since bins are fixed in advance) down to alpha = 1e-5.
 Power: least-favourable planted deviations (|q_b - p_b|/p_b constant, so Cohen's w equals
-2*TV) of TV 0.01/0.02/0.05 at the n planned by `required_samples`, vs promised 1 - beta.
+2*TV) of TV 0.01/0.02/0.05 at the n planned by `required_samples`, vs promised 1 - false_pass_rate.
 Cost: wall time per test at V = 10, 1,000, 150,000 with n = 100,000.
 """
 from __future__ import annotations
@@ -183,19 +183,19 @@ def least_favourable(p: np.ndarray, bin_of: np.ndarray, pb: np.ndarray, eps: flo
     return q / q.sum(), float(w / (2 * eps))
 
 
-def power(M: int, beta: float = 0.1, false_fail_rate: float = 1e-3) -> dict:
+def power(M: int, false_pass_rate: float = 0.1, false_fail_rate: float = 1e-3) -> dict:
     out = {}
-    promised = 1 - beta
+    promised = 1 - false_pass_rate
     for label, p in (("chisquare_gof pearson V=10 uniform", np.full(10, 0.1)),
                      ("chisquare_gof pearson V=1000 zipf (pooled)", zipf(1000)),
                      ("tokens_per_round k=4 law", np.array([0.35, 0.25, 0.18, 0.12, 0.10]))):
         for eps in (0.01, 0.02, 0.05):
             t = time.time()
-            n, B = st.plan_gof(p, eps, false_fail_rate, beta)
+            n, B = st.plan_gof(p, eps, false_fail_rate, false_pass_rate)
             bin_of, pb = pool_bins(p, n, 20.0)
             q, ratio = least_favourable(p, bin_of, pb, eps)
             rng = np.random.default_rng(int(eps * 1e4))
-            rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, beta=beta).passed
+            rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate).passed
                       for _ in range(M))
             lo, hi = cp_interval(rej, M)
             out[f"{label} TV={eps}"] = {"planned_n": n, "n_bins": B, "w_over_2tv": ratio, "alpha": false_fail_rate,
@@ -207,7 +207,7 @@ def power(M: int, beta: float = 0.1, false_fail_rate: float = 1e-3) -> dict:
     p = np.full(10, 0.1)
     for eps in (0.01, 0.02, 0.05):
         t = time.time()
-        n_eff = st.required_samples(eps, 10, false_fail_rate, beta)
+        n_eff = st.required_samples(eps, 10, false_fail_rate, false_pass_rate)
         na = 2 * n_eff
         q, ratio = least_favourable(p, np.arange(10), p, eps)
         rng = np.random.default_rng(7 + int(eps * 1e4))
@@ -215,7 +215,7 @@ def power(M: int, beta: float = 0.1, false_fail_rate: float = 1e-3) -> dict:
         for _ in range(M):
             a = np.repeat(np.arange(10), rng.multinomial(na, p))
             b = np.repeat(np.arange(10), rng.multinomial(na, q))
-            rej += not st.two_sample_chisquare(a, b, false_fail_rate, beta=beta).passed
+            rej += not st.two_sample_chisquare(a, b, false_fail_rate, false_pass_rate=false_pass_rate).passed
         lo, hi = cp_interval(rej, M)
         out[f"two_sample_chisquare V=10 uniform TV={eps}"] = {
             "planned_n_each": na, "n_eff": n_eff, "alpha": false_fail_rate, "promised_power": promised,
@@ -300,7 +300,7 @@ def cost() -> dict:
     return out
 
 
-def lr_study(M: int, sims: int, beta: float = 0.1, false_fail_rate: float = 1e-3) -> dict:
+def lr_study(M: int, sims: int, false_pass_rate: float = 0.1, false_fail_rate: float = 1e-3) -> dict:
     """The proven-tail test (method "lr"): null rejection rates (exact tail: 3 bins; Agrawal bound: 10 bins) and
     power at the n planned with tail="lr_bound" against least-favourable deviations."""
     out = {"null": {}, "power": {}}
@@ -312,15 +312,15 @@ def lr_study(M: int, sims: int, beta: float = 0.1, false_fail_rate: float = 1e-3
         print(f"  lr null {label}: {out['null'][label]}", flush=True)
     for label, p in (("V=10 uniform", np.full(10, 0.1)), ("V=1000 zipf (pooled)", zipf(1000))):
         for eps in (0.02, 0.05):
-            n, B = st.plan_gof(p, eps, false_fail_rate, beta, tail="lr_bound")
+            n, B = st.plan_gof(p, eps, false_fail_rate, false_pass_rate, tail="lr_bound")
             bin_of, pb = pool_bins(p, n, 20.0)
             q, _ = least_favourable(p, bin_of, pb, eps)
             rej = sum(not st.assert_multinomial_lr(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate,
-                                                   false_pass_rate=beta).passed for _ in range(M))
+                                                   false_pass_rate=false_pass_rate).passed for _ in range(M))
             ci99 = list(cp_interval(rej, M, 0.99))
-            out["power"][f"{label} TV={eps}"] = {"planned_n": n, "n_bins": B, "promised_power": 1 - beta,
+            out["power"][f"{label} TV={eps}"] = {"planned_n": n, "n_bins": B, "promised_power": 1 - false_pass_rate,
                                                  "measured_power": rej / M, "ci99": ci99, "seeds": M,
-                                                 "ok": bool(ci99[1] >= 1 - beta)}
+                                                 "ok": bool(ci99[1] >= 1 - false_pass_rate)}
             print(f"  lr power {label} TV={eps}: n={n} bins={B} power={rej / M:.3f}", flush=True)
     return out
 

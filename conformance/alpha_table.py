@@ -103,7 +103,7 @@ def exact_realised_rate(bin_prob: np.ndarray, n: int, rate: float) -> float | No
 
 
 def check_row(level: str, case: str, check: str, law: np.ndarray | None, n: float | None, min_expected: float,
-              rate: float, beta: float, kind: str = "lr") -> dict:
+              rate: float, false_pass_rate: float, kind: str = "lr") -> dict:
     """One row: nominal rate, bins, how the realised rate is known, its guarantee, the realised rate, the
     detectable binned TV; `n` None: set by the data (engine level)."""
     row = {"level": level, "case": case, "check": check, "n": None if n is None else int(round(n)), "nominal": rate}
@@ -124,7 +124,7 @@ def check_row(level: str, case: str, check: str, law: np.ndarray | None, n: floa
     guarantee = "exact" if exact is not None or bins.size <= 3 else "proven bound"
     return {**row, "bins": int(bins.size), "how": how, "guarantee": guarantee,
             "realised": exact if exact is not None else rate,
-            "detectable_tv": min_discrepancy_multinomial_lr(n, bins.size, rate, beta)}
+            "detectable_tv": min_discrepancy_multinomial_lr(n, bins.size, rate, false_pass_rate)}
 
 
 def _rule_laws(case, rounds: int, profile) -> dict:
@@ -168,7 +168,7 @@ def rule_rows(profile_name: str, cases=None) -> tuple[list[dict], float]:
         laws = _rule_laws(case, plan_rounds(case, prof, rate)["n"], prof)
         for name in planned_names("rule", case):
             law, n, me, kind = laws[name]
-            rows.append(check_row("rule", case.name, name, law, n, me, rate, prof.beta, kind))
+            rows.append(check_row("rule", case.name, name, law, n, me, rate, prof.false_pass_rate, kind))
     return rows, prof.rule.total_false_fail
 
 
@@ -188,14 +188,14 @@ def sequence_rows(profile_name: str) -> tuple[list[dict], float]:
             continue
         if case.level == "pit":
             n = prof.sequence.pit_sequences
-            rows += [check_row("sequence", case.name, nm, None, n * case.max_new_tokens, 0, rate, prof.beta, kind="ks")
+            rows += [check_row("sequence", case.name, nm, None, n * case.max_new_tokens, 0, rate, prof.false_pass_rate, kind="ks")
                      for nm in names]  # padded after an EOS: max_new_tokens PIT values per sequence
             continue
         if case.name not in _LAWS:  # the same laws at every profile
             target, _, prompts = _models(case)
             _LAWS[case.name] = [sequence_law(target, p, case.max_new_tokens, case.sampling) for p in prompts[: case.batch]]
         laws = _LAWS[case.name]
-        n = planned_sequences([law.probs for law in laws], prof.sequence, rate, prof.beta)
+        n = planned_sequences([law.probs for law in laws], prof.sequence, rate, prof.false_pass_rate)
         tags = [""] if case.batch == 1 else [f"_row{b}" for b in range(case.batch)]
         made = {}
         for law, tag in zip(laws, tags):
@@ -203,7 +203,7 @@ def sequence_rows(profile_name: str) -> tuple[list[dict], float]:
             made.update({f"position_{t}_chisquare{tag}": (law.position_law(t), 20.0) for t in range(case.max_new_tokens)})
         if set(made) != set(names):
             raise RuntimeError(f"alpha table out of date for {case.name}: registry plans {names}, table has {sorted(made)}")
-        rows += [check_row("sequence", case.name, nm, made[nm][0], n, made[nm][1], rate, prof.beta) for nm in names]
+        rows += [check_row("sequence", case.name, nm, made[nm][0], n, made[nm][1], rate, prof.false_pass_rate) for nm in names]
     return rows, prof.sequence.total_false_fail
 
 

@@ -79,9 +79,9 @@ def tree_rows(profile_name: str, cases=None) -> tuple[list[dict], float]:
         for name in names:
             law, n, me, rows_differ = laws[name]
             if rows_differ:  # tree.checks: the randomized PIT under each round's own prefix row, exact KS
-                rows.append(check_row("tree", case.name, name, None, n, 0.0, rate, prof.beta, kind="ks"))
+                rows.append(check_row("tree", case.name, name, None, n, 0.0, rate, prof.false_pass_rate, kind="ks"))
             else:
-                rows.append(check_row("tree", case.name, name, law, n, me, rate, prof.beta))
+                rows.append(check_row("tree", case.name, name, law, n, me, rate, prof.false_pass_rate))
             if name.startswith("position_") and name != "position_1" and not case.enumerable:
                 rows[-1]["how"] += "; n = rounds, an upper bound (P(N >= j) not enumerable at this V)"
     return rows, prof.tree.total_false_fail
@@ -108,7 +108,7 @@ def engine_rows(profile_name: str, prompts: int = 1) -> tuple[list[dict], float]
         for family, names in planned_checks("engine", case):
             if family.name not in ENGINE_KINDS:
                 raise _stale("engine", case.name, names, ENGINE_KINDS)
-            rows += [check_row("engine", case.name, name, None, None, 0.0, rate, prof.beta, ENGINE_KINDS[family.name])
+            rows += [check_row("engine", case.name, name, None, None, 0.0, rate, prof.false_pass_rate, ENGINE_KINDS[family.name])
                      for name in names]
     return rows, prof.engine.total_false_fail
 

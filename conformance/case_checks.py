@@ -23,13 +23,13 @@ from .checks import pit_ks_test
 from .core.profiles import Profile
 from .core.records import CheckRecord, case_seed
 
-#: Absolute bias of the first-draft acceptance rate the acceptance check resolves w.p. >= 1 - beta.
+#: Absolute bias of the first-draft acceptance rate the acceptance check resolves w.p. >= 1 - false_pass_rate.
 ACCEPTANCE_BIAS = 0.005
 HASH_MULTIPLIER = 2654435761  # Knuth's multiplicative hash
 
 
 def _skipped(name: str, profile: Profile, why: str) -> TestResult:
-    return TestResult(name, 0.0, 1.0, 0, 0.0, profile.beta, float("nan"), True, f"{name}: {why}: nothing to test",
+    return TestResult(name, 0.0, 1.0, 0, 0.0, profile.false_pass_rate, float("nan"), True, f"{name}: {why}: nothing to test",
                       {"skipped": True})
 
 
@@ -45,7 +45,7 @@ def pit_position_checks(impl: str, rounds, false_fail_rate: float, profile: Prof
         tokens, probs = rounds.tokens[sel, j - 1], rounds.target_rows(j - 1, sel)
         rng = np.random.default_rng([case_seed(case.name, name), 3])
         res = pit_ks_test(name, lambda: pit_values(tokens, probs, rng, ordering="prob"), int(sel.sum()),
-                          false_fail_rate, profile.beta)
+                          false_fail_rate, profile.false_pass_rate)
         out.append(CheckRecord(impl, case.name, name, "exactness", res))
     return out
 
@@ -66,7 +66,7 @@ def hashed_position_check(impl: str, rounds, false_fail_rate: float, profile: Pr
     bins = hash_bins(case.V, n_hash)
     hashed_law = np.bincount(bins, weights=law, minlength=n_hash)
     counts = np.bincount(bins[rounds.tokens[:, 0]], minlength=n_hash)
-    res = chisquare_gof(counts=counts, p=hashed_law, false_fail_rate=false_fail_rate, beta=profile.beta,
+    res = chisquare_gof(counts=counts, p=hashed_law, false_fail_rate=false_fail_rate, false_pass_rate=profile.false_pass_rate,
                         min_expected=min_expected, method="lr", name="hashed_position_1")
     token_bin, _ = pool_bins(law, float(n), min_expected)
     sizes = np.bincount(token_bin[token_bin >= 0])
@@ -79,9 +79,9 @@ def hashed_position_check(impl: str, rounds, false_fail_rate: float, profile: Pr
     return CheckRecord(impl, case.name, "hashed_position_1", "exactness", res)
 
 
-def acceptance_rounds(alpha: float, false_fail_rate: float, beta: float, bias: float = ACCEPTANCE_BIAS) -> int:
-    """Rounds so the two-sided binomial test at `false_fail_rate` detects |rate - alpha| >= bias w.p. >= 1 - beta."""
-    za, zb = stats.norm.isf(false_fail_rate / 2), stats.norm.isf(beta)
+def acceptance_rounds(alpha: float, false_fail_rate: float, false_pass_rate: float, bias: float = ACCEPTANCE_BIAS) -> int:
+    """Rounds so the two-sided binomial test at `false_fail_rate` detects |rate - alpha| >= bias w.p. >= 1 - false_pass_rate."""
+    za, zb = stats.norm.isf(false_fail_rate / 2), stats.norm.isf(false_pass_rate)
     worst = max(math.sqrt(a * (1 - a)) for a in (alpha - bias, alpha + bias) if 0 < a < 1)
     return int(math.ceil(((za * math.sqrt(alpha * (1 - alpha)) + zb * worst) / bias) ** 2 * 1.05))
 
@@ -97,8 +97,8 @@ def acceptance_rate_check(impl: str, rounds, false_fail_rate: float, profile: Pr
     rate = accepted / rounds.n
     msg = (f"acceptance_rate: {'PASS' if passed else 'FAIL'}: first draft accepted in {accepted}/{rounds.n} rounds "
            f"({rate:.5f}) vs alpha_1 = {alpha:.5f}, exact binomial p={p_value:.3g} (false_fail_rate="
-           f"{false_fail_rate:.3g}); resolves a bias of {ACCEPTANCE_BIAS:g} w.p. >= {1 - profile.beta:g}")
-    res = TestResult("acceptance_rate", abs(rate - alpha), p_value, rounds.n, false_fail_rate, profile.beta,
+           f"{false_fail_rate:.3g}); resolves a bias of {ACCEPTANCE_BIAS:g} w.p. >= {1 - profile.false_pass_rate:g}")
+    res = TestResult("acceptance_rate", abs(rate - alpha), p_value, rounds.n, false_fail_rate, profile.false_pass_rate,
                      float("nan"), passed, msg, {"observed_rate": rate, "alpha_1": alpha, "resolves_bias": ACCEPTANCE_BIAS,
                                                  "observed_bias": rate - alpha, "observed_tv_binned": abs(rate - alpha),
                                                  "observed_tv_binned_null_mean": math.sqrt(

@@ -1,5 +1,5 @@
 """The checks. Every one takes the outcome of rounds (`harness.Rounds`) and returns a `CheckRecord`
-wrapping a `stat_tests.TestResult` (n, alpha, p-value, detectable TV), tagged with its category:
+wrapping a `stat_tests.TestResult` (n, false-fail rate, p-value, detectable TV), tagged with its category:
 
 - ``contract``   hard: output type/shape/length, determinism for a fixed seed (false-fail rate 0);
 - ``invariant``  hard: emitted prefix equals the draft prefix, no token of target probability 0,
@@ -102,31 +102,31 @@ def _add_tv(res: TestResult, plot: dict) -> None:
         res.details["observed_tv_binned_null_mean"] = plot["observed_tv_binned_null_mean"]
 
 
-def gof_test(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, beta: float,
+def gof_test(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, false_pass_rate: float,
              min_expected: float) -> TestResult:
     """Every level's goodness-of-fit test (`GOF_METHOD`); with too few samples for two bins, the hard
     (exact, zero-false-fail) zero-probability check only."""
     try:
-        return chisquare_gof(counts=counts, p=law, false_fail_rate=false_fail_rate, beta=beta,
+        return chisquare_gof(counts=counts, p=law, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate,
                              min_expected=min_expected, method=GOF_METHOD, name=name)
     except ValueError as error:
-        zr = zero_probability_check(counts=counts, p=law, beta=beta, name=name)
+        zr = zero_probability_check(counts=counts, p=law, false_pass_rate=false_pass_rate, name=name)
         return TestResult(name, zr.statistic, zr.p_value, int(counts.sum()), false_fail_rate if zr.passed else 0.0,
-                          beta, float("nan"), zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
+                          false_pass_rate, float("nan"), zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
 
 
-def pit_ks_test(name: str, draw_values, n: int, false_fail_rate: float, beta: float) -> TestResult:
+def pit_ks_test(name: str, draw_values, n: int, false_fail_rate: float, false_pass_rate: float) -> TestResult:
     """Every level's randomized-PIT KS test on `draw_values()` (n values); a token of probability 0 under its
     own row, where `pit_values` refuses, is a failure of the check, not an error of the suite."""
     try:
-        return pit_uniformity_test(draw_values(), false_fail_rate, beta=beta, method="ks", name=name)
+        return pit_uniformity_test(draw_values(), false_fail_rate, false_pass_rate=false_pass_rate, method="ks", name=name)
     except ValueError as error:
-        return TestResult(name, float("inf"), 0.0, n, false_fail_rate, beta, float("nan"), False, f"{name}: FAIL: {error}", {})
+        return TestResult(name, float("inf"), 0.0, n, false_fail_rate, false_pass_rate, float("nan"), False, f"{name}: FAIL: {error}", {})
 
 
 def _gof(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, profile: Profile) -> tuple[TestResult, dict]:
     me = profile.rule.min_expected(int(counts.sum()))
-    return gof_test(name, counts, law, false_fail_rate, profile.beta, me), _plot_data(counts, law, me)
+    return gof_test(name, counts, law, false_fail_rate, profile.false_pass_rate, me), _plot_data(counts, law, me)
 
 
 def position_checks(impl: str, rounds: Rounds, false_fail_rate: float, profile: Profile) -> list[CheckRecord]:
@@ -138,7 +138,7 @@ def position_checks(impl: str, rounds: Rounds, false_fail_rate: float, profile: 
         name = f"position_{j}"
         law = case.target_probs[j - 1]
         if not sel.any():
-            res = TestResult(name, 0.0, 1.0, 0, 0.0, profile.beta, float("nan"), True,
+            res = TestResult(name, 0.0, 1.0, 0, 0.0, profile.false_pass_rate, float("nan"), True,
                              f"{name}: no round reached position {j}: nothing to test", {"skipped": True})
             out.append(CheckRecord(impl, case.name, name, "exactness", res))
             continue
@@ -180,7 +180,7 @@ def tuple_law_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: 
     _add_tv(res, plot)
     if not known.all():
         r = int(np.flatnonzero(~known)[0])
-        res = TestResult(res.name, res.statistic, 0.0, res.n, res.alpha, res.beta, res.detectable_tv, False,
+        res = TestResult(res.name, res.statistic, 0.0, res.n, res.false_fail_rate, res.false_pass_rate, res.detectable_tv, False,
                          f"tuple_law: FAIL: {int((~known).sum())} of {rounds.n} rounds emit a tuple the standard rule "
                          f"never emits (probability 0), e.g. {rounds.tokens[r, : rounds.counts[r]].tolist()} with drafts "
                          f"{rounds.drafts[r].tolist()}", res.details)
@@ -215,19 +215,19 @@ def count_law_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: 
     n = rounds.n
     me = profile.rule.min_expected(n)
     try:
-        res = tokens_per_round_test(rounds.counts, law, false_fail_rate=false_fail_rate, beta=profile.beta, min_expected=me,
+        res = tokens_per_round_test(rounds.counts, law, false_fail_rate=false_fail_rate, false_pass_rate=profile.false_pass_rate, min_expected=me,
                                     method=GOF_METHOD, name="tokens_per_round")
     except ValueError as error:
         c = np.bincount(rounds.counts - 1, minlength=law.size)
-        zr = zero_probability_check(counts=c, p=law, beta=profile.beta, name="tokens_per_round")
-        res = TestResult("tokens_per_round", zr.statistic, zr.p_value, n, false_fail_rate if zr.passed else 0.0, profile.beta,
+        zr = zero_probability_check(counts=c, p=law, false_pass_rate=profile.false_pass_rate, name="tokens_per_round")
+        res = TestResult("tokens_per_round", zr.statistic, zr.p_value, n, false_fail_rate if zr.passed else 0.0, profile.false_pass_rate,
                          float("nan"), zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
     mean_obs = float(rounds.counts.mean())
     mean_exp = float((np.arange(1, case.k + 2) * law).sum())
     details = dict(res.details)
     details.update({"mean_tokens_observed": mean_obs, "mean_tokens_standard_rule": mean_exp,
                     "acceptance_rates": case.alphas.tolist()})
-    res = TestResult(res.name, res.statistic, res.p_value, res.n, res.alpha, res.beta, res.detectable_tv,
+    res = TestResult(res.name, res.statistic, res.p_value, res.n, res.false_fail_rate, res.false_pass_rate, res.detectable_tv,
                      res.passed, res.message + f"; mean N {mean_obs:.4f} vs standard rule {mean_exp:.4f}", details)
     plot = _plot_data(np.bincount(rounds.counts - 1, minlength=law.size), law, me)
     _add_tv(res, plot)

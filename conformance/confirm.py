@@ -5,7 +5,7 @@ differently from Leviathan-Chen; it does not say the rule is exact, because a no
 law too. So, on each case where a standard-rule check failed, the position checks are re-run on fresh rounds
 sized for the observed deviation d (the failed check's binned TV minus its mean under the null):
 every position j reached by at least eps of the rounds must detect a conditional TV of
-eps = min(case target, d) with power 1 - beta. Positions reached by fewer rounds are exempt (a deviation
+eps = min(case target, d) with power 1 - false_pass_rate. Positions reached by fewer rounds are exempt (a deviation
 there moves less than eps of the emitted tuples' mass). When the rounds needed exceed the cap
 (`CONFIRM_ROUNDS_FACTOR` x the profile's `max_rounds`) the case stays unconfirmed and the verdict is
 INCONCLUSIVE, with the rounds that would settle it.
@@ -48,9 +48,9 @@ def observed_deviation(records: list[CheckRecord]) -> float | None:
 def samples_for(law: np.ndarray, eps: float, rate: float, profile: Profile) -> int:
     """Samples so a chi-square on `law`'s pooled bins detects binned TV >= eps (fixed point over the bins)."""
     tail = getattr(checks, "PLANNING_TAIL", "chi2")  # the tail the position checks are planned with
-    n = required_samples(eps, 2, rate, profile.beta, tail=tail)
+    n = required_samples(eps, 2, rate, profile.false_pass_rate, tail=tail)
     for _ in range(60):
-        needed = required_samples(eps, n_bins(law, n, profile), rate, profile.beta, tail=tail)
+        needed = required_samples(eps, n_bins(law, n, profile), rate, profile.false_pass_rate, tail=tail)
         if needed <= n:
             break
         n = needed

@@ -2,7 +2,7 @@
 
 Each profile states a total false-fail rate (split over the statistical checks the registry declares,
 `core.budget_for`, Bonferroni) and a target total-variation deviation; the number of rounds per case is
-*computed* from that target, the per-check false-fail rate, beta and the bins of that case's law
+*computed* from that target, the per-check false-fail rate, false_pass_rate and the bins of that case's law
 (`stat_tests.required_samples`, iterated to a fixed point because pooling makes the bin count depend on
 n) -- never guessed. It plans against the critical value of the tests the checks run (`checks.PLANNING_TAIL`:
 the likelihood-ratio test's proven tail), so the stated detectable TV is that of the test that runs.
@@ -60,17 +60,17 @@ def case_epsilon(case: Case, profile: Profile) -> float:
 
 
 def plan_rounds(case: Case, profile: Profile, false_fail_rate: float) -> dict:
-    """Rounds for `case` so its primary check detects TV >= the case's target w.p. >= 1 - beta when each check
+    """Rounds for `case` so its primary check detects TV >= the case's target w.p. >= 1 - false_pass_rate when each check
     runs at `false_fail_rate`."""
     if not 0.0 < false_fail_rate < 1.0:
         raise ValueError(f"false_fail_rate must be in (0, 1), got {false_fail_rate!r}")
     best = None
     eps = case_epsilon(case, profile)
     for name, law in primary_laws(case).items():
-        n = required_samples(eps, 2, false_fail_rate, profile.beta, tail=PLANNING_TAIL)
+        n = required_samples(eps, 2, false_fail_rate, profile.false_pass_rate, tail=PLANNING_TAIL)
         for _ in range(60):
             b = n_bins(law, n, profile)
-            n_new = required_samples(eps, b, false_fail_rate, profile.beta, tail=PLANNING_TAIL)
+            n_new = required_samples(eps, b, false_fail_rate, profile.false_pass_rate, tail=PLANNING_TAIL)
             if n_new <= n:
                 break
             n = n_new

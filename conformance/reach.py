@@ -16,7 +16,7 @@ import numpy as np
 #: Generator methods whose use is tracked (every sampling method an implementation is likely to call).
 TRACKED = ("random", "integers", "uniform", "standard_exponential", "exponential", "gumbel", "choice",
            "standard_normal", "normal", "binomial", "multinomial", "permutation", "shuffle", "permuted",
-           "bytes", "beta", "gamma", "standard_gamma", "poisson", "geometric", "dirichlet")
+           "bytes", "false_pass_rate", "gamma", "standard_gamma", "poisson", "geometric", "dirichlet")
 SEED_RANGE = 2**31
 SEED_VALUES = 4
 CONTRACT_SECTION = "conformance/CONTRACT.md, section \"Passing coins through\""

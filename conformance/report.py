@@ -31,7 +31,7 @@ def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
              f"  {VERDICT_TEXT[result.verdict]}",
              f"  total false-fail rate <= {rule.total_false_fail:g} over {b.get('n_checks', '?')} statistical "
              f"checks ({b.get('per_check_false_fail_rate', float('nan')):.3g} each); per case, a deviation of binned "
-             f"TV >= {rule.target_tv:g} is detected w.p. >= {1 - result.profile.beta:g}; "
+             f"TV >= {rule.target_tv:g} is detected w.p. >= {1 - result.profile.false_pass_rate:g}; "
              f"{len(result.records)} checks in {result.seconds:.1f}s"]
     failed, found = result.failed, result.extra.get("findings") or []
     if failed:
@@ -156,7 +156,7 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
           f"actually spent {b.get('false_fail_rate_spent', 0):.3g}). Hard checks (contract, invariants) have "
           f"false-fail 0.",
           f"- False-pass: on every case, a deviation of binned total variation >= **{rule.target_tv:g}** in the "
-          f"primary law is detected with probability >= {1 - prof.beta:g} (large-vocabulary cases: 2.5 x looser, "
+          f"primary law is detected with probability >= {1 - prof.false_pass_rate:g} (large-vocabulary cases: 2.5 x looser, "
           f"they cost O(V) per round); n per case was computed from this target with "
           f"`stat_tests.required_samples`. Each check's own detectable TV is listed below.",
           "- Seeds are fixed (CRC32 of the case name): the run is deterministic.", ""]
@@ -190,7 +190,7 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
            "|---|---|---|---|---|---|---|---|---|"]
     for r in result.records:
         t = r.result
-        md.append(f"| {r.case} | {r.check} | {r.category} | {t.n} | {_fmt(t.p_value)} | {_fmt(t.alpha)} | "
+        md.append(f"| {r.case} | {r.check} | {r.category} | {t.n} | {_fmt(t.p_value)} | {_fmt(t.false_fail_rate)} | "
                   f"{_fmt(t.detectable_tv)} | {_fmt(t.details.get('observed_tv_binned'), '.4f')} | "
                   f"{'PASS' if t.passed else 'FAIL'} |")
     if result.notes:

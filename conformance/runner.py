@@ -97,7 +97,7 @@ def statistical_records(harness: Harness, case: Case, profile: Profile, false_fa
     name, rate = harness.name, false_fail_rate
     acceptance = None
     if "acceptance_rate" in planned_names("rule", case):
-        n_acc = case_checks.acceptance_rounds(float(case.alphas[0]), rate, profile.beta)
+        n_acc = case_checks.acceptance_rounds(float(case.alphas[0]), rate, profile.false_pass_rate)
         acceptance, err = _guard(name, case, "acceptance_rate", "contract",
                                  lambda: harness.run(case, n_acc, case_seed(case.name, "acceptance")))
         if err:

@@ -191,11 +191,11 @@ def check_positive_number(value: Any, name: str) -> float:
     return number
 
 
-def check_error_rates(false_fail_rate: Any, beta: Any) -> tuple[float, float]:
-    """A test's false-fail rate and false-pass rate beta, each in (0, 1) and summing to less than 1."""
-    fail, miss = check_rate(false_fail_rate, "false_fail_rate"), check_rate(beta, "beta")
+def check_error_rates(false_fail_rate: Any, false_pass_rate: Any) -> tuple[float, float]:
+    """A test's false-fail rate and false-pass rate false_pass_rate, each in (0, 1) and summing to less than 1."""
+    fail, miss = check_rate(false_fail_rate, "false_fail_rate"), check_rate(false_pass_rate, "false_pass_rate")
     if fail + miss >= 1.0:
-        raise ValueError(f"false_fail_rate + beta must be < 1 (false_fail_rate={fail}, beta={miss})")
+        raise ValueError(f"false_fail_rate + false_pass_rate must be < 1 (false_fail_rate={fail}, false_pass_rate={miss})")
     return fail, miss
 
 

@@ -1,8 +1,8 @@
 """stat_tests: calibrated statistical tests with stated false-fail and false-pass rates.
 
-Every test returns a `TestResult` carrying its false-fail rate (field `alpha`: the false-fail probability under
-exactness), beta and detectable_tv (a deviation of at least that total variation, on the
-test's bins, is caught with probability >= 1 - beta).  See README.md in this package for
+Every test returns a `TestResult` carrying its false-fail rate (field `false_fail_rate`: the false-fail probability under
+exactness), false_pass_rate and detectable_tv (a deviation of at least that total variation, on the
+test's bins, is caught with probability >= 1 - false_pass_rate).  See README.md in this package for
 the design, the calibration regime and the measured figures.
 
 Key measured figures (benchmarks/results/stat_calibration.json, 2 CPUs):
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-def plan_gof(p, epsilon_tv, false_fail_rate, beta=0.001, min_expected=20.0, tail="chi2", max_bins=None):
+def plan_gof(p, epsilon_tv, false_fail_rate, false_pass_rate=0.001, min_expected=20.0, tail="chi2", max_bins=None):
     """(n, n_bins) for `chisquare_gof` against p: iterate n -> bins(n) -> n to a fixed
     point, since pooling makes the bin count depend on n (tail="lr_bound" for method="lr").
     With ``max_bins`` the test pools at min_expected = max(min_expected, n / max_bins)."""
@@ -48,12 +48,12 @@ def plan_gof(p, epsilon_tv, false_fail_rate, beta=0.001, min_expected=20.0, tail
     from .binning import pool_bins
 
     pp = as_prob_vector(p, "p")
-    n = max(required_samples(epsilon_tv, 2, false_fail_rate, beta, tail=tail),
+    n = max(required_samples(epsilon_tv, 2, false_fail_rate, false_pass_rate, tail=tail),
             int(np.ceil(2 * min_expected / max(1e-12, 1 - pp.max()))))
     for _ in range(200):  # n only grows, so the result detects epsilon_tv on the bins it is tested with
         me = min_expected if max_bins is None else max(min_expected, n / max_bins)
         bins = max(2, pool_bins(pp, n, me)[1].size)
-        n_new = required_samples(epsilon_tv, bins, false_fail_rate, beta, tail=tail)
+        n_new = required_samples(epsilon_tv, bins, false_fail_rate, false_pass_rate, tail=tail)
         if n_new <= n:
             return n, bins
         n = n_new

@@ -5,7 +5,7 @@ bound needs no independence) so that P(any check fails | implementation exact)
 <= total_false_fail.  `holm` combines collected p-values with Holm's step-down
 procedure (statsmodels), uniformly more powerful at the same family-wise rate.
 The false-pass side needs no splitting: each check on its own detects its stated
-deviation with probability >= 1 - beta.
+deviation with probability >= 1 - false_pass_rate.
 """
 from __future__ import annotations
 
@@ -20,18 +20,18 @@ from .power import detectable_tv, required_samples
 
 @dataclass(frozen=True)
 class ErrorBudget:
-    """Total false-fail rate split over ``n_checks`` checks; ``beta`` is the per-check false-pass rate."""
+    """Total false-fail rate split over ``n_checks`` checks; ``false_pass_rate`` is the per-check false-pass rate."""
 
     total_false_fail: float = 1e-6
     n_checks: int = 1
-    beta: float = 0.001
+    false_pass_rate: float = 0.001
     tail_safety: float = 1.0
 
     def __post_init__(self):
         if not (np.isfinite(self.tail_safety) and self.tail_safety >= 1.0):
             raise ValueError(f"tail_safety must be >= 1, got {self.tail_safety!r}")
         check_rate(self.total_false_fail, "total_false_fail")
-        check_rate(self.beta, "beta")
+        check_rate(self.false_pass_rate, "false_pass_rate")
         if int(self.n_checks) != self.n_checks or self.n_checks < 1:
             raise ValueError(f"n_checks must be a positive integer, got {self.n_checks!r}")
 
@@ -79,20 +79,20 @@ class ErrorBudget:
 
     def detectable_tv(self, n: float, n_bins: int) -> float:
         """Binned TV a chi-square check with n samples, n_bins bins detects at this budget."""
-        return detectable_tv(n, n_bins, self.per_check_false_fail_rate, self.beta)
+        return detectable_tv(n, n_bins, self.per_check_false_fail_rate, self.false_pass_rate)
 
     def required_samples(self, epsilon_tv: float, n_bins: int) -> int:
-        """Samples per check so every check detects binned TV >= epsilon_tv w.p. >= 1 - beta."""
-        return required_samples(epsilon_tv, n_bins, self.per_check_false_fail_rate, self.beta)
+        """Samples per check so every check detects binned TV >= epsilon_tv w.p. >= 1 - false_pass_rate."""
+        return required_samples(epsilon_tv, n_bins, self.per_check_false_fail_rate, self.false_pass_rate)
 
     def summarize(self, results) -> dict:
-        """One verdict for a run: all passed?, alpha actually spent (must be <= budget),
+        """One verdict for a run: all passed?, false-fail rate actually spent (must be <= budget),
         and the largest (weakest) stated detectable TV."""
         results = list(results)
-        spent = float(sum(r.alpha for r in results))
+        spent = float(sum(r.false_fail_rate for r in results))
         tvs = [r.detectable_tv for r in results if np.isfinite(r.detectable_tv)]
         return {"passed": all(r.passed for r in results), "n_results": len(results),
-                "alpha_spent": spent, "total_false_fail": self.total_false_fail,
+                "false_fail_rate_spent": spent, "total_false_fail": self.total_false_fail,
                 "within_budget": spent <= self.total_false_fail * (1 + 1e-9),
-                "worst_detectable_tv": max(tvs) if tvs else None, "beta": self.beta,
+                "worst_detectable_tv": max(tvs) if tvs else None, "false_pass_rate": self.false_pass_rate,
                 "failed": [r.name for r in results if not r.passed]}

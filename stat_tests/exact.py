@@ -34,7 +34,7 @@ def _stat(x: np.ndarray, n: int, p: np.ndarray, logp: np.ndarray, kind: str) -> 
     return -(gammaln(n + 1) - np.sum(gammaln(x + 1), axis=-1) + x @ logp)
 
 
-def multinomial_exact_test(samples=None, p=None, false_fail_rate=None, *, counts=None, beta: float = 0.001,
+def multinomial_exact_test(samples=None, p=None, false_fail_rate=None, *, counts=None, false_pass_rate: float = 0.001,
                            statistic: str = "pearson", n_sim: int | None = None, rng=0,
                            max_enumerate: int = 1_000_000,
                            name: str = "multinomial_exact_test") -> TestResult:
@@ -46,7 +46,7 @@ def multinomial_exact_test(samples=None, p=None, false_fail_rate=None, *, counts
     """
     if statistic not in ("pearson", "prob"):
         raise ValueError(f"statistic must be 'pearson' or 'prob', got {statistic!r}")
-    pp, a, be, c, zr = checked_gof_inputs(samples, counts, p, false_fail_rate, beta, name)
+    pp, a, be, c, zr = checked_gof_inputs(samples, counts, p, false_fail_rate, false_pass_rate, name)
     n = int(c.sum())
     if not zr.passed:
         return TestResult(name, float("inf"), 0.0, n, a, be, float("nan"), False, zr.message, zr.details)

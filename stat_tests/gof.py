@@ -49,13 +49,13 @@ def _counts_from(samples, counts, V: int) -> np.ndarray:
     return c
 
 
-def _zero_result(counts: np.ndarray, p: np.ndarray, beta: float, name: str) -> TestResult:
+def _zero_result(counts: np.ndarray, p: np.ndarray, false_pass_rate: float, name: str) -> TestResult:
     n = int(counts.sum())
     zero = p == 0
     bad = np.flatnonzero(zero & (counts > 0))
     n_bad = int(counts[bad].sum())
     # A deviation putting mass m on zero-probability tokens is missed w.p. (1-m)^n.
-    m_star = float(1.0 - beta ** (1.0 / n)) if n > 0 else float("nan")
+    m_star = float(1.0 - false_pass_rate ** (1.0 / n)) if n > 0 else float("nan")
     details = {"detectable_zero_mass": m_star, "n_zero_prob_tokens_emitted": int(bad.size),
                "detectable_metric": "mass on zero-probability tokens"}
     if bad.size:
@@ -65,28 +65,28 @@ def _zero_result(counts: np.ndarray, p: np.ndarray, beta: float, name: str) -> T
         details["offending_tokens"] = {int(t): int(counts[t]) for t in top}
         msg = (f"{name}: FAIL: {n_bad} of {n} samples have probability 0 under p: "
                f"{listing}{more}")
-        return TestResult(name, float(n_bad), 0.0, n, 0.0, beta, float("nan"), False, msg, details)
+        return TestResult(name, float(n_bad), 0.0, n, 0.0, false_pass_rate, float("nan"), False, msg, details)
     msg = f"{name}: PASS: no zero-probability token among {n} samples"
-    return TestResult(name, 0.0, 1.0, n, 0.0, beta, float("nan"), True, msg, details)
+    return TestResult(name, 0.0, 1.0, n, 0.0, false_pass_rate, float("nan"), True, msg, details)
 
 
-def checked_gof_inputs(samples, counts, p, false_fail_rate, beta, name: str):
-    """The shared start of the goodness-of-fit tests: (p, false_fail_rate, beta, counts, zero-check result)."""
+def checked_gof_inputs(samples, counts, p, false_fail_rate, false_pass_rate, name: str):
+    """The shared start of the goodness-of-fit tests: (p, false_fail_rate, false_pass_rate, counts, zero-check result)."""
     pp = as_prob_vector(p, "p")
-    a, be = check_error_rates(false_fail_rate, beta)
+    a, be = check_error_rates(false_fail_rate, false_pass_rate)
     c = _counts_from(samples, counts, pp.size)
     return pp, a, be, c, _zero_result(c, pp, be, name)
 
 
-def zero_probability_check(samples=None, p=None, *, counts=None, beta: float = 0.001,
+def zero_probability_check(samples=None, p=None, *, counts=None, false_pass_rate: float = 0.001,
                            name: str = "zero_probability_check") -> TestResult:
     """Hard check: fail if any token with p == 0 appears (false-fail rate exactly 0).
 
     The message names the offending tokens and their counts.  ``detectable_tv`` is NaN;
-    details['detectable_zero_mass'] is the zero-set mass caught w.p. >= 1 - beta.
+    details['detectable_zero_mass'] is the zero-set mass caught w.p. >= 1 - false_pass_rate.
     """
     pp = as_prob_vector(p, "p")
-    be = check_rate(beta, "beta")
+    be = check_rate(false_pass_rate, "false_pass_rate")
     return _zero_result(_counts_from(samples, counts, pp.size), pp, be, name)
 
 
@@ -133,7 +133,7 @@ def _bins(pp: np.ndarray, n: int, min_expected: float, method: str) -> tuple[np.
     return bin_of_token, bin_prob
 
 
-def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, beta: float = 0.001,
+def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, false_pass_rate: float = 0.001,
                   min_expected: float = 20.0, method: str = "pearson",
                   name: str = "chisquare_gof") -> TestResult:
     """Chi-square goodness of fit of token samples (or per-token ``counts=``) to p.
@@ -141,12 +141,12 @@ def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, be
     Runs the zero-probability hard check first (a p == 0 token fails the test outright),
     pools bins from p and n only, then Pearson ("pearson"), likelihood-ratio ("g"), or likelihood-ratio with
     a proven tail ("lr": its false-fail rate is a theorem at every n and level; see `lr_tail`).
-    ``detectable_tv`` is the binned-TV deviation detected w.p. >= 1 - beta.
+    ``detectable_tv`` is the binned-TV deviation detected w.p. >= 1 - false_pass_rate.
     """
     m = check_positive_number(min_expected, "min_expected")
     if method not in GOF_METHODS:
         raise ValueError(f"method must be one of {GOF_METHODS}, got {method!r}")
-    pp, a, be, c, zr = checked_gof_inputs(samples, counts, p, false_fail_rate, beta, name)
+    pp, a, be, c, zr = checked_gof_inputs(samples, counts, p, false_fail_rate, false_pass_rate, name)
     n = int(c.sum())
     if not zr.passed:
         return TestResult(name, float("inf"), 0.0, n, a, be, float("nan"), False, zr.message,

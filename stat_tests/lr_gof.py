@@ -18,7 +18,7 @@ from .result import TestResult
 def assert_multinomial_lr(samples=None, p=None, false_fail_rate=None, *, counts=None, false_pass_rate: float = 0.001,
                           min_expected: float = 20.0, name: str = "multinomial_lr") -> TestResult:
     """Zero-probability hard check, then the likelihood-ratio test with a proven tail (see module doc)."""
-    return chisquare_gof(samples, p, false_fail_rate, counts=counts, beta=false_pass_rate, min_expected=min_expected,
+    return chisquare_gof(samples, p, false_fail_rate, counts=counts, false_pass_rate=false_pass_rate, min_expected=min_expected,
                          method="lr", name=name)
 
 

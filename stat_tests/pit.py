@@ -64,17 +64,17 @@ def pit_values(tokens, probs, rng=None, ordering: str = "id") -> np.ndarray:
     return np.clip(F + w * px, 0.0, 1.0)
 
 
-def pit_uniformity_test(u, false_fail_rate=None, *, beta: float = 0.001, method: str = "ks",
+def pit_uniformity_test(u, false_fail_rate=None, *, false_pass_rate: float = 0.001, method: str = "ks",
                         bins: int | None = None, min_expected: float = 20.0,
                         name: str = "pit_uniformity") -> TestResult:
     """Test that PIT values are iid U(0,1): Kolmogorov-Smirnov ("ks") or equal-cell
     chi-square ("chisquare", ``bins`` cells, default min(100, n // min_expected)).
 
     KS: ``detectable_tv`` is NaN (KS bounds Kolmogorov distance, which is <= TV);
-    details['detectable_kolmogorov'] is the distance detected w.p. >= 1 - beta via DKW.
+    details['detectable_kolmogorov'] is the distance detected w.p. >= 1 - false_pass_rate via DKW.
     Chi-square: ``detectable_tv`` is the TV of the binned law of U.
     """
-    a, be = check_error_rates(false_fail_rate, beta)
+    a, be = check_error_rates(false_fail_rate, false_pass_rate)
     uu = np.asarray(u, dtype=np.float64)
     if uu.ndim != 1:
         raise ValueError(f"u must be 1-D, got shape {uu.shape}")
@@ -106,7 +106,7 @@ def pit_uniformity_test(u, false_fail_rate=None, *, beta: float = 0.001, method:
         raise ValueError(f"u: n={n} too small for {bins} bins at min_expected={min_expected:g}")
     cell = np.minimum((uu * bins).astype(np.int64), bins - 1)
     r = chisquare_gof(counts=np.bincount(cell, minlength=bins), p=np.full(bins, 1.0 / bins),
-                      false_fail_rate=a, beta=be, min_expected=min_expected, name=name)
+                      false_fail_rate=a, false_pass_rate=be, min_expected=min_expected, name=name)
     det = dict(r.details, detectable_metric=f"TV of the law of U binned into {bins} equal cells")
-    return TestResult(r.name, r.statistic, r.p_value, r.n, r.alpha, r.beta, r.detectable_tv,
+    return TestResult(r.name, r.statistic, r.p_value, r.n, r.false_fail_rate, r.false_pass_rate, r.detectable_tv,
                       r.passed, r.message, det)

@@ -5,7 +5,7 @@ chi-square with df = B - 1 and noncentrality n * w**2, where Cohen's
 w**2 = sum_b (q_b - p_b)**2 / p_b.  By Cauchy-Schwarz,
 (sum_b |q_b - p_b|)**2 <= w**2 * sum_b p_b, i.e. w >= 2 * TV_binned, with equality
 when |q_b - p_b| / p_b is constant (the least favourable deviation).  So planning with
-w = 2 * epsilon guarantees power 1 - beta against every deviation whose TV *measured on
+w = 2 * epsilon guarantees power 1 - false_pass_rate against every deviation whose TV *measured on
 the bins* is >= epsilon.
 
 Pooling caveat: TV_binned <= TV_tokens, and mass moved between tokens that share a bin
@@ -42,15 +42,15 @@ def _check_bins(n_bins) -> int:
 
 
 @lru_cache(maxsize=4096)
-def _noncentrality(df: int, false_fail_rate: float, beta: float) -> float:
-    """Smallest noncentrality lam with P(ncx2(df, lam) > chi2_{1-false_fail_rate}(df)) >= 1 - beta."""
-    return noncentrality_at(df, float(stats.chi2.isf(false_fail_rate, df)), beta)
+def _noncentrality(df: int, false_fail_rate: float, false_pass_rate: float) -> float:
+    """Smallest noncentrality lam with P(ncx2(df, lam) > chi2_{1-false_fail_rate}(df)) >= 1 - false_pass_rate."""
+    return noncentrality_at(df, float(stats.chi2.isf(false_fail_rate, df)), false_pass_rate)
 
 
 @lru_cache(maxsize=4096)
-def noncentrality_at(df: int, crit: float, beta: float) -> float:
-    """Smallest noncentrality lam with P(ncx2(df, lam) > crit) >= 1 - beta (a test rejecting above crit)."""
-    target = 1.0 - beta
+def noncentrality_at(df: int, crit: float, false_pass_rate: float) -> float:
+    """Smallest noncentrality lam with P(ncx2(df, lam) > crit) >= 1 - false_pass_rate (a test rejecting above crit)."""
+    target = 1.0 - false_pass_rate
 
     def f(lam: float) -> float:
         return stats.ncx2.sf(crit, df, lam) - target
@@ -70,10 +70,10 @@ def chisquare_power(n: float, effect_w: float, n_bins: int, false_fail_rate: flo
     return float(GofChisquarePower().power(effect_size=effect_w, nobs=n, alpha=false_fail_rate, n_bins=b))
 
 
-def required_samples(epsilon_tv: float, n_bins: int, false_fail_rate: float, beta: float = 0.001,
+def required_samples(epsilon_tv: float, n_bins: int, false_fail_rate: float, false_pass_rate: float = 0.001,
                      tail: str = "chi2") -> int:
     """Smallest n so a chi-square test on n_bins bins detects every binned
-    deviation of TV >= epsilon_tv with probability >= 1 - beta (plans with w = 2*epsilon; `tail` as in TAILS)."""
+    deviation of TV >= epsilon_tv with probability >= 1 - false_pass_rate (plans with w = 2*epsilon; `tail` as in TAILS)."""
     try:
         eps = float(epsilon_tv)
     except (TypeError, ValueError):
@@ -81,25 +81,25 @@ def required_samples(epsilon_tv: float, n_bins: int, false_fail_rate: float, bet
     if not math.isfinite(eps) or not (0.0 < eps <= 1.0):
         raise ValueError(f"epsilon_tv must be in (0, 1], got {epsilon_tv!r}")
     b = _check_bins(n_bins)
-    a, be = check_error_rates(false_fail_rate, beta)
+    a, be = check_error_rates(false_fail_rate, false_pass_rate)
     lam = _lam(b, a, be, tail)
     return max(1, int(math.ceil(lam / (4.0 * eps * eps))))
 
 
-def detectable_tv(n: float, n_bins: int, false_fail_rate: float, beta: float = 0.001, tail: str = "chi2") -> float:
+def detectable_tv(n: float, n_bins: int, false_fail_rate: float, false_pass_rate: float = 0.001, tail: str = "chi2") -> float:
     """Smallest binned TV deviation that a chi-square test on n samples and
-    n_bins bins detects with probability >= 1 - beta (`tail` as in TAILS).  Values > 1 mean: no guarantee."""
+    n_bins bins detects with probability >= 1 - false_pass_rate (`tail` as in TAILS).  Values > 1 mean: no guarantee."""
     nn = check_positive_number(n, "n")
     b = _check_bins(n_bins)
-    a, be = check_error_rates(false_fail_rate, beta)
+    a, be = check_error_rates(false_fail_rate, false_pass_rate)
     lam = _lam(b, a, be, tail)
     return 0.5 * math.sqrt(lam / nn)
 
 
-def _lam(n_bins: int, false_fail_rate: float, beta: float, tail: str) -> float:
-    """Noncentrality a test on n_bins bins needs for power 1 - beta, rejecting on `tail`'s critical value."""
+def _lam(n_bins: int, false_fail_rate: float, false_pass_rate: float, tail: str) -> float:
+    """Noncentrality a test on n_bins bins needs for power 1 - false_pass_rate, rejecting on `tail`'s critical value."""
     if tail == "chi2":
-        return _noncentrality(n_bins - 1, false_fail_rate, beta)
+        return _noncentrality(n_bins - 1, false_fail_rate, false_pass_rate)
     if tail == "lr_bound":
-        return noncentrality_at(n_bins - 1, lr_critical_value(false_fail_rate, n_bins), beta)
+        return noncentrality_at(n_bins - 1, lr_critical_value(false_fail_rate, n_bins), false_pass_rate)
     raise ValueError(f"tail must be one of {TAILS}, got {tail!r}")

@@ -30,9 +30,9 @@ def jsonable(x: Any) -> Any:
 class TestResult:
     """Outcome of one check, with its stated error rates.
 
-    ``alpha`` is the false-fail probability when the implementation is exact;
+    ``false_fail_rate`` is the false-fail probability when the implementation is exact;
     ``detectable_tv`` is the total-variation deviation detected with probability
-    at least ``1 - beta`` (NaN when the test gives no TV guarantee; then
+    at least ``1 - false_pass_rate`` (NaN when the test gives no TV guarantee; then
     ``details`` names the metric it does guarantee).
     """
 
@@ -42,8 +42,8 @@ class TestResult:
     statistic: float
     p_value: float
     n: int
-    alpha: float
-    beta: float
+    false_fail_rate: float
+    false_pass_rate: float
     detectable_tv: float
     passed: bool
     message: str
@@ -53,7 +53,7 @@ class TestResult:
         """Plain-JSON dict (NaN/inf become None, numpy scalars become Python)."""
         return jsonable({
             "name": self.name, "statistic": self.statistic, "p_value": self.p_value,
-            "n": self.n, "alpha": self.alpha, "beta": self.beta,
+            "n": self.n, "false_fail_rate": self.false_fail_rate, "false_pass_rate": self.false_pass_rate,
             "detectable_tv": self.detectable_tv, "passed": self.passed,
             "message": self.message, "details": self.details,
         })

@@ -12,7 +12,7 @@ from .gof import chisquare_gof
 from .result import TestResult
 
 
-def tokens_per_round_test(counts_N=None, law=None, false_fail_rate=None, *, beta: float = 0.001,
+def tokens_per_round_test(counts_N=None, law=None, false_fail_rate=None, *, false_pass_rate: float = 0.001,
                           min_expected: float = 20.0, method: str = "pearson",
                           name: str = "tokens_per_round") -> TestResult:
     """Chi-square of observed N values (ints in 1..k+1) against the exact law
@@ -20,23 +20,23 @@ def tokens_per_round_test(counts_N=None, law=None, false_fail_rate=None, *, beta
     lw = as_prob_vector(law, "law")
     N = check_int_array(counts_N, "counts_N", lo=1, hi=lw.size + 1)
     try:
-        return chisquare_gof(N - 1, lw, false_fail_rate, beta=beta, min_expected=min_expected,
+        return chisquare_gof(N - 1, lw, false_fail_rate, false_pass_rate=false_pass_rate, min_expected=min_expected,
                              method=method, name=name)
     except ValueError as e:  # name the caller's argument, not the internal one
         raise ValueError(str(e).replace("samples", "counts_N")) from None
 
 
 def mean_tokens_test(N=None, expected_mean=None, expected_variance=None, false_fail_rate=None, *,
-                     beta: float = 0.001, method: str = "z", support: tuple | None = None,
+                     false_pass_rate: float = 0.001, method: str = "z", support: tuple | None = None,
                      name: str = "mean_tokens") -> TestResult:
     """Two-sided test of mean(N) against the exact mean with the exact variance.
 
     "z": normal approximation (CLT; fine for false_fail_rate >= 1e-4 with n in the thousands).
     "bernstein": a rigorous (conservative) Bernstein-bound p-value, needs
     ``support=(lo, hi)`` bounding N.  detectable_tv is NaN (a mean test bounds the mean
-    shift, not TV); details['detectable_mean_shift'] holds the shift found w.p. >= 1-beta.
+    shift, not TV); details['detectable_mean_shift'] holds the shift found w.p. >= 1-false_pass_rate.
     """
-    a, be = check_error_rates(false_fail_rate, beta)
+    a, be = check_error_rates(false_fail_rate, false_pass_rate)
     x = check_int_array(N, "N", lo=0).astype(np.float64)
     n = x.size
     if n < 2:

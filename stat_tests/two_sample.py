@@ -7,7 +7,7 @@ conditioning on them (and hence on the bins) leaves the usual chi-square null in
 
 Power: the noncentrality is n_eff * w**2 with n_eff = n_a*n_b/(n_a+n_b) and
 w**2 = sum_b (a_b - b_b)**2 / pi_b (pi = pooled proportions), and w >= 2*TV_binned(a, b),
-so `detectable_tv(n_eff, bins, ...)` is the binned TV detected w.p. >= 1 - beta.
+so `detectable_tv(n_eff, bins, ...)` is the binned TV detected w.p. >= 1 - false_pass_rate.
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from .power import detectable_tv
 from .result import TestResult
 
 
-def two_sample_chisquare(samples_a=None, samples_b=None, false_fail_rate=None, *, beta: float = 0.001,
+def two_sample_chisquare(samples_a=None, samples_b=None, false_fail_rate=None, *, false_pass_rate: float = 0.001,
                          min_expected: float = 20.0, name: str = "two_sample_chisquare") -> TestResult:
     """Chi-square homogeneity of two token samples on pooled-sample bins."""
-    a_, be = check_error_rates(false_fail_rate, beta)
+    a_, be = check_error_rates(false_fail_rate, false_pass_rate)
     m = check_positive_number(min_expected, "min_expected")
     xa = check_int_array(samples_a, "samples_a", lo=0)
     xb = check_int_array(samples_b, "samples_b", lo=0)

@@ -119,10 +119,10 @@ def test_profile_is_keyword_only_and_validated():
     for name, bad in (("total_false_fail", 0.0), ("positions", 0), ("min_expected", -1.0), ("max_bins", 2.5)):
         with pytest.raises(ValueError, match=name):
             EngineSettings(**{**quick.engine.__dict__, name: bad})
-    with pytest.raises(ValueError, match="beta"):
-        Profile(name="x", description="d", beta=0.0, rule=quick.rule, sequence=quick.sequence, engine=quick.engine)
+    with pytest.raises(ValueError, match="false_pass_rate"):
+        Profile(name="x", description="d", false_pass_rate=0.0, rule=quick.rule, sequence=quick.sequence, engine=quick.engine)
     with pytest.raises(ValueError, match="engine"):
-        Profile(name="x", description="d", beta=1e-3, rule=quick.rule, sequence=quick.sequence, engine=quick.rule)
+        Profile(name="x", description="d", false_pass_rate=1e-3, rule=quick.rule, sequence=quick.sequence, engine=quick.rule)
     with pytest.raises(ValueError, match="profile"):
         get_profile("fast")
     with pytest.raises(ValueError, match="level"):
@@ -166,7 +166,7 @@ def test_inconclusive_only_when_no_counted_failure_implies_worse():
 
 def test_hard_result_and_case_seed():
     ok, bad = hard_result("structure", True, 5, "fine"), hard_result("structure", False, 5, "structure: FAIL: x")
-    assert ok.passed and ok.alpha == 0 and ok.message == "structure: PASS: fine"
+    assert ok.passed and ok.false_fail_rate == 0 and ok.message == "structure: PASS: fine"
     assert not bad.passed and bad.message == "structure: FAIL: x"
     assert case_seed("demo", "statistical") == zlib.crc32(b"demo|statistical")
     assert case_seed("demo", "a") != case_seed("demo", "b") and case_seed("demo") == case_seed("demo", "")
@@ -268,7 +268,7 @@ def test_engine_run_produces_exactly_the_budgeted_checks(tmp_path, profile):
     budget = budget_for("engine", profile, cases)
     assert len(names) == result.budget["n_checks"] == budget.n_checks > 0
     assert budget.total_false_fail == get_profile(profile).engine.total_false_fail
-    assert {r.result.alpha for r in result.statistical} == {budget.per_check_false_fail_rate}
+    assert {r.result.false_fail_rate for r in result.statistical} == {budget.per_check_false_fail_rate}
     greedy = EngineCase("g", True, 4, True, True)
     assert planned_names("engine", greedy) == [] and budget_for("engine", profile, [greedy]).n_checks == 1
 
@@ -286,7 +286,7 @@ def test_engine_run_refuses_undeclared_records():
 def _check_layout_and_schema(out: Path, level: str) -> dict:
     assert (out / "certificate.json").is_file() and (out / "CERTIFICATE.md").is_file()
     doc = json.loads((out / "certificate.json").read_text())
-    assert doc["schema_version"] == "2.0" and doc["level"] == level
+    assert doc["schema_version"] == "2.1" and doc["level"] == level
     assert schema_errors(doc, SCHEMA) == []
     assert doc["budget"]["n_checks"] == doc["budget"]["n_statistical_records"]
     return doc
@@ -331,3 +331,24 @@ def test_engine_report_validates_and_uses_the_core_writer(tmp_path):
     assert "INCONCLUSIVE" in (tmp_path / "cert" / "CERTIFICATE.md").read_text()
     broken = {**doc, "engine": "not an object"}
     assert schema_errors(broken, SCHEMA)
+
+
+# --- schema 2.1 and readers of 2.0 ----------------------------------------------------------------
+
+def test_committed_2_0_certificates_read_as_2_1():
+    from exactspec.conformance.core.report import read_certificate
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "certificates"
+    old = [p for p in sorted(root.rglob("certificate.json")) if json.loads(p.read_text())["schema_version"] == "2.0"]
+    for path in old[:6]:
+        doc = read_certificate(path)
+        assert doc["schema_version"] == "2.1" and doc["read_from_version"] == "2.0"
+        assert schema_errors(doc, SCHEMA) == [], path
+        assert all("alpha" not in c and "false_fail_rate" in c for c in doc["checks"])
+
+
+def test_reader_refuses_an_unknown_version():
+    from exactspec.conformance.core.report import read_certificate
+
+    with pytest.raises(ValueError, match="schema_version"):
+        read_certificate({"schema_version": "3.0"})

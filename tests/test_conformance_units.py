@@ -213,7 +213,7 @@ def test_planned_n_meets_the_stated_epsilon():
         for case in CURATED:
             plan = plan_rounds(case, profile, budget.per_check_false_fail_rate)
             if not plan["capped"]:
-                assert detectable_tv(plan["n"], plan["bins"], budget.per_check_false_fail_rate, profile.beta) <= plan["epsilon_tv"] * 1.001
+                assert detectable_tv(plan["n"], plan["bins"], budget.per_check_false_fail_rate, profile.false_pass_rate) <= plan["epsilon_tv"] * 1.001
                 assert plan["epsilon_tv"] <= 2.5 * profile.rule.target_tv
     assert budget_for("rule", QUICK, CURATED).n_checks == sum(len(statistical_checks(c)) for c in CURATED)
 

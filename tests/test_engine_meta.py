@@ -102,7 +102,7 @@ def serve_and_certify(kind: str, reference, tmp_path: Path):
     assert status == 0, f"{kind}: teacher forcing did not finish within its bounds"
     ref, cand = read_samples(ref_dir / "reference.jsonl"), read_samples(tmp_path / "candidate.jsonl")
     result = certify_samples(ref, cand, PROFILE)
-    levels = {r.result.alpha for r in result.records if r.statistical}
+    levels = {r.result.false_fail_rate for r in result.records if r.statistical}
     assert levels and all(x == pytest.approx(1e-3 / N_CHECKS) for x in levels), \
         f"the sizing assumed {N_CHECKS} checks at quick, got per-check levels {levels}"
     return result, ref, cand
@@ -139,7 +139,7 @@ def assert_certified(result) -> None:
     failing = [r.result.message for r in result.records if not r.passed]
     assert result.verdict == "CERTIFIED", (result.verdict, result.reasons, failing)
     stats = [r for r in result.records if r.category == "exactness"]
-    assert stats and all(r.result.alpha <= 1e-3 for r in stats)
+    assert stats and all(r.result.false_fail_rate <= 1e-3 for r in stats)
     assert result.speculation_observed
 
 

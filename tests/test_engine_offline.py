@@ -175,7 +175,7 @@ def test_correct_candidate_is_certified_and_the_report_states_n_level_and_detect
     level = result.budget["per_check_false_fail_rate"]
     assert level == pytest.approx(1e-3 / 14) and result.budget["within_budget"]
     for record in stat:
-        assert record.result.n > 0 and record.result.alpha == level
+        assert record.result.n > 0 and record.result.false_fail_rate == level
         assert np.isfinite(record.result.detectable_tv) or record.result.details.get("detectable_kolmogorov")
     pit_record = next(r for r in stat if r.check == "pit_ks")
     assert pit_record.result.n > 1600  # every candidate position with a reported prefix

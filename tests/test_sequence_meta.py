@@ -15,7 +15,7 @@ from exactspec.conformance.sequence.report import to_markdown
 def test_mutant_rejected(mutant):
     report = run_sequence_suite(mutant(), profile="quick", fail_fast=True)
     assert not report["passed"], f"{mutant.name} was certified"
-    assert report["verdict"] in ("NOT_EXACT", "CONTRACT_VIOLATION") and report["schema_version"] == "2.0"
+    assert report["verdict"] in ("NOT_EXACT", "CONTRACT_VIOLATION") and report["schema_version"] == "2.1"
     failing = report["cases"][-1]
     assert failing["passed"] is False and failing["status"] == "ok", failing.get("reason")
     assert any(not c["passed"] for c in failing["checks"])

@@ -97,7 +97,7 @@ def test_small_run_reports_alpha_n_and_detectable():
     report = run_sequence_suite("reference", "quick", cases=["t1.0_k2", "greedy_tiny"])
     assert report["passed"]
     checks = [c for case in report["cases"] for c in case["checks"]]
-    stat = [c for c in checks if c["alpha"] > 0]
+    stat = [c for c in checks if c["false_fail_rate"] > 0]
     assert stat and all(c["n"] > 0 and c["detectable_tv"] is not None for c in stat)
     md = to_markdown(report)
     assert "CERTIFIED" in md and "binned TV" in md

@@ -56,25 +56,25 @@ def test_two_sample_false_fail_rate():
 
 def test_power_at_planned_n():
     """Least-favourable deviation (w = 2*TV exactly) of binned TV 0.05 at the planned n."""
-    S, false_fail_rate, beta, eps = 300, 0.01, 0.2, 0.05
+    S, false_fail_rate, false_pass_rate, eps = 300, 0.01, 0.2, 0.05
     p = np.full(8, 0.125)
-    n = st.required_samples(eps, 8, false_fail_rate, beta)
+    n = st.required_samples(eps, 8, false_fail_rate, false_pass_rate)
     q = p * (1 + 2 * eps * np.array([1, -1] * 4))
     rng = np.random.default_rng(77)
-    rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, beta=beta).passed
+    rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate).passed
               for _ in range(S))
-    assert rej >= int(stats.binom.ppf(1e-4, S, 1 - beta)), rej
+    assert rej >= int(stats.binom.ppf(1e-4, S, 1 - false_pass_rate)), rej
 
 
 def test_power_pooled_zipf():
-    S, false_fail_rate, beta, eps = 200, 0.01, 0.2, 0.05
+    S, false_fail_rate, false_pass_rate, eps = 200, 0.01, 0.2, 0.05
     p = zipf(500)
-    n, B = st.plan_gof(p, eps, false_fail_rate, beta)
+    n, B = st.plan_gof(p, eps, false_fail_rate, false_pass_rate)
     bin_of, pb = pool_bins(p, n, 20)
     s = np.where(np.arange(B) % 2 == 0, 1.0, -1.0); s -= pb @ s
     c = 2 * eps / (pb @ np.abs(s))
     q = p * (1 + c * s[bin_of]); q /= q.sum()
     rng = np.random.default_rng(78)
-    rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, beta=beta).passed
+    rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate).passed
               for _ in range(S))
-    assert rej >= int(stats.binom.ppf(1e-4, S, 1 - beta)), rej
+    assert rej >= int(stats.binom.ppf(1e-4, S, 1 - false_pass_rate)), rej

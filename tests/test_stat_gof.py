@@ -86,7 +86,7 @@ def test_zero_probability_hard_fail_names_token():
     g = st.chisquare_gof(s, p, 0.01)
     assert not g.passed and "token 1 x3" in g.message
     ok = st.zero_probability_check(np.array([0, 2, 2]), p)
-    assert ok.passed and ok.alpha == 0.0
+    assert ok.passed and ok.false_fail_rate == 0.0
     assert ok.details["detectable_zero_mass"] == pytest.approx(1 - 0.001 ** (1 / 3))
 
 
@@ -149,6 +149,6 @@ def test_to_dict_is_json():
     r = st.zero_probability_check(np.array([0, 1]), np.array([0.5, 0.5]))
     d = r.to_dict()
     assert json.loads(json.dumps(d, allow_nan=False))["detectable_tv"] is None
-    assert set(d) >= {"name", "statistic", "p_value", "n", "alpha", "beta", "detectable_tv", "passed", "message"}
+    assert set(d) >= {"name", "statistic", "p_value", "n", "false_fail_rate", "false_pass_rate", "detectable_tv", "passed", "message"}
     with pytest.raises(Exception):
         r.passed = False  # frozen

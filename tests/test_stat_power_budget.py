@@ -8,13 +8,13 @@ from exactspec import stat_tests as st
 
 @pytest.mark.parametrize("eps", [0.005, 0.01, 0.02, 0.05, 0.2])
 @pytest.mark.parametrize("bins", [2, 10, 1000, 20000])
-@pytest.mark.parametrize("false_fail_rate,beta", [(0.01, 0.1), (1e-8, 1e-3)])
-def test_planning_round_trip(eps, bins, false_fail_rate, beta):
-    n = st.required_samples(eps, bins, false_fail_rate, beta)
-    assert st.detectable_tv(n, bins, false_fail_rate, beta) <= eps
+@pytest.mark.parametrize("false_fail_rate,false_pass_rate", [(0.01, 0.1), (1e-8, 1e-3)])
+def test_planning_round_trip(eps, bins, false_fail_rate, false_pass_rate):
+    n = st.required_samples(eps, bins, false_fail_rate, false_pass_rate)
+    assert st.detectable_tv(n, bins, false_fail_rate, false_pass_rate) <= eps
     if n > 1:
-        assert st.detectable_tv(n - 1, bins, false_fail_rate, beta) > eps      # n is the smallest
-    assert st.chisquare_power(n, 2 * eps, bins, false_fail_rate) >= 1 - beta - 1e-6
+        assert st.detectable_tv(n - 1, bins, false_fail_rate, false_pass_rate) > eps      # n is the smallest
+    assert st.chisquare_power(n, 2 * eps, bins, false_fail_rate) >= 1 - false_pass_rate - 1e-6
 
 
 def test_matches_statsmodels_solve_power():
@@ -43,8 +43,8 @@ def test_plan_gof_fixed_point():
     (st.required_samples, (0.1, 1, 0.01, 0.1), "n_bins"),
     (st.required_samples, (0.1, 2.5, 0.01, 0.1), "n_bins"),
     (st.required_samples, (0.1, 10, 0.0, 0.1), "false_fail_rate"),
-    (st.required_samples, (0.1, 10, 0.01, 1.0), "beta"),
-    (st.required_samples, (0.1, 10, 0.6, 0.5), "false_fail_rate \\+ beta"),
+    (st.required_samples, (0.1, 10, 0.01, 1.0), "false_pass_rate"),
+    (st.required_samples, (0.1, 10, 0.6, 0.5), "false_fail_rate \\+ false_pass_rate"),
     (st.detectable_tv, (0, 10, 0.01, 0.1), "n"),
     (st.detectable_tv, (100, 10, np.nan, 0.1), "false_fail_rate"),
 ])
@@ -54,7 +54,7 @@ def test_planning_errors(fn, args, match):
 
 
 def test_error_budget_bonferroni_and_holm():
-    b = st.ErrorBudget(1e-6, n_checks=4, beta=1e-3)
+    b = st.ErrorBudget(1e-6, n_checks=4, false_pass_rate=1e-3)
     assert b.per_check_false_fail_rate == pytest.approx(2.5e-7)
     assert st.ErrorBudget(1e-6, n_checks=4, tail_safety=2).per_check_false_fail_rate == pytest.approx(1.25e-7)
     assert b.false_fail_rates([1, 1, 2, 4]).sum() == pytest.approx(1e-6)
@@ -83,7 +83,7 @@ def test_error_budget_summarize():
     (dict(total_false_fail=2.0), "total_false_fail"),
     (dict(n_checks=0), "n_checks"),
     (dict(n_checks=1.5), "n_checks"),
-    (dict(beta=1.0), "beta"),
+    (dict(false_pass_rate=1.0), "false_pass_rate"),
     (dict(tail_safety=0.5), "tail_safety"),
 ])
 def test_error_budget_errors(kwargs, match):

@@ -24,7 +24,7 @@ S = np.arange(400) % 4
     (dict(samples=S, p=P, false_fail_rate=0.0), "false_fail_rate"),
     (dict(samples=S, p=P, false_fail_rate=1.0), "false_fail_rate"),
     (dict(samples=S, p=P, false_fail_rate=None), "false_fail_rate"),
-    (dict(samples=S, p=P, false_fail_rate=0.01, beta=0.0), "beta"),
+    (dict(samples=S, p=P, false_fail_rate=0.01, false_pass_rate=0.0), "false_pass_rate"),
     (dict(samples=S, p=P, false_fail_rate=0.01, method="kl"), "method"),
     (dict(samples=S, p=P, false_fail_rate=0.01, min_expected=-1), "min_expected"),
     (dict(samples=S, p=P, false_fail_rate=0.01, counts=np.ones(4, int)), "samples"),
@@ -40,7 +40,7 @@ def test_chisquare_gof_errors(kwargs, match):
     (dict(samples=np.array([5]), p=P), "samples"),
     (dict(samples=np.array([], dtype=int), p=P), "samples"),
     (dict(samples=np.array([0]), p=[0.5, 0.6]), "p"),
-    (dict(samples=np.array([0]), p=P, beta=2.0), "beta"),
+    (dict(samples=np.array([0]), p=P, false_pass_rate=2.0), "false_pass_rate"),
 ])
 def test_zero_check_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -67,7 +67,7 @@ def test_one_validation_module_serves_oracle_and_stat_tests():
     assert validation.as_prob_vector([0.5, 0.5 + 1e-7]).sum() == pytest.approx(1.0, abs=1e-15)
     with pytest.raises(ValueError, match="false_fail_rate is required"):
         validation.check_error_rates(None, 0.1)
-    with pytest.raises(ValueError, match="false_fail_rate \\+ beta"):
+    with pytest.raises(ValueError, match="false_fail_rate \\+ false_pass_rate"):
         validation.check_error_rates(0.6, 0.5)
     with pytest.raises(ValueError, match="min_expected must be a positive number"):
         validation.check_positive_number(0, "min_expected")

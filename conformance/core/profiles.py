@@ -1,7 +1,7 @@
 """The one table of profiles (quick / standard / full) for every level of the suite.
 
 A profile says how hard the suite looks. The levels share its name, description and per-check
-false-pass rate ``beta``; each level has its own keyword-only settings object, because the levels
+false-pass rate ``false_pass_rate``; each level has its own keyword-only settings object, because the levels
 make *different promises under the same profile name*:
 
 - rule level: total false-fail rate 1e-6 at every profile; target binned TV 0.05 / 0.02 / 0.01 per case;
@@ -41,7 +41,7 @@ class RuleSettings:
     """Rule level (one verification round per call): sample sizes are planned from ``target_tv``."""
 
     total_false_fail: float  # P(any statistical check of the run fails | implementation exact) <= this
-    target_tv: float  # per case: the primary check detects binned TV >= this w.p. >= 1 - beta
+    target_tv: float  # per case: the primary check detects binned TV >= this w.p. >= 1 - false_pass_rate
     max_bins: int  # cap on bins (min_expected grows with n so bins stay <= max_bins)
     max_rounds: int  # safety cap on rounds per case (reported if it binds)
     invariant_rounds: int  # rounds per case with an ordinary Generator for the hard invariants
@@ -107,7 +107,7 @@ class TreeSettings:
     """Tree level (one tree-verification round per call, `conformance.tree`): n planned from ``target_tv``."""
 
     total_false_fail: float  # P(any statistical check of the run fails | implementation exact) <= this
-    target_tv: float  # per case: the primary check detects binned TV >= this w.p. >= 1 - beta
+    target_tv: float  # per case: the primary check detects binned TV >= this w.p. >= 1 - false_pass_rate
     max_bins: int  # cap on bins (min_expected grows with n so bins stay <= max_bins)
     max_rounds: int  # cap on rounds per case (reported if it binds)
     invariant_rounds: int  # rounds per case for the hard invariants and determinism
@@ -133,14 +133,14 @@ class Profile:
 
     name: str
     description: str
-    beta: float  # per-check false-pass rate at the stated detectable deviation (every level)
+    false_pass_rate: float  # per-check false-pass rate at the stated detectable deviation (every level)
     rule: RuleSettings
     sequence: SequenceSettings
     engine: EngineSettings
     tree: TreeSettings = _DEFAULT_TREE
 
     def __post_init__(self) -> None:
-        _check_rate(self.beta, "beta")
+        _check_rate(self.false_pass_rate, "false_pass_rate")
         for level, kind in (("rule", RuleSettings), ("sequence", SequenceSettings), ("engine", EngineSettings),
                             ("tree", TreeSettings)):
             if not isinstance(getattr(self, level), kind):
@@ -163,13 +163,13 @@ class Profile:
                 f"binned TV >= {s.target_tv:g} on the sequence law; engine level total false-fail <= "
                 f"{e.total_false_fail:g}, compares positions 1..{e.positions} (detectable TV set by the files' n); "
                 f"tree level total false-fail <= {t.total_false_fail:g}, detects binned TV >= {t.target_tv:g} per case; "
-                f"power >= {1 - self.beta:g} per check. {self.description}")
+                f"power >= {1 - self.false_pass_rate:g} per check. {self.description}")
 
     def to_dict(self, level: str) -> dict:
         """The shared fields and the settings of `level`, as plain JSON."""
         from dataclasses import asdict
 
-        return {"name": self.name, "description": self.description, "beta": self.beta,
+        return {"name": self.name, "description": self.description, "false_pass_rate": self.false_pass_rate,
                 "total_false_fail": self.total_false_fail(level),
                 "target_tv": getattr(self.settings(level), "target_tv", None),  # None: engine (n is the files')
                 "settings": asdict(self.settings(level)), "promise": self.describe()}
@@ -177,7 +177,7 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     "quick": Profile(
-        name="quick", beta=1e-3,
+        name="quick", false_pass_rate=1e-3,
         description="CI: certifies a NumPy-speed implementation in well under a minute on 2 cores.",
         rule=RuleSettings(total_false_fail=1e-6, target_tv=0.05, max_bins=40, max_rounds=60_000,
                           invariant_rounds=200, adversarial_rounds=200, hypothesis_examples=15,
@@ -188,7 +188,7 @@ PROFILES: dict[str, Profile] = {
         tree=TreeSettings(total_false_fail=1e-4, target_tv=0.08, max_bins=40, max_rounds=20_000,
                           invariant_rounds=100)),
     "standard": Profile(
-        name="standard", beta=1e-3, description="Default: minutes; detects 2% TV per case at the rule level.",
+        name="standard", false_pass_rate=1e-3, description="Default: minutes; detects 2% TV per case at the rule level.",
         rule=RuleSettings(total_false_fail=1e-6, target_tv=0.02, max_bins=80, max_rounds=400_000,
                           invariant_rounds=1000, adversarial_rounds=1000, hypothesis_examples=60,
                           hypothesis_rounds=60),
@@ -197,7 +197,7 @@ PROFILES: dict[str, Profile] = {
         engine=EngineSettings(total_false_fail=1e-4, positions=6, min_expected=10.0, max_bins=60),
         tree=_DEFAULT_TREE),
     "full": Profile(
-        name="full", beta=1e-3,
+        name="full", false_pass_rate=1e-3,
         description="Certificate grade: detects 1% TV per case; tens of minutes for NumPy-speed code.",
         rule=RuleSettings(total_false_fail=1e-6, target_tv=0.01, max_bins=150, max_rounds=2_000_000,
                           invariant_rounds=5000, adversarial_rounds=5000, hypothesis_examples=300,

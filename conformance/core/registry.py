@@ -133,7 +133,7 @@ def budget_for(level: str, profile: Profile | str, cases: Iterable[Any]) -> Erro
     that a run on `cases` performs (at least one, so a run without statistical checks has a valid budget)."""
     prof = get_profile(profile)
     n_checks = sum(len(planned_names(level, case)) for case in cases)
-    return ErrorBudget(total_false_fail=prof.total_false_fail(level), n_checks=max(1, n_checks), beta=prof.beta)
+    return ErrorBudget(total_false_fail=prof.total_false_fail(level), n_checks=max(1, n_checks), false_pass_rate=prof.false_pass_rate)
 
 
 def run_registered(level: str, case: Any, runners: Mapping[str, Callable[[], list[CheckRecord]]]) -> list[CheckRecord]:

@@ -1,7 +1,8 @@
 """One result type and one certificate writer for every level.
 
 Every run of the suite, rule, sequence or engine level, ends as a `SuiteResult` and is published as one
-versioned JSON document (`document`, schema: conformance/report.schema.json, ``schema_version`` 2.0) beside
+versioned JSON document (`document`, schema: conformance/report.schema.json, ``schema_version`` 2.1;
+`read_certificate` also reads 2.0) beside
 a Markdown rendering and optional plots, in one layout: ``certificate.json``, ``CERTIFICATE.md``, ``*.png``.
 The Markdown renderer and the plots stay per level (their content differs), and a level's own sections go
 in `SuiteResult.extra` (engine: ``engine``, ``reasons``); the JSON layout does not change.
@@ -24,7 +25,11 @@ from ...stat_tests.result import jsonable
 from .profiles import LEVELS, Profile
 from .records import CATEGORIES, VERDICT_TEXT, CheckRecord, verdict_of
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"
+#: Versions `read_certificate` reads: 2.0 differs from 2.1 only in the names of the error rates.
+READABLE_VERSIONS = ("2.0", "2.1")
+#: 2.0 key -> 2.1 key, in checks[], budget and profile.
+RENAMED_IN_2_1 = {"alpha": "false_fail_rate", "beta": "false_pass_rate"}
 JSON_NAME, MARKDOWN_NAME = "certificate.json", "CERTIFICATE.md"
 
 
@@ -82,9 +87,9 @@ def summarize_budget(budget: ErrorBudget, records: Iterable[CheckRecord]) -> dic
     stat = [r.result for r in records if r.statistical]
     tvs = [t.detectable_tv for t in stat if np.isfinite(t.detectable_tv)]
     kolmogorov = [t.details["detectable_kolmogorov"] for t in stat if t.details.get("detectable_kolmogorov")]
-    spent = float(sum(t.alpha for t in stat))
+    spent = float(sum(t.false_fail_rate for t in stat))
     return {"total_false_fail": budget.total_false_fail, "n_checks": int(budget.n_checks),
-            "per_check_false_fail_rate": budget.per_check_false_fail_rate, "beta": budget.beta,
+            "per_check_false_fail_rate": budget.per_check_false_fail_rate, "false_pass_rate": budget.false_pass_rate,
             "n_statistical_records": len(stat), "false_fail_rate_spent": spent,
             "within_budget": spent <= budget.total_false_fail * (1 + 1e-9),
             "worst_detectable_tv": max(tvs) if tvs else None, "best_detectable_tv": min(tvs) if tvs else None,
@@ -128,6 +133,24 @@ def document(result: SuiteResult, impl_spec: str | None = None) -> dict:
     for key, value in result.extra.items():
         doc.setdefault(key, value)
     return jsonable(doc)
+
+
+def read_certificate(source: str | Path | dict) -> dict:
+    """A certificate document (a path to certificate.json, or the parsed dict) in the 2.1 layout: a 2.0 document
+    gets its renamed keys (`RENAMED_IN_2_1`); any other version is a ValueError naming it."""
+    doc = json.loads(Path(source).read_text()) if isinstance(source, (str, Path)) else dict(source)
+    version = doc.get("schema_version")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"schema_version: this reader reads {READABLE_VERSIONS}, got {version!r}")
+    if version == "2.0":
+        rename = lambda d: {RENAMED_IN_2_1.get(k, k): v for k, v in d.items()}  # noqa: E731
+        doc["checks"] = [rename(c) for c in doc.get("checks", [])]
+        for key in ("budget", "profile"):
+            if isinstance(doc.get(key), dict):
+                doc[key] = rename(doc[key])
+        doc["schema_version"] = SCHEMA_VERSION
+        doc["read_from_version"] = version
+    return doc
 
 
 MarkdownRenderer = Callable[[SuiteResult, dict, list[str]], str]

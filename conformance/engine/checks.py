@@ -123,7 +123,7 @@ def _permutation_checks(data: PromptData, case: EngineCase, level: float, profil
     out = []
     for name, category_of in names:
         result = permutation_homogeneity([category_of(s) for s in ref], [category_of(s) for s in cand], level,
-                                         beta=profile.beta, min_expected=settings.min_expected,
+                                         false_pass_rate=profile.false_pass_rate, min_expected=settings.min_expected,
                                          max_bins=settings.max_bins, rng=case_seed(data.pid, name), name=name)
         out.append(_record(data, name, result))
     return out
@@ -145,7 +145,7 @@ def _pit_positions(data: PromptData, horizon: int) -> tuple[list[int], list, lis
     return tokens, reports, where, missing
 
 
-def _pit_check(data: PromptData, case: EngineCase, level: float, beta: float) -> list[CheckRecord]:
+def _pit_check(data: PromptData, case: EngineCase, level: float, false_pass_rate: float) -> list[CheckRecord]:
     """Exact KS on `positions` values per candidate completion: the PIT where the prefix was reported, a fresh
     U(0, 1) draw where the completion had ended or no report exists. Each value is then U(0, 1) given the
     earlier ones (which positions are reported depends on earlier tokens only), so their number is fixed and
@@ -159,19 +159,19 @@ def _pit_check(data: PromptData, case: EngineCase, level: float, beta: float) ->
         if probs[pit.category_of(token, ids)] == 0:
             msg = (f"pit_ks: FAIL: seed {seed}: position {t + 1}: token {token} has reference-reported "
                    f"probability 0 (an impossible token)")
-            result = TestResult("pit_ks", float("inf"), 0.0, len(tokens), level, beta, float("nan"), False, msg,
+            result = TestResult("pit_ks", float("inf"), 0.0, len(tokens), level, false_pass_rate, float("nan"), False, msg,
                                 {"seed": seed, "position": t + 1, "token": token})
             return [_record(data, "pit_ks", result)]
     rng = np.random.default_rng(case_seed(data.pid, "pit_ks"))
     uniforms = np.concatenate([pit.pit_uniforms(tokens, reports, rng), rng.random(missing)])
-    result = pit.exact_ks(uniforms, level, beta=beta, name="pit_ks")
+    result = pit.exact_ks(uniforms, level, false_pass_rate=false_pass_rate, name="pit_ks")
     result.details.update(pit_values=len(tokens), padded_values=missing)
     return [_record(data, "pit_ks", result)]
 
 
-def _reported_check(data: PromptData, case: EngineCase, level: float, beta: float) -> list[CheckRecord]:
+def _reported_check(data: PromptData, case: EngineCase, level: float, false_pass_rate: float) -> list[CheckRecord]:
     firsts = [c.tokens[0] for c in data.ref if c.tokens]
-    result = pit.reported_probs_check(firsts, data.first_report, level, beta=beta,
+    result = pit.reported_probs_check(firsts, data.first_report, level, false_pass_rate=false_pass_rate,
                                       rng=case_seed(data.pid, REPORTED_PROBS_CHECK))
     return [_record(data, REPORTED_PROBS_CHECK, result)]
 
@@ -198,8 +198,8 @@ def _case_records(data: PromptData, case: EngineCase, level: float, profile: Pro
     records = _hard_checks(data, case, coupled, notes)
     runners = {"position_marginals": lambda: _permutation_checks(data, case, level, profile, False),
                "prefix_tuple": lambda: _permutation_checks(data, case, level, profile, True),
-               "reported_probs": lambda: _reported_check(data, case, level, profile.beta),
-               "pit_ks": lambda: _pit_check(data, case, level, profile.beta)}
+               "reported_probs": lambda: _reported_check(data, case, level, profile.false_pass_rate),
+               "pit_ks": lambda: _pit_check(data, case, level, profile.false_pass_rate)}
     return records + run_registered(LEVEL, case, runners)
 
 

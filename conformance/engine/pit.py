@@ -69,10 +69,10 @@ def pit_uniforms(tokens: Iterable[int], reports: Iterable[TopProbs], rng: np.ran
     return pit_values(index, table, rng=rng, ordering="id")
 
 
-def exact_ks(uniforms: np.ndarray, false_fail_rate: float, *, beta: float = 0.001, name: str = "pit_ks") -> TestResult:
+def exact_ks(uniforms: np.ndarray, false_fail_rate: float, *, false_pass_rate: float = 0.001, name: str = "pit_ks") -> TestResult:
     """One-sample KS test of i.i.d. U(0, 1) under the finite-n KS law (scipy `kstest(method="exact")`, the
     `kstwo` distribution of Simard & L'Ecuyer, not the asymptotic Kolmogorov law), with the DKW power bound."""
-    level, be = check_error_rates(false_fail_rate, beta)
+    level, be = check_error_rates(false_fail_rate, false_pass_rate)
     u = np.asarray(uniforms, dtype=np.float64)
     n = int(u.size)
     if n < 2:
@@ -89,7 +89,7 @@ def exact_ks(uniforms: np.ndarray, false_fail_rate: float, *, beta: float = 0.00
     return TestResult(name, float(res.statistic), float(res.pvalue), n, level, be, float("nan"), passed, msg, details)
 
 
-def reported_probs_check(tokens: Sequence[int], report: TopProbs, false_fail_rate: float, *, beta: float = 0.001,
+def reported_probs_check(tokens: Sequence[int], report: TopProbs, false_fail_rate: float, *, false_pass_rate: float = 0.001,
                          rng: int | np.random.Generator = 0, name: str = "reference_reported_probs") -> TestResult:
     """Do the reference's own first tokens follow its reported first-token distribution (top-N + tail)?"""
     ids, probs = categories(report)
@@ -99,11 +99,11 @@ def reported_probs_check(tokens: Sequence[int], report: TopProbs, false_fail_rat
         bad = sorted({t for t in tokens if probs[category_of(t, ids)] == 0})
         msg = (f"{name}: FAIL: {int(counts[~keep].sum())} of {len(tokens)} sampled tokens have reported "
                f"probability 0: {bad[:5]}")
-        return TestResult(name, float("inf"), 0.0, len(tokens), false_fail_rate, beta, float("nan"), False, msg,
+        return TestResult(name, float("inf"), 0.0, len(tokens), false_fail_rate, false_pass_rate, float("nan"), False, msg,
                           {"n_categories": int(keep.sum())})
-    result = multinomial_exact_test(counts=counts[keep], p=probs[keep], false_fail_rate=false_fail_rate, beta=beta,
+    result = multinomial_exact_test(counts=counts[keep], p=probs[keep], false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate,
                                     rng=rng, name=name, max_enumerate=200_000)
     details = dict(result.details, categories=[*ids, "<tail>"][:20], reported=probs.tolist()[:20],
                    observed=counts.tolist()[:20])
-    return TestResult(result.name, result.statistic, result.p_value, result.n, result.alpha, result.beta,
+    return TestResult(result.name, result.statistic, result.p_value, result.n, result.false_fail_rate, result.false_pass_rate,
                       result.detectable_tv, result.passed, result.message, details)

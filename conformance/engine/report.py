@@ -39,7 +39,7 @@ def to_markdown(doc: dict) -> str:
                       f"Kolmogorov {_fmt(details['detectable_kolmogorov'])}" if details.get("detectable_kolmogorov")
                       else "—")
         lines.append(f"| {check['case']} | {check['check']} | {check['category']} | {check['n']} | "
-                     f"{_fmt(check['alpha'])} | {detectable} | {_fmt(check['p_value'])} | "
+                     f"{_fmt(check['false_fail_rate'])} | {detectable} | {_fmt(check['p_value'])} | "
                      f"{'PASS' if check['passed'] else 'FAIL'} |")
     failed = [c for c in doc["checks"] if not c["passed"]]
     if failed:

@@ -24,8 +24,8 @@ at most ``2h / level`` draws per check, and usually none.
 
 Power (the only approximate statement, the project's chi-square planning): the exact permutation test of
 Pearson's statistic is asymptotically the chi-square test, so at level/4 it detects binned TV
-``detectable_tv(n_eff, B, level/4, beta/2)`` w.p. >= 1 - beta/2; `choose_h` makes the Monte-Carlo step at
-level/2 lose at most beta/2 more (a binomial bound: P(Binomial(M, level/4) >= h) <= beta/2).
+``detectable_tv(n_eff, B, level/4, false_pass_rate/2)`` w.p. >= 1 - false_pass_rate/2; `choose_h` makes the Monte-Carlo step at
+level/2 lose at most false_pass_rate/2 more (a binomial bound: P(Binomial(M, level/4) >= h) <= false_pass_rate/2).
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ def pearson_statistic(counts_a: np.ndarray, pooled: np.ndarray, n_a: int, n_b: i
     return (n * n / (n_a * n_b)) * np.sum((counts_a - expected) ** 2 / pooled, axis=-1)
 
 
-def choose_h(level: float, beta: float, minimum: int = 20) -> int:
-    """Smallest h >= minimum with P(Binomial(ceil(h/level) - 1, level/2) >= h) <= beta/2 (`level`: the
+def choose_h(level: float, false_pass_rate: float, minimum: int = 20) -> int:
+    """Smallest h >= minimum with P(Binomial(ceil(h/level) - 1, level/2) >= h) <= false_pass_rate/2 (`level`: the
     permutation test's own share)."""
     h = int(minimum)
-    while stats.binom.sf(h - 1, math.ceil(h / level) - 1, level / 2) > beta / 2:
+    while stats.binom.sf(h - 1, math.ceil(h / level) - 1, level / 2) > false_pass_rate / 2:
         h += 1
     return h
 
@@ -127,11 +127,11 @@ def permutation_pvalue(counts_a: np.ndarray, counts_b: np.ndarray, level: float,
 
 
 def permutation_homogeneity(sample_a: Sequence[Hashable], sample_b: Sequence[Hashable], false_fail_rate: float, *,
-                            beta: float = 0.001, min_expected: float = 10.0, max_bins: int = 60,
+                            false_pass_rate: float = 0.001, min_expected: float = 10.0, max_bins: int = 60,
                             rng: int | np.random.Generator = 0, name: str = "permutation_homogeneity"
                             ) -> TestResult:
     """Do `sample_a` and `sample_b` come from one law? Exact permutation test on pooled-sample bins."""
-    level, be = check_error_rates(false_fail_rate, beta)
+    level, be = check_error_rates(false_fail_rate, false_pass_rate)
     m = check_positive_number(min_expected, "min_expected")
     if int(max_bins) != max_bins or max_bins < 2:
         raise ValueError(f"max_bins must be an integer >= 2, got {max_bins!r}")

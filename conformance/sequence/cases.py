@@ -80,11 +80,11 @@ REAL_CASES: list[Case] = [
 ]
 
 
-def planned_sequences(law_probs, settings, false_fail_rate: float, beta: float) -> int:
+def planned_sequences(law_probs, settings, false_fail_rate: float, false_pass_rate: float) -> int:
     """Sequences an exact case needs: the largest n `stat_tests.plan_gof` plans over its rows' laws for the profile's
     target TV on the law pooled to <= settings.max_bins bins (likelihood-ratio test, proven tail), at least 200;
     never capped below the target."""
     from ...stat_tests import plan_gof
 
-    return int(max(200, *(plan_gof(p, settings.target_tv, false_fail_rate, beta, tail="lr_bound",
+    return int(max(200, *(plan_gof(p, settings.target_tv, false_fail_rate, false_pass_rate, tail="lr_bound",
                                    max_bins=settings.max_bins)[0] for p in law_probs)))

@@ -50,14 +50,14 @@ def pit_of_samples(target: Any, prompt: Sequence[int], samples: list[list[int]],
     return zero_check, values
 
 
-def pit_ks_checks(values: dict[str, np.ndarray], false_fail_rate: float, beta: float) -> tuple[list[TestResult], dict]:
+def pit_ks_checks(values: dict[str, np.ndarray], false_fail_rate: float, false_pass_rate: float) -> tuple[list[TestResult], dict]:
     """KS uniformity of the PIT values under each ordering."""
     results, evidence = [], {"n_pit_values": int(values["id"].size)}
     for ordering, u in values.items():
         if u.size < 2:
             results.append(hard_result(f"pit_ks_{ordering}", False, int(u.size), "fewer than 2 PIT values"))
             continue
-        r = pit_uniformity_test(u, false_fail_rate, beta=beta, method="ks", name=f"pit_ks_{ordering}")
+        r = pit_uniformity_test(u, false_fail_rate, false_pass_rate=false_pass_rate, method="ks", name=f"pit_ks_{ordering}")
         results.append(r)
         hist = np.histogram(u, bins=10, range=(0, 1))[0]
         evidence[f"pit_{ordering}"] = {"decile_counts": hist.tolist(), "expected_per_decile": u.size / 10,

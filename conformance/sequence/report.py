@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import report as core_report
-from ..core.report import SuiteResult
+from ..core.report import SuiteResult, read_certificate
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -33,7 +33,7 @@ def _sampling(params: dict) -> str:
 
 
 def _detectable(check: dict) -> str:
-    if check.get("category") in ("contract", "invariant") or check.get("alpha", 0) == 0:
+    if check.get("category") in ("contract", "invariant") or check.get("false_fail_rate", 0) == 0:
         return "any violation (hard check)"
     if check.get("detectable_tv") is not None:
         return f"binned TV >= {check['detectable_tv']:.3g}"
@@ -88,7 +88,7 @@ def to_markdown(report: dict) -> str:
         f"- Family-wise false-fail rate of this run (an exact implementation fails with probability at most): "
         f"**{b['total_false_fail']:g}**, split evenly over {b['n_checks']} statistical checks "
         f"({b['per_check_false_fail_rate']:.3g} each; actually spent {b['false_fail_rate_spent']:.3g}).",
-        f"- Each statistical check detects its stated deviation with probability >= {1 - b['beta']:g}; stated "
+        f"- Each statistical check detects its stated deviation with probability >= {1 - b['false_pass_rate']:g}; stated "
         f"binned-TV deviations range from {_fmt(b['best_detectable_tv'])} to "
         f"{_fmt(b['worst_detectable_tv'])}; the PIT KS checks detect a Kolmogorov distance >= "
         f"{_fmt(b['worst_detectable_kolmogorov'])}.",
@@ -112,7 +112,7 @@ def to_markdown(report: dict) -> str:
               "|---|---|---|---|---|---|---|---|"]
     for c in report["cases"]:
         for x in c.get("checks", []):
-            lines.append(f"| `{c['case']}` | {x['name']} | {x['n']} | {_fmt(x['alpha'])} | {_fmt(x['statistic'], 4)} | "
+            lines.append(f"| `{c['case']}` | {x['name']} | {x['n']} | {_fmt(x['false_fail_rate'])} | {_fmt(x['statistic'], 4)} | "
                          f"{_fmt(x['p_value'])} | {_detectable(x)} | {'pass' if x['passed'] else '**FAIL**'} |")
     bad = [c for c in report["cases"] if c.get("passed") is False]
     if bad:
@@ -137,7 +137,7 @@ def render(json_path: str | Path) -> Path:
     """Re-render CERTIFICATE.md beside a sequence-level certificate.json."""
     path = Path(json_path)
     md = path.with_name(core_report.MARKDOWN_NAME)
-    md.write_text(to_markdown(json.loads(path.read_text())))
+    md.write_text(to_markdown(read_certificate(path)))
     return md
 
 
@@ -149,7 +149,7 @@ def write_index(out_dir: str | Path) -> Path:
              "| implementation | profile | real model | verdict | cases passed | failed cases | report |",
              "|---|---|---|---|---|---|---|"]
     for path in sorted(out.glob(f"*/{core_report.JSON_NAME}")):
-        report = json.loads(path.read_text())
+        report = read_certificate(path)
         if report.get("level") != "sequence":
             continue
         ok = sum(1 for c in report["cases"] if c.get("passed"))

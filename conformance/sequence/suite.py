@@ -110,14 +110,14 @@ def _label(outcome: tuple[int, ...] | None) -> str:
     return "impossible (probability 0)" if outcome is None else " ".join(map(str, outcome)) or "(empty)"
 
 
-def sequence_law_check(law: SequenceLaw, samples: list[list[int]], false_fail_rate: float, beta: float,
+def sequence_law_check(law: SequenceLaw, samples: list[list[int]], false_fail_rate: float, false_pass_rate: float,
                        tag: str = "", min_expected: float = 20.0) -> tuple[TestResult, dict]:
     """Whole generated sequences against the enumerated exact law (plus an 'impossible' category): the
     likelihood-ratio test with a proven tail (`stat_tests.lr_tail`) on bins pooled to >= min_expected."""
     counts, bad = law.counts(samples)
     probs = law.probs_with_impossible()
     labels = [_label(o) for o in law.outcomes] + [_label(None)]
-    result = chisquare_gof(counts=counts, p=probs, false_fail_rate=false_fail_rate, beta=beta, method="lr",
+    result = chisquare_gof(counts=counts, p=probs, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate, method="lr",
                            min_expected=min_expected, name=f"sequence_chisquare{tag}")
     evidence = {"empirical_tv_to_exact_law": _tv(counts, probs), "n_outcomes": len(law.outcomes),
                 "top_deviations": _top_deviations(labels, counts, probs),
@@ -125,7 +125,7 @@ def sequence_law_check(law: SequenceLaw, samples: list[list[int]], false_fail_ra
     return result, {f"sequence{tag}": evidence}
 
 
-def position_marginal_checks(law: SequenceLaw, samples: list[list[int]], false_fail_rate: float, beta: float,
+def position_marginal_checks(law: SequenceLaw, samples: list[list[int]], false_fail_rate: float, false_pass_rate: float,
                              tag: str = "", min_expected: float = 20.0) -> tuple[list[TestResult], dict]:
     """One likelihood-ratio test (proven tail) per position t on the marginal law of the token there (V tokens +
     'stopped'); its few categories keep min_expected 20 whatever the sequence law's pooling."""
@@ -136,7 +136,7 @@ def position_marginal_checks(law: SequenceLaw, samples: list[list[int]], false_f
         for s in samples:
             token = int(s[t]) if t < len(s) else law.vocab
             pos_counts[token if 0 <= token < law.vocab else law.vocab] += 1
-        r = chisquare_gof(counts=pos_counts, p=pos_p, false_fail_rate=false_fail_rate, beta=beta, method="lr",
+        r = chisquare_gof(counts=pos_counts, p=pos_p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate, method="lr",
                           name=f"position_{t}_chisquare{tag}")
         results.append(r)
         if not r.passed:
@@ -219,9 +219,9 @@ def _run_greedy(run: _CaseRun) -> None:
 
 
 def _run_exact(run: _CaseRun) -> None:
-    case, beta = run.case, run.profile.beta
+    case, false_pass_rate = run.case, run.profile.false_pass_rate
     laws = [sequence_law(run.target, p, case.max_new_tokens, case.sampling) for p in run.prompts[: case.batch]]
-    n = planned_sequences([law.probs for law in laws], run.settings, run.rate, beta)  # never capped
+    n = planned_sequences([law.probs for law in laws], run.settings, run.rate, false_pass_rate)  # never capped
     run.info.update(n=n, n_planned_for_target_tv=n, target_tv=run.settings.target_tv,
                     min_expected=run.settings.min_expected(n))
     rows, seeds = draws.draw_rows(run, n)
@@ -233,7 +233,7 @@ def _run_exact(run: _CaseRun) -> None:
     def each_row(check: Callable) -> list[CheckRecord]:
         out = []
         for law, samples, tag in zip(laws, rows, tags):
-            results, evidence = check(law, samples, run.rate, beta, tag, run.settings.min_expected(n))
+            results, evidence = check(law, samples, run.rate, false_pass_rate, tag, run.settings.min_expected(n))
             run.evidence.update(evidence)
             out += [CheckRecord(run.impl, case.name, r.name, "exactness", r)
                     for r in (results if isinstance(results, list) else [results])]
@@ -255,7 +255,7 @@ def _run_pit(run: _CaseRun) -> None:
     run.add("invariant", zero_check)
 
     def ks() -> list[CheckRecord]:
-        results, evidence = pit_ks_checks(values, run.rate, run.profile.beta)
+        results, evidence = pit_ks_checks(values, run.rate, run.profile.false_pass_rate)
         run.evidence.update(evidence)
         return [CheckRecord(run.impl, case.name, r.name, "exactness", r) for r in results]
 

@@ -68,7 +68,7 @@ def determinism_check(impl: str, a: TreeRounds, b: TreeRounds) -> CheckRecord:
 
 def gof(name: str, counts: np.ndarray, law: np.ndarray, rate: float, profile: Profile) -> TestResult:
     """The rule level's goodness-of-fit test (`checks.gof_test`) at the tree profile's min expected count."""
-    return gof_test(name, counts, law, rate, profile.beta, profile.tree.min_expected(max(int(counts.sum()), 1)))
+    return gof_test(name, counts, law, rate, profile.false_pass_rate, profile.tree.min_expected(max(int(counts.sum()), 1)))
 
 
 def _record(impl: str, case: TreeCase, name: str, category: str, res: TestResult, confirm: bool) -> CheckRecord:
@@ -85,7 +85,7 @@ def position_checks(impl: str, rounds: TreeRounds, rate: float, profile: Profile
         name = f"{prefix}position_{j}"
         selected = np.flatnonzero(rounds.counts >= j)
         if selected.size == 0:
-            res = TestResult(name, 0.0, 1.0, 0, 0.0, profile.beta, float("nan"), True,
+            res = TestResult(name, 0.0, 1.0, 0, 0.0, profile.false_pass_rate, float("nan"), True,
                              f"{name}: no round reached position {j}: nothing to test", {"skipped": True})
             out.append(_record(impl, case, name, "exactness", res, confirm))
             continue
@@ -108,7 +108,7 @@ def _pit_position(name: str, tokens: np.ndarray, group: np.ndarray, rows: list, 
     rng = np.random.default_rng([case_seed(case_name, name), 3])
     return pit_ks_test(name, lambda: np.concatenate([
         pit_values(tokens[group == g], np.broadcast_to(row, ((group == g).sum(), row.size)), rng, ordering="prob")
-        for g, row in enumerate(rows)]), int(tokens.size), rate, profile.beta)
+        for g, row in enumerate(rows)]), int(tokens.size), rate, profile.false_pass_rate)
 
 
 def completed_stream_check(impl: str, rounds: TreeRounds, rate: float, profile: Profile, seed: int,
@@ -146,6 +146,6 @@ def tokens_per_round_check(impl: str, rounds: TreeRounds, rate: float, profile: 
     res = gof("tokens_per_round", np.bincount(rounds.counts - 1, minlength=law.size), law, rate, profile)
     mean_obs, mean_exp = float(rounds.counts.mean()), float((np.arange(1, law.size + 1) * law).sum())
     res.details.update({"mean_tokens_observed": mean_obs, "mean_tokens_standard_rule": mean_exp})
-    res = TestResult(res.name, res.statistic, res.p_value, res.n, res.alpha, res.beta, res.detectable_tv, res.passed,
+    res = TestResult(res.name, res.statistic, res.p_value, res.n, res.false_fail_rate, res.false_pass_rate, res.detectable_tv, res.passed,
                      res.message + f"; mean N {mean_obs:.4f} vs multi-round rule {mean_exp:.4f}", res.details)
     return CheckRecord(impl, case.name, "tokens_per_round", "standard_rule", res)

@@ -39,12 +39,12 @@ def primary_law(case: TreeCase) -> tuple[str, np.ndarray]:
 
 
 def plan_rounds(case: TreeCase, profile: Profile, rate: float) -> dict:
-    """Rounds so the primary check detects binned TV >= the profile's target w.p. >= 1 - beta."""
+    """Rounds so the primary check detects binned TV >= the profile's target w.p. >= 1 - false_pass_rate."""
     name, law = primary_law(case)
     settings, n = profile.tree, 2
     for _ in range(60):
         bins = max(2, int(pool_bins(law, float(n), settings.min_expected(n))[1].size))
-        n_new = required_samples(settings.target_tv, bins, rate, profile.beta, tail=PLANNING_TAIL)
+        n_new = required_samples(settings.target_tv, bins, rate, profile.false_pass_rate, tail=PLANNING_TAIL)
         if n_new <= n:
             break
         n = n_new
