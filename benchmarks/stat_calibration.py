@@ -25,6 +25,7 @@ import statsmodels
 from scipy import stats
 
 from exactspec import stat_tests as st
+from exactspec.conformance.paths import portable_path
 from exactspec.reference.sampling import inverse_cdf
 from exactspec.stat_tests.binning import pool_bins
 from exactspec.stat_tests.gof import pearson_pvalue
@@ -333,9 +334,10 @@ def main() -> None:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "stat_calibration.json"))
     ap.add_argument("--only-lr", action="store_true", help="only the proven-tail study (results/stat_calibration_lr.json)")
     args = ap.parse_args()
+    settings = {**vars(args), "out": portable_path(args.out)}  # the file, not this machine's folders
     t0 = time.time()
     if args.only_lr:
-        report = {"settings": vars(args), "lr": lr_study(args.power_seeds, args.seeds)}
+        report = {"settings": settings, "lr": lr_study(args.power_seeds, args.seeds)}
         report["total_seconds"] = round(time.time() - t0, 1)
         out = Path(__file__).resolve().parent / "results" / "stat_calibration_lr.json"
         out.write_text(json.dumps(report, indent=1))
@@ -345,7 +347,7 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
                     "numpy": np.__version__, "scipy": scipy.__version__, "statsmodels": statsmodels.__version__},
-        "settings": vars(args),
+        "settings": settings,
     }
     print("calibration", flush=True)
     report["calibration"] = calibration(args.seeds)

@@ -1,5 +1,7 @@
 """Provenance of a conformance run: what was certified (module, file, source hash, distribution), by which
-exactspec (version, git commit), where (machine, Python, libraries) and how (command line, UTC time).
+exactspec (version, git commit), where (machine, Python, libraries) and how (command line, UTC time). Files
+are named portably (`paths.portable_path`: relative to the project, the venv or the cache), never by this
+machine's absolute path.
 
     from exactspec.conformance.provenance import collect
     report["provenance"] = collect("mypkg.spec:Verifier")
@@ -18,6 +20,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from .paths import portable_args, portable_path
 
 GIT_TIMEOUT_SECONDS = 2.0
 #: Libraries whose version is recorded; torch and transformers only if already imported.
@@ -106,7 +110,7 @@ def implementation_info(impl_spec: str) -> dict:
             return info
     path = getattr(module, "__file__", None)
     if path:
-        info["file"] = str(Path(path).resolve())
+        info["file"] = portable_path(path, hash_files=False)  # the hash is source_sha256
         info["source_sha256"] = sha256_of_file(path)
     try:
         info["distribution"] = distribution_of(module_name)
@@ -145,7 +149,7 @@ def collect(impl_spec: str, argv: list[str] | None = None) -> dict:
         "implementation": implementation_info(impl_spec),
         "machine": machine_info(),
         "libraries": library_versions(),
-        "command_line": list(sys.argv if argv is None else argv),
+        "command_line": portable_args(sys.argv if argv is None else argv),
         "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 

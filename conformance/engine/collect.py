@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 
+from ..paths import portable_args, portable_path
 from . import samples
 from .client import EngineClient, RetryPolicy, SamplerChain
 from .jobs import (Budget, Job, Outcome, check_prompts, plan_jobs, read_prompts,
@@ -37,6 +38,8 @@ EXIT_DONE, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
 #: A request that raises one of these (after its retries) stops the run; the output stays resumable.
 REQUEST_ERRORS = (httpx.HTTPError, ValueError)
 PREFIX_SEED_TRIES = 8
+#: /props fields that hold a path of the serving machine (llama.cpp: the GGUF; its alias defaults to it).
+PROPS_PATHS = ("model_path", "model_alias")
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,14 @@ def _exactspec_version() -> str:
 
 def build_header(role: str, url: str, settings: Settings, props: dict | None,
                  prompts: dict[str, list[int]]) -> samples.Header:
-    """The header of one role's file: engine identity and flags, model, the pinned chain, the prompts."""
-    flags = list(settings.engine_flags) + (list(settings.candidate_flags) if role == "candidate" else [])
+    """The header of one role's file: engine identity and flags, model, the pinned chain, the prompts.
+    Paths of this machine in the flags and in /props are recorded portably (`paths.portable_path`): the
+    same flags give the same header entries in both roles' files."""
+    flags = portable_args(list(settings.engine_flags) + (list(settings.candidate_flags) if role == "candidate" else []))
     props = props or {}
     model_path = props.get("model_path") or props.get("model_alias") or ""
+    props = {key: portable_path(value) if key in PROPS_PATHS and isinstance(value, str) else value
+             for key, value in props.items()}
     engine = {"name": settings.engine_name, "version": settings.engine_version or props.get("build_info"),
               "base_url": url,
               "flags": flags or None, "speculation": settings.speculation if role == "candidate" else None,

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..paths import portable_args
+
 SCHEMA = "exactspec.engine.samples"
 SCHEMA_VERSION = "1.0"
 ROLES = ("reference", "candidate")
@@ -325,6 +327,8 @@ def _design(header: Header) -> dict:
     d = header.to_dict()
     design = {name: d[name] for name in DESIGN_FIELDS}
     design["engine"] = {name: d["engine"].get(name) for name in ENGINE_DESIGN_FIELDS}
+    if isinstance(design["engine"]["flags"], list):  # a file written before paths were recorded portably
+        design["engine"]["flags"] = portable_args(design["engine"]["flags"])
     return json.loads(json.dumps(design))
 
 
