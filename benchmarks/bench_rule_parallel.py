@@ -89,12 +89,13 @@ def _cpu_seconds() -> float:
 
 
 def _run(spec: str, workers: int, cases) -> tuple[float, float]:
-    """(wall, CPU) seconds of one run_suite (the 1-minute load average after it is printed); raises unless CERTIFIED."""
-    from exactspec.conformance.harness import load_impl
-    from exactspec.conformance.runner import run_suite
+    """(wall, CPU) seconds of one rule-level run (the 1-minute load average after it is printed); raises unless
+    CERTIFIED."""
+    from exactspec.conformance import certify
 
     start, cpu = time.perf_counter(), _cpu_seconds()
-    result = run_suite(load_impl(spec), spec, "quick", cases=cases, hypothesis=False, workers=workers, spec=spec)
+    names = None if cases is None else [c.name for c in cases]
+    result = certify(spec, "rule", "quick", cases=names, hypothesis=False, workers=workers).result
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     if result.verdict != "CERTIFIED":
         raise RuntimeError(f"{spec}: {result.verdict}")
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-round-cases", type=int, default=8)
     parser.add_argument("--subjects", nargs="+", choices=list(SPECS), default=list(SPECS))
     args = parser.parse_args(argv)
-    from exactspec.conformance.cases import SUITE_CASES
+    from exactspec.conformance.rule.cases import SUITE_CASES
 
     subjects = {label: (SPECS[label], list(SUITE_CASES if label == "batch" else SUITE_CASES[: args.per_round_cases]))
                 for label in args.subjects}

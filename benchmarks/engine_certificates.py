@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 from exactspec.cache import content_hash  # noqa: E402
 from exactspec.cli import main as exactspec  # noqa: E402
-from exactspec.conformance.engine.checks import certify_samples  # noqa: E402
+from exactspec.conformance.engine.level import certify_samples  # noqa: E402
 from exactspec.conformance.engine.llama_server import (SDIST_VERSION, LlamaServer, build_dir,  # noqa: E402
                                                        ensure_llama_server)
 from exactspec.conformance.core.report import read_certificate  # noqa: E402

@@ -28,6 +28,7 @@ from exactspec import stat_tests as st
 from exactspec.conformance.paths import portable_path
 from exactspec.reference.sampling import inverse_cdf
 from exactspec.stat_tests.binning import pool_bins
+from exactspec.stat_tests.binomial import clopper_pearson
 from exactspec.stat_tests.gof import pearson_pvalue
 from exactspec.stat_tests.lr_tail import lr_pvalue
 
@@ -35,8 +36,7 @@ FALSE_FAIL_RATES = (0.01, 0.001)
 
 
 def cp_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
-    ci = stats.binomtest(k, n).proportion_ci(confidence_level=conf, method="exact")
-    return float(ci.low), float(ci.high)
+    return clopper_pearson(int(k), int(n), conf)
 
 
 def zipf(V: int, s: float = 1.0) -> np.ndarray:

@@ -1,9 +1,15 @@
 """`exactspec calibrate`: check the suite's false-fail claims yourself, on an implementation known to be exact.
 
-The rule level's statistical checks are run R times on the implementation, replicate r with the run salt
-"calibrate-r" mixed into every case seed (`core.records.set_seed_salt`, the same salt as `--exactspec-seed`),
-at the profile's planned sample sizes. Each check's p-value is compared with alpha = 1e-2 and 1e-3 (the check
-re-run at those levels), and its empirical rejection rate is reported with its Clopper-Pearson interval.
+A level's suite is run R times on the implementation (default: the level's exact reference), replicate r with
+the run salt "calibrate-r" mixed into every case seed (`core.records.set_seed_salt`, the same salt as
+`--exactspec-seed`), at the profile's planned sample sizes, its cases on any executor (`--workers`,
+`--scheduler`). Each statistical check's p-value is compared with 1e-2 and 1e-3, and its empirical rejection
+rate is reported with its Clopper-Pearson interval.
+
+Levels: rule, tree and sequence (a replicate of the quick profile costs seconds, about a minute and a few
+minutes on a 2-core CPU: see docs/calibration/README.md). Not the engine level: its data are a serving engine's
+sample files, and a replicate would be a new collection from live servers (`tests/test_engine_meta.py` runs
+that experiment for exactspec's own served generators).
 
 An exact implementation is rejected by a check at most at the nominal rate: a check whose interval lies above
 the nominal rate contradicts the suite's claim. Checks with an exact tail (<= 3 bins) reject at about the
@@ -18,23 +24,20 @@ import json
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy import stats
 
+from ..stat_tests import clopper_pearson
+from .core.driver import run_level
+from .core.executor import case_executor
+from .core.levels import LEVELS, get_level
 from .core.profiles import PROFILE_NAMES, get_profile
 from .core.records import set_seed_salt
-from .core.registry import budget_for
 
 ALPHAS = (1e-2, 1e-3)
 CONFIDENCE = 0.99
-
-
-def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Exact (Clopper-Pearson) two-sided interval for a binomial proportion k / n."""
-    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="exact")
-    return float(ci.low), float(ci.high)
 
 
 def tail_of(record) -> str:
@@ -49,32 +52,35 @@ def tail_of(record) -> str:
     return "none (one bin)"
 
 
-def replicate_pvalues(impl_spec: str, profile_name: str, replicates: int, cases=None,
-                      on_replicate: Callable[[dict, int], None] | None = None) -> dict:
-    """{(case, check): [p-values]} and the tails used, from `replicates` salted runs of the rule level;
-    `on_replicate(raw so far, replicates done)` after each one."""
-    from .cases import SUITE_CASES
-    from .harness import Harness, load_impl
-    from .profiles import plan_rounds
-    from .runner import statistical_records
+def replicate_pvalues(impl_spec: str | None, profile_name: str, replicates: int, cases=None,
+                      on_replicate: Callable[[dict, int], None] | None = None, level: str = "rule",
+                      executor: Any = None) -> dict:
+    """{(case, check): [p-values]} and the tails used, from `replicates` salted runs of `level`'s suite on
+    `impl_spec` (None: the level's reference); `on_replicate(raw so far, replicates done)` after each one."""
+    from .api import resolve
 
+    if level == "engine":
+        raise ValueError("calibrate: the engine level cannot be replicated offline (its data are sample files)")
+    declared = get_level(level)
     profile = get_profile(profile_name)
-    cases = list(cases or SUITE_CASES)
-    rate = budget_for("rule", profile, cases).per_check_false_fail_rate
-    plan = {c.name: plan_rounds(c, profile, rate)["n"] for c in cases}
-    harness = Harness(load_impl(impl_spec), impl_spec)
+    _, obj, name, spec = resolve(impl_spec or declared.reference_spec, level)
+    if cases is None or all(isinstance(c, str) for c in cases):  # names (None: the profile's); else case objects
+        cases = declared.select_cases(profile, obj, cases)
     pvalues: dict = defaultdict(list)
     info: dict = {}
-    raw = {"pvalues": pvalues, "info": info, "per_check_false_fail_rate": rate, "rounds": plan}
+    raw = {"pvalues": pvalues, "info": info, "per_check_false_fail_rate": None, "rounds": None}
     old = set_seed_salt("")
     try:
         for r in range(replicates):
             set_seed_salt(f"calibrate-{r}")
-            for case in cases:
-                for rec in statistical_records(harness, case, profile, rate, plan[case.name]):
-                    if rec.statistical and not rec.result.details.get("skipped"):
-                        pvalues[(rec.case, rec.check)].append(float(rec.result.p_value))
-                        info[(rec.case, rec.check)] = (rec.result.n, rec.result.details.get("n_bins"), tail_of(rec))
+            result = run_level(declared, obj, name, profile=profile, cases=cases, executor=executor, spec=spec,
+                               extras=False)
+            raw["per_check_false_fail_rate"] = result.budget["per_check_false_fail_rate"]
+            raw["rounds"] = {case: plan["n"] for case, plan in result.plan.items()}
+            for rec in result.records:
+                if rec.statistical and not rec.result.details.get("skipped") and not rec.result.details.get("confirmatory"):
+                    pvalues[(rec.case, rec.check)].append(float(rec.result.p_value))
+                    info[(rec.case, rec.check)] = (rec.result.n, rec.result.details.get("n_bins"), tail_of(rec))
             if on_replicate is not None:
                 on_replicate(raw, r + 1)
     finally:
@@ -89,7 +95,7 @@ def _rates(pvals: list[float], n_tests: int = 1) -> dict:
     out = {}
     for a in ALPHAS:
         k = int(np.count_nonzero(p < a))
-        lo, hi = clopper_pearson(k, p.size)
+        lo, hi = clopper_pearson(k, int(p.size), CONFIDENCE)
         excess_p = float(stats.binom.sf(k - 1, p.size, a)) if k else 1.0
         out[f"{a:g}"] = {"rejections": k, "rate": k / p.size, "ci": [lo, hi], "nominal_in_ci": lo <= a <= hi,
                          "p_value_rate_above_nominal": excess_p, "above_nominal": excess_p < 0.01 / n_tests}
@@ -112,10 +118,13 @@ def summarize(raw: dict) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--impl", default="exactspec.conformance.adapters.reference:Reference", metavar="MODULE:NAME",
-                        help="a known-exact rule-level implementation (default: exactspec's NumPy reference)")
+    parser.add_argument("--impl", default=None, metavar="MODULE:NAME",
+                        help="a known-exact implementation of the level (default: the level's exact reference)")
     parser.add_argument("--replicates", type=int, default=200, help="salted runs of the suite (default 200)")
-    parser.add_argument("--level", choices=("rule",), default="rule", help="level to calibrate (rule)")
+    parser.add_argument("--level", choices=[lv for lv in LEVELS if lv != "engine"], default="rule",
+                        help="level to calibrate (default rule; engine: see the module docstring)")
+    parser.add_argument("--workers", type=int, default=1, help="local worker processes for each replicate's cases")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run the cases on this Dask cluster")
     parser.add_argument("--profile", choices=PROFILE_NAMES, default="quick", help="profile (default quick)")
     parser.add_argument("--out", default=None, metavar="FILE", help="write the JSON result here")
     parser.add_argument("--progress", action="store_true", help="print one line per replicate")
@@ -124,9 +133,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _document(args: argparse.Namespace, raw: dict, done: int, seconds: float) -> dict:
     from .provenance import collect
 
-    return {"impl": args.impl, "level": args.level, "profile": args.profile, "replicates": done,
+    return {"impl": args.impl or get_level(args.level).reference_spec, "level": args.level, "profile": args.profile, "replicates": done,
             "replicates_requested": args.replicates, "complete": done == args.replicates, "alphas": list(ALPHAS),
-            "confidence": CONFIDENCE, **summarize(raw), "seconds": round(seconds, 1), "provenance": collect(args.impl)}
+            "confidence": CONFIDENCE, **summarize(raw), "seconds": round(seconds, 1),
+            "provenance": collect(args.impl or str(get_level(args.level).reference_spec))}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(_document(args, raw, done, time.perf_counter() - start), indent=1) + "\n")
 
-    raw = replicate_pvalues(args.impl, args.profile, args.replicates, on_replicate=after)
+    with case_executor(args.workers, args.scheduler) as executor:
+        raw = replicate_pvalues(args.impl, args.profile, args.replicates, on_replicate=after, level=args.level,
+                                executor=executor)
     result = _document(args, raw, args.replicates, time.perf_counter() - start)
     for tail, t in result["by_tail"].items():
         line = ", ".join(f"alpha {a}: {v['rate']:.4g} [{v['ci'][0]:.3g}, {v['ci'][1]:.3g}]" for a, v in t["rates"].items())

@@ -1,7 +1,7 @@
 """One mutant kill table for every level: run a level's suite on its mutant zoo and its valid variants.
 
-    exactspec kill-table --level rule|sequence [--profile quick] [--out DIR] [--mutants A,B] [--valid C,D]
-    python -m exactspec.conformance.kill_table --level rule|sequence ...
+    exactspec kill-table --level rule|sequence|tree|engine [--profile quick] [--out DIR] [--mutants A,B] [--valid C,D]
+    python -m exactspec.conformance.kill_table --level ...
 
 Each row (same columns at every level): the mutant or valid variant, the real bug it models, the verdicts
 it must get, the verdict it got, the checks that failed, whether a first-token-only test would have missed
@@ -10,7 +10,8 @@ it, and the seconds it took. Writes ``kill-table.json`` and ``kill-table.md`` un
 gets an expected verdict, 1 otherwise, 2 on a usage error.
 
 Every run is a full run of the level's suite (no fail-fast), so the failed checks and the first-token-only
-column are exact. The rule level imports no torch; the sequence level imports it when it runs.
+column are exact. Each level declares its rows (`Level.mutants`) and what a first-token-only test would see
+(`Level.first_token_failure`); the rule and tree levels import no torch, the sequence and engine levels do.
 """
 
 from __future__ import annotations
@@ -23,27 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .core.driver import run_level
+from .core.level import REJECTED, Level, Subject
+from .core.levels import LEVELS, check_level, get_level
 from .core.profiles import PROFILE_NAMES
 
-#: Expected verdict of a mutant whose zoo names none (the sequence level's): any rejection counts.
-REJECTED = "any verdict but CERTIFIED"
 JSON_NAME, MARKDOWN_NAME = "kill-table.json", "kill-table.md"
-
-# What a first-token-only test sees at the rule level: the marginal of the first emitted token, plus the
-# contract and an ordinary-Generator invariant check (the checks a typical unit test amounts to).
-RULE_FIRST_TOKEN_CHECKS = frozenset(("position_1", "invariants", "invariants_statistical_rounds", "determinism",
-                                     "single_round_path"))
-
-
-@dataclass(frozen=True)
-class Subject:
-    """One row's input: a mutant or valid variant of a level and the verdicts it must get."""
-
-    name: str
-    kind: str  # "mutant" | "valid"
-    models: str  # the real bug (or valid technique) it models
-    expected: tuple[str, ...]
-    make: Callable[[], Any]  # builds the adapter object
 
 
 @dataclass(frozen=True)
@@ -75,68 +61,10 @@ def outcome_of(result: Any, caught_by_first_token: Callable[[Any], bool]) -> Out
         caught_by_first_token=any(caught_by_first_token(r) for r in failed))
 
 
-# --------------------------------------------------------------------------- rule level
-def rule_subjects() -> list[Subject]:
-    """The rule-level zoo: `conformance.mutants.zoo` MUTANTS then VALID."""
-    from .mutants.zoo import MUTANTS, VALID
-
-    return [Subject(cls.__name__, cls.kind, _one_line(cls.models), tuple(cls.expected), cls) for cls in MUTANTS + VALID]
-
-
-def rule_first_token_failure(record: Any) -> bool:
-    """Would a first-token-only test (first token's marginal, contract, ordinary-Generator invariants) fail it?"""
-    return record.check in RULE_FIRST_TOKEN_CHECKS or record.category == "contract"
-
-
-def run_rule(subject: Subject, profile: str) -> Outcome:
-    """The rule-level suite (every check, no fail-fast) on one subject."""
-    from .runner import run_suite
-
-    return outcome_of(run_suite(subject.make(), subject.name, profile, fail_fast=False), rule_first_token_failure)
-
-
-# --------------------------------------------------------------------------- sequence level
-def sequence_subjects() -> list[Subject]:
-    """The generation-level zoo: `conformance.sequence.mutants` MUTANTS, then the reference loop and BENIGN."""
-    from .sequence.mutants import BENIGN, MUTANTS
-    from .sequence.reference_loop import ReferenceLoop
-
-    rows = [Subject(m.name, "mutant", _one_line(m.__doc__), (REJECTED,), m) for m in MUTANTS]
-    rows.append(Subject(ReferenceLoop.name, "valid", "Valid: " + _one_line(ReferenceLoop.__doc__), ("CERTIFIED",),
-                        ReferenceLoop))
-    rows += [Subject(b.name, "valid", _one_line(b.__doc__), ("CERTIFIED",), b) for b in BENIGN]
-    return rows
-
-
-def first_token_failure(name: str, details: dict | None) -> bool:
-    """Would a test of the first generated token alone have failed this failed sequence-level check?"""
-    details = details or {}
-    if name == "structure" or name.startswith("position_0_"):
-        return True
-    if name == "greedy_equality":
-        return any(m.get("first_difference_at") == 0 for m in details.get("mismatches", []))
-    if name == "zero_probability_tokens":
-        return any(e.get("position") == 0 for e in details.get("examples", []))
-    return False
-
-
-def sequence_first_token_failure(record: Any) -> bool:
-    """Contract failures (format, crashes) fail any test; the rest as `first_token_failure` says."""
-    return record.category == "contract" or first_token_failure(record.check, record.result.details)
-
-
-def run_sequence(subject: Subject, profile: str) -> Outcome:
-    """The sequence-level suite (every case, no fail-fast) on one subject."""
-    from .sequence.suite import run_sequence_result
-
-    result = run_sequence_result(subject.make(), profile=profile, fail_fast=False)
-    return outcome_of(result, sequence_first_token_failure)
-
-
-LEVEL_DRIVERS: dict[str, tuple[Callable[[], list[Subject]], Callable[[Subject, str], Outcome]]] = {
-    "rule": (rule_subjects, run_rule),
-    "sequence": (sequence_subjects, run_sequence),
-}
+def run_subject(level: Level, subject: Subject, profile: str) -> Outcome:
+    """The level's suite (every case and check, no fail-fast) on one subject."""
+    result = run_level(level, subject.make(), subject.name, profile=profile, fail_fast=False)
+    return outcome_of(result, level.first_token_failure)
 
 
 # --------------------------------------------------------------------------- the table
@@ -185,22 +113,21 @@ def summarize(level: str, profile: str, rows: list[dict]) -> dict:
 def choose(level: str, profile: str, mutants: Sequence[str] | None = None,
            valid: Sequence[str] | None = None) -> list[Subject]:
     """The subjects a table of `level` at `profile` runs (names `None`: all); bad input is a ValueError."""
-    if level not in LEVEL_DRIVERS:
-        raise ValueError(f"level must be one of {tuple(LEVEL_DRIVERS)}, got {level!r}")
+    check_level(level)
     if profile not in PROFILE_NAMES:
         raise ValueError(f"profile must be one of {PROFILE_NAMES}, got {profile!r}")
-    subjects = LEVEL_DRIVERS[level][0]()
+    subjects = get_level(level).mutants()
     return select(subjects, "mutant", mutants, "mutants") + select(subjects, "valid", valid, "valid")
 
 
 def run_subjects(level: str, profile: str, subjects: list[Subject],
                  progress: Callable[[str], None] | None = None) -> dict:
     """Run `level`'s suite at `profile` on each subject; return the table (summary + rows)."""
-    run_one = LEVEL_DRIVERS[level][1]
+    declared = get_level(level)
     rows = []
     for subject in subjects:
         start = time.perf_counter()
-        row = table_row(subject, run_one(subject, profile), time.perf_counter() - start)
+        row = table_row(subject, run_subject(declared, subject, profile), time.perf_counter() - start)
         rows.append(row)
         if progress:
             progress(f"{row['name']:36s} {row['kind']:7s} {row['verdict']:20s} "
@@ -258,7 +185,8 @@ def _names(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--level", required=True, choices=tuple(LEVEL_DRIVERS), help="rule (verify adapters) or sequence (generate)")
+    parser.add_argument("--level", required=True, choices=LEVELS,
+                        help="rule (verify adapters), sequence (generate), tree (verify_tree) or engine (served mutants)")
     parser.add_argument("--profile", default="quick", choices=PROFILE_NAMES, help="suite profile (default: quick)")
     parser.add_argument("--out", default=None,
                         help="directory for kill-table.json and kill-table.md (default: docs/certificates/kill-tables/<level>)")

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable, Unsupported
+from .core.levels import LEVELS as LEVEL_NAMES
 
-LEVELS = ("auto", "rule", "sequence", "tree")
+#: "auto" (the level the object offers) or a level of the one registry (`core.levels`).
+LEVELS = ("auto", *LEVEL_NAMES)
 RULE_SIGNATURE = "verify(target_probs, draft_probs, draft_tokens, rng)"
 SEQUENCE_SIGNATURE = "generate(target, draft, prompt_ids, max_new_tokens, k, sampling, seed)"
 TREE_SIGNATURE = "verify_tree(tree, rng)"
@@ -164,6 +166,9 @@ def load_adapter(spec: Any, level: str = "auto", builtins: Mapping[str, Any] | N
     by a factory propagates unchanged."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    if level == "engine":
+        raise AdapterLoadError("the engine level certifies a serving engine's sample files, not an adapter: "
+                               "exactspec certify-samples REFERENCE.jsonl CANDIDATE.jsonl")
     if spec is None:
         raise AdapterLoadError("no implementation given (--impl MODULE:NAME)")
     builtins = builtins or {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,19 +83,53 @@ def pytest_pycollect_makemodule(module_path, parent):
         return _SuiteModule.from_parent(parent, path=module_path)
     return None
 
-# --- fixtures and summary of the rule-level tests (heavy imports stay inside, so that loading the plugin
-# --- costs nothing in projects that never run the suite)
+# --- which adapters each level certifies: one form for every level ---------------------------------------
+# Heavy imports stay inside the functions, so that loading the plugin costs nothing in projects that never run
+# the suite.
 
 _RECORDS: dict[str, list] = {}
-_LOADED: dict[str, object] = {}
 _STAT_CACHE: dict[tuple[str, str, str], list] = {}
+_RESOLVED: dict[str, Any] = {}
 
 
 def impl_specs(config) -> list[str]:
-    """The --exactspec-impl values, or exactspec's own rule-level implementations when none is given."""
-    from .adapters import DEFAULT_IMPLS
+    """The --exactspec-impl values, or [] when none was given (each level then certifies its own defaults)."""
+    return list(config.getoption("--exactspec-impl") or [])
 
-    return list(config.getoption("--exactspec-impl") or DEFAULT_IMPLS)
+
+def resolved(spec: str) -> Any:
+    """(level, adapter) the spec loads as, or the exception loading it raised (cached per process)."""
+    if spec not in _RESOLVED:
+        from .api import resolve
+
+        try:
+            level, adapter, _, _ = resolve(spec)
+            _RESOLVED[spec] = (level, adapter)
+        except Exception as error:  # noqa: BLE001 -- reported by test_loading, skipped by the levels
+            _RESOLVED[spec] = error
+    return _RESOLVED[spec]
+
+
+def level_params(config, level: str) -> list:
+    """The pytest parameters of `level`'s tests: every --exactspec-impl that offers this level (unavailable ones
+    skipped with their reason; ones that cannot be loaded fail in `test_loading`, once), or the level's own
+    implementations when none is given; one skipped parameter when none applies."""
+    from .core.levels import get_level
+    from ..errors import ImplUnavailable
+
+    given = impl_specs(config)
+    specs = given or list(get_level(level).default_impls)
+    params = []
+    for spec in specs:
+        got = resolved(spec)
+        if isinstance(got, ImplUnavailable):
+            params.append(pytest.param(spec, id=_short(spec), marks=pytest.mark.skip(reason=f"{spec} unavailable here: {got}")))
+        elif not isinstance(got, Exception) and got[0] == level:
+            params.append(pytest.param(spec, id=_short(spec)))
+    if params:
+        return params
+    reason = f"no --exactspec-impl offers the {level} level" if given else f"no {level}-level implementation here"
+    return [pytest.param(None, id=f"no-{level}-adapter", marks=pytest.mark.skip(reason=reason))]
 
 
 def profile_name(config) -> str:
@@ -105,28 +140,34 @@ def suite_cases(config):
     """The rule-level cases this run uses: the curated ones, or those of --exactspec-cases FILE."""
     path = config.getoption("--exactspec-cases")
     if path:
-        from .cases import load_cases
+        from .rule.cases import load_cases
 
         return load_cases(path)
-    from .cases import SUITE_CASES
+    from .rule.cases import SUITE_CASES
 
     return SUITE_CASES
 
 
 def _short(spec: str) -> str:
-    return re.sub(r"^exactspec\.conformance\.adapters\.", "", spec).replace(":", ".")
+    return re.sub(r"^exactspec\.conformance\.(adapters|tree\.adapters)\.", "", spec).replace(":", ".")
 
 
 def pytest_generate_tests(metafunc):
     if not _inside_suite(metafunc.definition.path):
         return
-    if "impl_spec" in metafunc.fixturenames:
+    level = getattr(metafunc.module, "LEVEL_UNDER_TEST", None)
+    if "impl_spec" in metafunc.fixturenames and level is not None:
+        metafunc.parametrize("impl_spec", level_params(metafunc.config, level), scope="session")
+    if "any_impl_spec" in metafunc.fixturenames:
         specs = impl_specs(metafunc.config)
-        metafunc.parametrize("impl_spec", specs, ids=[_short(s) for s in specs], scope="session")
-    if "case" in metafunc.fixturenames:
+        metafunc.parametrize("any_impl_spec", specs or [pytest.param(None, marks=pytest.mark.skip(
+            reason="no --exactspec-impl given: nothing to load"))], ids=[_short(s) for s in specs] or None)
+    if "case" in metafunc.fixturenames and level == "rule":
         cases = suite_cases(metafunc.config)
         metafunc.parametrize("case", cases, ids=[c.name for c in cases])
 
+
+# --- fixtures of the rule level's per-case tests and the end-of-run summary ------------------------------
 
 @pytest.fixture(scope="session")
 def profile(request):
@@ -137,36 +178,10 @@ def profile(request):
 
 @pytest.fixture(scope="session")
 def harness(impl_spec):
-    from .harness import Harness, ImplUnavailable, load_impl
+    """The rule level's harness around the adapter `impl_spec` loads as."""
+    from .rule.harness import Harness
 
-    if impl_spec not in _LOADED:
-        try:
-            _LOADED[impl_spec] = load_impl(impl_spec)
-        except (ImplUnavailable, ValueError) as error:
-            _LOADED[impl_spec] = error
-    impl = _LOADED[impl_spec]
-    if isinstance(impl, ImplUnavailable):
-        pytest.skip(f"{impl_spec} unavailable here: {impl}")
-    if isinstance(impl, Exception):
-        from .sequence import offers_generation
-
-        if offers_generation(impl_spec):
-            pytest.skip(f"{impl_spec} is a generation-level adapter (generate(), no verify()): "
-                        "it is certified by exactspec.conformance.test_sequence_level")
-        if _offers_tree_only(impl_spec):
-            pytest.skip(f"{impl_spec} is a tree-level adapter (verify_tree(), no verify()): "
-                        "it is certified by exactspec.conformance.tree.test_tree_level")
-        pytest.fail(f"--exactspec-impl {impl_spec}: {impl}", pytrace=False)
-    return Harness(impl, impl_spec)
-
-
-def _offers_tree_only(spec: str) -> bool:
-    from .loader import load_adapter
-
-    try:
-        return load_adapter(spec).level == "tree"
-    except Exception:  # noqa: BLE001 -- not loadable: the caller reports the original error
-        return False
+    return Harness(resolved(impl_spec)[1], impl_spec)
 
 
 @pytest.fixture(scope="session")
@@ -188,7 +203,7 @@ def record():
 @pytest.fixture
 def stat_records(harness, case, profile, per_check_false_fail_rate, record):
     """Statistical rounds are shared by the exactness and standard-rule tests of a case."""
-    from .runner import statistical_records
+    from .rule.level import statistical_records
 
     key = (harness.name, case.name, profile.name)
     if key not in _STAT_CACHE:
@@ -203,14 +218,22 @@ def impl_records(impl: str) -> list:
 
 def rule_result(impl: str, config):
     """The rule-level SuiteResult of `impl` from the records this process collected."""
+    from .core.planning import plan_case
     from .core.profiles import get_profile
-    from .core.report import SuiteResult
-    from .runner import finish_result
+    from .core.registry import budget_for
+    from .core.report import SuiteResult, summarize_budget
+    from .rule.level import LEVEL
 
-    records = impl_records(impl)
-    result = SuiteResult(level="rule", impl=impl, profile=get_profile(profile_name(config)), records=records)
-    result.seconds = sum(float(r.result.details.get("seconds", 0.0)) for r in records if r.check == "position_1")
-    return finish_result(result, list(suite_cases(config)))
+    records, profile, cases = impl_records(impl), get_profile(profile_name(config)), list(suite_cases(config))
+    budget = budget_for(LEVEL, profile, cases)
+    result = SuiteResult(level="rule", impl=impl, profile=profile, records=records)
+    result.plan = {c.name: plan_case(LEVEL, c, profile, budget.per_check_false_fail_rate) for c in cases}
+    result.cases = [LEVEL.case_entry(c, None, []) for c in cases if c.name in {r.case for r in records}]
+    result.seconds = sum(float(r.result.details.get("seconds", 0.0)) for r in records
+                         if r.check == "invariants_statistical_rounds")
+    result.budget = summarize_budget(budget, records)
+    LEVEL.finish(result, cases)
+    return result
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -218,7 +241,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     import os
 
-    from .report import format_summary, write_report
+    from .rule.report import format_summary, write_report
 
     terminalreporter.section("exactspec conformance summary")
     out_dir = config.getoption("--exactspec-report")
@@ -228,3 +251,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         if out_dir:
             paths = write_report(result, os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", impl)), impl_spec=impl)
             terminalreporter.write_line(f"  report: {paths['markdown']}")
+
+
+def certify_level_test(level: str, spec: str, request, record_property) -> None:
+    """The body of a whole-level test: certify `spec` at `level` and the run's profile, record the verdict in the
+    JUnit properties, write the certificate under --exactspec-report, fail unless the verdict is a pass."""
+    import os
+
+    from .api import certify
+
+    cert = certify(spec, level, profile_name(request.config))
+    for name, value in (("exactspec_level", level), ("exactspec_profile", cert.profile),
+                        ("exactspec_impl", spec), ("exactspec_verdict", cert.verdict)):
+        record_property(name, value)
+    out_dir = request.config.getoption("--exactspec-report")
+    if out_dir:
+        cert.write(os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", spec) + f"-{level}"))
+    if cert.verdict not in ("CERTIFIED", "EXACT_NOT_STANDARD"):
+        failed = [f"{r.case}/{r.check}: {r.result.message}" for r in cert.result.counted if not r.passed]
+        pytest.fail(f"{spec}: {cert.verdict} at the {level} level:\n" + "\n".join(failed[:10] + cert.reasons[:5]),
+                    pytrace=False)

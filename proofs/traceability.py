@@ -24,7 +24,7 @@ ARGUMENT = Path(__file__).resolve().parent / "ARGUMENT.md"
 
 _LOCATION = re.compile(r"`((?:reference|gpu_impl|conformance)/[\w/]+\.py):([\w.]+)`")
 _CHECK_NAME = re.compile(r"`check:(\w+)`")
-_TEST_FILE = re.compile(r"`((?:conformance|tests)/test_\w+\.py)`( \(planned\))?")
+_TEST_FILE = re.compile(r"`((?:conformance(?:/\w+)?|tests)/test_\w+\.py)`( \(planned\))?")
 _PROJECT_NAME = re.compile(r"""(?ms)^\[project\]\s*$(?:(?!^\[).)*?^name\s*=\s*["']exactspec["']""")
 
 

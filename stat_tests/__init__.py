@@ -18,9 +18,11 @@ Key measured figures (benchmarks/results/stat_calibration.json, 2 CPUs):
 The conformance suite runs `chisquare_gof(method="lr")` (= `assert_multinomial_lr`): a likelihood-ratio test
 whose false-fail rate is a theorem at every level (exact tail for <= 3 bins, Agrawal's bound otherwise).
 """
+from .binomial import clopper_pearson
 from .budget import ErrorBudget
 from .exact import multinomial_exact_test
 from .gof import chisquare_gof, zero_probability_check
+from .guarded import lr_gof_or_zero, pit_ks_or_fail
 from .lr_gof import assert_multinomial_lr, min_discrepancy_multinomial_lr, min_num_samples_multinomial_lr
 from .lr_tail import lr_critical_value, lr_pvalue, lr_tail_bound
 from .pit import pit_uniformity_test, pit_values
@@ -33,7 +35,7 @@ __all__ = [
     "TestResult", "chisquare_gof", "multinomial_exact_test", "zero_probability_check",
     "pit_values", "pit_uniformity_test", "tokens_per_round_test", "mean_tokens_test",
     "two_sample_chisquare", "required_samples", "detectable_tv", "chisquare_power",
-    "ErrorBudget", "plan_gof", "assert_multinomial_lr", "min_discrepancy_multinomial_lr",
+    "ErrorBudget", "clopper_pearson", "plan_gof", "lr_gof_or_zero", "pit_ks_or_fail", "assert_multinomial_lr", "min_discrepancy_multinomial_lr",
     "min_num_samples_multinomial_lr", "lr_pvalue", "lr_tail_bound", "lr_critical_value",
 ]
 
@@ -41,15 +43,18 @@ __all__ = [
 def plan_gof(p, epsilon_tv, false_fail_rate, false_pass_rate=0.001, min_expected=20.0, tail="chi2", max_bins=None):
     """(n, n_bins) for `chisquare_gof` against p: iterate n -> bins(n) -> n to a fixed
     point, since pooling makes the bin count depend on n (tail="lr_bound" for method="lr").
-    With ``max_bins`` the test pools at min_expected = max(min_expected, n / max_bins)."""
+    With ``max_bins`` the test pools at min_expected = max(min_expected, n / max_bins). The one planner of
+    every conformance level (`conformance.core.planning`). Pearson and G need two bins of min_expected, so n
+    starts where p's mode leaves that much outside it; the LR test does not (it falls back to the mode against
+    the rest, an exact two-bin tail)."""
     import numpy as np
 
     from ..reference.validation import as_prob_vector
     from .binning import pool_bins
 
     pp = as_prob_vector(p, "p")
-    n = max(required_samples(epsilon_tv, 2, false_fail_rate, false_pass_rate, tail=tail),
-            int(np.ceil(2 * min_expected / max(1e-12, 1 - pp.max()))))
+    floor = 0 if tail == "lr_bound" else int(np.ceil(2 * min_expected / max(1e-12, 1 - pp.max())))
+    n = max(required_samples(epsilon_tv, 2, false_fail_rate, false_pass_rate, tail=tail), floor)
     for _ in range(200):  # n only grows, so the result detects epsilon_tv on the bins it is tested with
         me = min_expected if max_bins is None else max(min_expected, n / max_bins)
         bins = max(2, pool_bins(pp, n, me)[1].size)

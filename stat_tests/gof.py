@@ -122,7 +122,7 @@ def _binned_statistic(method: str, obs: np.ndarray, exp: np.ndarray, bin_prob: n
     return stat, float(stats.chi2.sf(stat / q, df)), float(stats.chi2.sf(stat, df)), {"williams_q": q}
 
 
-def _bins(pp: np.ndarray, n: int, min_expected: float, method: str) -> tuple[np.ndarray, np.ndarray]:
+def gof_bins(pp: np.ndarray, n: int, min_expected: float, method: str) -> tuple[np.ndarray, np.ndarray]:
     """The p-only bins; for "lr" with fewer than 2 pooled bins, the mode against the rest (its exact two-bin
     tail needs no minimum count)."""
     bin_of_token, bin_prob = pool_bins(pp, n, min_expected)
@@ -156,7 +156,7 @@ def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, fa
         msg = f"{name}: PASS: p is a point mass and every one of {n} samples hit it"
         return TestResult(name, 0.0, 1.0, n, a, be, 0.0, True, msg,
                           {"method": method, "n_bins": 1, "df": 0})
-    bin_of_token, bin_prob = _bins(pp, n, m, method)
+    bin_of_token, bin_prob = gof_bins(pp, n, m, method)
     B = bin_prob.size
     if B < 2:
         raise ValueError(

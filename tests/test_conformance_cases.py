@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exactspec.conformance import cases as cases_module
-from exactspec.conformance.cases import (CASE_FIELDS, CURATED, CURATED_FILE, FILE_FIELDS, GENERATED, RECIPES, REQUIRED,
+from exactspec.conformance.rule import cases as cases_module
+from exactspec.conformance.rule.cases import (CASE_FIELDS, CURATED, CURATED_FILE, FILE_FIELDS, GENERATED, RECIPES, REQUIRED,
                                          REQUIRED_FIELDS, ROW_KINDS, SCHEMA_FILE, SUITE_CASES, Case, generated_entries,
                                          load_cases, write_cases)
-from exactspec.conformance.strategies import build_case, statistical_cases
+from exactspec.conformance.rule.strategies import build_case, statistical_cases
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -210,7 +210,7 @@ def test_schema_file_describes_what_the_loader_checks():
 
 
 def test_case_data_is_a_plain_data_folder():
-    folder = Path(cases_module.__file__).parent / "case_data"
+    folder = cases_module.CASE_DATA_DIR
     assert not (folder / "__init__.py").exists()
     assert {p.name for p in folder.glob("*.json")} >= {"curated.json", "cases.schema.json"}
 
@@ -220,20 +220,20 @@ def _fresh(code: str) -> subprocess.CompletedProcess:
 
 
 def test_strategies_import_in_a_fresh_interpreter():
-    done = _fresh("from exactspec.conformance.strategies import round_cases, build_case; print(build_case(4, 1, ['equal'], 0).V)")
+    done = _fresh("from exactspec.conformance.rule.strategies import round_cases, build_case; print(build_case(4, 1, ['equal'], 0).V)")
     assert done.returncode == 0 and done.stdout.strip() == "4", done.stderr
 
 
 def test_cases_import_neither_strategies_nor_hypothesis_nor_torch():
-    done = _fresh("import sys, exactspec.conformance.cases as c; print(len(c.SUITE_CASES), sorted(m for m in "
-                  "('exactspec.conformance.strategies', 'hypothesis', 'torch') if m in sys.modules))")
+    done = _fresh("import sys, exactspec.conformance.rule.cases as c; print(len(c.SUITE_CASES), sorted(m for m in "
+                  "('exactspec.conformance.rule.strategies', 'hypothesis', 'torch') if m in sys.modules))")
     assert done.returncode == 0 and done.stdout.strip() == "25 []", done.stderr
 
 
 def test_plugin_runs_the_cases_of_a_user_file(tmp_path):
     path = tmp_path / "user_cases.json"
     path.write_text(json.dumps({"cases": [_good(name="my_only_case")]}))
-    command = [sys.executable, "-m", "pytest", "conformance/test_conformance.py", "--collect-only", "-q",
+    command = [sys.executable, "-m", "pytest", "conformance/rule/test_rule_level.py", "--collect-only", "-q",
                "-p", "no:cacheprovider", "--exactspec-cases", str(path),
                "--exactspec-impl", "exactspec.conformance.adapters.reference:Reference"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)

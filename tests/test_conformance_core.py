@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from exactspec.conformance.cases import CASES_BY_NAME, SUITE_CASES
+from exactspec.conformance.rule.cases import CASES_BY_NAME, SUITE_CASES
 from exactspec.conformance.core import (
     LEVELS,
     PROFILES,
@@ -186,21 +186,43 @@ def test_budget_counts_the_planned_checks():
         budget_for("token", "quick", SUITE_CASES)
 
 
+def _wrong_records(sample, rate, profile):
+    return [CheckRecord("i", DEMO.name, "position_1", "exactness", hard_result("position_1", True, 1, ""))]
+
+
 def test_run_registered_refuses_undeclared_records():
-    def wrong():
-        return [CheckRecord("i", DEMO.name, "position_1", "exactness", hard_result("position_1", True, 1, ""))]
-    runners = {name: wrong for name in ("position", "completed_stream", "tuple_law", "tokens_per_round")}
+    from dataclasses import replace
+
+    from exactspec.conformance.rule.registry import RULE_CHECKS
+
+    checks = tuple(replace(c, run=_wrong_records) for c in RULE_CHECKS)
     with pytest.raises(RuntimeError, match="declared"):
-        run_registered("rule", DEMO, runners)
-    with pytest.raises(RuntimeError, match="no runner"):
-        run_registered("rule", DEMO, {})
+        run_registered(checks, DEMO, None, 1e-6, get_profile("quick"))
+    misplanned = tuple(replace(c, plan=lambda case, prof: []) for c in RULE_CHECKS)
+    with pytest.raises(RuntimeError, match="plans"):
+        misplanned[0].plans(DEMO, get_profile("quick"))
+
+
+def test_every_level_is_declared_once():
+    from exactspec.conformance.core.levels import get_level
+    from exactspec.conformance.loader import LEVELS as LOADER_LEVELS
+    from exactspec.conformance.kill_table import add_arguments as kill_table_arguments
+
+    assert LOADER_LEVELS == ("auto", *LEVELS)
+    for name in LEVELS:
+        level = get_level(name)
+        assert level.name == name and level.checks and get_profile("quick").settings(name) is not None
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    kill_table_arguments(parser)
+    assert next(a for a in parser._actions if a.dest == "level").choices == LEVELS
 
 
 def test_rule_quick_run_produces_exactly_the_budgeted_checks():
-    from exactspec.conformance.adapters.reference import Reference
-    from exactspec.conformance.runner import run_suite
+    from exactspec.conformance import certify
 
-    result = run_suite(Reference(), "ref", "quick", hypothesis=False)
+    result = certify("exactspec.conformance.adapters.reference:Reference", "rule", "quick", hypothesis=False).result
     stat = [r for r in result.records if r.statistical]
     assert result.verdict == "CERTIFIED"
     assert len(stat) == result.budget["n_checks"] == budget_for("rule", "quick", SUITE_CASES).n_checks
@@ -211,8 +233,8 @@ def test_rule_quick_run_produces_exactly_the_budgeted_checks():
 def test_rule_records_match_the_plan_at_every_profile(profile):
     """Running every case at standard/full is slow; one case at that profile's n, and the plan for all."""
     from exactspec.conformance.adapters.reference import Reference
-    from exactspec.conformance.harness import Harness
-    from exactspec.conformance.runner import statistical_records
+    from exactspec.conformance.rule.harness import Harness
+    from exactspec.conformance.rule.level import statistical_records
 
     rate = budget_for("rule", profile, SUITE_CASES).per_check_false_fail_rate
     records = statistical_records(Harness(Reference(), "ref"), DEMO, get_profile(profile), rate)
@@ -220,12 +242,14 @@ def test_rule_records_match_the_plan_at_every_profile(profile):
 
 
 def test_sequence_budget_matches_the_former_count_at_every_profile():
-    pytest.importorskip("torch")
-    from exactspec.conformance.sequence.suite import select_cases
+    from exactspec.conformance.core.levels import get_level
+    from exactspec.conformance.sequence.cases import CASES, REAL_CASES
 
+    level = get_level("sequence")
     for profile in PROFILES.values():
         for real_model in (False, True):
-            cases = select_cases(profile, real_model)
+            names = [c.name for c in CASES + (REAL_CASES if real_model else []) if profile.name != "quick" or c.in_quick]
+            cases = level.select_cases(profile, None, names)
             expected = sum(c.batch * (1 + c.max_new_tokens) if c.level == "exact" else 2 if c.level == "pit" else 0
                            for c in cases)
             assert budget_for("sequence", profile, cases).n_checks == expected
@@ -236,19 +260,20 @@ def test_sequence_budget_matches_the_former_count_at_every_profile():
 def test_sequence_quick_run_produces_exactly_the_budgeted_checks():
     """A subset with every check family (the whole quick run: tests/test_sequence_meta.py::test_valid_certified)."""
     pytest.importorskip("torch")
-    from exactspec.conformance.sequence.suite import run_sequence_result, select_cases
+    from exactspec.conformance import certify
+    from exactspec.conformance.core.levels import get_level
 
-    result = run_sequence_result("reference", "quick", cases=SEQUENCE_SUBSET)
+    result = certify("reference", "sequence", "quick", cases=SEQUENCE_SUBSET).result
     assert result.verdict == "CERTIFIED", [r.result.message for r in result.failed]
     names = [r.check for r in result.records if r.statistical]
-    cases = select_cases("quick", False, SEQUENCE_SUBSET)
+    cases = get_level("sequence").select_cases(get_profile("quick"), None, SEQUENCE_SUBSET)
     assert names == [n for c in cases for n in planned_names("sequence", c)]
     assert len(names) == result.budget["n_checks"] == budget_for("sequence", "quick", cases).n_checks
 
 
 def _engine_run(tmp_path, profile: str, **files):
     """A certify-samples run on synthetic sample files (tests/test_engine_offline.py's toy laws)."""
-    from exactspec.conformance.engine.checks import certify_samples
+    from exactspec.conformance.engine.level import certify_samples
     from exactspec.conformance.engine.samples import read_samples
     from tests.test_engine_offline import make_files
 
@@ -274,11 +299,15 @@ def test_engine_run_produces_exactly_the_budgeted_checks(tmp_path, profile):
 
 
 def test_engine_run_refuses_undeclared_records():
+    from dataclasses import replace
+
     from exactspec.conformance.engine.level import EngineCase
+    from exactspec.conformance.engine.registry import ENGINE_CHECKS
 
     case = EngineCase("p0", False, 2, False, False)
-    with pytest.raises(RuntimeError, match="no runner"):
-        run_registered("engine", case, {})
+    checks = tuple(replace(c, run=lambda sample, rate, profile: []) for c in ENGINE_CHECKS)
+    with pytest.raises(RuntimeError, match="declared"):
+        run_registered(checks, case, case, 1e-3, get_profile("quick"))
 
 
 # --- the one report -------------------------------------------------------------------------------------
@@ -293,12 +322,11 @@ def _check_layout_and_schema(out: Path, level: str) -> dict:
 
 
 def test_rule_report_validates(tmp_path):
-    from exactspec.conformance.adapters.reference import Reference
-    from exactspec.conformance.report import write_report
-    from exactspec.conformance.runner import run_suite
+    from exactspec.conformance import certify
 
-    result = run_suite(Reference(), "ref", "quick", cases=[DEMO], hypothesis=False)
-    write_report(result, tmp_path, impl_spec="exactspec.conformance.adapters.reference:Reference")
+    cert = certify("exactspec.conformance.adapters.reference:Reference", "rule", "quick", cases=[DEMO.name],
+                   hypothesis=False)
+    cert.write(tmp_path)
     doc = _check_layout_and_schema(tmp_path, "rule")
     assert doc["verdict"] == "CERTIFIED" and doc["cases"][0]["name"] == DEMO.name
     assert "rule level total false-fail" in doc["profile"]["promise"]
@@ -306,11 +334,12 @@ def test_rule_report_validates(tmp_path):
 
 def test_sequence_report_validates(tmp_path):
     pytest.importorskip("torch")
-    from exactspec.conformance.sequence import certify_generation
+    from exactspec.conformance import certify
 
-    report = certify_generation("reference", profile="quick", out_dir=tmp_path, cases=["t1.0_k2", "greedy_tiny"])
+    cert = certify("reference", "sequence", "quick", cases=["t1.0_k2", "greedy_tiny"])
+    cert.write(tmp_path)
     doc = _check_layout_and_schema(tmp_path, "sequence")
-    assert doc["verdict"] == report["verdict"] == "CERTIFIED"
+    assert doc["verdict"] == cert.verdict == "CERTIFIED"
     assert {c["name"] for c in doc["cases"]} == {"t1.0_k2", "greedy_tiny"}
     assert "CERTIFIED" in (tmp_path / "CERTIFICATE.md").read_text()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from exactspec.conformance.mutants.zoo import MUTANTS, VALID
-from exactspec.conformance.runner import run_suite
+from exactspec.conformance.rule.mutants.zoo import MUTANTS, VALID
+from tests.rule_level import run_suite
 
 
 def test_zoo_size():

@@ -8,16 +8,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exactspec.conformance import certify
-from exactspec.conformance.adversarial import adversarial_generator
-from exactspec.conformance.cases import CASES_BY_NAME, CURATED, SUITE_CASES
+from exactspec.conformance import certify_command as certify
+from exactspec.conformance.rule.level import LEVEL as RULE
+from exactspec.conformance.rule.adversarial import adversarial_generator
+from exactspec.conformance.rule.cases import CASES_BY_NAME, CURATED, SUITE_CASES
 from exactspec.conformance.core.profiles import get_profile
 from exactspec.conformance.core.records import verdict_of
 from exactspec.conformance.core.registry import budget_for
-from exactspec.conformance.harness import Harness
-from exactspec.conformance.mutants import zoo
-from exactspec.conformance.report import format_summary
-from exactspec.conformance.runner import confirmatory_records, run_suite, statistical_records
+from exactspec.conformance.rule.harness import Harness
+from exactspec.conformance.rule.mutants import zoo
+from exactspec.conformance.rule.report import format_summary
+from tests.rule_level import confirmatory_records, run_suite, statistical_records
 
 QUICK = get_profile("quick")
 RATE = budget_for("rule", QUICK, SUITE_CASES).per_check_false_fail_rate
@@ -153,7 +154,7 @@ def test_reach_cases_have_the_promised_rows():
 
 
 def test_deep_case_plans_the_last_position_to_its_epsilon():
-    from exactspec.conformance.profiles import plan_rounds
+    from tests.rule_level import plan_rounds
 
     deep = CASES_BY_NAME["deep_k8_high_acceptance"]
     plan = plan_rounds(deep, QUICK, RATE)
@@ -212,12 +213,12 @@ def test_workers_give_the_same_records_as_one_process():
 
 
 def test_certify_runs_a_subset(tmp_path, capsys):
-    assert [c.name for c in certify.select_cases("demo_mixed_draft,one_hot_draft", None)] == [
+    assert certify.select_cases(RULE, "quick", None, "demo_mixed_draft,one_hot_draft", None) == [
         "demo_mixed_draft", "one_hot_draft"]
-    assert {c.name for c in certify.select_cases(None, "demo")} == {c.name for c in CURATED if "demo" in c.name}
+    assert set(certify.select_cases(RULE, "quick", None, None, "demo")) == {c.name for c in CURATED if "demo" in c.name}
     with pytest.raises(ValueError, match="--cases"):
-        certify.select_cases("no_such_case", None)
-    code = certify.main(["--impl", "exactspec.conformance.mutants.zoo:Rule", "--profile", "quick", "-k", "one_hot_d",
+        certify.select_cases(RULE, "quick", None, "no_such_case", None)
+    code = certify.main(["--impl", "exactspec.conformance.rule.mutants.zoo:Rule", "--profile", "quick", "-k", "one_hot_d",
                          "--no-hypothesis", "--no-progress", "--workers", "1", "--out", str(tmp_path)])
     assert code == 0 and "one_hot_draft" in capsys.readouterr().out
-    assert certify.main(["--impl", "exactspec.conformance.mutants.zoo:Rule", "-k", "zzz", "--out", str(tmp_path)]) == 2
+    assert certify.main(["--impl", "exactspec.conformance.rule.mutants.zoo:Rule", "-k", "zzz", "--out", str(tmp_path)]) == 2

@@ -10,13 +10,14 @@ import pytest
 from hypothesis import given, settings
 
 from exactspec import reference
-from exactspec.conformance.adversarial import ONE_MINUS_ULP, adversarial_generator
-from exactspec.conformance.cases import CASES_BY_NAME, CURATED, Case
-from exactspec.conformance.harness import ContractViolation, Harness, ImplementationError, ImplUnavailable, load_impl
+from exactspec.conformance.rule.adversarial import ONE_MINUS_ULP, adversarial_generator
+from exactspec.conformance.rule.cases import CASES_BY_NAME, CURATED, Case
+from exactspec.conformance.rule.harness import ContractViolation, Harness, ImplementationError, ImplUnavailable, load_impl
 from exactspec.conformance.core.registry import budget_for
-from exactspec.conformance.profiles import PROFILES, plan_rounds, statistical_checks
-from exactspec.conformance.runner import confirmatory_records, invariant_records, statistical_records, verdict_of
-from exactspec.conformance.strategies import build_case, round_cases
+from exactspec.conformance.core.profiles import PROFILES
+from tests.rule_level import plan_rounds, statistical_checks
+from tests.rule_level import confirmatory_records, invariant_records, statistical_records, verdict_of
+from exactspec.conformance.rule.strategies import build_case, round_cases
 from exactspec.stat_tests import detectable_tv
 
 DEMO = CASES_BY_NAME["demo_uniform_draft"]
@@ -112,7 +113,7 @@ def test_load_impl_from_cwd_module(tmp_path, monkeypatch):
     ("no_colon", "MODULE:NAME"),
     ("surely_missing_module_xyz:Thing", "cannot import"),
     ("exactspec.conformance.adapters.reference:Nope", "no attribute"),
-    ("exactspec.conformance.cases:CURATED", "verify"),
+    ("exactspec.conformance.rule.cases:CURATED", "verify"),
 ])
 def test_load_impl_errors(spec, fragment):
     with pytest.raises(ValueError, match=fragment):
@@ -154,7 +155,7 @@ def test_adversarial_generator_exposes_inclusive_boundary():
     h = Harness(Inclusive(), "inclusive")
     ordinary = h.run(case, 300, seed=5)
     adversarial = h.run(case, 300, seed=5, rng_factory=adversarial_generator)
-    from exactspec.conformance.checks import invariant_check
+    from exactspec.conformance.rule.checks import invariant_check
     assert invariant_check("i", ordinary).passed
     assert not invariant_check("i", adversarial).passed
 
@@ -234,7 +235,7 @@ def test_reference_passes_checks_and_sampler_match_is_flagged():
 
 
 def test_shared_coin_is_invisible_to_first_token_but_caught():
-    from exactspec.conformance.mutants.zoo import SharedCoin
+    from exactspec.conformance.rule.mutants.zoo import SharedCoin
     alpha = budget_for("rule", QUICK, CURATED).per_check_false_fail_rate
     recs = statistical_records(Harness(SharedCoin(), "shared"), DEMO, QUICK, alpha)
     by = {r.check: r for r in recs}

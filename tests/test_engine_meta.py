@@ -27,7 +27,7 @@ pytest.importorskip("torch")
 for _module in ("uvicorn", "starlette", "httpx", "tenacity"):  # the `engine` extra
     pytest.importorskip(_module)
 
-from exactspec.conformance.engine.checks import certify_samples  # noqa: E402
+from exactspec.conformance.engine.level import certify_samples  # noqa: E402
 from exactspec.conformance.engine.collect import Settings, collect_samples  # noqa: E402
 from exactspec.conformance.engine.client import SamplerChain  # noqa: E402
 from exactspec.conformance.engine.samples import read_samples  # noqa: E402

@@ -16,8 +16,8 @@ import pytest
 
 from exactspec.conformance.engine import hard, pit
 from exactspec.conformance.engine.certify_samples import main as certify_main
-from exactspec.conformance.engine.checks import certify_samples
-from exactspec.conformance.core import REGISTRY, get_profile
+from exactspec.conformance.engine.level import certify_samples
+from exactspec.conformance.core import get_profile, get_level
 from exactspec.conformance.engine.samples import Completion, Header, PrefixProbs, read_samples, write_samples
 from exactspec.conformance.engine.two_sample import permutation_homogeneity, pooled_bins
 from tests.test_conformance_core import SCHEMA, schema_errors
@@ -411,7 +411,7 @@ def test_cli_exit_status_0_and_1(tmp_path):
 
 
 def test_every_declared_engine_check_has_a_distinct_name_and_profile():
-    checks = REGISTRY["engine"]
+    checks = get_level("engine").checks
     assert len({c.name for c in checks}) == len(checks)
     for name in ("quick", "standard", "full"):
         settings = get_profile(name).to_dict("engine")["settings"]

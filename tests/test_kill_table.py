@@ -1,4 +1,4 @@
-"""The one kill table of both levels (`exactspec.conformance.kill_table`): its JSON, Markdown and exit code."""
+"""The one kill table of every level (`exactspec.conformance.kill_table`): its JSON, Markdown and exit code."""
 
 from __future__ import annotations
 
@@ -55,19 +55,22 @@ def test_mutant_free_valid_variant_certified(tmp_path):
     assert "| n/a |" in (tmp_path / kt.MARKDOWN_NAME).read_text()
 
 
-def _fake_level(verdicts: dict[str, str]):
+def _fake_level(monkeypatch, verdicts: dict[str, str]) -> None:
+    from exactspec.conformance.rule.level import LEVEL
+
     subjects = [kt.Subject("caught", "mutant", "a bug", (kt.REJECTED,), object),
                 kt.Subject("escaped", "mutant", "another bug", ("NOT_EXACT",), object),
                 kt.Subject("fine", "valid", "no bug", ("CERTIFIED",), object)]
-    return (lambda: subjects,
-            lambda subject, profile: kt.Outcome(verdicts[subject.name], [], None, False))
+    monkeypatch.setattr(LEVEL, "mutants", lambda: subjects)
+    monkeypatch.setattr(kt, "run_subject", lambda level, subject, profile: kt.Outcome(verdicts[subject.name], [], None,
+                                                                                      False))
 
 
 @pytest.mark.parametrize("escaped_verdict, code", [("NOT_EXACT", 0), ("CERTIFIED", 1), ("CONTRACT_VIOLATION", 1)])
 def test_exit_code_follows_every_row(monkeypatch, tmp_path, escaped_verdict, code):
     """1 when a mutant is certified or gets a verdict it does not expect; the marker accepts any rejection."""
     verdicts = {"caught": "FAILED", "escaped": escaped_verdict, "fine": "CERTIFIED"}
-    monkeypatch.setitem(kt.LEVEL_DRIVERS, "rule", _fake_level(verdicts))
+    _fake_level(monkeypatch, verdicts)
     assert kt.main(["--level", "rule", "--out", str(tmp_path)]) == code
     table = _load(tmp_path)
     assert table["summary"]["passed"] is (code == 0)
@@ -78,7 +81,7 @@ def test_exit_code_follows_every_row(monkeypatch, tmp_path, escaped_verdict, cod
 
 def test_valid_variant_rejected_fails(monkeypatch, tmp_path):
     verdicts = {"caught": "NOT_EXACT", "escaped": "NOT_EXACT", "fine": "NOT_EXACT"}
-    monkeypatch.setitem(kt.LEVEL_DRIVERS, "rule", _fake_level(verdicts))
+    _fake_level(monkeypatch, verdicts)
     assert kt.main(["--level", "rule", "--out", str(tmp_path)]) == 1
     assert "**NOT_EXACT (WRONG)**" in (tmp_path / kt.MARKDOWN_NAME).read_text()
 
@@ -113,14 +116,18 @@ def test_runs_as_a_module(tmp_path):
 ])
 def test_sequence_first_token_analogue(name, details, caught):
     """A first-token-only sequence test sees the format, position 0's law, and failures located at token 0."""
-    assert kt.first_token_failure(name, details) is caught
+    from exactspec.conformance.core.records import CheckRecord, hard_result
+    from exactspec.conformance.sequence.level import LEVEL
+
+    record = CheckRecord("i", "c", name, "exactness", hard_result(name, False, 1, "", details))
+    assert LEVEL.first_token_failure(record) is caught
 
 
 def test_rule_level_imports_no_torch():
     code = ("import sys\n"
             "from exactspec.conformance import kill_table as kt\n"
-            "import exactspec.conformance.runner\n"
-            "assert len(kt.rule_subjects()) >= 20\n"
+            "from exactspec.conformance.core.levels import get_level\n"
+            "assert len(get_level('rule').mutants()) >= 20 and len(get_level('tree').mutants()) >= 6\n"
             "assert 'torch' not in sys.modules, 'the rule level imported torch'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -27,7 +27,7 @@ def _python(code: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_every_subpackage_imports_under_exactspec_only(tmp_path):
     code = ("import sys, exactspec.reference, exactspec.stat_tests, exactspec.conformance, exactspec.proofs, "
-            "exactspec.conformance.plugin, exactspec.conformance.runner, exactspec.gpu_impl; "
+            "exactspec.conformance.plugin, exactspec.conformance.rule.runner, exactspec.gpu_impl; "
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in %r)))" % (FOLDERS,))
     done = _python(code, tmp_path)
     assert done.returncode == 0, done.stderr
@@ -39,7 +39,7 @@ def test_bare_module_detector_can_fail():
 
 
 def test_strategies_import_in_a_fresh_interpreter(tmp_path):
-    done = _python("from exactspec.conformance.strategies import round_cases; print(callable(round_cases))", tmp_path)
+    done = _python("from exactspec.conformance.rule.strategies import round_cases; print(callable(round_cases))", tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
 
@@ -58,7 +58,7 @@ def test_plugin_runs_the_suite_from_any_directory_on_an_adapter_in_the_cwd(tmp_p
 
 
 def test_plugin_run_fails_on_a_buggy_rule(tmp_path):
-    done = _suite(tmp_path, "exactspec.conformance.mutants.zoo:SharedCoin")
+    done = _suite(tmp_path, "exactspec.conformance.rule.mutants.zoo:SharedCoin")
     assert done.returncode == 1, done.stdout[-3000:]
     assert "NOT_EXACT" in done.stdout or "EXACT_NOT_STANDARD" in done.stdout
 

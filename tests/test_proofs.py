@@ -337,7 +337,7 @@ def test_traceability_installed_mode(tmp_path):
     assert result.passed, result.detail
     assert result.detail.startswith("installed-package mode") and "tests/ files not checked" in result.detail
     # the code and the conformance test files a wheel ships are still checked
-    (base / "conformance" / "test_conformance.py").unlink()
+    (base / "conformance" / "rule" / "test_rule_level.py").unlink()
     assert _failed(traceability.traceability(base=base))
     shutil.rmtree(base / "gpu_impl")
     assert "gpu_impl/" in traceability.traceability(base=base).detail

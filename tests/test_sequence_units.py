@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from exactspec.conformance.sequence import offers_generation
 from exactspec.conformance.sequence.adapters import hf_sampling_kwargs, load_adapter
 from exactspec.conformance.sequence.cases import PROMPT_A
 from exactspec.conformance.sequence.exact_law import sequence_law
@@ -15,7 +14,8 @@ from exactspec.conformance.sequence.models import tiny_pair
 from exactspec.conformance.sequence.reference_loop import ReferenceLoop
 from exactspec.reference.sampling import sample_token
 from exactspec.conformance.sequence.report import to_markdown
-from exactspec.conformance.sequence.suite import plain_greedy, run_sequence_suite, structure_check
+from exactspec.conformance.sequence.checks import plain_greedy, structure_check
+from tests.sequence_level import run_sequence_suite
 from exactspec.reference.sequences import target_sequence_law
 from exactspec.reference.warping import SamplingParams
 
@@ -86,10 +86,10 @@ def test_loader_refuses_rule_level_adapters():
         def verify(self, *a):
             return []
 
-    assert load_adapter(RuleOnly()) is None
-    assert not offers_generation(RuleOnly())
-    assert offers_generation("reference")
-    with pytest.raises(ValueError, match="not a generation-level adapter"):
+    from exactspec.errors import AdapterLoadError
+
+    assert load_adapter(RuleOnly()) is None and load_adapter("reference") is not None
+    with pytest.raises(AdapterLoadError, match="the sequence level was asked for"):
         run_sequence_suite(RuleOnly(), "quick")
 
 

@@ -30,12 +30,13 @@ def _check_level(level: str) -> dict:
         assert t["sum_nominal"] <= t["total_stated"] * (1 + 1e-9), profile
         assert t["sum_realised"] <= t["total_stated"] * (1 + 1e-9) and t["within"], profile
         assert t["asymptotic_only"] == sum(r["guarantee"] == "asymptotic only" for r in t["rows"])
-        if level == "tree":  # the confirmatory reruns' worst case is stated next to the budget
+        if level in ("rule", "tree"):  # the confirmatory tests' share is stated next to the budget
             assert t["confirm"]["worst_case_exact_non_standard"] >= t["sum_nominal"] * (1 - 1e-9)
+            assert t["confirm"]["within_if_confirmed"]
     return doc
 
 
-@pytest.mark.parametrize("level", alpha_table.LEVEL_NAMES)
+@pytest.mark.parametrize("level", alpha_table.LEVELS)
 def test_recomputed_table_within_stated_totals_and_committed(level):
     if level == "sequence":
         pytest.importorskip("torch")  # the sequence laws are enumerated on the tiny torch models
@@ -60,20 +61,28 @@ def test_exact_realised_rate_is_below_level_and_close_to_it():
 def test_no_check_rests_on_an_asymptotic_tail():
     """Every level's table has no asymptotic-only check: the engine's PIT and a tree position whose rows differ
     by prefix are exact KS on a fixed number of PIT values; the engine's permutation tests are proven at any n;
-    the tree's confirmatory reruns stay inside the budget; an unknown check kind is refused."""
-    from exactspec.conformance.alpha_table_levels import engine_rows, tree_confirm_excess, tree_rows
-
-    rows = {r["check"]: r for r in engine_rows("quick")[0]}
+    the confirmatory tests stay inside the budget; an unknown check kind is refused."""
+    rows = {r["check"]: r for r in alpha_table.level_rows("engine", "quick")[0]}
     assert rows["pit_ks"]["guarantee"] == "exact"
     assert rows["position_1_permutation"]["guarantee"] == "proven bound" and rows["position_1_permutation"]["n"] is None
-    tree = {(r["case"], r["check"]): r for r in tree_rows("quick")[0]}
+    tree = {(r["case"], r["check"]): r for r in alpha_table.level_rows("tree", "quick")[0]}
     assert tree[("wor_w3_d2", "position_2")]["guarantee"] == "exact"  # rows by path: the PIT's exact KS
     assert tree[("wor_w3_d2", "position_2")]["how"].startswith("exact (KS")
     assert tree[("wor_w3_d2", "position_1")]["how"] != tree[("wor_w3_d2", "position_2")]["how"]  # one row: LR
-    assert all(tree_confirm_excess(p)["within_if_confirmed"] for p in PROFILE_NAMES)
+    assert all(alpha_table.confirm_share(level, p)["within_if_confirmed"] for p in PROFILE_NAMES
+               for level in ("rule", "tree"))
     for level in ("tree", "engine"):
         for profile in PROFILE_NAMES:
             assert not [r for r in alpha_table.table((level,), (profile,))[level][profile]["rows"]
                         if r["guarantee"] == "asymptotic only"], (level, profile)
     with pytest.raises(ValueError, match="kind"):
         alpha_table.check_row("rule", "c", "x", None, 10, 20.0, 1e-3, 1e-3, kind="chi2")
+
+
+def test_rows_follow_the_tests_own_binning():
+    """A law whose pooling leaves one bin still runs the LR test (the mode against the rest) and its row says so; a
+    point mass and a test no observation reaches are hard (0)."""
+    row = alpha_table.check_row("rule", "c", "x", [0.999, 0.0005, 0.0005], 50, 20.0, 1e-3, 1e-3)
+    assert row["bins"] == 2 and row["guarantee"] == "exact" and 0 < row["realised"] <= 1e-3
+    assert alpha_table.check_row("rule", "c", "x", [0.0, 1.0], 50, 20.0, 1e-3, 1e-3)["guarantee"] == "hard (0)"
+    assert alpha_table.check_row("rule", "c", "x", [0.5, 0.5], 0, 20.0, 1e-3, 1e-3)["realised"] == 0.0

@@ -7,16 +7,20 @@ import numpy as np
 import pytest
 
 from exactspec.conformance import calibrate
-from exactspec.conformance.cases import SUITE_CASES
+from exactspec.conformance.rule.cases import SUITE_CASES
 
 REFERENCE = "exactspec.conformance.adapters.reference:Reference"
 
 
 def test_clopper_pearson_interval():
-    lo, hi = calibrate.clopper_pearson(0, 200)
+    from exactspec.stat_tests import clopper_pearson
+
+    lo, hi = clopper_pearson(0, 200, calibrate.CONFIDENCE)
     assert lo == 0.0 and hi == pytest.approx(1 - 0.005 ** (1 / 200), rel=1e-6)
-    lo, hi = calibrate.clopper_pearson(2, 200)
+    lo, hi = clopper_pearson(2, 200, calibrate.CONFIDENCE)
     assert lo < 0.01 < hi
+    with pytest.raises(ValueError, match="k and n"):
+        clopper_pearson(3, 2)
 
 
 def test_replicates_use_different_seeds_and_summarize():

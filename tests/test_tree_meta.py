@@ -4,7 +4,14 @@ labels EAGLE's q = 1 rule EXACT_NOT_STANDARD. The suite's own false-fail rate at
 import pytest
 
 from exactspec.conformance.core.registry import budget_for
-from exactspec.conformance.tree import QUICK_TREE_CASES, TREE_CASES, TREE_MUTANTS, TreeReference, run_tree_suite
+from exactspec.conformance.core.driver import run_level
+from exactspec.conformance.tree.adapters import TreeReference
+from exactspec.conformance.tree.cases import QUICK_TREE_CASES, TREE_CASES
+from exactspec.conformance.tree.mutants import TREE_MUTANTS
+
+
+def run_tree_suite(impl, name, profile, cases=None, fail_fast=False):
+    return run_level("tree", impl, name, profile=profile, cases=cases, fail_fast=fail_fast)
 from exactspec.conformance.tree.mutants import mutant
 
 EXACT_NOT_STANDARD_CASES = ["wide_w4_d1", "binary_d2"]
@@ -60,7 +67,7 @@ class _TooLong:
 def test_loader_and_certify_pick_the_tree_level(tmp_path):
     import json
 
-    from exactspec.conformance.certify import main
+    from exactspec.conformance.certify_command import main
     from exactspec.conformance.loader import load_adapter
     from exactspec.errors import AdapterLoadError
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..harness import ImplUnavailable
+from ..rule.harness import ImplUnavailable
 from ...reference import validation
 
 

@@ -6,7 +6,7 @@ verifier copies its inputs with NumPy before torch sees them, so the suite's rea
 torch warning and it is handed to the suite as is (no wrapper: one Python frame less per round).
 """
 
-from ..harness import ImplUnavailable
+from ..rule.harness import ImplUnavailable
 
 
 def _verifier(device: str, mode: str = "standard", dtype: str = "float32", method: str = "auto"):

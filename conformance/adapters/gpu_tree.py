@@ -9,7 +9,7 @@ is padded to its largest tree with masks and verified in one call on the device.
 
 from __future__ import annotations
 
-from ..harness import ImplUnavailable
+from ..rule.harness import ImplUnavailable
 from ...reference import validation
 from ...reference.trees import DraftTree
 

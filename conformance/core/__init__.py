@@ -1,29 +1,35 @@
-"""The conformance core shared by every level (rule, sequence, engine): profiles, check registry and error
-budget, records and verdicts, the result type and the certificate writer. Torch-free."""
+"""The conformance core shared by every level (rule, sequence, tree, engine): the registry of levels, profiles,
+the check registry and error budget, the one planner, records and verdicts, the driver and its executor seam,
+the result type and the certificate writer. Torch-free; the names below are imported on first use, so that
+importing a light module of the core (`levels`) costs nothing."""
 
-from .profiles import (
-    LEVELS, PROFILE_NAMES, PROFILES, EngineSettings, Profile, RuleSettings, SequenceSettings, get_profile,
-)
-from .records import (
-    CATEGORIES,
-    STATISTICAL_CATEGORIES,
-    VERDICT_TEXT,
-    VERDICTS,
-    CheckRecord,
-    case_seed,
-    hard_failure,
-    hard_result,
-    verdict_of,
-)
-from .registry import (
-    REGISTRY, REPORTED_PROBS_CHECK, StatCheck, budget_for, planned_checks, planned_names, run_registered,
-)
-from .report import SCHEMA_VERSION, SuiteResult, document, summarize_budget, write_report
+from __future__ import annotations
 
-__all__ = [
-    "CATEGORIES", "EngineSettings", "LEVELS", "PROFILES", "PROFILE_NAMES", "REGISTRY", "REPORTED_PROBS_CHECK",
-    "SCHEMA_VERSION", "STATISTICAL_CATEGORIES",
-    "VERDICTS", "VERDICT_TEXT", "CheckRecord", "Profile", "RuleSettings", "SequenceSettings", "StatCheck",
-    "SuiteResult", "budget_for", "case_seed", "document", "get_profile", "hard_failure", "hard_result",
-    "planned_checks", "planned_names", "run_registered", "summarize_budget", "verdict_of", "write_report",
-]
+import importlib
+from typing import Any
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("LEVEL_MODULES", "LEVELS", "check_level", "get_level"), ".levels"),
+    **dict.fromkeys(("PROFILE_NAMES", "PROFILES", "EngineSettings", "Profile", "RuleSettings", "SequenceSettings",
+                     "TreeSettings", "get_profile"), ".profiles"),
+    **dict.fromkeys(("CATEGORIES", "STATISTICAL_CATEGORIES", "VERDICT_TEXT", "VERDICTS", "CheckRecord", "case_seed",
+                     "hard_failure", "hard_result", "verdict_of"), ".records"),
+    **dict.fromkeys(("CheckPlan", "StatCheck", "budget_for", "planned_checks", "planned_names", "run_registered"),
+                    ".registry"),
+    **dict.fromkeys(("SCHEMA_VERSION", "SuiteResult", "document", "read_certificate", "summarize_budget",
+                     "write_report"), ".report"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LEVELS = ("rule", "sequence", "engine", "tree")
+from .levels import LEVELS
 
 
 def _check_rate(value: float, name: str) -> None:

@@ -22,7 +22,8 @@ import numpy as np
 from ...stat_tests import ErrorBudget
 from ...stat_tests.result import jsonable
 
-from .profiles import LEVELS, Profile
+from .levels import LEVELS
+from .profiles import Profile
 from .records import CATEGORIES, VERDICT_TEXT, CheckRecord, verdict_of
 
 SCHEMA_VERSION = "2.1"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..certify import EXIT as CERTIFY_EXIT
+from ..certify_command import EXIT as CERTIFY_EXIT
 from ...cli import internal_crash
-from ..certify import EXIT_UNAVAILABLE, EXIT_USAGE, check_writable
+from ..certify_command import EXIT_UNAVAILABLE, EXIT_USAGE, check_writable
 from ..core.profiles import PROFILE_NAMES
 
 EXIT_INCONCLUSIVE = EXIT_UNAVAILABLE  # 4: `certify`'s "cannot run here"; for samples: the run cannot decide
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _certify(args: argparse.Namespace) -> int:
-    from .checks import certify_samples
+    from .level import certify_samples
     from .report import write_engine_report
     from .samples import read_samples
 

@@ -1,25 +1,20 @@
-"""Offline certification of a serving engine from two sample files (reference: speculation off; candidate:
-speculation on): which checks run on each prompt, and the run that produces the engine-level result.
-
-Per prompt (one case): the hard checks of `hard`; then the statistical checks declared in
-`core.registry.ENGINE_CHECKS`, at the per-check false-fail rate of the profile's budget split over exactly them:
-per-position marginals and the first-m-tokens tuple (`two_sample`), the reference's reported first-token
-probabilities and the randomized PIT of the candidate under the reference's reports (`pit`).
+"""The engine level's checks on one prompt of two sample files (reference: speculation off; candidate:
+speculation on): the hard checks of `hard`, and the statistical checks the registry (`registry.ENGINE_CHECKS`)
+runs at the per-check false-fail rate: per-position marginals and the first-m-tokens tuple (`two_sample`), the
+reference's reported first-token probabilities and the randomized PIT of the candidate under the reference's
+reports (`pit`). Which files may be compared at all is `check_comparable`.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from ..core.profiles import Profile, get_profile
+from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
-from ..core.registry import REPORTED_PROBS_CHECK, budget_for, run_registered
-from ..core.report import summarize_budget
 from . import hard, pit
-from .level import LEVEL, EngineCase, EngineResult
+from .registry import REPORTED_PROBS_CHECK
 from .samples import Completion, PrefixProbs, SampleFile
 from .two_sample import permutation_homogeneity
 from ...stat_tests import TestResult
@@ -67,7 +62,7 @@ class PromptData:
     """One prompt's completions and the reference's reports, indexed for the checks."""
 
     def __init__(self, pid: str, reference: SampleFile, candidate: SampleFile):
-        self.pid, self.impl = pid, _engine_name(candidate)
+        self.pid, self.impl = pid, engine_name(candidate)
         defaults = reference.header.request_defaults
         self.ref = reference.by_prompt()[pid]
         self.cand = candidate.by_prompt()[pid]
@@ -90,14 +85,16 @@ class PromptData:
                 return c.top_probs[0]
         return None
 
-    def case(self, settings_positions: int, defaults: dict) -> EngineCase:
+    def case(self, settings_positions: int, defaults: dict) -> Any:
+        from .level import EngineCase
+
         max_tokens = defaults.get("max_tokens")
         positions = min(settings_positions, int(max_tokens)) if isinstance(max_tokens, int) and max_tokens > 0 \
             else settings_positions
         temperature = defaults.get("temperature")
         return EngineCase(name=self.pid, greedy=temperature is not None and float(temperature) == 0.0,
-                          positions=positions,
-                          pit=bool(self.reports), reported=self.first_report is not None)
+                          positions=positions, pit=bool(self.reports), reported=self.first_report is not None,
+                          data=self)
 
 
 def _position(tokens: Sequence[int], j: int):
@@ -109,9 +106,9 @@ def _record(data: PromptData, name: str, result: TestResult, category: str = "ex
     return CheckRecord(data.impl, data.pid, name, category, result)
 
 
-def _permutation_checks(data: PromptData, case: EngineCase, level: float, profile: Profile,
-                        tuple_check: bool) -> list[CheckRecord]:
-    settings = profile.engine
+def permutation_checks(case: Any, level: float, profile: Profile, tuple_check: bool) -> list[CheckRecord]:
+    """Per-position marginals (or the first-m-tokens tuple) of the two samples: permutation homogeneity tests."""
+    data, settings = case.data, profile.engine
     ref = [c.tokens for c in data.ref]
     cand = [c.tokens for c in data.cand]
     if tuple_check:
@@ -145,11 +142,12 @@ def _pit_positions(data: PromptData, horizon: int) -> tuple[list[int], list, lis
     return tokens, reports, where, missing
 
 
-def _pit_check(data: PromptData, case: EngineCase, level: float, false_pass_rate: float) -> list[CheckRecord]:
+def pit_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:
     """Exact KS on `positions` values per candidate completion: the PIT where the prefix was reported, a fresh
     U(0, 1) draw where the completion had ended or no report exists. Each value is then U(0, 1) given the
     earlier ones (which positions are reported depends on earlier tokens only), so their number is fixed and
     the finite-n KS law holds; pooling only the reported positions would let an END decide how many there are."""
+    data, false_pass_rate = case.data, profile.false_pass_rate
     tokens, reports, where, missing = _pit_positions(data, case.positions)
     if len(tokens) < 2:
         raise ValueError(f"prompt {data.pid!r}: the reference's prefix_probs match {len(tokens)} candidate "
@@ -169,15 +167,18 @@ def _pit_check(data: PromptData, case: EngineCase, level: float, false_pass_rate
     return [_record(data, "pit_ks", result)]
 
 
-def _reported_check(data: PromptData, case: EngineCase, level: float, false_pass_rate: float) -> list[CheckRecord]:
+def reported_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:
+    """The reference's first tokens against its own reported first-token probabilities (a self-check)."""
+    data, false_pass_rate = case.data, profile.false_pass_rate
     firsts = [c.tokens[0] for c in data.ref if c.tokens]
     result = pit.reported_probs_check(firsts, data.first_report, level, false_pass_rate=false_pass_rate,
                                       rng=case_seed(data.pid, REPORTED_PROBS_CHECK))
     return [_record(data, REPORTED_PROBS_CHECK, result)]
 
 
-def _hard_checks(data: PromptData, case: EngineCase, coupled: bool, notes: list[str]) -> list[CheckRecord]:
-    out = []
+def hard_checks(case: Any, coupled: bool, notes: list[str]) -> list[CheckRecord]:
+    """Greedy equality (temperature 0), seed coupling (where expected and seeds are deterministic), support."""
+    data, out = case.data, []
     if case.greedy:
         out.append(_record(data, "greedy_equality", hard.greedy_equality(data.ref, data.cand), "invariant"))
     if coupled:
@@ -193,17 +194,8 @@ def _hard_checks(data: PromptData, case: EngineCase, coupled: bool, notes: list[
     return out
 
 
-def _case_records(data: PromptData, case: EngineCase, level: float, profile: Profile, coupled: bool,
-                  notes: list[str]) -> list[CheckRecord]:
-    records = _hard_checks(data, case, coupled, notes)
-    runners = {"position_marginals": lambda: _permutation_checks(data, case, level, profile, False),
-               "prefix_tuple": lambda: _permutation_checks(data, case, level, profile, True),
-               "reported_probs": lambda: _reported_check(data, case, level, profile.false_pass_rate),
-               "pit_ks": lambda: _pit_check(data, case, level, profile.false_pass_rate)}
-    return records + run_registered(LEVEL, case, runners)
-
-
-def _prompts(reference: SampleFile, candidate: SampleFile, notes: list[str]) -> list[PromptData]:
+def prompts(reference: SampleFile, candidate: SampleFile, notes: list[str]) -> list[PromptData]:
+    """The prompts with completions in both files (others noted as skipped); ValueError when there are none."""
     out = []
     for pid in reference.header.prompts:
         if pid not in candidate.header.prompts:
@@ -218,44 +210,18 @@ def _prompts(reference: SampleFile, candidate: SampleFile, notes: list[str]) -> 
     return out
 
 
-def certify_samples(reference: SampleFile, candidate: SampleFile, profile: str | Profile = "standard"
-                    ) -> EngineResult:
-    """Certify the candidate against the reference; every outcome is in the returned EngineResult."""
-    start = time.perf_counter()
-    prof = get_profile(profile)
-    check_comparable(reference, candidate)
-    notes: list[str] = []
-    prompts = _prompts(reference, candidate, notes)
-    defaults = reference.header.request_defaults
-    cases = [data.case(prof.engine.positions, defaults) for data in prompts]
-    budget = budget_for(LEVEL, prof, cases)
-    level = budget.per_check_false_fail_rate
-    spec = candidate.header.speculation or {}
-    records: list[CheckRecord] = []
-    for data, case in zip(prompts, cases):
-        records += _case_records(data, case, level, prof, bool(spec.get("expect_seed_coupled")), notes)
-    evidence = hard.speculation_evidence([c for data in prompts for c in data.cand])
-    result = EngineResult(level=LEVEL, impl=_engine_name(candidate), profile=prof, records=records, notes=notes,
-                          speculation_observed=evidence["observed"])
-    result.budget = summarize_budget(budget, records)
-    result.cases = [_case_summary(data, case) for data, case in zip(prompts, cases)]
-    result.extra = {"engine": _engine_summary(reference, candidate, evidence, prompts), "reasons": result.reasons}
-    result.seconds = time.perf_counter() - start
-    return result
-
-
-def _engine_name(sample: SampleFile) -> str:
+def engine_name(sample: SampleFile) -> str:
     engine = sample.header.engine
     return f"{engine.get('name')} {engine.get('version') or ''}".strip() + f" ({sample.header.model.get('name')})"
 
 
-def _case_summary(data: PromptData, case: EngineCase) -> dict:
+def case_summary(data: PromptData, case: Any) -> dict:
     return {"name": case.name, "greedy": case.greedy, "positions": case.positions, "n_reference": len(data.ref),
             "n_candidate": len(data.cand), "prefix_reports": len(data.reports), "pit": case.pit,
             "reported_first_token": case.reported}
 
 
-def _engine_summary(reference: SampleFile, candidate: SampleFile, evidence: dict, prompts: list[PromptData]) -> dict:
+def engine_summary(reference: SampleFile, candidate: SampleFile, evidence: dict, prompts: list[PromptData]) -> dict:
     determinism = {}
     for role, attr in (("reference", "ref_all"), ("candidate", "cand_all")):
         per_prompt = {data.pid: hard.determinism(getattr(data, attr)) for data in prompts}

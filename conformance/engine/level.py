@@ -1,26 +1,38 @@
-"""The engine level's case type and verdict policy; everything else is the conformance core's.
+"""The engine level declared to the core (`core.level.Level`): a serving engine certified black-box from two
+sample files, its plain mode (the reference) and its speculative mode (the candidate).
 
-The core holds the level: its settings per profile (`Profile.engine`), its declared statistical checks
-(`core.registry.ENGINE_CHECKS`, so `budget_for("engine", ...)` derives the budget and `run_registered`
-runs them), the INCONCLUSIVE verdict (`core.records.verdict_of`) and the certificate writer. What stays
-here is what only the engine level knows: one case is one prompt (`EngineCase`), and when a run is
-INCONCLUSIVE (speculation never observed, or the reference's reported probabilities disagree with its own
-samples, which voids that prompt's PIT).
+What is certified is a `SamplePair`; a case is one prompt (`EngineCase`, carrying its data). Per prompt the hard
+checks (`checks.hard_checks`), then the statistical checks of `registry.ENGINE_CHECKS`. What only this level
+knows: when a run is INCONCLUSIVE (speculation never observed, or the reference's reported probabilities disagree
+with its own samples, which voids that prompt's PIT). Every case runs in this process on the one pair.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
 
+from ..core.level import Level
+from ..core.profiles import Profile, get_profile
 from ..core.records import CheckRecord
-from ..core.registry import REPORTED_PROBS_CHECK
 from ..core.report import SuiteResult
+from .registry import ENGINE_CHECKS, REPORTED_PROBS_CHECK
+from .samples import SampleFile
 
-LEVEL = "engine"
+LEVEL_NAME = "engine"
 NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all 0 or absent"
 
 
 @dataclass(frozen=True)
+class SamplePair:
+    """What the engine level certifies: the reference's and the candidate's sample files."""
+
+    reference: SampleFile
+    candidate: SampleFile
+
+
+@dataclass(frozen=True, eq=False)
 class EngineCase:
     """One prompt, and which checks its data allow (decided from the files' structure, before any test)."""
 
@@ -29,6 +41,8 @@ class EngineCase:
     positions: int
     pit: bool  # the reference holds post-sampling prefix_probs for this prompt
     reported: bool  # the reference reported post-sampling first-token probabilities
+    data: Any = field(default=None, repr=False)  # checks.PromptData: the prompt's completions and reports
+    notes: list[str] = field(default_factory=list, repr=False)  # what its hard checks had to say
 
 
 def _invalid_references(records: list[CheckRecord]) -> list[str]:
@@ -58,8 +72,8 @@ class EngineResult(SuiteResult):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.level != LEVEL:
-            raise ValueError(f"level must be {LEVEL!r}, got {self.level!r}")
+        if self.level != LEVEL_NAME:
+            raise ValueError(f"level must be {LEVEL_NAME!r}, got {self.level!r}")
         self.judge()
 
     def judge(self) -> None:
@@ -73,3 +87,76 @@ class EngineResult(SuiteResult):
         """The verdict's reasons: the counted failures, else why the run is inconclusive (empty: CERTIFIED)."""
         failures = [f"{r.case}: {r.result.message}" for r in self.counted if not r.passed]
         return failures or list(self.inconclusive)
+
+
+class EngineLevel(Level):
+    """See the module docstring."""
+
+    name = LEVEL_NAME
+    checks = ENGINE_CHECKS
+    per_case_instances = False
+
+    def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list:
+        """One case per prompt with completions in both files; ValueError when the files cannot be compared."""
+        from .checks import check_comparable, prompts
+
+        if not isinstance(impl, SamplePair):
+            raise ValueError(f"the engine level certifies a SamplePair (reference, candidate), got {type(impl).__name__}")
+        check_comparable(impl.reference, impl.candidate)
+        defaults = impl.reference.header.request_defaults
+        cases = [data.case(profile.engine.positions, defaults) for data in prompts(impl.reference, impl.candidate, [])]
+        return [c for c in cases if names is None or c.name in set(names)]
+
+    def load(self, spec: str) -> Any:
+        raise ValueError("the engine level reads sample files: exactspec certify-samples REFERENCE CANDIDATE")
+
+    def sample(self, subject: SamplePair, case: EngineCase, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
+        """The prompt's hard checks; the case itself (with its data) is what the statistical checks run on."""
+        from .checks import hard_checks
+
+        coupled = bool((subject.candidate.header.speculation or {}).get("expect_seed_coupled"))
+        return case, hard_checks(case, coupled, case.notes)
+
+    def case_entry(self, case: EngineCase, sample: Any, records: list[CheckRecord]) -> dict:
+        from .checks import case_summary
+
+        return case_summary(case.data, case)
+
+    def new_result(self, impl_name: str, profile: Profile) -> SuiteResult:
+        return EngineResult(level=LEVEL_NAME, impl=impl_name, profile=profile)
+
+    def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
+        """Speculation evidence, determinism, the reasons and what the verdict ignores."""
+        from . import hard
+        from .checks import engine_summary, prompts as paired_prompts
+
+        skipped: list[str] = []
+        paired_prompts(impl.reference, impl.candidate, skipped)
+        result.notes = skipped + [n for case in cases for n in case.notes] + result.notes
+        prompts = [case.data for case in cases]
+        evidence = hard.speculation_evidence([c for data in prompts for c in data.cand])
+        result.speculation_observed = evidence["observed"]
+        result.judge()
+        result.extra = {"engine": engine_summary(impl.reference, impl.candidate, evidence, prompts),
+                        "reasons": result.reasons}
+
+    def summary(self, result: SuiteResult) -> str:
+        return f"exactspec certify-samples: {result.impl}: {result.verdict}"
+
+    def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
+        from .report import write_engine_report
+
+        return write_engine_report(result, out_dir)
+
+
+LEVEL = EngineLevel()
+
+
+def certify_samples(reference: SampleFile, candidate: SampleFile, profile: str | Profile = "standard") -> EngineResult:
+    """Certify the candidate against the reference; every outcome is in the returned EngineResult."""
+    from ..core.driver import run_level
+    from .checks import engine_name
+
+    result = run_level(LEVEL, SamplePair(reference, candidate), engine_name(candidate), profile=get_profile(profile))
+    assert isinstance(result, EngineResult)
+    return result

@@ -142,3 +142,19 @@ def target_rows_many(target: Any, prompt: Sequence[int], samples: Sequence[Seque
             logits = target(input_ids=ids).logits[:, len(prompt) - 1 :, :].double().numpy()
             for i, rows in zip(group, logits):
                 yield i, sampling.warp(rows)
+
+
+def case_models(case: Any) -> tuple[Any, Any, list[tuple[int, ...]]]:
+    """(target, draft, prompts) of a sequence-level case: the tiny pair (V = 6), the PIT pair (V = 64) or the
+    embedded SmolLM2-135M with a 6-layer early-exit draft (its one prompt, tokenized)."""
+    from .cases import REAL_PROMPT_TEXT
+
+    if case.models == "tiny":
+        target, draft = tiny_pair(eos_token_id=case.eos)
+        return target, draft, list(case.prompts)
+    if case.models == "pit":
+        target, draft = pit_pair(eos_token_id=case.eos)
+        return target, draft, list(case.prompts)
+    target, draft, tokenizer = real_pair()
+    prompt = tokenizer(REAL_PROMPT_TEXT)["input_ids"]
+    return target, draft, [tuple(int(t) for t in prompt)]

@@ -123,7 +123,7 @@ def to_markdown(report: dict) -> str:
     if unsup:
         lines += ["", "## Not run (unsupported by the adapter)", ""]
         lines += [f"- `{c['case']}`: {c['reason']}" for c in unsup]
-    lines += ["", "---", "Produced by `exactspec.conformance.sequence` (`python -m exactspec.conformance.sequence`); "
+    lines += ["", "---", "Produced by `exactspec certify --level sequence` (`exactspec.conformance.certify`); "
               "certificate.json beside this file holds every number.", ""]
     return "\n".join(lines)
 

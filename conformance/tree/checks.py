@@ -11,21 +11,20 @@
 - ``standard_rule`` true of the multi-round rule only: the emitted path against the oracle's exact law
                     (`reference.tree_laws.tree_round_law`, drafts drawn), and tokens per round.
 
-Every other statistical check is `stat_tests.chisquare_gof(method="lr")`, as at the rule level.
+Every other statistical check is `stat_tests.lr_gof_or_zero` (the LR test with a proven tail), as at the rule level.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..checks import gof_test, pit_ks_test  # one statistical test for every level
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed, hard_result
 from .cases import TreeCase, encode_stream
 from .harness import TreeRounds
 from ...reference.sampling import inverse_cdf
 from ...reference.trees import children_lists
-from ...stat_tests import TestResult
+from ...stat_tests import TestResult, lr_gof_or_zero, pit_ks_or_fail
 from ...stat_tests.pit import pit_values
 
 
@@ -59,16 +58,10 @@ def invariant_check(impl: str, rounds: TreeRounds, label: str = "invariants") ->
     return CheckRecord(impl, case.name, label, "invariant", hard_result(label, ok, rounds.n, msg))
 
 
-def determinism_check(impl: str, a: TreeRounds, b: TreeRounds) -> CheckRecord:
-    same = np.array_equal(a.tokens, b.tokens)
-    msg = (f"determinism: PASS: {a.n} rounds repeated with the same seed give identical output" if same else
-           "determinism: FAIL: same seed and trees, different output; the rng argument must be the only randomness")
-    return CheckRecord(impl, a.case.name, "determinism", "contract", hard_result("determinism", same, a.n, msg))
-
-
 def gof(name: str, counts: np.ndarray, law: np.ndarray, rate: float, profile: Profile) -> TestResult:
-    """The rule level's goodness-of-fit test (`checks.gof_test`) at the tree profile's min expected count."""
-    return gof_test(name, counts, law, rate, profile.false_pass_rate, profile.tree.min_expected(max(int(counts.sum()), 1)))
+    """Every level's goodness-of-fit test (`stat_tests.lr_gof_or_zero`) at the tree profile's min expected count."""
+    return lr_gof_or_zero(name, counts, law, rate, profile.false_pass_rate,
+                          profile.tree.min_expected(max(int(counts.sum()), 1)))
 
 
 def _record(impl: str, case: TreeCase, name: str, category: str, res: TestResult, confirm: bool) -> CheckRecord:
@@ -106,7 +99,7 @@ def _pit_position(name: str, tokens: np.ndarray, group: np.ndarray, rows: list, 
     its own prefix's row is i.i.d. U(0, 1) under exactness (which rounds reach j depends on earlier tokens
     only), so the exact KS law holds; a sum of draws from different rows tested as one multinomial would not."""
     rng = np.random.default_rng([case_seed(case_name, name), 3])
-    return pit_ks_test(name, lambda: np.concatenate([
+    return pit_ks_or_fail(name, lambda: np.concatenate([
         pit_values(tokens[group == g], np.broadcast_to(row, ((group == g).sum(), row.size)), rng, ordering="prob")
         for g, row in enumerate(rows)]), int(tokens.size), rate, profile.false_pass_rate)
 

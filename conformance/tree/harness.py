@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..loader import call_implementation
+from ..core.contract import token_ids
 from .cases import TreeCase
 from ...errors import ContractViolation
 from ...reference.tree_sampling import sample_trees
@@ -58,18 +59,7 @@ def draw_trees(case: TreeCase, n: int, seed: int) -> list[DraftTree]:
 
 def checked_output(out: Any, case: TreeCase) -> list[int]:
     """The emitted tokens as ints, or ContractViolation: 1..depth+1 integer ids in [0, V)."""
-    if hasattr(out, "detach"):
-        out = out.detach().cpu().numpy()
-    if isinstance(out, (str, bytes, dict)) or out is None or not hasattr(out, "__len__"):
-        raise ContractViolation(f"verify_tree must return a sequence of int token ids, got {type(out).__name__}")
-    arr = np.asarray(out)
-    if arr.ndim != 1 or arr.size == 0 or arr.size > case.max_length:
-        raise ContractViolation(f"verify_tree must return 1..{case.max_length} token ids (depth + 1), got shape "
-                                f"{arr.shape}: {arr.tolist()!r:.80}")
-    if arr.dtype.kind not in "iu":
-        if not (arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
-            raise ContractViolation(f"verify_tree must return integer token ids, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
+    arr = token_ids(out, "verify_tree", case.max_length, "the tree's depth + 1")
     if arr.min() < 0 or arr.max() >= case.V:
         raise ContractViolation(f"verify_tree returned a token id outside [0, {case.V}): {arr.tolist()}")
     return arr.tolist()

@@ -17,8 +17,10 @@ import pytest
 #: warning would repeat once per test (set junit_family = legacy for schema-valid XML).
 pytestmark = pytest.mark.filterwarnings("ignore:record_property is incompatible:pytest.PytestWarning")
 
-from .core.records import verdict_of
-from .runner import hypothesis_records, invariant_records
+from ..core.records import verdict_of
+from .invariants import hypothesis_records, invariant_records
+
+LEVEL_UNDER_TEST = "rule"
 
 
 def _messages(records, categories):
@@ -68,12 +70,16 @@ def test_generated_edge_cases(harness, profile, record, record_property):
     assert not bad, bad
 
 
-def test_implementation_verdict(harness, profile, record_property):
-    """Records the verdict of every check this process ran on the implementation (no new checks; the
-    failures themselves are reported by the tests above). Under pytest-xdist it covers one worker's tests."""
-    from .plugin import impl_records
+def test_implementation_verdict(harness, profile, record_property, request):
+    """The verdict of every check this process ran on the implementation, as `exactspec certify` reaches it: a
+    pass only if CERTIFIED or EXACT_NOT_STANDARD. It fails where the per-case tests cannot: a standard-rule
+    deviation whose exactness was never confirmed (INCONCLUSIVE). Under pytest-xdist it covers one worker's
+    tests."""
+    from ..plugin import impl_records, rule_result
 
     records = impl_records(harness.name)
     if not records:
         pytest.skip(f"no checks of {harness.name} ran in this process before this test")
     _properties(record_property, harness, profile, records)
+    verdict = rule_result(harness.name, request.config).verdict
+    assert verdict in ("CERTIFIED", "EXACT_NOT_STANDARD"), f"{harness.name}: {verdict} over {len(records)} checks"

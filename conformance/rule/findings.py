@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from .core.records import CheckRecord
+from ..core.records import CheckRecord
 
 ADVERSARIAL = "adversarial_rng"
 

@@ -1,4 +1,4 @@
-"""Rule-level checks for the cases built to reach specific bugs (declared in `core.registry.RULE_CHECKS`):
+"""Rule-level checks for the cases built to reach specific bugs (declared in `registry.RULE_CHECKS`):
 
 - ``pit_position_j``   (exactness) rows vary from round to round: the randomized PIT of the token at position j
                        under that round's own p_j is U(0,1) for an exact rule, whatever the rows (exact KS);
@@ -15,13 +15,12 @@ import math
 import numpy as np
 from scipy import stats
 
-from ..stat_tests import TestResult, chisquare_gof
-from ..stat_tests.binning import pool_bins
-from ..stat_tests.pit import pit_values
+from ...stat_tests import TestResult, chisquare_gof, pit_ks_or_fail
+from ...stat_tests.binning import pool_bins
+from ...stat_tests.pit import pit_values
 
-from .checks import pit_ks_test
-from .core.profiles import Profile
-from .core.records import CheckRecord, case_seed
+from ..core.profiles import Profile
+from ..core.records import CheckRecord, case_seed
 
 #: Absolute bias of the first-draft acceptance rate the acceptance check resolves w.p. >= 1 - false_pass_rate.
 ACCEPTANCE_BIAS = 0.005
@@ -44,7 +43,7 @@ def pit_position_checks(impl: str, rounds, false_fail_rate: float, profile: Prof
             continue
         tokens, probs = rounds.tokens[sel, j - 1], rounds.target_rows(j - 1, sel)
         rng = np.random.default_rng([case_seed(case.name, name), 3])
-        res = pit_ks_test(name, lambda: pit_values(tokens, probs, rng, ordering="prob"), int(sel.sum()),
+        res = pit_ks_or_fail(name, lambda: pit_values(tokens, probs, rng, ordering="prob"), int(sel.sum()),
                           false_fail_rate, profile.false_pass_rate)
         out.append(CheckRecord(impl, case.name, name, "exactness", res))
     return out
@@ -56,15 +55,22 @@ def hash_bins(V: int, n_bins: int) -> np.ndarray:
         np.int64)
 
 
+def hashed_law_at(case, n: float, profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    """(hash bin of each token id, p_1's mass per hash bin) for n rounds: as many bins as keep 2 x the
+    profile's min expected count in each (2 .. max_bins)."""
+    n_hash = int(max(2, min(profile.rule.max_bins, int(n) // max(1.0, 2 * profile.rule.min_expected(int(n))))))
+    bins = hash_bins(case.V, n_hash)
+    return bins, np.bincount(bins, weights=case.target_probs[0], minlength=n_hash)
+
+
 def hashed_position_check(impl: str, rounds, false_fail_rate: float, profile: Profile) -> CheckRecord:
     """The first token on hash bins, with the share of p_1's mass the p-sorted bins pool (token-level
     deviations inside pooled bins are invisible there; the hash bins split those pools)."""
     case, n = rounds.case, rounds.n
     min_expected = profile.rule.min_expected(n)
     law = case.target_probs[0]
-    n_hash = int(max(2, min(profile.rule.max_bins, n // max(1.0, 2 * min_expected))))
-    bins = hash_bins(case.V, n_hash)
-    hashed_law = np.bincount(bins, weights=law, minlength=n_hash)
+    bins, hashed_law = hashed_law_at(case, n, profile)
+    n_hash = hashed_law.size
     counts = np.bincount(bins[rounds.tokens[:, 0]], minlength=n_hash)
     res = chisquare_gof(counts=counts, p=hashed_law, false_fail_rate=false_fail_rate, false_pass_rate=profile.false_pass_rate,
                         min_expected=min_expected, method="lr", name="hashed_position_1")

@@ -1,7 +1,7 @@
 """Hypothesis strategies for speculative-verification rounds, exported for users:
 
     from hypothesis import given
-    from exactspec.conformance.strategies import round_cases
+    from exactspec.conformance.rule.strategies import round_cases
 
     @given(round_cases())
     def test_my_rule(case): ...
@@ -28,7 +28,7 @@ __all__ = ["ROW_KINDS", "SMALL_VOCABS", "LARGE_VOCABS", "build_case", "round_cas
 
 def build_case(V: int, k: int, kinds: list[str], seed: int, same_rows: bool = False) -> Case:
     """Deterministic case from drawn parameters (also usable without Hypothesis): the rows of recipe
-    "generated" in `exactspec.conformance.cases`."""
+    "generated" in `exactspec.conformance.rule.cases`."""
     return Case(generated_name(k, V, kinds, seed, same_rows), *generated_rows(k, V, kinds, seed, same_rows),
                 GENERATED_WHY, ("generated",))
 

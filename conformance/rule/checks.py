@@ -20,21 +20,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stat_tests import TestResult, chisquare_gof, pit_uniformity_test, tokens_per_round_test, zero_probability_check
-from ..stat_tests.binning import pool_bins
+from ...stat_tests import TestResult, lr_gof_or_zero, tokens_per_round_test, zero_probability_check
+from ...stat_tests.binning import pool_bins
 
-from .core.profiles import Profile
-from .core.records import CATEGORIES, CheckRecord, hard_failure, hard_result
+from ..core.profiles import Profile
+from ..core.records import CATEGORIES, CheckRecord, hard_failure, hard_result
 from .harness import Rounds
-from ..reference.sampling import inverse_cdf
+from ...reference.sampling import inverse_cdf
 
 #: Every statistical check of the rule level is the likelihood-ratio test with a proven tail (`stat_tests.lr_tail`:
 #: exact for <= 3 bins, Agrawal's bound otherwise), so its false-fail rate is a theorem at the rate it runs at.
 GOF_METHOD = "lr"
-#: The tail its sample sizes and detectable TVs are planned with (`stat_tests.power.TAILS`).
-PLANNING_TAIL = "lr_bound"
 
-__all__ = ["CATEGORIES", "CheckRecord", "hard_failure", "invariant_check", "determinism_check", "position_checks",
+__all__ = ["CATEGORIES", "CheckRecord", "hard_failure", "invariant_check", "position_checks",
            "tuple_law_check", "completed_stream_check", "count_law_check"]
 
 
@@ -65,17 +63,6 @@ def invariant_check(impl: str, rounds: Rounds, label: str = "invariants") -> Che
     return CheckRecord(impl, case.name, label, "invariant", hard_result(label, ok, rounds.n, msg))
 
 
-def determinism_check(impl: str, a: Rounds, b: Rounds) -> CheckRecord:
-    same = np.array_equal(a.tokens, b.tokens) and np.array_equal(a.counts, b.counts)
-    if same:
-        msg = f"determinism: PASS: {a.n} rounds repeated with the same seed give identical output"
-    else:
-        r = int(np.flatnonzero((a.tokens != b.tokens).any(axis=1))[0])
-        msg = (f"determinism: FAIL: same seed, different output (round {r}: {a.tokens[r, : a.counts[r]].tolist()} vs "
-               f"{b.tokens[r, : b.counts[r]].tolist()}); the rng argument must be the only source of randomness")
-    return CheckRecord(impl, a.case.name, "determinism", "contract", hard_result("determinism", same, a.n, msg))
-
-
 def _plot_data(counts: np.ndarray, law: np.ndarray, min_expected: float, labels=None) -> dict:
     """Observed vs expected counts on the test's own (p-only) bins, at most 40 largest bins."""
     n = counts.sum()
@@ -102,31 +89,9 @@ def _add_tv(res: TestResult, plot: dict) -> None:
         res.details["observed_tv_binned_null_mean"] = plot["observed_tv_binned_null_mean"]
 
 
-def gof_test(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, false_pass_rate: float,
-             min_expected: float) -> TestResult:
-    """Every level's goodness-of-fit test (`GOF_METHOD`); with too few samples for two bins, the hard
-    (exact, zero-false-fail) zero-probability check only."""
-    try:
-        return chisquare_gof(counts=counts, p=law, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate,
-                             min_expected=min_expected, method=GOF_METHOD, name=name)
-    except ValueError as error:
-        zr = zero_probability_check(counts=counts, p=law, false_pass_rate=false_pass_rate, name=name)
-        return TestResult(name, zr.statistic, zr.p_value, int(counts.sum()), false_fail_rate if zr.passed else 0.0,
-                          false_pass_rate, float("nan"), zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
-
-
-def pit_ks_test(name: str, draw_values, n: int, false_fail_rate: float, false_pass_rate: float) -> TestResult:
-    """Every level's randomized-PIT KS test on `draw_values()` (n values); a token of probability 0 under its
-    own row, where `pit_values` refuses, is a failure of the check, not an error of the suite."""
-    try:
-        return pit_uniformity_test(draw_values(), false_fail_rate, false_pass_rate=false_pass_rate, method="ks", name=name)
-    except ValueError as error:
-        return TestResult(name, float("inf"), 0.0, n, false_fail_rate, false_pass_rate, float("nan"), False, f"{name}: FAIL: {error}", {})
-
-
 def _gof(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, profile: Profile) -> tuple[TestResult, dict]:
     me = profile.rule.min_expected(int(counts.sum()))
-    return gof_test(name, counts, law, false_fail_rate, profile.false_pass_rate, me), _plot_data(counts, law, me)
+    return lr_gof_or_zero(name, counts, law, false_fail_rate, profile.false_pass_rate, me), _plot_data(counts, law, me)
 
 
 def position_checks(impl: str, rounds: Rounds, false_fail_rate: float, profile: Profile) -> list[CheckRecord]:

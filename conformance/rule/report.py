@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import CONTRACT_VERSION
+from .. import CONTRACT_VERSION
 from .cases import Case
-from .core import report as core_report
-from .core.records import STATISTICAL_CATEGORIES, VERDICT_TEXT
-from .core.report import SuiteResult
+from ..core import report as core_report
+from ..core.records import STATISTICAL_CATEGORIES, VERDICT_TEXT
+from ..core.report import SuiteResult
 
 __all__ = ["VERDICT_TEXT", "format_summary", "to_markdown", "write_report"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...reference.laws import unchecked_residual
-from ...reference.sampling import inverse_cdf
+from ....reference.laws import unchecked_residual
+from ....reference.sampling import inverse_cdf
 
 
 def leading_true(flags: np.ndarray) -> np.ndarray:

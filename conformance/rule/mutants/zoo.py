@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Rule, leading_true, normalise
-from ...reference.laws import unchecked_residual
-from ...reference.sampling import inverse_cdf
+from ....reference.laws import unchecked_residual
+from ....reference.sampling import inverse_cdf
 
 KILLED = ("CONTRACT_VIOLATION", "NOT_EXACT")
 

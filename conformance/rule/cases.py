@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import reference
-from ..reference.validation import as_prob_array, check_k
+from ... import reference
+from ...reference.validation import as_prob_array, check_k
 
 from .case_recipes import (  # noqa: F401 -- ROW_KINDS, generated_*: re-exported
     ROW_KINDS, deep_rows, dyadic_rows, generated_name, generated_rows, near_equal_rows, padded_rows, varying_rows,
@@ -30,7 +30,7 @@ from .case_recipes import (  # noqa: F401 -- ROW_KINDS, generated_*: re-exported
 #: Cases whose number of accepted-prefix branches is at most this get the whole-tuple law check.
 TUPLE_LAW_MAX_BRANCHES = 20_000
 
-CASE_DATA_DIR = Path(__file__).resolve().parent / "case_data"
+CASE_DATA_DIR = Path(__file__).resolve().parent.parent / "case_data"
 CURATED_FILE = CASE_DATA_DIR / "curated.json"
 SCHEMA_FILE = CASE_DATA_DIR / "cases.schema.json"
 

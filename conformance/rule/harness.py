@@ -13,9 +13,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.contract import token_ids
 from .cases import Case
-from .loader import PASS_THROUGH, implementation_error, load_adapter
-from ..errors import ContractViolation, ImplementationError, ImplUnavailable
+from ..loader import PASS_THROUGH, implementation_error, load_adapter
+from ...errors import ContractViolation, ImplementationError, ImplUnavailable
 
 __all__ = ["ContractViolation", "Harness", "ImplUnavailable", "ImplementationError", "Rounds", "draw_drafts",
            "load_impl"]
@@ -35,7 +36,7 @@ def load_impl(spec: str) -> Any:
 def draw_drafts(case: Case, n: int, rng: np.random.Generator, members: np.ndarray | None = None) -> np.ndarray:
     """(n, k) draft tokens, x_i ~ q_i independently, by the oracle's guarded inverse CDF (O(n log V)); with
     `members` (pooled cases) round r's q rows are those of pool member members[r]."""
-    from ..reference.sampling import inverse_cdf
+    from ...reference.sampling import inverse_cdf
 
     out = np.empty((n, case.k), dtype=np.int64)
     if members is None:
@@ -55,26 +56,6 @@ def draw_members(case: Case, n: int, seed: int) -> np.ndarray | None:
     if not case.varying:
         return None
     return np.random.default_rng([seed, 2]).integers(len(case.pool[0]), size=n)
-
-
-def _check_single(out: Any, case: Case, drafts: np.ndarray) -> np.ndarray:
-    if hasattr(out, "detach"):  # a torch tensor (torch is imported already if one exists): convert it
-        out = out.detach().cpu().numpy()
-    if isinstance(out, (str, bytes, dict)) or out is None or not hasattr(out, "__len__"):
-        raise ContractViolation(f"verify must return a sequence of int token ids, got {type(out).__name__}: {out!r:.80}")
-    arr = np.asarray(out)
-    if arr.ndim != 1:
-        raise ContractViolation(f"verify must return a flat sequence of token ids, got shape {arr.shape}")
-    if arr.size == 0:
-        raise ContractViolation("verify returned no token: a round always emits 1..k+1 tokens")
-    if arr.size > case.k + 1:
-        raise ContractViolation(f"verify returned {arr.size} tokens for k={case.k}: at most k+1 = {case.k + 1}")
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise ContractViolation(f"verify must return int token ids, got dtype {arr.dtype}: {arr.tolist()!r:.80}")
-    return arr.astype(np.int64)
 
 
 def _check_batch(out: Any, case: Case, batch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -195,7 +176,7 @@ class Harness:
             if members is not None:
                 p, q = case.pool[0][members[r]], case.pool[1][members[r]]
             out = self._call("verify", case, p, q, drafts[r].copy(), impl_rng)
-            arr = _check_single(out, case, drafts[r])
+            arr = token_ids(out, "verify", case.k + 1, f"at most k+1 for k = {case.k}")
             tokens[r, : arr.size] = arr
             counts[r] = arr.size
 

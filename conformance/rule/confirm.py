@@ -21,13 +21,11 @@ import math
 
 import numpy as np
 
-from ..stat_tests import required_samples
-
 from . import case_checks, checks
 from .cases import Case
-from .core.profiles import Profile
-from .core.records import CheckRecord, case_seed
-from .profiles import case_epsilon, n_bins
+from ..core.planning import samples_for
+from ..core.profiles import Profile
+from ..core.records import CheckRecord, case_seed
 
 #: Confirmatory runs may use up to this many times the profile's max_rounds per case.
 CONFIRM_ROUNDS_FACTOR = 8
@@ -45,27 +43,17 @@ def observed_deviation(records: list[CheckRecord]) -> float | None:
     return max(excess) if excess else None
 
 
-def samples_for(law: np.ndarray, eps: float, rate: float, profile: Profile) -> int:
-    """Samples so a chi-square on `law`'s pooled bins detects binned TV >= eps (fixed point over the bins)."""
-    tail = getattr(checks, "PLANNING_TAIL", "chi2")  # the tail the position checks are planned with
-    n = required_samples(eps, 2, rate, profile.false_pass_rate, tail=tail)
-    for _ in range(60):
-        needed = required_samples(eps, n_bins(law, n, profile), rate, profile.false_pass_rate, tail=tail)
-        if needed <= n:
-            break
-        n = needed
-    return int(n)
-
-
-def confirm_plan(case: Case, profile: Profile, reach: list[float], deviation: float | None, rate: float) -> dict:
-    """Which positions to confirm, at what TV and per-test rate, and how many rounds that takes."""
-    target = case_epsilon(case, profile)
+def confirm_plan(case: Case, profile: Profile, reach: list[float], deviation: float | None, rate: float,
+                 target: float) -> dict:
+    """Which positions to confirm, at what TV and per-test rate, and how many rounds that takes (`target`: the
+    case's planned binned TV)."""
     eps = target if deviation is None or deviation <= 0 else min(target, deviation)
     positions = [j for j in range(1, case.k + 2) if reach[j - 1] >= eps]
     per_test = rate / max(1, len(positions))
     rounds = 0
     for j in positions:
-        n_j = samples_for(case.target_probs[j - 1], eps / PLANNING_MARGIN, per_test, profile)
+        n_j = samples_for(case.target_probs[j - 1], eps / PLANNING_MARGIN, per_test, profile,
+                          profile.rule.max_bins)[0]
         rounds = max(rounds, math.ceil(REACH_MARGIN * n_j / reach[j - 1]))
     cap = CONFIRM_ROUNDS_FACTOR * profile.rule.max_rounds
     return {"epsilon_tv": eps, "positions": positions, "false_fail_rate_each": per_test, "rounds": int(rounds),

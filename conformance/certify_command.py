@@ -1,0 +1,182 @@
+"""`exactspec certify`: run a level's conformance checks in-process (no pytest) and write a certificate.
+
+    exactspec certify --impl MODULE:NAME [--profile quick|standard|full] [--out DIR] [--level auto|rule|sequence|tree]
+                      [--workers N | --scheduler tcp://HOST:8786] [--cases A,B | -k SUBSTRINGS]
+
+The level follows what the adapter offers: `generate(...)` -> the sequence level (whole generation loops on
+real transformers models), `verify(...)` -> the rule level, `verify_tree(...)` only -> the tree level; `--level`
+demands one. A serving engine's sample files are certified by `exactspec certify-samples`. Cases run in this
+process, in --workers local processes, or on the Dask cluster at --scheduler: the certificate is the same.
+Whatever the implementation raises is a failed case in the certificate, never a crash of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..cli import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
+from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable
+from .core.levels import LEVELS
+from .core.profiles import PROFILE_NAMES
+
+EXIT_CERTIFIED = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 4
+#: Verdict -> exit status. EXACT_NOT_STANDARD is exact (a pass); the report says it is not the standard rule.
+#: INCONCLUSIVE (the run could not decide: say, exactness not confirmed at the deviation seen) shares 4 with
+#: "unavailable", as in `certify-samples`.
+EXIT = {"CERTIFIED": EXIT_CERTIFIED, "EXACT_NOT_STANDARD": EXIT_CERTIFIED, "NOT_EXACT": EXIT_FAILED,
+        "CONTRACT_VIOLATION": EXIT_FAILED, "FAILED": EXIT_FAILED, "INCONCLUSIVE": EXIT_UNAVAILABLE}
+
+EXIT_CODES_HELP = """\
+exit status:
+  0  CERTIFIED, or EXACT_NOT_STANDARD (exact, but not the standard rule's acceptance)
+  1  NOT_EXACT or CONTRACT_VIOLATION (an exception raised by the implementation counts as a failed case)
+  2  usage error: bad arguments, --out not writable, the adapter cannot be loaded (import error, no
+     verify/generate/verify_tree, asked level not offered), an unknown case, an unreachable --scheduler
+  3  exactspec itself crashed (an unexpected exception inside exactspec: please report it, with the traceback)
+  4  the implementation is unavailable here (ImplUnavailable: missing package, no CUDA device, ...), or
+     INCONCLUSIVE (the run could not decide: the report says what would settle it)
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES_HELP
+    parser.add_argument("--impl", default="exactspec.conformance.adapters.reference:Reference",
+                        help="MODULE:NAME of the implementation (an object with verify(), generate() or verify_tree(), "
+                             "or a zero-argument callable returning one), or a builtin sequence adapter name such as "
+                             "'reference' or 'gpu_impl'; MODULE is imported from sys.path, the current directory "
+                             "included (default: exactspec's NumPy reference)")
+    parser.add_argument("--profile", default="standard", choices=list(PROFILE_NAMES),
+                        help="quick (CI), standard (default) or full (certificate grade)")
+    parser.add_argument("--out", default="conformance-report", help="directory for certificate.json, "
+                        "CERTIFICATE.md and the PNG plots (default: ./conformance-report); created and checked "
+                        "for writability before the run starts")
+    parser.add_argument("--fail-fast", action="store_true", help="stop at the first failing case (serial runs)")
+    parser.add_argument("--no-hypothesis", action="store_true", help="rule level: skip the Hypothesis-generated cases")
+    parser.add_argument("--no-progress", action="store_true", help="print no line per case")
+    parser.add_argument("--level", default="auto", choices=["auto", *LEVELS],
+                        help="auto (default): the sequence level if the adapter offers generate(), else the rule "
+                             "level (verify()), else the tree level (verify_tree()); a level name demands it (the "
+                             "engine level: exactspec certify-samples)")
+    parser.add_argument("--cases", default=None, metavar="NAMES", help="run only these cases (comma-separated names)")
+    parser.add_argument("-k", dest="case_filter", default=None, metavar="SUBSTRINGS",
+                        help="run only the cases whose name contains one of these comma-separated substrings")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="local worker processes for the cases (0, the default: one per CPU core; 1: in-process)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="run the cases on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786); "
+                             "every worker needs the same exactspec installed and the adapter importable")
+    parser.add_argument("--real-model", action="store_true",
+                        help="sequence level: also run the cases on the embedded SmolLM2-135M")
+
+
+def check_writable(out: str | os.PathLike) -> Path:
+    """Create `out` and write then delete a probe file in it; ValueError naming --out if that fails."""
+    path = Path(out)
+    probe = path / ".exactspec-write-probe"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_text("probe\n")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"--out {str(out)!r} is not a writable directory: {error}") from error
+    return path
+
+
+def _names(text: str | None) -> list[str]:
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+def select_cases(level: Any, profile: str, impl: Any, names: str | None, substrings: str | None,
+                 real_model: bool = False) -> list[str] | None:
+    """The case names --cases / -k (and --real-model) select at `level` (None: the profile's); ValueError naming
+    the option when a name is unknown or nothing matches."""
+    from .core.profiles import get_profile
+
+    prof = get_profile(profile)
+    if not names and not substrings and not real_model:
+        return None
+    every = [c.name for c in level.select_cases(prof, impl)]
+    if real_model:
+        from .sequence.cases import REAL_CASES
+
+        every += [c.name for c in REAL_CASES if prof.name != "quick" or c.in_quick]
+    chosen = list(every)
+    if names:
+        wanted = _names(names)
+        try:
+            known = {c.name for c in level.select_cases(prof, impl, wanted)}
+        except ValueError as error:
+            raise ValueError(f"--cases: {error}") from None
+        chosen = [n for n in wanted if n in known]
+    if substrings:
+        parts = _names(substrings)
+        chosen = [n for n in chosen if any(part in n for part in parts)]
+        if not chosen:
+            raise ValueError(f"-k {substrings!r} matches no case name of the {level.name} level")
+    return chosen
+
+
+def _progress(args: argparse.Namespace):
+    if args.no_progress:
+        return None
+    return lambda o: print(f"  case {o.case}: {o.entry.get('status', 'ok')} "
+                           f"{'passed' if all(r.passed for r in o.records) else 'FAILED'} ({o.entry.get('seconds')} s)",
+                           file=sys.stderr, flush=True)
+
+
+def _certify(args: argparse.Namespace) -> int:
+    from .api import certify, resolve
+    from .core.levels import get_level
+
+    try:
+        check_writable(args.out)
+        level, obj, _, _ = resolve(args.impl, args.level)
+        cases = select_cases(get_level(level), args.profile, obj, args.cases, args.case_filter, args.real_model)
+    except (AdapterLoadError, ValueError) as error:
+        print(f"exactspec certify: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    workers = args.workers if args.workers and args.workers > 0 else (os.cpu_count() or 1)
+    try:
+        cert = certify(args.impl, level, args.profile, cases=cases, workers=1 if args.scheduler else workers,
+                       scheduler=args.scheduler, fail_fast=args.fail_fast, hypothesis=not args.no_hypothesis,
+                       progress=_progress(args))
+    except (OSError, TimeoutError) as error:  # the scheduler cannot be reached
+        print(f"exactspec certify: --scheduler {args.scheduler}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    paths = cert.write(args.out)
+    print(get_level(level).summary(cert.result))
+    print(f"  report: {paths['markdown']} (+ {paths['json']}{', ' + str(len(paths['plots'])) + ' plots' if paths.get('plots') else ''})")
+    return EXIT[cert.verdict]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, run and report; every outcome is one of the documented exit statuses (see EXIT_CODES_HELP)."""
+    try:
+        return _certify(args)
+    except ImplUnavailable as error:
+        print(f"exactspec certify: {args.impl} is unavailable here: {error}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except ImplementationError as error:  # should be recorded per case; never let it look like our crash
+        print(f"exactspec certify: {args.impl} failed outside any recorded case: {error}\n{error.traceback_text}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    except Exception:  # noqa: BLE001 -- anything else is a bug in exactspec
+        return internal_crash(" ".join(sys.argv))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="exactspec certify", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""What a level declares to the core, and the hooks the driver (`core.driver`) calls, in this order per case:
+
+    plan (core.planning, from the level's registered checks) -> invariants -> sample -> registered checks
+    -> confirmation (only where nothing but standard-rule checks failed) -> verdict (core.records) -> report
+
+A level is a subclass of `Level` with its name, its registered statistical checks (`core.registry.StatCheck`,
+each carrying its runner and its plan), its reference adapter and its mutant zoo; it overrides the hooks it
+needs. The defaults are those of a level with nothing to add at that step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .profiles import Profile
+from .records import CheckRecord
+from .registry import StatCheck
+from .report import SuiteResult
+
+
+#: The expected verdict of a mutant that names none: any rejection counts.
+REJECTED = "any verdict but CERTIFIED"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One row of a level's kill table: a mutant or valid variant and the verdicts it must get."""
+
+    name: str
+    kind: str  # "mutant" | "valid"
+    models: str  # the real bug (or the valid technique) it models
+    expected: tuple[str, ...]
+    make: Callable[[], Any]  # builds what the level certifies (an adapter, or the engine level's sample pair)
+
+
+@dataclass
+class CaseOutcome:
+    """What one case produced, wherever it ran (returned by a worker: plain data, picklable)."""
+
+    case: str
+    records: list[CheckRecord] = field(default_factory=list)
+    entry: dict = field(default_factory=dict)  # the case's summary in the report
+    inconclusive: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    environment: dict = field(default_factory=dict)  # exactspec / numpy / torch versions where it ran
+
+
+class Level:
+    """Base declaration of a level; see the module docstring."""
+
+    name: str = ""
+    checks: tuple[StatCheck, ...] = ()
+    reference_spec: str | None = None  # "MODULE:NAME" of the level's exact reference adapter
+    default_impls: tuple[str, ...] = ()  # what the pytest suite certifies at this level when no --exactspec-impl is given
+    #: Smallest n the planner returns for a case with a planning check.
+    min_n: int = 2
+    #: Each case on a fresh instance, so cases can run in workers (False: one shared object, in this process).
+    per_case_instances: bool = True
+    #: Torch threads the level's cases run with (None: as the process has them).
+    threads: int | None = None
+
+    # --- cases and planning ------------------------------------------------------------------------
+    def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list:
+        """The cases a run of `profile` uses (`names`: only those; an unknown name is a ValueError)."""
+        raise NotImplementedError
+
+    def case_epsilon(self, case: Any, profile: Profile) -> float:
+        """The binned TV a case's n is planned to detect (the profile's target of this level by default)."""
+        return float(profile.settings(self.name).target_tv)
+
+    def fixed_n(self, case: Any, profile: Profile) -> int | None:
+        """n of a case that no registered check plans (PIT and greedy cases; None: nothing to sample)."""
+        return None
+
+    def max_n(self, profile: Profile) -> int | None:
+        """Cap on a case's n (reported in the plan when it binds); None: never capped."""
+        return getattr(profile.settings(self.name), "max_rounds", None)
+
+    # --- implementations ---------------------------------------------------------------------------
+    def load(self, spec: str) -> Any:
+        """A fresh instance of the adapter `spec` names, at this level."""
+        from ..loader import load_adapter
+
+        return load_adapter(spec, level=self.name).adapter
+
+    def subject(self, impl: Any, name: str) -> Any:
+        """What the hooks below run on (a harness around the implementation, by default the object itself)."""
+        return impl
+
+    # --- one case ------------------------------------------------------------------------------------
+    def invariants(self, subject: Any, case: Any, profile: Profile) -> list[CheckRecord]:
+        """Hard checks before sampling (contract, invariants, determinism)."""
+        return []
+
+    def sample(self, subject: Any, case: Any, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
+        """The statistical sample of the case (None: nothing to test) and hard records about it."""
+        return None, []
+
+    def case_entry(self, case: Any, sample: Any, records: list[CheckRecord]) -> dict:
+        """The case's summary in the report."""
+        summary = getattr(case, "summary", None)
+        return dict(summary() if callable(summary) else {}, name=case.name)
+
+    def confirm(self, subject: Any, case: Any, profile: Profile, records: list[CheckRecord], rate: float,
+                plan: dict) -> tuple[list[CheckRecord], list[str]]:
+        """Confirmatory exactness records after a standard-rule failure, and reasons the case stays unsettled."""
+        return [], []
+
+    # --- the run -------------------------------------------------------------------------------------
+    def about(self, impl: Any) -> tuple[list[str], dict]:
+        """Notes and report fields the implementation states about itself (its `certificate_notes`)."""
+        return list(getattr(impl, "certificate_notes", []) or []), {}
+
+    def run_extras(self, subject: Any, profile: Profile) -> list[CheckRecord]:
+        """Records of the run as a whole, after every case (the rule level's generated edge cases)."""
+        return []
+
+    def new_result(self, impl_name: str, profile: Profile) -> SuiteResult:
+        return SuiteResult(level=self.name, impl=impl_name, profile=profile)
+
+    def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
+        """Level-specific fields of the finished result (findings, evidence, reasons)."""
+
+    # --- reports and the mutant zoo --------------------------------------------------------------------
+    def summary(self, result: SuiteResult) -> str:
+        """The text `exactspec certify` and the pytest summary print."""
+        return f"exactspec {self.name} level: {result.impl} [profile {result.profile.name}] -> {result.verdict}"
+
+    def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
+        """certificate.json and CERTIFICATE.md (and plots) of `result` under `out_dir`."""
+        raise NotImplementedError
+
+    def mutants(self) -> list[Subject]:
+        """The level's kill-table rows: its mutants, then its valid variants."""
+        return []
+
+    def first_token_failure(self, record: CheckRecord) -> bool:
+        """Would a test of the first emitted token alone (plus the contract) have failed this record?"""
+        return record.category == "contract"

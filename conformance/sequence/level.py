@@ -1,0 +1,220 @@
+"""The sequence level declared to the core (`core.level.Level`): whole generations on small models.
+
+Per case, by kind: ``greedy`` -- token-for-token equality with plain greedy decoding (hard); ``exact`` -- n
+sequences (planned on the enumerated sequence law, `registry`) and the law checks on them; ``pit`` -- the
+profile's number of sequences, the zero-probability check and the PIT checks. Every sampled case also gets the
+hard structure check. Samples come one `generate` call each, or as rows of `generate_batch` calls at the
+standard and full profiles (`draws`).
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ...errors import AdapterLoadError, ContractViolation, ExactspecError
+from ..core.level import REJECTED, Level, Subject
+from ..core.profiles import Profile
+from ..core.records import CheckRecord, case_seed, hard_result
+from ..core.report import SuiteResult
+from ..loader import call_implementation
+from .cases import CASES, REAL_CASES, Case
+from .registry import SEQUENCE_CHECKS, case_laws
+
+SUITE_VERSION = 4  # 4: cases on the core's driver (any executor); 3: generate_batch rows, case workers
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A generation-level adapter and its name in the report."""
+
+    adapter: Any
+    name: str
+
+
+class SequenceRun:
+    """One case being run: its models, seeds and settings; the samples, and what the checks add to the report."""
+
+    def __init__(self, subject: Generator, case: Case, profile: Profile) -> None:
+        from .models import case_models, eos_of
+
+        self.adapter, self.impl, self.case, self.profile = subject.adapter, subject.name, case, profile
+        self.settings = profile.sequence
+        self.target, self.draft, self.prompts = case_models(case)
+        self.vocab, self.eos = int(self.target.config.vocab_size), eos_of(self.target)
+        self.base = case_seed(case.name, "sequence")  # sample i uses seed base + i
+        self.info: dict[str, Any] = {}
+        self.evidence: dict[str, Any] = {}
+        self.laws: tuple = ()
+        self.rows: list = []
+        self.values: dict = {}
+
+    def generate(self, prompt: Sequence[int], k: int, seed: int) -> list[int]:
+        c = self.case
+        out = call_implementation(self.adapter.generate, self.target, self.draft, list(prompt), c.max_new_tokens, k,
+                                  c.sampling, seed)
+        return [int(t) for t in out]
+
+    def record(self, category: str, result: Any) -> CheckRecord:
+        return CheckRecord(self.impl, self.case.name, result.name, category, result)
+
+
+def _greedy(run: SequenceRun) -> list[CheckRecord]:
+    from .checks import plain_greedy
+
+    case, mismatches, n = run.case, [], 0
+    for k in case.ks:
+        for j in range(run.settings.greedy_prompts):
+            prompt = run.prompts[j % len(run.prompts)]
+            prompt = list(prompt) if j < len(run.prompts) else list(prompt[j % 3:]) + [j % run.vocab]
+            expected = plain_greedy(run.target, prompt, case.max_new_tokens)
+            got = run.generate(prompt, k, run.base + j)
+            n += 1
+            if got != expected:
+                first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+                mismatches.append({"k": k, "prompt": prompt[-12:], "expected": expected, "got": got,
+                                   "first_difference_at": first})
+    run.info["n"] = n
+    return [run.record("invariant", hard_result(
+        "greedy_equality", not mismatches, n, f"all {n} greedy outputs equal plain greedy decoding" if not mismatches
+        else f"{len(mismatches)} of {n} greedy outputs differ from plain greedy, e.g. {mismatches[0]}",
+        {"mismatches": mismatches[:10]}))]
+
+
+def _exact(run: SequenceRun, n: int) -> list[CheckRecord]:
+    from . import draws
+    from .checks import structure_check
+
+    case = run.case
+    run.laws = case_laws(case)
+    run.info.update(n=n, n_planned_for_target_tv=n, target_tv=run.settings.target_tv,
+                    min_expected=run.settings.min_expected(n))
+    run.rows, seeds = draws.draw_rows(run, n)
+    run.info["rows_per_call"] = draws.rows_used(run.adapter, run.settings.rows_per_call)
+    return [run.record("contract", structure_check([s for r in run.rows for s in r], case.max_new_tokens, run.eos,
+                                                   run.vocab, seeds * case.batch))]
+
+
+def _pit(run: SequenceRun, n: int) -> list[CheckRecord]:
+    from . import draws
+    from .checks import structure_check
+    from .pit import pit_of_samples
+
+    case, prompt = run.case, list(run.prompts[0])
+    samples, seeds = draws.draw(run, prompt, case.k, n)
+    run.info.update(n=n, rows_per_call=draws.rows_used(run.adapter, run.settings.rows_per_call))
+    structure = run.record("contract", structure_check(samples, case.max_new_tokens, run.eos, run.vocab, seeds))
+    zero_check, run.values = pit_of_samples(run.target, prompt, samples, seeds, case.sampling, run.base,
+                                            case.max_new_tokens)
+    return [structure, run.record("invariant", zero_check)]
+
+
+class SequenceLevel(Level):
+    """See the module docstring."""
+
+    name = "sequence"
+    checks = SEQUENCE_CHECKS
+    reference_spec = "reference"
+    default_impls = ("reference", "gpu_impl")
+    min_n = 200
+    threads = 1  # tiny models gain nothing from intra-op threads
+
+    def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list[Case]:
+        """Every case (quick: those marked in_quick); `names` may also name the real-model cases."""
+        if names is None:
+            return [c for c in CASES if profile.name != "quick" or c.in_quick]
+        known = {c.name: c for c in CASES + REAL_CASES}
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            raise ValueError(f"cases: unknown sequence-level case names {unknown}; known: {sorted(known)}")
+        return [c for c in CASES + REAL_CASES if c.name in set(names)]
+
+    def fixed_n(self, case: Case, profile: Profile) -> int | None:
+        if case.level == "pit":
+            return profile.sequence.real_sequences if case.models == "real" else profile.sequence.pit_sequences
+        return None
+
+    def max_n(self, profile: Profile) -> int | None:
+        return None  # never capped below the profile's target
+
+    def load(self, spec: str) -> Any:
+        from .adapters import load_adapter
+
+        adapter = load_adapter(spec)
+        if adapter is None:
+            raise AdapterLoadError(f"--impl {spec}: offers no generate(target, draft, prompt_ids, max_new_tokens, k, "
+                                   "sampling, seed): not a generation-level adapter")
+        return adapter
+
+    def subject(self, impl: Any, name: str) -> Generator:
+        return impl if isinstance(impl, Generator) else Generator(impl, name)
+
+    def sample(self, subject: Generator, case: Case, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
+        """The case's samples and hard records; output our code cannot even read is a contract violation."""
+        try:
+            run = SequenceRun(subject, case, profile)
+            hard = {"greedy": lambda: _greedy(run), "exact": lambda: _exact(run, plan["n"]),
+                    "pit": lambda: _pit(run, plan["n"])}[case.level]()
+        except ExactspecError:
+            raise
+        except Exception as error:  # noqa: BLE001 - e.g. an output of the wrong type: the case cannot be judged
+            raise ContractViolation(f"the case could not run on this adapter's output: {type(error).__name__}: "
+                                    f"{error}\n{traceback.format_exc(limit=6)[-3000:]}") from error
+        return run, hard
+
+    def case_entry(self, case: Case, sample: Any, records: list[CheckRecord]) -> dict:
+        return {"name": case.name, "case": case.name, "level": case.level, "what": case.what,
+                "params": case.params(), "status": "ok", **(sample.info if sample is not None else {}),
+                "evidence": sample.evidence if sample is not None else {},
+                "checks": [r.to_dict() for r in records], "passed": all(r.passed for r in records)}
+
+    def about(self, impl: Any) -> tuple[list[str], dict]:
+        adapter = impl.adapter if isinstance(impl, Generator) else impl
+        notes = [n for n in [getattr(adapter, "notes", "")] if n]
+        return notes, {"description": getattr(adapter, "description", "")}
+
+    def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
+        for entry in result.cases:
+            if entry.get("status") == "unsupported":
+                entry["passed"] = None
+        result.extra.update({"suite_version": SUITE_VERSION, "real_model": any(c.models == "real" for c in cases),
+                             "rows_per_call": result.profile.sequence.rows_per_call,
+                             "failed_cases": [c["name"] for c in result.cases if c.get("passed") is False],
+                             "unsupported_cases": [c["name"] for c in result.cases if c["status"] == "unsupported"]})
+
+    def summary(self, result: SuiteResult) -> str:
+        failed = result.extra.get("failed_cases") or []
+        return (f"exactspec certify (sequence level): {result.impl} [profile {result.profile.name}] -> {result.verdict}"
+                f" -- {len(result.records)} checks on {len(result.cases)} cases, {result.seconds:.1f} s"
+                + (f"; failed cases: {', '.join(failed)}" if failed else ""))
+
+    def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
+        from .report import write_report
+
+        return write_report(result, out_dir, impl_spec)
+
+    def mutants(self) -> list[Subject]:
+        from .mutants import BENIGN, MUTANTS
+        from .reference_loop import ReferenceLoop
+
+        one_line = lambda text: " ".join((text or "").split())  # noqa: E731
+        rows = [Subject(m.name, "mutant", one_line(m.__doc__), (REJECTED,), m) for m in MUTANTS]
+        rows.append(Subject(ReferenceLoop.name, "valid", "Valid: " + one_line(ReferenceLoop.__doc__), ("CERTIFIED",),
+                            ReferenceLoop))
+        return rows + [Subject(b.name, "valid", one_line(b.__doc__), ("CERTIFIED",), b) for b in BENIGN]
+
+    def first_token_failure(self, record: CheckRecord) -> bool:
+        """Contract failures fail any test; greedy and zero-probability failures at position 0; position-0 laws."""
+        details = record.result.details or {}
+        if record.category == "contract" or record.check == "structure" or record.check.startswith("position_0_"):
+            return True
+        if record.check == "greedy_equality":
+            return any(m.get("first_difference_at") == 0 for m in details.get("mismatches", []))
+        if record.check == "zero_probability_tokens":
+            return any(e.get("position") == 0 for e in details.get("examples", []))
+        return False
+
+
+LEVEL = SequenceLevel()

@@ -1,0 +1,114 @@
+"""The tree level declared to the core (`core.level.Level`): one round of tree verification per call.
+
+Per case: the hard invariants and determinism, then n rounds on fresh trees (planned from the registered
+checks, `registry.TREE_CHECKS`) on which the registry's checks run. Where only standard-rule checks failed on
+a case, its exactness checks run again on `CONFIRM_FACTOR` x n fresh rounds (marked ``confirmatory``); together
+they run at the rate of that case's standard-rule checks, so the run's total false-fail rate stays the stated
+one. That confirmation is what lets the verdict be EXACT_NOT_STANDARD rather than INCONCLUSIVE.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..core.contract import determinism_check, guard
+from ..core.level import Level, Subject
+from ..core.profiles import Profile
+from ..core.records import CheckRecord, case_seed
+from ..core.report import SuiteResult
+from . import checks
+from .adapters import DEFAULT_TREE_IMPLS
+from .cases import TreeCase, cases_for
+from .harness import TreeHarness
+from .registry import TREE_CHECKS, TreeSample
+
+#: Confirmatory reruns take this many times the case's planned rounds.
+CONFIRM_FACTOR = 4
+
+
+class TreeLevel(Level):
+    """See the module docstring."""
+
+    name = "tree"
+    checks = TREE_CHECKS
+    reference_spec = "exactspec.conformance.tree.adapters:TreeReference"
+    default_impls = DEFAULT_TREE_IMPLS
+
+    def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list[TreeCase]:
+        cases = cases_for(profile.name)
+        if names is None:
+            return cases
+        unknown = sorted(set(names) - {c.name for c in cases})
+        if unknown:
+            raise ValueError(f"cases: unknown tree-level case names {unknown} at profile {profile.name}; known: "
+                             f"{[c.name for c in cases]}")
+        return [c for c in cases if c.name in set(names)]
+
+    def subject(self, impl: Any, name: str) -> TreeHarness:
+        return impl if isinstance(impl, TreeHarness) else TreeHarness(impl, name)
+
+    def invariants(self, subject: TreeHarness, case: TreeCase, profile: Profile) -> list[CheckRecord]:
+        """Invariants and determinism (and the per-tree path when the batched form is offered)."""
+        n, seed, name = profile.tree.invariant_rounds, case_seed(case.name, "tree-invariants"), subject.name
+        first, err = guard(name, case.name, "invariants", lambda: subject.run(case, n, seed))
+        if err:
+            return [err]
+        out = [checks.invariant_check(name, first)]
+        again, err = guard(name, case.name, "determinism", lambda: subject.run(case, n, seed))
+        out.append(err or determinism_check(name, case.name, first.tokens, again.tokens, first.n))
+        if subject.has_batch:
+            single, err = guard(name, case.name, "single_tree_path", lambda: subject.run(case, n, seed + 1, single=True))
+            out.append(err or checks.invariant_check(name, single, "single_tree_path"))
+        return out
+
+    def sample(self, subject: TreeHarness, case: TreeCase, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
+        rounds, err = guard(subject.name, case.name, "statistical",
+                            lambda: subject.run(case, plan["n"], case_seed(case.name, "tree")))
+        if err:
+            return None, [err]
+        record = checks.invariant_check(subject.name, rounds, "invariants_statistical_rounds")
+        record.result.details["seconds"] = rounds.seconds
+        return TreeSample(subject.name, rounds), [record]
+
+    def case_entry(self, case: TreeCase, sample: Any, records: list[CheckRecord]) -> dict:
+        return case.summary()
+
+    def confirm(self, subject: TreeHarness, case: TreeCase, profile: Profile, records: list[CheckRecord],
+                rate: float, plan: dict) -> tuple[list[CheckRecord], list[str]]:
+        """The case's exactness checks on CONFIRM_FACTOR x n fresh rounds, at the case's standard-rule share."""
+        standard = [r for r in records if r.category == "standard_rule"]
+        seed = case_seed(case.name, "tree-confirm")
+        rounds, err = guard(subject.name, case.name, "confirm", lambda: subject.run(case, CONFIRM_FACTOR * plan["n"], seed))
+        if err:
+            return [err], []
+        each = rate * len(standard) / (case.max_length + int(case.stream_enumerable))
+        out = checks.position_checks(subject.name, rounds, each, profile, prefix="confirm_", confirm=True)
+        if case.stream_enumerable:
+            out.append(checks.completed_stream_check(subject.name, rounds, each, profile, seed,
+                                                     "confirm_completed_stream", confirm=True))
+        return out, []
+
+    def summary(self, result: SuiteResult) -> str:
+        from .report import format_summary
+
+        return format_summary(result)
+
+    def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
+        from .report import write_tree_report
+
+        return write_tree_report(result, out_dir, impl_spec=impl_spec)
+
+    def mutants(self) -> list[Subject]:
+        from .adapters import TreeReference
+        from .mutants import TREE_MUTANTS
+
+        rows = [Subject(m.name, "mutant", m.what, (m.expected,), (lambda m=m: m)) for m in TREE_MUTANTS]
+        return rows + [Subject("TreeReference", "valid", "Valid: exactspec's NumPy multi-round tree rule",
+                               ("CERTIFIED",), TreeReference)]
+
+    def first_token_failure(self, record: CheckRecord) -> bool:
+        return record.category == "contract" or record.check in ("position_1", "invariants", "determinism")
+
+
+LEVEL = TreeLevel()
