@@ -46,7 +46,7 @@ from ..stat_tests.gof import gof_bins
 from ..stat_tests.lr_tail import _window, lr_tail_bound
 from .core.levels import LEVELS, check_level, get_level
 from .core.planning import plan_case
-from .core.profiles import PROFILE_NAMES, get_profile
+from .core.profiles import PROFILE_NAMES, EngineSettings, get_profile
 from .core.registry import budget_for, planned_checks
 
 #: Test kinds whose guarantee is stated, not computed: kind -> (how, guarantee).
@@ -149,7 +149,7 @@ def level_rows(level_name: str, profile_name: str) -> tuple[list[dict], float]:
             for plan in check.plans(case, prof):
                 n_test = None if n is None else n * plan.reach
                 me = plan.min_expected if plan.min_expected is not None else (
-                    settings.min_expected(int(n_test or 0)) if callable(getattr(settings, "min_expected", None)) else 0.0)
+                    0.0 if isinstance(settings, EngineSettings) else settings.min_expected(int(n_test or 0)))
                 law = plan.law_for(n_test) if n_test is not None else None
                 rows.append(check_row(level_name, case.name, plan.name, law, n_test, me, rate,
                                       prof.false_pass_rate, plan.test))

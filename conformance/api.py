@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal, Sequence, cast
 
 from ..errors import AdapterLoadError
 from .core.driver import run_level
-from .core.executor import case_executor
+from .core.executor import case_executor, module_file
 from .core.level import CaseOutcome
 from .core.levels import get_level
 from .core.report import SuiteResult, document
@@ -128,7 +128,8 @@ def certify(impl: Any, level: str = "auto", profile: str = "standard", *, cases:
     level_name, obj, name, spec = resolve(impl, level)
     lvl = get_level(level_name)
     selected = None if cases is None else lvl.select_cases(_profile(profile), obj, list(cases))
-    with case_executor(workers, scheduler) as executor:
+    upload = [path for path in [module_file(spec)] if path is not None and scheduler]
+    with case_executor(workers, scheduler, upload) as executor:
         result = run_level(lvl, obj, name, profile=profile, cases=selected, executor=executor, fail_fast=fail_fast,
                            spec=spec, extras=hypothesis, progress=progress)
     return Certificate(result, spec or name)

@@ -104,7 +104,8 @@ def _rates(pvals: list[float], n_tests: int = 1) -> dict:
 
 def summarize(raw: dict) -> dict:
     """Per-check and per-tail rejection rates with Clopper-Pearson intervals."""
-    checks, pooled = [], defaultdict(list)
+    checks: list[dict] = []
+    pooled: defaultdict[str, list[float]] = defaultdict(list)
     n_tests = len(raw["pvalues"]) * len(ALPHAS)
     for key, pv in sorted(raw["pvalues"].items()):
         n, bins, tail = raw["info"][key]

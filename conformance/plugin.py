@@ -160,7 +160,8 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("impl_spec", level_params(metafunc.config, level), scope="session")
     if "any_impl_spec" in metafunc.fixturenames:
         specs = impl_specs(metafunc.config)
-        metafunc.parametrize("any_impl_spec", specs or [pytest.param(None, marks=pytest.mark.skip(
+        params: list[Any] = list(specs)
+        metafunc.parametrize("any_impl_spec", params or [pytest.param(None, marks=pytest.mark.skip(
             reason="no --exactspec-impl given: nothing to load"))], ids=[_short(s) for s in specs] or None)
     if "case" in metafunc.fixturenames and level == "rule":
         cases = suite_cases(metafunc.config)
@@ -253,9 +254,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             terminalreporter.write_line(f"  report: {paths['markdown']}")
 
 
-def certify_level_test(level: str, spec: str, request, record_property) -> None:
-    """The body of a whole-level test: certify `spec` at `level` and the run's profile, record the verdict in the
-    JUnit properties, write the certificate under --exactspec-report, fail unless the verdict is a pass."""
+#: The verdicts a whole-level pytest test passes on (EXACT_NOT_STANDARD is exact; the report says it is not the
+#: standard rule).
+PASSING = ("CERTIFIED", "EXACT_NOT_STANDARD")
+
+
+def certify_level(level: str, spec: str, request, record_property) -> Any:
+    """Certify `spec` at `level` and the run's profile, record the verdict in the JUnit properties and write the
+    certificate under --exactspec-report; the `Certificate`."""
     import os
 
     from .api import certify
@@ -267,7 +273,10 @@ def certify_level_test(level: str, spec: str, request, record_property) -> None:
     out_dir = request.config.getoption("--exactspec-report")
     if out_dir:
         cert.write(os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", spec) + f"-{level}"))
-    if cert.verdict not in ("CERTIFIED", "EXACT_NOT_STANDARD"):
-        failed = [f"{r.case}/{r.check}: {r.result.message}" for r in cert.result.counted if not r.passed]
-        pytest.fail(f"{spec}: {cert.verdict} at the {level} level:\n" + "\n".join(failed[:10] + cert.reasons[:5]),
-                    pytrace=False)
+    return cert
+
+
+def failures(cert: Any) -> str:
+    """The counted failures and reasons of a certificate, one per line (what a failing test prints)."""
+    failed = [f"{r.case}/{r.check}: {r.result.message}" for r in cert.result.counted if not r.passed]
+    return f"{cert.verdict} at the {cert.level} level:\n" + "\n".join(failed[:10] + cert.reasons[:5])

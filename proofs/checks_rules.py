@@ -133,10 +133,10 @@ def _grid_round(index: int, p, q, verify_batch_fn, sampler_match_fn, greedy_fn) 
     k, vocab = (1 if index % 2 == 0 else 2), len(p)
     p_rows, q_rows = [p] * k + [p], [q] * k  # the bonus row is p too
     m_accept = _lcm_denominators([px / qx for px, qx in zip(p, q) if qx > 0 and px < qx] or [1])
-    m_final = _lcm_denominators(standard_kernel(p, q)[0][1] + list(p))
+    m_final = _lcm_denominators([*standard_kernel(p, q)[0][1], *p])
     if m_accept**k * m_final > 200_000:
         return False
-    drafts = [(x,) for x in range(vocab) if q[x] > 0]
+    drafts: list[tuple[int, ...]] = [(x,) for x in range(vocab) if q[x] > 0]
     for _ in range(k - 1):
         drafts = [d + (x,) for d in drafts for x in range(vocab) if q[x] > 0]
     law = _batch_grid_law(verify_batch_fn, p_rows, q_rows, drafts, m_accept, m_final)
@@ -194,6 +194,7 @@ def inexact_rules_counterexamples(kernels: dict | None = None, cases: int = 200,
                 if distance > worst:
                     worst, witness = distance, (case, p, q)
             expect(worst > min_tv, f"{name}: no counter-example found in {len(pairs)} cases (max TV {fmt(worst)})")
+            assert witness is not None  # worst > min_tv (>= 0): some case set it
             case, p, q = witness
             details.append(f"{name}: max TV {fmt(worst)} at {case} p={[str(v) for v in p]} q={[str(v) for v in q]}")
         return len(pairs) * len(kernels), "; ".join(details)

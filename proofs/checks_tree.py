@@ -20,7 +20,8 @@ EXTRA_SHAPES = (([2, 3], True, 3, 1), ([3, 2], False, 4, 3), ([4, 1], False, 5, 
 def _tree_cases() -> list[tuple[str, object, ContextRows, bool]]:
     from ..conformance.tree.cases import TREE_CASES
 
-    cases = [(c.name, c.parent, c.model, c.replacement) for c in TREE_CASES if c.enumerable]
+    cases: list[tuple[str, object, ContextRows, bool]] = [(c.name, c.parent, c.model, c.replacement)
+                                                          for c in TREE_CASES if c.enumerable]
     for i, (branching, replacement, vocab, support) in enumerate(EXTRA_SHAPES):
         for by in ("path", "depth"):
             model = ContextRows(vocab_size=vocab, seed=100 + i, by=by, q_zeros=0.25, min_support=support)

@@ -94,7 +94,7 @@ def standard_kernel(p: Sequence, q: Sequence) -> list[tuple[Any, Sequence]]:
 
 def sampler_match_kernel(p: Sequence, q: Sequence) -> list[tuple[Any, Sequence]]:
     """y ~ p, accept iff y == x: a_x = p(x); on rejection y ~ p conditioned on y != x."""
-    out = []
+    out: list[tuple[Any, Sequence]] = []
     for x, px in enumerate(p):
         rest = [F0 if y == x else py / (1 - px) for y, py in enumerate(p)] if px < 1 else list(p)
         out.append((px, rest))

@@ -65,7 +65,7 @@ class CheckFailure(Exception):
     """Raised inside a check to stop at the first failing case with a precise message."""
 
 
-def expect(condition: bool, message: str) -> None:
+def expect(condition: object, message: str) -> None:
     """Stop the running check with `message` unless `condition` holds."""
     if not condition:
         raise CheckFailure(message)

@@ -20,7 +20,7 @@ from .validation import as_prob_array, as_rational_rows, check_round_shapes, is_
 MAX_BRANCHES = 2_000_000
 
 
-def acceptance_rate(p: Any, q: Any) -> float:
+def acceptance_rate(p: Any, q: Any) -> Any:
     """alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q): the chance one draft token x ~ q is accepted.
 
     Works on single rows (V,) or on stacks of rows (..., V), returning one rate per row.

@@ -38,7 +38,7 @@ def _check_acceptance_rates(acceptance_rates: Any) -> np.ndarray:
     return np.minimum(array, 1.0)
 
 
-def tokens_law_per_position(acceptance_rates: Sequence[float]) -> np.ndarray:
+def tokens_law_per_position(acceptance_rates: Sequence[float] | np.ndarray) -> np.ndarray:
     """P(N = n), n = 1..k+1, for per-position acceptance rates alpha_1..alpha_k."""
     a = _check_acceptance_rates(acceptance_rates)
     survive = np.concatenate([[1.0], np.cumprod(a)])  # P(N > n - 1) = prod_{i<n} alpha_i
@@ -52,7 +52,7 @@ def tokens_law(acceptance_rate: float, k: int) -> np.ndarray:
     return tokens_law_per_position([_check_acceptance_rate(acceptance_rate)] * check_k(k))
 
 
-def expected_tokens_per_position(acceptance_rates: Sequence[float]) -> float:
+def expected_tokens_per_position(acceptance_rates: Sequence[float] | np.ndarray) -> float:
     """E[N] = 1 + sum_j prod_{i<=j} alpha_i for per-position acceptance rates."""
     a = _check_acceptance_rates(acceptance_rates)
     return float(1.0 + np.cumprod(a).sum())
@@ -66,7 +66,7 @@ def expected_tokens(acceptance_rate: float, k: int) -> float:
     return (1.0 - acceptance_rate ** (k + 1)) / (1.0 - acceptance_rate)
 
 
-def tokens_mean_variance(law: Sequence[float]) -> tuple[float, float]:
+def tokens_mean_variance(law: Sequence[float] | np.ndarray) -> tuple[float, float]:
     """Mean and variance of N from its law over n = 1..len(law)."""
     probs = np.asarray(law, dtype=np.float64)
     n = np.arange(1, probs.size + 1)

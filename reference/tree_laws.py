@@ -28,6 +28,8 @@ class _Arithmetic:
     """Float or Fraction versions of the few operations the walk needs."""
 
     def __init__(self, model: ContextRows, rational: bool):
+        self.zero: Any
+        self.one: Any
         self.zero, self.one = (Fraction(0), Fraction(1)) if rational else (0.0, 1.0)
         self.rational, self.model = rational, model
         self.cache: dict[tuple[int, ...], tuple[list, list]] = {}

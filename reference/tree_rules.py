@@ -72,7 +72,7 @@ def walk_tree(tree: DraftTree, rng: np.random.Generator, rule: SiblingRule = STA
         accepted = None
         for child in tree.children(node):
             x = int(tree.tokens[child])
-            u = coin if shared_coin else rng.random()
+            u = rng.random() if coin is None else coin
             if u < rule.accept(p, q, x):
                 accepted = int(child)
                 break

@@ -10,7 +10,7 @@ bonus row); row c of `draft_probs` is the q that the children of c were drawn fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,7 @@ class DraftTree:
     target_probs: np.ndarray
     draft_probs: np.ndarray
     replacement: bool = True
+    _children: tuple[np.ndarray, ...] = field(init=False, repr=False, compare=False)  # set in __post_init__
 
     def __post_init__(self) -> None:
         parent = _check_parent(self.parent)

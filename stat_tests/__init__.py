@@ -25,6 +25,7 @@ from .gof import chisquare_gof, zero_probability_check
 from .guarded import lr_gof_or_zero, pit_ks_or_fail
 from .lr_gof import assert_multinomial_lr, min_discrepancy_multinomial_lr, min_num_samples_multinomial_lr
 from .lr_tail import lr_critical_value, lr_pvalue, lr_tail_bound
+from .permutation import permutation_homogeneity, pooled_bins
 from .pit import pit_uniformity_test, pit_values
 from .power import chisquare_power, detectable_tv, required_samples
 from .result import TestResult
@@ -35,7 +36,7 @@ __all__ = [
     "TestResult", "chisquare_gof", "multinomial_exact_test", "zero_probability_check",
     "pit_values", "pit_uniformity_test", "tokens_per_round_test", "mean_tokens_test",
     "two_sample_chisquare", "required_samples", "detectable_tv", "chisquare_power",
-    "ErrorBudget", "clopper_pearson", "plan_gof", "lr_gof_or_zero", "pit_ks_or_fail", "assert_multinomial_lr", "min_discrepancy_multinomial_lr",
+    "ErrorBudget", "clopper_pearson", "permutation_homogeneity", "pooled_bins", "plan_gof", "lr_gof_or_zero", "pit_ks_or_fail", "assert_multinomial_lr", "min_discrepancy_multinomial_lr",
     "min_num_samples_multinomial_lr", "lr_pvalue", "lr_tail_bound", "lr_critical_value",
 ]
 

@@ -55,3 +55,18 @@ def pool_bins(p: np.ndarray, n: float, min_expected: float) -> tuple[np.ndarray,
     bin_of_token[order] = labels
     bin_prob = np.bincount(labels, weights=p[order], minlength=n_bins)
     return bin_of_token, bin_prob
+
+
+def with_unseen_category(probs: np.ndarray) -> np.ndarray:
+    """A law on known outcomes plus one empty category for every outcome it gives probability 0 (an outcome a
+    rule never emits lands there and fails the test), renormalised."""
+    law = np.append(np.asarray(probs, dtype=np.float64), 0.0)
+    return law / law.sum()
+
+
+def drop_rounding_mass(probs: np.ndarray, floor: float = 1e-12) -> np.ndarray:
+    """`probs` with the entries below `floor` set to 0 and renormalised: mass that exists only by rounding
+    (an acceptance rate of 1 computed as 1 - 1e-16) is not an outcome a test may expect."""
+    law = np.array(probs, dtype=np.float64)
+    law[law < floor] = 0.0
+    return law / law.sum()

@@ -70,7 +70,8 @@ def pit_uniformity_test(u, false_fail_rate=None, *, false_pass_rate: float = 0.0
     """Test that PIT values are iid U(0,1): Kolmogorov-Smirnov ("ks") or equal-cell
     chi-square ("chisquare", ``bins`` cells, default min(100, n // min_expected)).
 
-    KS: ``detectable_tv`` is NaN (KS bounds Kolmogorov distance, which is <= TV);
+    KS: the exact finite-n law of D (scipy's `kstwo`, Simard & L'Ecuyer), so the false-fail rate is exact for
+    continuous U; ``detectable_tv`` is NaN (KS bounds Kolmogorov distance, which is <= TV);
     details['detectable_kolmogorov'] is the distance detected w.p. >= 1 - false_pass_rate via DKW.
     Chi-square: ``detectable_tv`` is the TV of the binned law of U.
     """
@@ -86,7 +87,7 @@ def pit_uniformity_test(u, false_fail_rate=None, *, false_pass_rate: float = 0.0
     if method == "ks":
         if n < 2:
             raise ValueError(f"u: n={n} too small for KS (need >= 2)")
-        res = stats.kstest(uu, "uniform")
+        res = stats.kstest(uu, "uniform", method="exact")  # the finite-n law (kstwo), never the asymptotic one
         crit = float(stats.kstwo.isf(a, n))
         d = crit + math.sqrt(math.log(2.0 / be) / (2.0 * n))
         passed = bool(res.pvalue >= a)

@@ -1,25 +1,19 @@
-"""Engine-level meta-test: exactspec's own generators and every generation-level mutant, served over the
-llama.cpp protocol (`conformance.engine.serve`), sampled by `exactspec engine collect` and judged by
-`certify-samples` (quick profile).
+"""Engine-level meta-test: the engine level's mutant zoo (`conformance.engine.mutants`: exactspec's own
+generators and every generation-level mutant, served over the llama.cpp protocol, sampled by the collector and
+judged by the engine level at the quick profile), with each mutant's deviation measured.
 
-One reference server (exactspec's plain loop, speculation off) answers for every candidate: its
-completions and its teacher-forced reports are collected once and shared. Candidates: the speculative
-generator (gpu_impl), the textbook speculative loop, the plain loop served against itself, and every
-generation-level mutant. Each mutant's deviation from the target law is measured on the bins each check
-used: the target's per-bin mass exactly (the sequence level's enumerated law), the mutant's from an
-independent direct simulation, lowered by a rigorous sampling margin. A mutant whose deviation lower bound
-exceeds a check's stated detectable TV must be rejected; one below every stated detectable TV may pass,
-and the test records that instead of asserting.
-
-Sizes come from the detectable TV wanted (TARGET_TV on the tuple check), not more; every request is bounded
-in count and time by the collector.
+One reference server (exactspec's plain loop, speculation off) answers for every candidate (the zoo's shared
+reference). Each mutant's deviation from the target law is measured on the bins each check used: the target's
+per-bin mass exactly (the sequence level's enumerated law), the mutant's from an independent direct
+simulation, lowered by a rigorous sampling margin. A mutant whose deviation lower bound exceeds a check's stated
+detectable TV must be rejected; one below every stated detectable TV may pass, and the test records that
+instead of asserting.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -27,85 +21,39 @@ pytest.importorskip("torch")
 for _module in ("uvicorn", "starlette", "httpx", "tenacity"):  # the `engine` extra
     pytest.importorskip(_module)
 
+from exactspec.conformance.engine import mutants as zoo  # noqa: E402
 from exactspec.conformance.engine.level import certify_samples  # noqa: E402
-from exactspec.conformance.engine.collect import Settings, collect_samples  # noqa: E402
-from exactspec.conformance.engine.client import SamplerChain  # noqa: E402
-from exactspec.conformance.engine.samples import read_samples  # noqa: E402
-from exactspec.conformance.engine.serve import EngineServer, sampling_from_request  # noqa: E402
-from exactspec.conformance.engine.served_models import make_backend  # noqa: E402
-from exactspec.conformance.engine.two_sample import pooled_bins  # noqa: E402
-from exactspec.conformance.sequence.cases import PROMPT_A, PROMPT_B  # noqa: E402
+from exactspec.conformance.engine.mutant_backends import make_backend  # noqa: E402
+from exactspec.conformance.engine.mutant_server import EngineServer, sampling_from_request  # noqa: E402
+from exactspec.conformance.sequence.cases import PROMPT_A  # noqa: E402
 from exactspec.conformance.sequence.exact_law import sequence_law  # noqa: E402
 from exactspec.conformance.sequence.models import tiny_pair  # noqa: E402
 from exactspec.conformance.sequence.mutants import MUTANTS  # noqa: E402
 from exactspec.reference.warping import SamplingParams  # noqa: E402
-from exactspec.stat_tests import detectable_tv  # noqa: E402
+from exactspec.stat_tests.permutation import pooled_bins  # noqa: E402
 
 PROFILE = "quick"
-CHAIN = SamplerChain(temperature=0.5, top_k=3, max_tokens=4)  # T != 1 and a top-k: what most mutants need
+CHAIN, K, EOS, MODEL_NAME = zoo.CHAIN, zoo.K, zoo.EOS, zoo.MODEL_NAME
 SAMPLING = sampling_from_request(CHAIN.request())  # the server's reading of the chain the collector sends
-K = 2  # drafts per round: a bonus token and a second round inside the 4 compared positions
-EOS = 4  # a likely token under top-k 3, so EOS falls inside drafts
-MODEL_NAME = "tiny-llama-v6-seed14"
-SPECULATION = {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": False}
-PROMPTS = [{"prompt_id": "A", "prompt_tokens": list(PROMPT_A)}]
-#: Sizing: quick spends 1e-3 over 7 checks of the one prompt (4 marginals, the tuple, reported probs, PIT);
-#: the reference sample is shared, so it is larger and each candidate needs fewer samples for the same n_eff.
-TARGET_TV, TARGET_BINS, N_CHECKS, BETA = 0.2, 20, 7, 1e-3
-N_REFERENCE = 2000
 N_SIM = 3000  # direct (no HTTP) samples of each mutant to estimate its law
 SIM_CONFIDENCE = 1e-3
-TIME_LIMIT_S = 600.0
-
-
-def candidate_size(n_reference: int = N_REFERENCE) -> int:
-    """Smallest candidate n whose tuple check (TARGET_BINS bins) detects TARGET_TV at the quick level."""
-    level = 1e-3 / N_CHECKS
-    n_eff = next(n for n in range(50, 10_000, 10) if detectable_tv(n, TARGET_BINS, level / 2, BETA / 2) <= TARGET_TV)
-    if n_eff >= n_reference:
-        raise ValueError(f"n_reference={n_reference} is too small for n_eff={n_eff}")
-    return math.ceil(n_eff * n_reference / (n_reference - n_eff))
-
-
-def settings(n_seeds: int, seed_start: int = 1) -> Settings:
-    """Candidates get seeds disjoint from the reference's (independent samples; no seed coupling is claimed)."""
-    return Settings(chain=CHAIN, n_seeds=n_seeds, seed_start=seed_start, concurrency=4, max_requests=3 * N_REFERENCE,
-                    time_limit_s=TIME_LIMIT_S, model_name=MODEL_NAME, speculation=SPECULATION,
-                    teacher_n_probs=6, engine_name="exactspec-serve")
-
-
-def backend(kind: str):
-    target, draft = tiny_pair(eos_token_id=EOS)
-    companion = PROMPT_B if kind == "mutant-batch-rows-swapped" else None
-    return make_backend(kind, target, draft, k=K, companion=companion)  # "plain" ignores k and the draft
+backend = zoo.backend
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, one_torch_thread):
-    """The reference server (plain loop) and its shared sample directory, alive for the whole module."""
-    ref_dir = tmp_path_factory.mktemp("engine_reference")
-    with EngineServer(backend("plain"), model_name=MODEL_NAME) as server:
-        status = collect_samples(PROMPTS, ref_dir, settings(N_REFERENCE), reference_url=server.base_url)
-        assert status == 0, "the reference collection did not finish within its bounds"
-        yield server, ref_dir
+def reference(one_torch_thread):
+    """The zoo's shared reference server and samples (stopped at exit)."""
+    return zoo.shared_reference()
 
 
-def serve_and_certify(kind: str, reference, tmp_path: Path):
-    """Serve `kind`, collect its samples, teacher-force the reference on them, certify: (result, candidate file)."""
-    server, ref_dir = reference
-    with EngineServer(backend(kind), model_name=MODEL_NAME) as candidate_server:
-        status = collect_samples(PROMPTS, tmp_path, settings(candidate_size(), N_REFERENCE + 1),
-                                 candidate_url=candidate_server.base_url)
-    assert status == 0, f"{kind}: the candidate collection did not finish within its bounds"
-    status = collect_samples(PROMPTS, ref_dir, settings(N_REFERENCE), reference_url=server.base_url,
-                             teacher_force=tmp_path / "candidate.jsonl")
-    assert status == 0, f"{kind}: teacher forcing did not finish within its bounds"
-    ref, cand = read_samples(ref_dir / "reference.jsonl"), read_samples(tmp_path / "candidate.jsonl")
-    result = certify_samples(ref, cand, PROFILE)
+def serve_and_certify(kind: str, reference, tmp_path):
+    """Serve `kind`, collect its samples, teacher-force the reference on them, certify: (result, ref, cand)."""
+    pair = reference.pair(kind, tmp_path)
+    result = certify_samples(pair.reference, pair.candidate, PROFILE)
     levels = {r.result.false_fail_rate for r in result.records if r.statistical}
-    assert levels and all(x == pytest.approx(1e-3 / N_CHECKS) for x in levels), \
-        f"the sizing assumed {N_CHECKS} checks at quick, got per-check levels {levels}"
-    return result, ref, cand
+    assert levels and all(x == pytest.approx(1e-3 / zoo.N_CHECKS) for x in levels), \
+        f"the sizing assumed {zoo.N_CHECKS} checks at quick, got per-check levels {levels}"
+    return result, pair.reference, pair.candidate
 
 
 def _category(check: str):
@@ -148,7 +96,7 @@ def assert_certified(result) -> None:
 def test_correct_generator_certified(kind, reference, tmp_path):
     result, _, cand = serve_and_certify(kind, reference, tmp_path)
     assert_certified(result)
-    assert len([c for c in cand.completions if c.repeat == 0]) == candidate_size()
+    assert len([c for c in cand.completions if c.repeat == 0]) == zoo.candidate_size()
 
 
 @pytest.mark.slow

@@ -45,8 +45,9 @@ class TorchTreeVerifier:
         seed = int(validation.check_rng(rng).integers(2**63))
         generator = self._torch.Generator(device=self.device).manual_seed(seed)
         rows = [(t.parent, t.tokens, t.target_probs, t.draft_probs, t.replacement) for t in trees]
-        padded = self._sampler.pad_trees(rows, self.device, self.dtype)
-        out, counts = self._sampler.verify_tree_batch(*padded, generator=generator)
+        parent, tokens, target, draft, mask, replacement = self._sampler.pad_trees(rows, self.device, self.dtype)
+        out, counts = self._sampler.verify_tree_batch(parent, tokens, target, draft, mask, replacement,
+                                                      generator=generator)
         out, counts = out.cpu().tolist(), counts.cpu().tolist()
         return [row[:count] for row, count in zip(out, counts)]
 

@@ -101,6 +101,10 @@ class _HFSpeculativeSampling:
             torch.set_num_threads(threads)
         return tokens[0].tolist()
 
+    @property
+    def certificate_notes(self) -> list[str]:
+        return _notes(self)
+
 
 class Standard(_HFSpeculativeSampling):
     """Standard (lossless) mode; acceptance coins drawn from the suite's rng."""
@@ -142,7 +146,7 @@ def _notes(self) -> list[str]:
         tvs = {c.name: 0.5 * float(np.abs(_ensemble_first_token_law(c.target_probs[0], c.draft_probs[0],
                                                                    self.ensemble_weight) - c.target_probs[0]).sum())
                for c in CURATED}
-        worst = max(tvs, key=tvs.get)
+        worst = max(tvs, key=tvs.__getitem__)
         notes.append(f"{ENSEMBLE_PARAM}={self.ensemble_weight}: verification against v = w p + (1-w) q (DIVERSE, "
                      f"static ensemble). Predicted exact TV(first token, p_1) per case: "
                      + ", ".join(f"{k} {v:.4f}" for k, v in tvs.items()) + f" (largest: {worst}).")
@@ -152,5 +156,3 @@ def _notes(self) -> list[str]:
                      "to sampling, shown by the adversarial Generator. The standard rule needs u < p/q.")
     return notes
 
-
-_HFSpeculativeSampling.certificate_notes = property(_notes)

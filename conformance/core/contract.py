@@ -59,3 +59,9 @@ def guard(impl: str, case: str, check: str, fn: Callable[[], T]) -> tuple[T | No
     except ImplementationError as error:
         details = {"exception": error.exc_type, "traceback": error.traceback_text}
         return None, hard_failure(impl, case, check, "contract", f"{check}: FAIL: {error}", details)
+
+
+def failed(record: CheckRecord | None) -> CheckRecord:
+    """The record of a `guard` that returned no value (guard returns (value, None) or (None, record))."""
+    assert record is not None, "guard returned neither a value nor a failed record"
+    return record

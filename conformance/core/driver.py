@@ -24,7 +24,7 @@ from .level import CaseOutcome, Level
 from .levels import get_level
 from .planning import plan_case
 from .profiles import Profile, get_profile
-from .records import SEED_SALT_ENV, CheckRecord, hard_failure, verdict_of
+from .records import SEED_SALT_ENV, CheckRecord, hard_failure, set_seed_salt, verdict_of
 from .registry import budget_for, run_registered
 from .report import SuiteResult, summarize_budget
 
@@ -81,18 +81,11 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
 @contextmanager
 def _salted(salt: str) -> Iterator[None]:
     """This task's run salt (`core.records.case_seed`): a Dask worker does not inherit the driver's environment."""
-    old = os.environ.get(SEED_SALT_ENV)
-    if salt:
-        os.environ[SEED_SALT_ENV] = salt
-    else:
-        os.environ.pop(SEED_SALT_ENV, None)
+    old = set_seed_salt(salt)
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop(SEED_SALT_ENV, None)
-        else:
-            os.environ[SEED_SALT_ENV] = old
+        set_seed_salt(old)
 
 
 def case_records(level: Level, subject: Any, case: Any, profile: Profile, rate: float, plan: dict,
@@ -109,7 +102,8 @@ def case_records(level: Level, subject: Any, case: Any, profile: Profile, rate: 
 
 
 def _case_outcome(level: Level, subject: Any, task: CaseTask, profile: Profile) -> CaseOutcome:
-    outcome, sample, records = CaseOutcome(task.case.name, environment=environment()), None, []
+    outcome, sample = CaseOutcome(task.case.name, environment=environment()), None
+    records: list[CheckRecord] = []
     start = time.perf_counter()
     try:
         records, sample = case_records(level, subject, task.case, profile, task.rate, task.plan, task.fail_fast)

@@ -3,7 +3,8 @@
 * serially in this process (`workers` <= 1, no scheduler): the default of the library call;
 * in local worker processes (`workers` = N: a `ProcessPoolExecutor` with the spawn start method);
 * on a Dask cluster (`scheduler` = "tcp://host:8786": `distributed.Client(scheduler).get_executor()`), each
-  worker an installed copy of the same exactspec (the driver refuses results from a different version).
+  worker an installed copy of the same exactspec (the driver refuses results from a different version); an
+  adapter in a module file of its own is sent to the workers, an installed one must be installed there too.
 
 Every case runs on a fresh implementation instance, built from the adapter spec ("MODULE:NAME", loaded
 again where the case runs) or from a pickled copy of the object the caller passed; an object that cannot be
@@ -22,9 +23,12 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import get_context
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
+#: Seconds to reach a Dask scheduler before the run gives up (a usage error of `--scheduler`).
+CONNECT_TIMEOUT_S = 10
 
 
 @dataclass(frozen=True)
@@ -91,17 +95,33 @@ def _init_worker(threads: int) -> None:
     limit_threads(threads)
 
 
+def module_file(spec: str | None) -> Path | None:
+    """The source file of the adapter module "MODULE:NAME" names, when it is a single file outside any installed
+    package (a Dask worker cannot import it unless it is sent there); None otherwise."""
+    if not spec or ":" not in spec:
+        return None
+    module = sys.modules.get(spec.partition(":")[0])
+    path = Path(getattr(module, "__file__", None) or "")
+    if not path.is_file() or path.name == "__init__.py" or "site-packages" in path.parts:
+        return None
+    return path
+
+
 @contextmanager
-def case_executor(workers: int = 1, scheduler: str | None = None) -> Iterator[Executor | None]:
-    """The executor cases run on (None: serially in this process); see the module docstring."""
+def case_executor(workers: int = 1, scheduler: str | None = None,
+                  upload: Sequence[Path] = ()) -> Iterator[Executor | None]:
+    """The executor cases run on (None: serially in this process); see the module docstring. On a Dask cluster
+    the files in `upload` (an adapter's own module) are sent to every worker first (`Client.upload_file`)."""
     if scheduler:
         try:
             from distributed import Client
         except ImportError as error:
             raise ValueError(f"--scheduler needs Dask's `distributed` package (pip install 'exactspec[dask]'): "
                              f"{error}") from error
-        client = Client(scheduler, set_as_default=False)
+        client = Client(scheduler, set_as_default=False, timeout=CONNECT_TIMEOUT_S)
         try:
+            for path in upload:
+                client.upload_file(str(path))
             yield client.get_executor(pure=False)
         finally:
             client.close()

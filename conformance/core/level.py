@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .profiles import Profile
+from .profiles import EngineSettings, Profile
 from .records import CheckRecord
 from .registry import StatCheck
 from .report import SuiteResult
@@ -68,7 +68,10 @@ class Level:
 
     def case_epsilon(self, case: Any, profile: Profile) -> float:
         """The binned TV a case's n is planned to detect (the profile's target of this level by default)."""
-        return float(profile.settings(self.name).target_tv)
+        settings = profile.settings(self.name)
+        if isinstance(settings, EngineSettings):
+            raise NotImplementedError(f"level {self.name!r} has no target_tv: it must override case_epsilon")
+        return float(settings.target_tv)
 
     def fixed_n(self, case: Any, profile: Profile) -> int | None:
         """n of a case that no registered check plans (PIT and greedy cases; None: nothing to sample)."""

@@ -15,7 +15,7 @@ function.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, cast
 
 import numpy as np
 
@@ -97,7 +97,7 @@ def _checks(level: "str | Level | Sequence[StatCheck]") -> Sequence[StatCheck]:
         from .levels import get_level
 
         return get_level(level).checks
-    return getattr(level, "checks", level)  # a Level, or a sequence of checks
+    return cast("Sequence[StatCheck]", getattr(level, "checks", level))  # a Level, or a sequence of checks
 
 
 def planned_checks(level: "str | Level | Sequence[StatCheck]", case: Any) -> list[tuple[StatCheck, list[str]]]:

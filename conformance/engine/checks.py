@@ -1,13 +1,14 @@
 """The engine level's checks on one prompt of two sample files (reference: speculation off; candidate:
 speculation on): the hard checks of `hard`, and the statistical checks the registry (`registry.ENGINE_CHECKS`)
-runs at the per-check false-fail rate: per-position marginals and the first-m-tokens tuple (`two_sample`), the
+runs at the per-check false-fail rate: per-position marginals and the first-m-tokens tuple (`stat_tests.permutation`), the
 reference's reported first-token probabilities and the randomized PIT of the candidate under the reference's
 reports (`pit`). Which files may be compared at all is `check_comparable`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import functools
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -16,8 +17,7 @@ from ..core.records import CheckRecord, case_seed
 from . import hard, pit
 from .registry import REPORTED_PROBS_CHECK
 from .samples import Completion, PrefixProbs, SampleFile
-from .two_sample import permutation_homogeneity
-from ...stat_tests import TestResult
+from ...stat_tests import TestResult, permutation_homogeneity, pit_uniformity_test
 
 #: Request parameters that define the sampled law: both files must agree on every one either sets.
 SAMPLER_KEYS = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
@@ -111,12 +111,12 @@ def permutation_checks(case: Any, level: float, profile: Profile, tuple_check: b
     data, settings = case.data, profile.engine
     ref = [c.tokens for c in data.ref]
     cand = [c.tokens for c in data.cand]
+    names: list[tuple[str, Callable[[Sequence[int]], Hashable]]]
     if tuple_check:
         m = case.positions
         names = [(f"prefix_{m}_permutation", lambda seq: tuple(_position(seq, j) for j in range(1, m + 1)))]
     else:
-        names = [(f"position_{j}_permutation", lambda seq, j=j: _position(seq, j))
-                 for j in range(1, case.positions + 1)]
+        names = [(f"position_{j}_permutation", functools.partial(_position, j=j)) for j in range(1, case.positions + 1)]
     out = []
     for name, category_of in names:
         result = permutation_homogeneity([category_of(s) for s in ref], [category_of(s) for s in cand], level,
@@ -162,7 +162,7 @@ def pit_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:
             return [_record(data, "pit_ks", result)]
     rng = np.random.default_rng(case_seed(data.pid, "pit_ks"))
     uniforms = np.concatenate([pit.pit_uniforms(tokens, reports, rng), rng.random(missing)])
-    result = pit.exact_ks(uniforms, level, false_pass_rate=false_pass_rate, name="pit_ks")
+    result = pit_uniformity_test(uniforms, level, false_pass_rate=false_pass_rate, method="ks", name="pit_ks")
     result.details.update(pit_values=len(tokens), padded_values=missing)
     return [_record(data, "pit_ks", result)]
 

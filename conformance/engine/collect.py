@@ -240,7 +240,7 @@ async def collect_async(prompts: list[dict], out_dir: Path, settings: Settings, 
         read_teacher_candidate(teacher_force_path, settings)
     budget = Budget(settings.max_requests, settings.time_limit_s)
     outcome, token_prompts = await collect_completions(urls, prompts, out_dir, settings, budget)
-    if teacher_force_path and not (outcome.left or outcome.failure):  # it may be this run's candidate output
+    if teacher_force_path and reference_url and not (outcome.left or outcome.failure):  # it may be this run's output
         candidate = read_teacher_candidate(teacher_force_path, settings)
         outcome = await teacher_force(reference_url, candidate, token_prompts, out_dir, settings, budget)
     if outcome.failure:

@@ -97,7 +97,7 @@ def support_check(candidate: Sequence[Completion], prefix_reports: dict[tuple[in
             if ref is not None:
                 sources.append(("reference's report", ref.top_probs, ref.probs_kind))
             for label, report, kind in sources:
-                if not fully_reported(top_k, report, kind):
+                if top_k is None or kind is None or not fully_reported(top_k, report, kind):
                     continue
                 checked += 1
                 if token not in support_of(report, kind, int(top_k)):

@@ -14,7 +14,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, TypeVar
+
+_J = TypeVar("_J")  # one job of run_bounded
+_R = TypeVar("_R")  # its result
 
 
 class Budget:
@@ -126,7 +129,7 @@ class Outcome:
     failure: str | None = None
 
 
-async def run_bounded(jobs: list, send: Callable[[object], Awaitable[object]], write: Callable[[object], None],
+async def run_bounded(jobs: list[_J], send: Callable[[_J], Awaitable[_R]], write: Callable[[_R], None],
                       budget: Budget, concurrency: int, description: str,
                       expected_errors: tuple[type[BaseException], ...] = (ValueError,)) -> Outcome:
     """Send `jobs` with at most `concurrency` in flight, writing each result as it arrives; stops at the
@@ -139,7 +142,7 @@ async def run_bounded(jobs: list, send: Callable[[object], Awaitable[object]], w
     outcome, gate = Outcome(left=len(jobs)), asyncio.Semaphore(concurrency)
     progress = tqdm(total=len(jobs), desc=description, unit="req", file=sys.stderr, disable=None)
 
-    async def one(job) -> None:
+    async def one(job: _J) -> None:
         async with gate:
             if outcome.failure or not budget.take():
                 return

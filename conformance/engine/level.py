@@ -130,6 +130,7 @@ class EngineLevel(Level):
         from . import hard
         from .checks import engine_summary, prompts as paired_prompts
 
+        assert isinstance(result, EngineResult), "new_result makes an EngineResult"
         skipped: list[str] = []
         paired_prompts(impl.reference, impl.candidate, skipped)
         result.notes = skipped + [n for case in cases for n in case.notes] + result.notes
@@ -143,9 +144,19 @@ class EngineLevel(Level):
     def summary(self, result: SuiteResult) -> str:
         return f"exactspec certify-samples: {result.impl}: {result.verdict}"
 
+    def mutants(self) -> list:
+        """exactspec's generators and the generation-level mutants, served and collected (`mutants`)."""
+        from .mutants import subjects
+
+        return subjects()
+
+    def first_token_failure(self, record: CheckRecord) -> bool:
+        return record.category == "contract" or record.check in ("position_1_permutation", "greedy_equality")
+
     def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
         from .report import write_engine_report
 
+        assert isinstance(result, EngineResult), "new_result makes an EngineResult"
         return write_engine_report(result, out_dir)
 
 

@@ -137,8 +137,10 @@ def _fetch_source(root: Path, version: str, log_path: Path) -> Path:
     if not source.is_dir():
         unpack = Path(tempfile.mkdtemp(dir=root, prefix=".src-"))
         with tarfile.open(archives[0]) as archive:
-            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python >= 3.11.4
-            archive.extractall(unpack, **safe)
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4
+                archive.extractall(unpack, filter="data")
+            else:
+                archive.extractall(unpack)
         unpack.rename(source)
     candidates = sorted(source.glob("*/llama.cpp/CMakeLists.txt")) + sorted(source.glob("*/CMakeLists.txt"))
     if not candidates:
@@ -241,7 +243,8 @@ class LlamaServer:
                       "-np", "1", "-t", str(self.threads), "--no-webui", *map(str, extra_args)]
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="llama-server-")) / f"{mode}.log"
         self.startup_timeout_s, self.stop_timeout_s = startup_timeout_s, stop_timeout_s
-        self.host, self.port, self.pid = "127.0.0.1", 0, None
+        self.host, self.port = "127.0.0.1", 0
+        self.pid: int | None = None
         self._process: subprocess.Popen | None = None
 
     @property
@@ -258,10 +261,10 @@ class LlamaServer:
         with open(self.log_path, "w") as log:
             log.write("$ " + " ".join(command) + "\n")
             log.flush()
-            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             start_new_session=True)
-        self.pid = self._process.pid
-        _RUNNING[self.pid] = self._process
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True)
+        self._process, self.pid = process, process.pid
+        _RUNNING[process.pid] = process
         try:
             self._wait_ready()
         except BaseException:
@@ -270,11 +273,13 @@ class LlamaServer:
         return self
 
     def _wait_ready(self) -> None:
+        process = self._process
+        assert process is not None, "start() sets the process before waiting"
         deadline = time.monotonic() + self.startup_timeout_s
         with httpx.Client(timeout=5.0) as client:
             while time.monotonic() < deadline:
-                if self._process.poll() is not None:
-                    raise LlamaServerError(f"llama-server (PID {self.pid}) exited with {self._process.returncode} "
+                if process.poll() is not None:
+                    raise LlamaServerError(f"llama-server (PID {self.pid}) exited with {process.returncode} "
                                            f"before it was ready; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:
@@ -337,7 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with LlamaServer(ensure_llama_server(), args.model, mode=args.mode) as server:
         print(f"{server.base_url} PID {server.pid} log {server.log_path}", flush=True)
         try:
-            server._process.wait()
+            if server._process is not None:
+                server._process.wait()
         except KeyboardInterrupt:
             pass
     return 0

@@ -7,7 +7,8 @@ categories, the N listed tokens in descending probability (ties by id) and one t
 - PIT: for each candidate token at a position whose prefix the reference reported, U = F(x-) + W p(x)
   (W ~ U(0, 1), x's category; F the CDF in that order). If the candidate's conditional law equals the
   reference's at every position, the U's are i.i.d. U(0, 1) (Rosenblatt; positions are chosen by the
-  prefix only, a predictable selection), and the exact Kolmogorov-Smirnov test applies (continuous: no ties).
+  prefix only, a predictable selection), and the exact Kolmogorov-Smirnov test applies (continuous: no ties;
+  `stat_tests.pit_uniformity_test`).
 - reported probabilities: the reference's own first tokens against its reported first-token distribution,
   a Monte-Carlo multinomial test on the N + 1 categories (valid at any n), run before the reports are
   trusted as the PIT's reference.
@@ -19,13 +20,10 @@ top-k/top-p/min-p/temperature.
 
 from __future__ import annotations
 
-import math
 from typing import Iterable, Sequence
 
 import numpy as np
-from scipy import stats
 
-from ...reference.validation import check_error_rates
 from ...stat_tests import TestResult, multinomial_exact_test, pit_values
 
 from .samples import TopProbs
@@ -67,26 +65,6 @@ def pit_uniforms(tokens: Iterable[int], reports: Iterable[TopProbs], rng: np.ran
         k = category_of(token, ids)
         index[r] = width - 1 if k == len(ids) else k
     return pit_values(index, table, rng=rng, ordering="id")
-
-
-def exact_ks(uniforms: np.ndarray, false_fail_rate: float, *, false_pass_rate: float = 0.001, name: str = "pit_ks") -> TestResult:
-    """One-sample KS test of i.i.d. U(0, 1) under the finite-n KS law (scipy `kstest(method="exact")`, the
-    `kstwo` distribution of Simard & L'Ecuyer, not the asymptotic Kolmogorov law), with the DKW power bound."""
-    level, be = check_error_rates(false_fail_rate, false_pass_rate)
-    u = np.asarray(uniforms, dtype=np.float64)
-    n = int(u.size)
-    if n < 2:
-        raise ValueError(f"uniforms: n={n} too small for KS (need >= 2)")
-    res = stats.kstest(u, "uniform", method="exact")
-    critical = float(stats.kstwo.isf(level, n))
-    detectable = critical + math.sqrt(math.log(2.0 / be) / (2.0 * n))
-    passed = bool(res.pvalue >= level)
-    msg = (f"{name}: {'PASS' if passed else 'FAIL'}: exact KS D={res.statistic:.4g} p={res.pvalue:.3g} "
-           f"(false_fail_rate={level:.3g}, n={n} PIT values); detects Kolmogorov distance >= {detectable:.3g} "
-           f"w.p. >= {1 - be:g}")
-    details = {"method": "ks_exact", "critical_D": critical, "detectable_kolmogorov": detectable,
-               "detectable_metric": "Kolmogorov distance of the law of the PIT values (<= TV per position)"}
-    return TestResult(name, float(res.statistic), float(res.pvalue), n, level, be, float("nan"), passed, msg, details)
 
 
 def reported_probs_check(tokens: Sequence[int], report: TopProbs, false_fail_rate: float, *, false_pass_rate: float = 0.001,

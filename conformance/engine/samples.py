@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal, overload
 
 from ..paths import portable_args
 
@@ -157,6 +158,12 @@ class _Where:
             raise self.error(name, f"probabilities sum to {sum(p for _, p in pairs):.6g} > 1")
         return tuple(pairs)
 
+    @overload
+    def probs_kind(self, record: dict, optional: Literal[False]) -> str: ...
+
+    @overload
+    def probs_kind(self, record: dict, optional: bool) -> str | None: ...
+
     def probs_kind(self, record: dict, optional: bool) -> str | None:
         kind = self.get(record, "probs_kind", (str,), optional=optional)
         if kind is not None and kind not in PROBS_KINDS:
@@ -244,7 +251,7 @@ def _records(path: Path) -> Iterable[tuple[int, dict]]:
             yield number, record
 
 
-def read_samples(path: str | Path) -> SampleFile:
+def read_samples(path: str | os.PathLike) -> SampleFile:
     """Parse and validate the sample file at `path` (ValueError naming the file, line and field)."""
     p = Path(path)
     if not p.is_file():

@@ -146,4 +146,4 @@ def adversarial_generator(seed: int = 0, edge_rate: float = 0.25,
 
     bitgen = AdversarialBitGenerator(seed, edge_rate, events)
     # The Generator keeps a reference to its bit generator, hence to the ctypes callbacks.
-    return TrackingGenerator(bitgen)
+    return TrackingGenerator(bitgen)  # type: ignore[arg-type]  # numpy takes any object with a `capsule`

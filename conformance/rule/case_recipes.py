@@ -31,7 +31,8 @@ def near_equal_rows(k: int, V: int, seed: int):
     if V < 5:
         raise ValueError(f"V must be >= 5 for near-equal rows, got {V}")
     rng = np.random.default_rng(seed)
-    ps, qs = [], []
+    ps: list[np.ndarray] = []
+    qs: list[np.ndarray] = []
     for _ in range(k + 1):
         q = np.zeros(V)
         q[: V - 3] = _norm(rng.gamma(2.0, size=V - 3))
@@ -138,12 +139,14 @@ def _edge_pair(kind: str, V: int, rng: np.random.Generator) -> tuple[np.ndarray,
     return _random_row(rng, V, 1.0), _random_row(rng, V, 1.0)
 
 
-def generated_rows(k: int, V: int, kinds: list[str], seed: int, same_rows: bool = False):
+def generated_rows(k: int, V: int, kinds: list[str], seed: int, same_rows: bool = False
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Recipe "generated": position i gets a pair of kind kinds[i % len(kinds)] drawn from
     default_rng(seed); the bonus row has kind kinds[k % len(kinds)]. `same_rows` repeats position 1's
     pair at every position (and its p as the bonus row). Returns (target_probs, draft_probs)."""
     rng = np.random.default_rng(seed)
-    ps, qs = [], []
+    ps: list[np.ndarray] = []
+    qs: list[np.ndarray] = []
     for i in range(k):
         if same_rows and i > 0:
             ps.append(ps[0]); qs.append(qs[0])

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -71,6 +72,13 @@ class Case:
         return self.pool is not None
 
     @property
+    def pooled(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pool of a varying case; a ValueError for a case with fixed rows."""
+        if self.pool is None:
+            raise ValueError(f"case {self.name} has fixed rows, no pool")
+        return self.pool
+
+    @property
     def k(self) -> int:
         return self.draft_probs.shape[0]
 
@@ -113,7 +121,7 @@ class Case:
     def count_law(self) -> np.ndarray:
         """Exact law of N (tokens emitted per round) under the standard rule, n = 1..k+1."""
         if self.varying:  # each round's member is uniform over the pool: the mixture of the members' laws
-            alphas = np.minimum(self.pool[0][:, :-1], self.pool[1]).sum(axis=-1)
+            alphas = np.minimum(self.pooled[0][:, :-1], self.pooled[1]).sum(axis=-1)
             return np.mean([reference.tokens_law_per_position(a) for a in alphas], axis=0).astype(np.float64)
         return np.asarray(reference.tokens_law_per_position(self.alphas), dtype=np.float64)
 
@@ -173,7 +181,8 @@ def _boolean(value, where: str) -> bool:
 
 
 REQUIRED = object()  # RECIPES: name -> (row function, {parameter: (checker, default or REQUIRED)}); k from the case
-RECIPES = {
+_Param = tuple[Callable[[Any, str], Any], Any]  # (checker(value, where), default or REQUIRED)
+RECIPES: dict[str, tuple[Callable[..., tuple[Any, Any]], dict[str, _Param]]] = {
     "generated": (generated_rows, {"V": (_integer(1), REQUIRED), "kinds": (_kinds, REQUIRED),
                                    "seed": (_integer(0), REQUIRED), "same_rows": (_boolean, False)}),
     "zipf": (zipf_rows, {"V": (_integer(2), REQUIRED), "exponent": (_positive_number, REQUIRED),
@@ -239,7 +248,7 @@ def _recipe_rows(recipe, k: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     if set(recipe) - {"name"} - set(params):
         raise ValueError(f"{where}: field 'recipe': unknown parameters {sorted(set(recipe) - {'name'} - set(params))} "
                          f"of recipe {name!r}; it takes {sorted(params)}")
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for param, (check, default) in params.items():
         if param in recipe:
             kwargs[param] = check(recipe[param], f"{where}: field 'recipe.{param}'")
@@ -310,7 +319,8 @@ def cases_from_data(data, source: str) -> list[Case]:
         raise ValueError(f"{source}: unknown top-level fields {unknown}; a case file has {list(FILE_FIELDS)}")
     if not data["cases"]:
         raise ValueError(f"{source}: field 'cases' is empty")
-    cases, seen = [], {}
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
     for index, entry in enumerate(data["cases"]):
         case = case_from_entry(entry, source, index)
         if case.name in seen:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...stat_tests import TestResult, lr_gof_or_zero, tokens_per_round_test, zero_probability_check
-from ...stat_tests.binning import pool_bins
+from ...stat_tests.binning import drop_rounding_mass, pool_bins, with_unseen_category
 
 from ..core.profiles import Profile
 from ..core.records import CATEGORIES, CheckRecord, hard_failure, hard_result
@@ -137,8 +137,7 @@ def tuple_law_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: 
     idx = np.searchsorted(codes, obs)
     idx_c = np.minimum(idx, codes.size - 1)
     known = codes[idx_c] == obs
-    law = np.append(probs_sorted, 0.0)  # last category: any tuple of probability 0 under the rule
-    law = law / law.sum()
+    law = with_unseen_category(probs_sorted)  # last category: any tuple of probability 0 under the rule
     cats = np.where(known, idx_c, codes.size)
     counts = np.bincount(cats, minlength=law.size)
     res, plot = _gof("tuple_law", counts, law, false_fail_rate, profile)
@@ -174,9 +173,7 @@ def completed_stream_check(impl: str, rounds: Rounds, false_fail_rate: float, pr
 def count_law_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: Profile) -> CheckRecord:
     """Tokens per round N against the standard rule's exact law (efficiency: standard rule, not exactness)."""
     case = rounds.case
-    law = case.count_law.copy()
-    law[law < 1e-12] = 0.0  # alpha_i = 1 up to rounding: the exact law puts no mass there
-    law /= law.sum()
+    law = drop_rounding_mass(case.count_law)  # alpha_i = 1 up to rounding: the exact law puts no mass there
     n = rounds.n
     me = profile.rule.min_expected(n)
     try:

@@ -77,16 +77,14 @@ def group_findings(records: Iterable[CheckRecord]) -> list[dict]:
 
 
 def _deviation_summary(records: list[CheckRecord]) -> str:
-    tvs = [r.result.details.get("observed_tv_binned") for r in records]
-    tvs = [t for t in tvs if t is not None]
+    tvs = [t for t in (r.result.details.get("observed_tv_binned") for r in records) if t is not None]
     worst = f"; largest observed binned TV {max(tvs):.3g}" if tvs else ""
     return f"{len(records)} statistical checks failed ({', '.join(r.check for r in records[:6])}){worst}"
 
 
 def run_reach(records: Iterable[CheckRecord]) -> dict | None:
     """The run's adversarial-RNG reach, from the adversarial records' `rng_reach` details (None: none ran)."""
-    summaries = [r.result.details.get("rng_reach") for r in records if r.check == ADVERSARIAL]
-    summaries = [s for s in summaries if s]
+    summaries = [s for s in (r.result.details.get("rng_reach") for r in records if r.check == ADVERSARIAL) if s]
     if not summaries:
         return None
     reached = [s for s in summaries if s["reached"]]

@@ -45,9 +45,9 @@ def draw_drafts(case: Case, n: int, rng: np.random.Generator, members: np.ndarra
         return out
     for i in range(case.k):
         u = rng.random(n)
-        for m in range(len(case.pool[1])):
+        for m in range(len(case.pooled[1])):
             sel = members == m
-            out[sel, i] = inverse_cdf(case.pool[1][m, i], u[sel])
+            out[sel, i] = inverse_cdf(case.pooled[1][m, i], u[sel])
     return out
 
 
@@ -55,7 +55,7 @@ def draw_members(case: Case, n: int, seed: int) -> np.ndarray | None:
     """Pool member of each round (uniform, from the suite's own stream), or None for fixed-row cases."""
     if not case.varying:
         return None
-    return np.random.default_rng([seed, 2]).integers(len(case.pool[0]), size=n)
+    return np.random.default_rng([seed, 2]).integers(len(case.pooled[0]), size=n)
 
 
 def _check_batch(out: Any, case: Case, batch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -105,14 +105,14 @@ class Rounds:
         if self.members is None:
             return self.case.target_probs[position]
         members = self.members if select is None else self.members[select]
-        return self.case.pool[0][members, position]
+        return self.case.pooled[0][members, position]
 
     def target_at(self, tokens: np.ndarray) -> np.ndarray:
         """p_j(tokens[r, j]) with each round's own rows; tokens (n, k+1) of valid ids."""
         cols = np.arange(self.case.k + 1)[None, :]
         if self.members is None:
             return self.case.target_probs[cols, tokens]
-        return self.case.pool[0][self.members[:, None], cols, tokens]
+        return self.case.pooled[0][self.members[:, None], cols, tokens]
 
 
 class Harness:
@@ -164,8 +164,8 @@ class Harness:
             hi = min(drafts.shape[0], lo + chunk)
             b = hi - lo
             # Read-only broadcast views: the contract forbids writing into the inputs.
-            pb = np.broadcast_to(p, (b,) + p.shape) if members is None else _read_only(case.pool[0][members[lo:hi]])
-            qb = np.broadcast_to(q, (b,) + q.shape) if members is None else _read_only(case.pool[1][members[lo:hi]])
+            pb = np.broadcast_to(p, (b,) + p.shape) if members is None else _read_only(case.pooled[0][members[lo:hi]])
+            qb = np.broadcast_to(q, (b,) + q.shape) if members is None else _read_only(case.pooled[1][members[lo:hi]])
             out = self._call("verify_batch", case, pb, qb, drafts[lo:hi].copy(), impl_rng)
             tokens[lo:hi], counts[lo:hi] = _check_batch(out, case, b)
 
@@ -174,7 +174,7 @@ class Harness:
         p, q = case.target_probs, case.draft_probs
         for r in range(drafts.shape[0]):
             if members is not None:
-                p, q = case.pool[0][members[r]], case.pool[1][members[r]]
+                p, q = case.pooled[0][members[r]], case.pooled[1][members[r]]
             out = self._call("verify", case, p, q, drafts[r].copy(), impl_rng)
             arr = token_ids(out, "verify", case.k + 1, f"at most k+1 for k = {case.k}")
             tokens[r, : arr.size] = arr

@@ -21,17 +21,24 @@ def invariant_records(harness: Harness, case: Case, profile: Profile) -> list[Ch
     name, n = harness.name, profile.rule.invariant_rounds
     seed = case_seed(case.name, "invariants")
     first, err = guard(name, case.name, "invariants", lambda: harness.run(case, n, seed))
-    if err:
-        return [err]
+    if err or first is None:  # guard returns (value, None) or (None, the failed record)
+        return [_failed(err)]
     out = [checks.invariant_check(name, first)]
     again, err = guard(name, case.name, "determinism", lambda: harness.run(case, n, seed))
-    out.append(err or determinism_check(name, case.name, first.tokens, again.tokens, first.n))
+    out.append(_failed(err) if again is None else determinism_check(name, case.name, first.tokens, again.tokens,
+                                                                    first.n))
     out.append(adversarial_record(harness, case, profile.rule.adversarial_rounds, seed + 1))
     if harness.has_batch:  # the per-round path must obey the contract too
         single, err = guard(name, case.name, "single_round_path",
                             lambda: harness.run(case, min(50, n), seed + 2, force_single=True))
-        out.append(err or checks.invariant_check(name, single, "single_round_path"))
+        out.append(_failed(err) if single is None else checks.invariant_check(name, single, "single_round_path"))
     return out
+
+
+def _failed(record: CheckRecord | None) -> CheckRecord:
+    """The failed record of a `guard` that returned no value (it always carries one)."""
+    assert record is not None, "guard returned neither a value nor a failed record"
+    return record
 
 
 def _adversarial_run(harness: Harness, case: Case, n: int, seed: int, events: Any = None) -> tuple[CheckRecord, Any]:
@@ -43,7 +50,8 @@ def _adversarial_run(harness: Harness, case: Case, n: int, seed: int, events: An
 
     rounds, err = guard(harness.name, case.name, "adversarial_rng",
                         lambda: harness.run(case, n, seed, rng_factory=factory))
-    return (err or checks.invariant_check(harness.name, rounds, "adversarial_rng")), (made[0] if made else None)
+    record = _failed(err) if rounds is None else checks.invariant_check(harness.name, rounds, "adversarial_rng")
+    return record, (made[0] if made else None)
 
 
 def adversarial_record(harness: Harness, case: Case, n: int, seed: int) -> CheckRecord:
@@ -80,7 +88,7 @@ def hypothesis_records(harness: Harness, profile: Profile) -> list[CheckRecord]:
             rounds, err = guard(harness.name, case.name, label,
                                 lambda: harness.run(case, profile.rule.hypothesis_rounds, case_seed(case.name, label),
                                                     rng_factory=factory))
-            recs.append(err or checks.invariant_check(harness.name, rounds, label))
+            recs.append(_failed(err) if rounds is None else checks.invariant_check(harness.name, rounds, label))
         bad = [r for r in recs if not r.passed]
         if bad and len(failures) < 5:
             failures.append(f"{case.name}: {bad[0].result.message}")

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..adapters import DEFAULT_IMPLS
-from ..core.contract import guard
+from ..core.contract import failed, guard
 from ..core.level import Level, Subject
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
@@ -72,8 +72,8 @@ class RuleLevel(Level):
         name = subject.name
         rounds, err = guard(name, case.name, "statistical",
                             lambda: subject.run(case, plan["n"], case_seed(case.name, "statistical")))
-        if err:
-            return None, [err]
+        if rounds is None:
+            return None, [failed(err)]
         acceptance = None
         if "acceptance_rate" in planned_names(self, case):
             n_acc = case_checks.acceptance_rounds(float(case.alphas[0]), plan["false_fail_rate"],
@@ -101,7 +101,7 @@ class RuleLevel(Level):
             return [], [confirm.unsettled_reason(case, confirm_plan)]
         out, err = guard(subject.name, case.name, "confirm",
                          lambda: confirm.confirm_case(subject, case, profile, confirm_plan))
-        return (out if err is None else [err]), []
+        return ([failed(err)] if out is None else out), []
 
     def run_extras(self, subject: Harness, profile: Profile) -> list[CheckRecord]:
         return hypothesis_records(subject, profile)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...stat_tests.binning import drop_rounding_mass, with_unseen_category
 from ..core.profiles import Profile
 from ..core.records import case_seed
 from ..core.registry import CheckPlan, StatCheck
@@ -51,15 +52,12 @@ def _position_plans(case: Case, profile: Profile, prefix: str, test: str) -> lis
 
 def tuple_law(case: Case) -> np.ndarray:
     """The standard rule's law of the emitted tuple, plus an empty category for tuples it never emits."""
-    law = np.append(np.sort(case.tuple_law[1]), 0.0)
-    return law / law.sum()
+    return with_unseen_category(np.sort(case.tuple_law[1]))
 
 
 def count_law(case: Case) -> np.ndarray:
-    """The standard rule's law of N, entries below 1e-12 set to 0 (alpha_i = 1 up to rounding)."""
-    law = case.count_law.copy()
-    law[law < 1e-12] = 0.0
-    return law / law.sum()
+    """The standard rule's law of N without rounding mass (alpha_i = 1 up to rounding)."""
+    return drop_rounding_mass(case.count_law)
 
 
 RULE_CHECKS: tuple[StatCheck, ...] = (

@@ -13,7 +13,7 @@ import numpy as np
 from .. import CONTRACT_VERSION
 from .cases import Case
 from ..core import report as core_report
-from ..core.records import STATISTICAL_CATEGORIES, VERDICT_TEXT
+from ..core.records import STATISTICAL_CATEGORIES, VERDICT_TEXT, CheckRecord
 from ..core.report import SuiteResult
 
 __all__ = ["VERDICT_TEXT", "format_summary", "to_markdown", "write_report"]
@@ -69,7 +69,7 @@ def _plots(result: SuiteResult, out: Path) -> list[str]:
     files = []
     by = {(r.case, r.check): r for r in result.records}
     case_names = list(result.plan)
-    worst = {}
+    worst: dict[str, CheckRecord] = {}
     for r in result.records:
         if r.category == "exactness" and r.plot and r.result.n > 0:
             if r.case not in worst or r.result.p_value < worst[r.case].result.p_value:

@@ -107,7 +107,8 @@ def position_marginal_checks(law: SequenceLaw, samples: list[list[int]], false_f
 @torch.no_grad()
 def plain_greedy(target: Any, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
     """Greedy decoding of the target by teacher forcing (argmax, ties to the lowest id), EOS honoured."""
-    eos, out = eos_of(target), []
+    eos = eos_of(target)
+    out: list[int] = []
     for _ in range(max_new_tokens):
         token = int(np.argmax(last_logits(target, [list(prompt) + out])[0]))
         out.append(token)

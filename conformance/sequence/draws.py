@@ -66,7 +66,7 @@ def draw_rows(run: Any, n: int) -> tuple[list[list[list[int]]], list[int]]:
     prompts = [list(p) for p in run.prompts[: case.batch]]
     copies = max(1, rows_used(run.adapter, run.settings.rows_per_call) // case.batch)
     rows: list[list[list[int]]] = [[] for _ in prompts]
-    seeds: list[int] = []
+    seeds = []
     for j in range(-(-n // copies)):
         take = min(copies, n - j * copies)
         seed = run.base + j * copies * case.batch if copies > 1 else run.base + j

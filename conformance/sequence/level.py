@@ -67,8 +67,8 @@ def _greedy(run: SequenceRun) -> list[CheckRecord]:
     case, mismatches, n = run.case, [], 0
     for k in case.ks:
         for j in range(run.settings.greedy_prompts):
-            prompt = run.prompts[j % len(run.prompts)]
-            prompt = list(prompt) if j < len(run.prompts) else list(prompt[j % 3:]) + [j % run.vocab]
+            base = run.prompts[j % len(run.prompts)]
+            prompt = list(base) if j < len(run.prompts) else list(base[j % 3:]) + [j % run.vocab]
             expected = plain_greedy(run.target, prompt, case.max_new_tokens)
             got = run.generate(prompt, k, run.base + j)
             n += 1

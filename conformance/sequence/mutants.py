@@ -9,6 +9,8 @@ settled by the exact rule, the bug is in what is fed to it or in what is done wi
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .reference_loop import ReferenceLoop, _Row
@@ -18,7 +20,8 @@ from ...reference.warping import SamplingParams, warp_probs
 
 
 def _with(sampling: SamplingParams, **changes) -> SamplingParams:
-    values = {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p, "min_p": sampling.min_p}
+    values: dict[str, Any] = {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
+                              "min_p": sampling.min_p}
     values.update(changes)
     return SamplingParams(**values)
 

@@ -52,7 +52,8 @@ def pit_of_samples(target: Any, prompt: Sequence[int], samples: list[list[int]],
 
 def pit_ks_checks(values: dict[str, np.ndarray], false_fail_rate: float, false_pass_rate: float) -> tuple[list[TestResult], dict]:
     """KS uniformity of the PIT values under each ordering."""
-    results, evidence = [], {"n_pit_values": int(values["id"].size)}
+    results: list[TestResult] = []
+    evidence: dict[str, Any] = {"n_pit_values": int(values["id"].size)}
     for ordering, u in values.items():
         if u.size < 2:
             results.append(hard_result(f"pit_ks_{ordering}", False, int(u.size), "fewer than 2 PIT values"))

@@ -46,8 +46,9 @@ class _Memo:
         table = self.tables.setdefault(model, {}) if memoize else None
         if table is not None:
             hits = [table.get(sequence[:j]) for j in range(first, len(sequence) + 1)]
-            if all(h is not None for h in hits):
-                return np.stack(hits)
+            found = [h for h in hits if h is not None]
+            if len(found) == len(hits):
+                return np.stack(found)
         logits = model(input_ids=torch.tensor([sequence], dtype=torch.long)).logits[0].double().numpy()
         out = logits[first - 1 :]
         if table is not None and len(table) < MEMO_MAX_ROWS:
@@ -160,6 +161,7 @@ class ReferenceLoop:
             emitted = self.settle_batch([None if res is None else list(res[0]) for res in results])
             for r, res, em in zip(rows, results, emitted):
                 if res is not None:
+                    assert em is not None, "settle_batch dropped an active row's tokens"
                     self._apply(r, em, res[1], max_new_tokens, eos)
         return [r.out for r in rows]
 

@@ -19,4 +19,4 @@ class TreeReference:
 
 
 #: The tree-level implementations certified when no --exactspec-impl offers verify_tree.
-DEFAULT_TREE_IMPLS = ["exactspec.conformance.tree.adapters:TreeReference"]
+DEFAULT_TREE_IMPLS = ("exactspec.conformance.tree.adapters:TreeReference",)

@@ -25,6 +25,7 @@ from .harness import TreeRounds
 from ...reference.sampling import inverse_cdf
 from ...reference.trees import children_lists
 from ...stat_tests import TestResult, lr_gof_or_zero, pit_ks_or_fail
+from ...stat_tests.binning import drop_rounding_mass, with_unseen_category
 from ...stat_tests.pit import pit_values
 
 
@@ -123,19 +124,17 @@ def path_law_check(impl: str, rounds: TreeRounds, rate: float, profile: Profile)
     case = rounds.case
     paths = list(case.path_law)
     index = {path: i for i, path in enumerate(paths)}
-    law = np.append(np.array([case.path_law[p] for p in paths]), 0.0)
+    law = with_unseen_category(np.array([case.path_law[p] for p in paths]))
     cats = np.array([index.get(tuple(rounds.tokens[r, : rounds.counts[r]].tolist()), len(paths))
                      for r in range(rounds.n)], dtype=np.int64)
-    res = gof("path_law", np.bincount(cats, minlength=law.size), law / law.sum(), rate, profile)
+    res = gof("path_law", np.bincount(cats, minlength=law.size), law, rate, profile)
     return CheckRecord(impl, case.name, "path_law", "standard_rule", res)
 
 
 def tokens_per_round_check(impl: str, rounds: TreeRounds, rate: float, profile: Profile) -> CheckRecord:
     """Tokens per round N against the multi-round rule's exact law (how much it accepts, not exactness)."""
     case = rounds.case
-    law = case.length_law.copy()
-    law[law < 1e-12] = 0.0
-    law /= law.sum()
+    law = drop_rounding_mass(case.length_law)
     res = gof("tokens_per_round", np.bincount(rounds.counts - 1, minlength=law.size), law, rate, profile)
     mean_obs, mean_exp = float(rounds.counts.mean()), float((np.arange(1, law.size + 1) * law).sum())
     res.details.update({"mean_tokens_observed": mean_obs, "mean_tokens_standard_rule": mean_exp})

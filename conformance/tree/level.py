@@ -10,9 +10,9 @@ one. That confirmation is what lets the verdict be EXACT_NOT_STANDARD rather tha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from ..core.contract import determinism_check, guard
+from ..core.contract import determinism_check, failed, guard
 from ..core.level import Level, Subject
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
@@ -25,6 +25,11 @@ from .registry import TREE_CHECKS, TreeSample
 
 #: Confirmatory reruns take this many times the case's planned rounds.
 CONFIRM_FACTOR = 4
+
+
+def _constant(value: Any) -> Callable[[], Any]:
+    """A zero-argument factory returning `value` (a kill-table row's `make`)."""
+    return lambda: value
 
 
 class TreeLevel(Level):
@@ -52,21 +57,22 @@ class TreeLevel(Level):
         """Invariants and determinism (and the per-tree path when the batched form is offered)."""
         n, seed, name = profile.tree.invariant_rounds, case_seed(case.name, "tree-invariants"), subject.name
         first, err = guard(name, case.name, "invariants", lambda: subject.run(case, n, seed))
-        if err:
-            return [err]
+        if first is None:
+            return [failed(err)]
         out = [checks.invariant_check(name, first)]
         again, err = guard(name, case.name, "determinism", lambda: subject.run(case, n, seed))
-        out.append(err or determinism_check(name, case.name, first.tokens, again.tokens, first.n))
+        out.append(failed(err) if again is None else determinism_check(name, case.name, first.tokens, again.tokens,
+                                                                       first.n))
         if subject.has_batch:
             single, err = guard(name, case.name, "single_tree_path", lambda: subject.run(case, n, seed + 1, single=True))
-            out.append(err or checks.invariant_check(name, single, "single_tree_path"))
+            out.append(failed(err) if single is None else checks.invariant_check(name, single, "single_tree_path"))
         return out
 
     def sample(self, subject: TreeHarness, case: TreeCase, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
         rounds, err = guard(subject.name, case.name, "statistical",
                             lambda: subject.run(case, plan["n"], case_seed(case.name, "tree")))
-        if err:
-            return None, [err]
+        if rounds is None:
+            return None, [failed(err)]
         record = checks.invariant_check(subject.name, rounds, "invariants_statistical_rounds")
         record.result.details["seconds"] = rounds.seconds
         return TreeSample(subject.name, rounds), [record]
@@ -80,8 +86,8 @@ class TreeLevel(Level):
         standard = [r for r in records if r.category == "standard_rule"]
         seed = case_seed(case.name, "tree-confirm")
         rounds, err = guard(subject.name, case.name, "confirm", lambda: subject.run(case, CONFIRM_FACTOR * plan["n"], seed))
-        if err:
-            return [err], []
+        if rounds is None:
+            return [failed(err)], []
         each = rate * len(standard) / (case.max_length + int(case.stream_enumerable))
         out = checks.position_checks(subject.name, rounds, each, profile, prefix="confirm_", confirm=True)
         if case.stream_enumerable:
@@ -103,7 +109,7 @@ class TreeLevel(Level):
         from .adapters import TreeReference
         from .mutants import TREE_MUTANTS
 
-        rows = [Subject(m.name, "mutant", m.what, (m.expected,), (lambda m=m: m)) for m in TREE_MUTANTS]
+        rows = [Subject(m.name, "mutant", m.what, (m.expected,), _constant(m)) for m in TREE_MUTANTS]
         return rows + [Subject("TreeReference", "valid", "Valid: exactspec's NumPy multi-round tree rule",
                                ("CERTIFIED",), TreeReference)]
 

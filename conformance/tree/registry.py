@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...stat_tests.binning import drop_rounding_mass, with_unseen_category
 from ..core.profiles import Profile
 from ..core.records import case_seed
 from ..core.registry import CheckPlan, StatCheck
@@ -51,14 +52,12 @@ def position_plan(case: TreeCase, j: int) -> CheckPlan:
 
 def path_law(case: TreeCase) -> np.ndarray:
     """The tree rule's law of the emitted path, plus an empty category for paths it never emits."""
-    law = np.append(np.array(list(case.path_law.values())), 0.0)
-    return law / law.sum()
+    return with_unseen_category(np.array(list(case.path_law.values())))
 
 
 def length_law(case: TreeCase) -> np.ndarray:
-    law = case.length_law.copy()
-    law[law < 1e-12] = 0.0
-    return law / law.sum()
+    """The tree rule's law of the number of tokens, without rounding mass."""
+    return drop_rounding_mass(case.length_law)
 
 
 TREE_CHECKS: tuple[StatCheck, ...] = (

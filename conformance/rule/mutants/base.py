@@ -24,11 +24,11 @@ class Rule:
     """The standard rule (Leviathan et al. 2023, Alg. 1): override a step to make a mutant."""
 
     #: "mutant" or "valid"
-    kind = "valid"
+    kind: str = "valid"
     #: The real bug (or valid technique) this models, with where it was seen.
-    models = "the standard rule"
+    models: str = "the standard rule"
     #: Verdicts the suite must reach: any of these counts as a correct classification.
-    expected = ("CERTIFIED",)
+    expected: tuple[str, ...] = ("CERTIFIED",)
     #: Float type of every probability the driver computes with.
     dtype = np.float64
 

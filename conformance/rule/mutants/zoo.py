@@ -316,9 +316,9 @@ class SamplerMatch(Rule):
 class ScalarLoop:
     """Valid: a plain per-round Python loop with no verify_batch (exercises the suite's single-round path)."""
 
-    kind = "valid"
-    models = "Valid: the textbook loop, one round at a time, no verify_batch."
-    expected = ("CERTIFIED",)
+    kind: str = "valid"
+    models: str = "Valid: the textbook loop, one round at a time, no verify_batch."
+    expected: tuple[str, ...] = ("CERTIFIED",)
 
     def verify(self, target_probs, draft_probs, draft_tokens, rng):
         p, q = np.asarray(target_probs), np.asarray(draft_probs)
@@ -332,10 +332,10 @@ class ScalarLoop:
         return out + [int(inverse_cdf(p[-1], rng.random()))]
 
 
-MUTANTS = [SoftmaxResidual, ResidualFromP, ResidualUnnormalised, ResidualNoClamp, ResidualSignFlip,
-           ResidualOneRowLate, CoinReusedForResidual, SharedCoin, InclusiveBoundary, AcceptOnGreater,
-           NoMinBernoulli, DraftTemperatureMismatch, QFloorEpsilon, TopKDraftNotInRatio, Bf16DraftLogits,
-           BonusFromDraftRow, BonusFromRowK, BonusSkipped, InverseCdfNoGuard, NearEqualShortcut, RankMappingBeyond16,
-           StaleWorkspace]
-VALID = [Rule, ExponentialRace, Float32Arithmetic, SamplerMatch, ScalarLoop]
+MUTANTS: list[type[Rule]] = [
+    SoftmaxResidual, ResidualFromP, ResidualUnnormalised, ResidualNoClamp, ResidualSignFlip, ResidualOneRowLate,
+    CoinReusedForResidual, SharedCoin, InclusiveBoundary, AcceptOnGreater, NoMinBernoulli, DraftTemperatureMismatch,
+    QFloorEpsilon, TopKDraftNotInRatio, Bf16DraftLogits, BonusFromDraftRow, BonusFromRowK, BonusSkipped,
+    InverseCdfNoGuard, NearEqualShortcut, RankMappingBeyond16, StaleWorkspace]
+VALID: list[type[Rule] | type[ScalarLoop]] = [Rule, ExponentialRace, Float32Arithmetic, SamplerMatch, ScalarLoop]
 ZOO = {cls.__name__: cls for cls in MUTANTS + VALID}

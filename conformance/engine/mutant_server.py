@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .served_models import Backend, Generated
+from .mutant_backends import Backend, Generated
 from ...reference.warping import SamplingParams
 
 LLAMA_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
@@ -121,7 +121,8 @@ def probability_entries(tokens: list[int], rows: np.ndarray, n_probs: int, post_
     for token, row in zip(tokens, rows):
         order = sorted(np.flatnonzero(row > 0), key=lambda i: (-row[i], i))[:n_probs]
         entry = _entry(token, row[token], post_sampling)
-        entry["top_probs" if post_sampling else "top_logprobs"] = [_entry(i, row[i], post_sampling) for i in order]
+        entry["top_probs" if post_sampling else "top_logprobs"] = [_entry(int(i), row[i], post_sampling)
+                                                                   for i in order]
         out.append(entry)
     return out
 

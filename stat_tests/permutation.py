@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Hashable, Sequence
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 from scipy import stats
 
-from ...reference.validation import check_error_rates, check_positive_number
-from ...stat_tests import TestResult, detectable_tv
+from ..reference.validation import check_error_rates, check_positive_number
+from .power import detectable_tv
+from .result import TestResult
 
 _CHUNK = 1 << 15
 
@@ -65,7 +66,7 @@ def pooled_bins(sample_a: Sequence[Hashable], sample_b: Sequence[Hashable], min_
     return a, b, bins
 
 
-def _sort_key(cat: Hashable) -> tuple:
+def _sort_key(cat: Any) -> tuple:
     """A total order on categories (ints, tuples of ints, None for END) independent of the samples."""
     if isinstance(cat, tuple):
         return (1, tuple(_sort_key(c) for c in cat))
@@ -170,7 +171,7 @@ def permutation_homogeneity(sample_a: Sequence[Hashable], sample_b: Sequence[Has
     return TestResult(name, mc["statistic"], p_value, n, level, be, tv, passed, msg, details)
 
 
-def _show(cat: Hashable):
+def _show(cat: Any) -> Any:
     """A category as JSON: END (None) as "<end>", tuples as lists."""
     if isinstance(cat, tuple):
         return [_show(c) for c in cat]

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ...reference.warping import SamplingParams
+
+if TYPE_CHECKING:
+    from ..sequence.reference_loop import ReferenceLoop  # imports torch: only for the checker
 
 
 @dataclass(frozen=True)
@@ -106,13 +109,13 @@ class _DraftCounter:
         self.draft_n, self.draft_n_accepted = 0, 0
 
     def settle(self, p, q, x, rng):
-        emitted = super().settle(p, q, x, rng)
+        emitted = super().settle(p, q, x, rng)  # type: ignore[misc]  # a mixin: the loop class is next in the MRO
         self.draft_n += len(x)
         self.draft_n_accepted += len(x) if len(emitted) > len(x) else len(emitted) - 1
         return emitted
 
 
-def counting(adapter_class: type) -> Any:
+def counting(adapter_class: type[ReferenceLoop]) -> Any:
     """An instance of `adapter_class` (a ReferenceLoop subclass) that also counts its drafts."""
     cls = type(f"Counting{adapter_class.__name__}", (_DraftCounter, adapter_class), {"name": adapter_class.name})
     instance = cls()
@@ -127,7 +130,7 @@ class LoopBackend(Backend):
 
     speculative = True
 
-    def __init__(self, adapter_class: type, target: Any, draft: Any, k: int,
+    def __init__(self, adapter_class: type[ReferenceLoop], target: Any, draft: Any, k: int,
                  companion: Sequence[int] | None = None) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1 for a speculative backend, got {k}")
