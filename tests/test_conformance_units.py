@@ -18,6 +18,7 @@ from exactspec.conformance.core.profiles import PROFILES
 from tests.rule_level import plan_rounds, statistical_checks
 from tests.rule_level import confirmatory_records, invariant_records, statistical_records, verdict_of
 from exactspec.conformance.rule.strategies import build_case, round_cases
+from exactspec.conformance.adapters.reference import Reference
 from exactspec.stat_tests import detectable_tv
 
 DEMO = CASES_BY_NAME["demo_uniform_draft"]
@@ -241,3 +242,18 @@ def test_shared_coin_is_invisible_to_first_token_but_caught():
     by = {r.check: r for r in recs}
     assert by["position_1"].passed  # the first-token marginal cannot see it
     assert not by["completed_stream"].passed and verdict_of(recs) == "NOT_EXACT"
+
+
+def test_residual_check_sees_a_wrong_residual_undiluted():
+    """`residual_1` (one registry entry, `rule/registry.py`): the token of rounds that reject the first draft
+    against norm(max(0, p_1 - q_1)); the reference passes, a residual taken from p fails it."""
+    from exactspec.conformance.rule.mutants.zoo import ResidualFromP
+
+    rate = budget_for("rule", QUICK, CURATED).per_check_false_fail_rate
+    good = {r.check: r for r in statistical_records(Harness(Reference(), "ref"), DEMO, QUICK, rate)}
+    bad = {r.check: r for r in statistical_records(Harness(ResidualFromP(), "from_p"), DEMO, QUICK, rate)}
+    assert good["residual_1"].passed and good["residual_1"].category == "standard_rule"
+    rounds = good["invariants_statistical_rounds"].result
+    rejected_first = round(rounds.n * (1 - rounds.details["reach"][1]))  # rounds with N = 1
+    assert good["residual_1"].result.n == rejected_first > 0
+    assert not bad["residual_1"].passed and bad["residual_1"].result.p_value < 1e-12

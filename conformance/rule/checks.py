@@ -114,6 +114,24 @@ def position_checks(impl: str, rounds: Rounds, false_fail_rate: float, profile: 
     return out
 
 
+def residual_law(case) -> np.ndarray:
+    """norm(max(0, p_1 - q_1)): the law of the token the standard rule emits when it rejects the first draft."""
+    residual = np.maximum(case.target_probs[0] - case.draft_probs[0], 0.0)
+    return residual / residual.sum()
+
+
+def residual_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: Profile) -> CheckRecord:
+    """The token emitted in rounds that reject the first draft (N = 1) against the normalised residual
+    norm(max(0, p_1 - q_1)). The standard rule draws it from there; position 1 mixes it with the accepted
+    drafts, so a wrong residual (from p, unclamped, one row late) shows here undiluted."""
+    case = rounds.case
+    sel = rounds.counts == 1
+    counts = np.bincount(rounds.tokens[sel, 0], minlength=case.V)
+    res, plot = _gof("residual_1", counts, residual_law(case), false_fail_rate, profile)
+    _add_tv(res, plot)
+    return CheckRecord(impl, case.name, "residual_1", "standard_rule", res, plot)
+
+
 def _encode(tokens: np.ndarray, V: int) -> np.ndarray:
     """Tuples padded with -1 -> int64 codes (base V+1 digits, -1 -> 0)."""
     base = np.int64(V + 1)
