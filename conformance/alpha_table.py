@@ -131,7 +131,7 @@ def _cases(level: Any, profile: Any) -> list:
     """The cases a default run of `level` plans (engine level: one sampling prompt with every check)."""
     if level.name != "engine":
         return level.select_cases(profile)
-    from .engine.level import EngineCase
+    from .engine.cases import EngineCase
 
     return [EngineCase(name="prompt_1", greedy=False, positions=profile.engine.positions, pit=True, reported=True)]
 

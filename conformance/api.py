@@ -81,7 +81,7 @@ class Certificate:
 
 
 def _engine_pair(impl: Any) -> Any:
-    from .engine.level import SamplePair
+    from .engine.cases import SamplePair
     from .engine.samples import read_samples
 
     if isinstance(impl, SamplePair):

@@ -98,8 +98,8 @@ def _init_worker(threads: int) -> None:
 def module_file(spec: str | None) -> Path | None:
     """The source file of the adapter module "MODULE:NAME" names, when it is a single file outside any installed
     package (a Dask worker cannot import it unless it is sent there); None otherwise."""
-    if not spec or ":" not in spec:
-        return None
+    if not spec or ":" not in spec or "." in spec.partition(":")[0]:
+        return None  # a builtin name, or a module inside a package: that package must be installed on the workers
     module = sys.modules.get(spec.partition(":")[0])
     path = Path(getattr(module, "__file__", None) or "")
     if not path.is_file() or path.name == "__init__.py" or "site-packages" in path.parts:

@@ -15,6 +15,7 @@ import numpy as np
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
 from . import hard, pit
+from .cases import EngineCase
 from .registry import REPORTED_PROBS_CHECK
 from .samples import Completion, PrefixProbs, SampleFile
 from ...stat_tests import TestResult, permutation_homogeneity, pit_uniformity_test
@@ -85,9 +86,7 @@ class PromptData:
                 return c.top_probs[0]
         return None
 
-    def case(self, settings_positions: int, defaults: dict) -> Any:
-        from .level import EngineCase
-
+    def case(self, settings_positions: int, defaults: dict) -> EngineCase:
         max_tokens = defaults.get("max_tokens")
         positions = min(settings_positions, int(max_tokens)) if isinstance(max_tokens, int) and max_tokens > 0 \
             else settings_positions

@@ -9,7 +9,7 @@ with its own samples, which voids that prompt's PIT). Every case runs in this pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,31 +18,11 @@ from ..core.profiles import Profile, get_profile
 from ..core.records import CheckRecord
 from ..core.report import SuiteResult
 from .registry import ENGINE_CHECKS, REPORTED_PROBS_CHECK
+from .cases import EngineCase, SamplePair
 from .samples import SampleFile
 
 LEVEL_NAME = "engine"
 NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all 0 or absent"
-
-
-@dataclass(frozen=True)
-class SamplePair:
-    """What the engine level certifies: the reference's and the candidate's sample files."""
-
-    reference: SampleFile
-    candidate: SampleFile
-
-
-@dataclass(frozen=True, eq=False)
-class EngineCase:
-    """One prompt, and which checks its data allow (decided from the files' structure, before any test)."""
-
-    name: str
-    greedy: bool  # temperature 0: the hard equality check replaces the statistical ones
-    positions: int
-    pit: bool  # the reference holds post-sampling prefix_probs for this prompt
-    reported: bool  # the reference reported post-sampling first-token probabilities
-    data: Any = field(default=None, repr=False)  # checks.PromptData: the prompt's completions and reports
-    notes: list[str] = field(default_factory=list, repr=False)  # what its hard checks had to say
 
 
 def _invalid_references(records: list[CheckRecord]) -> list[str]:

@@ -88,7 +88,7 @@ class SharedReference:
     def pair(self, kind: str, out_dir: Path | None = None) -> Any:
         """Serve `kind`, collect its samples, teacher-force the reference on them: the SamplePair to certify."""
         from .collect import collect_samples
-        from .level import SamplePair
+        from .cases import SamplePair
         from .mutant_server import EngineServer
         from .samples import read_samples
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from . import case_checks, checks
 from .cases import Case

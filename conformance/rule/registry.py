@@ -16,7 +16,7 @@ from ..core.records import case_seed
 from ..core.registry import CheckPlan, StatCheck
 from . import case_checks, checks
 from .cases import Case
-from .harness import Harness, Rounds
+from .harness import Rounds
 
 
 @dataclass

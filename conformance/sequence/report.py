@@ -5,7 +5,6 @@ The JSON document and the file layout (certificate.json + CERTIFICATE.md) are th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 

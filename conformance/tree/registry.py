@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...stat_tests.binning import drop_rounding_mass, with_unseen_category
-from ..core.profiles import Profile
 from ..core.records import case_seed
 from ..core.registry import CheckPlan, StatCheck
 from . import checks
