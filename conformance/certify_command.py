@@ -151,6 +151,9 @@ def _certify(args: argparse.Namespace) -> int:
     except (OSError, TimeoutError) as error:  # the scheduler cannot be reached
         print(f"exactspec certify: --scheduler {args.scheduler}: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except ValueError as error:  # e.g. a worker with another exactspec, numpy or scipy: not one run's certificate
+        print(f"exactspec certify: {error}", file=sys.stderr)
+        return EXIT_USAGE
     paths = cert.write(args.out)
     print(get_level(level).summary(cert.result))
     print(f"  report: {paths['markdown']} (+ {paths['json']}{', ' + str(len(paths['plots'])) + ' plots' if paths.get('plots') else ''})")

@@ -21,7 +21,11 @@ from .result import TestResult
 def lr_gof_or_zero(name: str, counts: np.ndarray, law: np.ndarray, false_fail_rate: float, false_pass_rate: float,
                    min_expected: float) -> TestResult:
     """`chisquare_gof(method="lr")` of `counts` against `law`; with too few samples for two bins, the hard
-    zero-probability check only (its stated false-fail rate is then 0 when it passes)."""
+    zero-probability check only (its stated false-fail rate is then 0 when it passes); with none, a pass that
+    says there was nothing to test (details["skipped"])."""
+    if int(np.sum(counts)) == 0:
+        return TestResult(name, 0.0, 1.0, 0, 0.0, false_pass_rate, float("nan"), True,
+                          f"{name}: no observation reached this test: nothing to test", {"skipped": True})
     try:
         return chisquare_gof(counts=counts, p=law, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate,
                              min_expected=min_expected, method="lr", name=name)

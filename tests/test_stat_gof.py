@@ -152,3 +152,12 @@ def test_to_dict_is_json():
     assert set(d) >= {"name", "statistic", "p_value", "n", "false_fail_rate", "false_pass_rate", "detectable_tv", "passed", "message"}
     with pytest.raises(Exception):
         r.passed = False  # frozen
+
+
+def test_guarded_gof_with_no_observation_is_a_skipped_pass_and_never_an_error():
+    from exactspec.stat_tests import lr_gof_or_zero
+
+    empty = lr_gof_or_zero("residual_1", np.zeros(3, dtype=np.int64), np.array([0.2, 0.3, 0.5]), 1e-6, 1e-3, 20.0)
+    assert empty.passed and empty.n == 0 and empty.details["skipped"] and empty.false_fail_rate == 0.0
+    few = lr_gof_or_zero("x", np.array([0, 0, 1]), np.array([0.5, 0.5, 0.0]), 1e-6, 1e-3, 20.0)
+    assert not few.passed  # one sample, on a token of probability 0: the hard check fails it
