@@ -49,6 +49,14 @@ def determinism_check(impl: str, case: str, first: np.ndarray, second: np.ndarra
     return CheckRecord(impl, case, "determinism", "contract", hard_result("determinism", same, n, msg))
 
 
+def invariant_record(impl: str, case: str, label: str, n: int, problems: list[str], holds: str) -> CheckRecord:
+    """The hard invariant record of `label` over n rounds: passed when `problems` is empty (then it says what
+    `holds`), else failed with every problem found."""
+    ok = not problems
+    message = f"{label}: PASS: {n} rounds, {holds}" if ok else f"{label}: FAIL: " + "; ".join(problems)
+    return CheckRecord(impl, case, label, "invariant", hard_result(label, ok, n, message))
+
+
 def guard(impl: str, case: str, check: str, fn: Callable[[], T]) -> tuple[T | None, CheckRecord | None]:
     """(fn(), None), or (None, a failed contract record named `check`) when the implementation broke the
     contract or raised (its exception type and traceback in the record's details)."""

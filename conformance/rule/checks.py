@@ -23,8 +23,9 @@ import numpy as np
 from ...stat_tests import TestResult, lr_gof_or_zero, tokens_per_round_test, zero_probability_check
 from ...stat_tests.binning import drop_rounding_mass, pool_bins, with_unseen_category
 
+from ..core.contract import invariant_record
 from ..core.profiles import Profile
-from ..core.records import CATEGORIES, CheckRecord, hard_failure, hard_result
+from ..core.records import CATEGORIES, CheckRecord, hard_failure
 from .harness import Rounds
 from ...reference.sampling import inverse_cdf
 
@@ -57,10 +58,7 @@ def invariant_check(impl: str, rounds: Rounds, label: str = "invariants") -> Che
         problems.append(f"{int(zero.any(axis=1).sum())} rounds emit a token of target probability 0 (first: round {r}, "
                         f"position {j + 1}, token {int(tok[r, j])}, p_{j + 1}={p_at[r, j]!r}; "
                         f"emitted {tok[r, : cnt[r]].tolist()}, drafts {x[r].tolist()})")
-    ok = not problems
-    msg = (f"{label}: PASS: {rounds.n} rounds, emitted prefix == draft prefix and no p=0 token" if ok
-           else f"{label}: FAIL: " + "; ".join(problems))
-    return CheckRecord(impl, case.name, label, "invariant", hard_result(label, ok, rounds.n, msg))
+    return invariant_record(impl, case.name, label, rounds.n, problems, "emitted prefix == draft prefix and no p=0 token")
 
 
 def _plot_data(counts: np.ndarray, law: np.ndarray, min_expected: float, labels=None) -> dict:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.contract import invariant_record
 from ..core.profiles import Profile
-from ..core.records import CheckRecord, case_seed, hard_result
+from ..core.records import CheckRecord, case_seed
 from .cases import TreeCase, encode_stream
 from .harness import TreeRounds
 from ...reference.sampling import inverse_cdf
@@ -53,10 +54,7 @@ def invariant_check(impl: str, rounds: TreeRounds, label: str = "invariants") ->
             problems.append(f"round {r} emits {emitted}: its last token has target probability 0 at that context")
         if len(problems) >= 3:
             break
-    ok = not problems
-    msg = (f"{label}: PASS: {rounds.n} rounds, every prefix a tree path, no p=0 token" if ok
-           else f"{label}: FAIL: " + "; ".join(problems))
-    return CheckRecord(impl, case.name, label, "invariant", hard_result(label, ok, rounds.n, msg))
+    return invariant_record(impl, case.name, label, rounds.n, problems, "every prefix a tree path, no p=0 token")
 
 
 def gof(name: str, counts: np.ndarray, law: np.ndarray, rate: float, profile: Profile) -> TestResult:
