@@ -28,7 +28,7 @@ from exactspec import stat_tests as st
 from exactspec.conformance.paths import portable_path
 from exactspec.reference.sampling import inverse_cdf
 from exactspec.stat_tests.binning import pool_bins
-from exactspec.stat_tests.binomial import clopper_pearson
+from exactspec.stat_tests.binomial import clopper_pearson, rejection_rate
 from exactspec.stat_tests.gof import pearson_pvalue
 from exactspec.stat_tests.lr_tail import lr_pvalue
 
@@ -45,14 +45,12 @@ def zipf(V: int, s: float = 1.0) -> np.ndarray:
 
 
 def rates(pvals, false_fail_rates=FALSE_FAIL_RATES) -> dict:
-    pv = np.asarray(pvals)
     out = {}
     for a in false_fail_rates:
-        k = int(np.count_nonzero(pv < a))
-        lo, hi = cp_interval(k, pv.size)
-        lo99, hi99 = cp_interval(k, pv.size, 0.99)
-        out[str(a)] = {"rejections": k, "seeds": int(pv.size), "rate": k / pv.size, "ci95": [lo, hi],
-                       "ci99": [lo99, hi99], "ok": bool(a >= lo99), "rate_over_nominal": k / pv.size / a}
+        k, n, rate, ci95 = rejection_rate(pvals, a, 0.95)
+        ci99 = rejection_rate(pvals, a, 0.99)[3]
+        out[str(a)] = {"rejections": k, "seeds": n, "rate": rate, "ci95": list(ci95), "ci99": list(ci99),
+                       "ok": bool(a >= ci99[0]), "rate_over_nominal": rate / a}
     return out
 
 

@@ -26,10 +26,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 from scipy import stats
 
-from ..stat_tests import clopper_pearson
+from ..stat_tests import rejection_rate
 from .core.driver import run_level
 from .core.executor import case_executor
 from .core.levels import LEVELS, get_level
@@ -91,13 +90,11 @@ def replicate_pvalues(impl_spec: str | None, profile_name: str, replicates: int,
 def _rates(pvals: list[float], n_tests: int = 1) -> dict:
     """Rejections at each alpha, their 99% interval, and `above_nominal`: a one-sided exact binomial test of
     rate <= alpha rejects at 1% family-wise over `n_tests` such tests (Bonferroni)."""
-    p = np.asarray(pvals)
     out = {}
     for a in ALPHAS:
-        k = int(np.count_nonzero(p < a))
-        lo, hi = clopper_pearson(k, int(p.size), CONFIDENCE)
-        excess_p = float(stats.binom.sf(k - 1, p.size, a)) if k else 1.0
-        out[f"{a:g}"] = {"rejections": k, "rate": k / p.size, "ci": [lo, hi], "nominal_in_ci": lo <= a <= hi,
+        k, n, rate, (lo, hi) = rejection_rate(pvals, a, CONFIDENCE)
+        excess_p = float(stats.binom.sf(k - 1, n, a)) if k else 1.0
+        out[f"{a:g}"] = {"rejections": k, "rate": rate, "ci": [lo, hi], "nominal_in_ci": lo <= a <= hi,
                          "p_value_rate_above_nominal": excess_p, "above_nominal": excess_p < 0.01 / n_tests}
     return out
 

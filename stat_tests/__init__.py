@@ -18,7 +18,7 @@ Key measured figures (benchmarks/results/stat_calibration.json, 2 CPUs):
 The conformance suite runs `chisquare_gof(method="lr")` (= `assert_multinomial_lr`): a likelihood-ratio test
 whose false-fail rate is a theorem at every level (exact tail for <= 3 bins, Agrawal's bound otherwise).
 """
-from .binomial import clopper_pearson
+from .binomial import clopper_pearson, rejection_rate
 from .budget import ErrorBudget
 from .exact import multinomial_exact_test
 from .gof import chisquare_gof, zero_probability_check
@@ -36,7 +36,7 @@ __all__ = [
     "TestResult", "chisquare_gof", "multinomial_exact_test", "zero_probability_check",
     "pit_values", "pit_uniformity_test", "tokens_per_round_test", "mean_tokens_test",
     "two_sample_chisquare", "required_samples", "detectable_tv", "chisquare_power",
-    "ErrorBudget", "clopper_pearson", "permutation_homogeneity", "pooled_bins", "plan_gof", "lr_gof_or_zero", "pit_ks_or_fail", "assert_multinomial_lr", "min_discrepancy_multinomial_lr",
+    "ErrorBudget", "clopper_pearson", "rejection_rate", "permutation_homogeneity", "pooled_bins", "plan_gof", "lr_gof_or_zero", "pit_ks_or_fail", "assert_multinomial_lr", "min_discrepancy_multinomial_lr",
     "min_num_samples_multinomial_lr", "lr_pvalue", "lr_tail_bound", "lr_critical_value",
 ]
 
