@@ -119,10 +119,11 @@ def header(role: str, defaults: dict, coupled: bool = False) -> Header:
                   created="2026-12-01T00:00:00+00:00", exactspec_version="test")
 
 
-def completions(law, reported_law, n: int, stream: int, draft_n: int, greedy: bool = False) -> list[Completion]:
+def completions(law, reported_law, n: int, stream: int, draft_n: int, greedy: bool = False,
+                seed_start: int = 0) -> list[Completion]:
     out = []
     for pid in PROMPTS:
-        for seed in range(n):
+        for seed in range(seed_start, seed_start + n):
             tokens = sample(law, pid, seed, stream, greedy)
             tops = tuple(tuple(map(tuple, report(reported_law(pid, tuple(tokens[:t]))))) for t in range(len(tokens)))
             out.append(Completion(prompt_id=pid, seed=seed, tokens=tuple(tokens), top_probs=tops,
@@ -151,7 +152,7 @@ def make_files(tmp_path, candidate_law=base_law, *, n: int = 800, draft_n: int =
     ref_law = cached(truncated(base_law, top_k) if top_k else base_law)
     candidate_law = cached(candidate_law)
     ref = completions(ref_law, ref_law, n, stream=0, draft_n=0, greedy=greedy)
-    cand = completions(candidate_law, ref_law, n, stream=1, draft_n=draft_n, greedy=greedy)
+    cand = completions(candidate_law, ref_law, n, stream=1, draft_n=draft_n, greedy=greedy, seed_start=n)  # disjoint
     if mutate is not None:
         cand = mutate(cand)
     ref_path, cand_path = tmp_path / "ref.jsonl", tmp_path / "cand.jsonl"
@@ -197,7 +198,7 @@ def test_wrong_only_at_position_3_is_caught_there_and_not_at_position_1(tmp_path
     result = certify(*make_files(tmp_path, shifted_at(3)))
     assert result.verdict == "NOT_EXACT"
     failed = _failed(result)
-    assert ("p0", "position_3_permutation") in failed and ("p0", "pit_ks") in failed
+    assert ("p0", "position_3_permutation") in failed and {("p0", "pit_ks"), ("p1", "pit_ks")} & failed
     assert not {check for _, check in failed} & {"position_1_permutation", "position_2_permutation"}
 
 
@@ -215,21 +216,22 @@ def test_supported_candidate_under_top_k_passes_the_support_check(tmp_path):
     assert all(r.passed for r in result.records if r.check == "reported_support")
 
 
-def _diverge_at_seed_3(cand: list[Completion]) -> list[Completion]:
+def _diverge_at_seed_23(cand: list[Completion]) -> list[Completion]:
+    """The candidate (seeds 20..39 when n = 20) diverges at position 2 of prompt p1's seed 23."""
     out = []
     for c in cand:
-        if c.prompt_id == "p1" and c.seed == 3:
+        if c.prompt_id == "p1" and c.seed == 23:
             c = replace(c, tokens=(c.tokens[0], (c.tokens[1] + 1) % EOS, *c.tokens[2:]))
         out.append(c)
     return out
 
 
 def test_greedy_divergence_is_not_exact_and_names_the_first_divergence(tmp_path):
-    result = certify(*make_files(tmp_path, n=20, greedy=True, mutate=_diverge_at_seed_3))
+    result = certify(*make_files(tmp_path, n=20, greedy=True, mutate=_diverge_at_seed_23))
     assert result.verdict == "NOT_EXACT" and not result.statistical
     failure = next(r for r in result.failed)
     assert failure.check == "greedy_equality" and failure.case == "p1"
-    assert "seed 3: position 2" in failure.result.message
+    assert "seed 23: position 2" in failure.result.message
 
 
 def test_greedy_equal_outputs_are_certified(tmp_path):
@@ -442,3 +444,97 @@ def test_certify_samples_runs_without_torch_and_httpx(tmp_path):
     done = subprocess.run([sys.executable, "-c", _BLOCKED_RUN, str(ref_path), str(cand_path), str(tmp_path / "c")],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0 and "BLOCKED-OK" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------------------------------
+# Sample files that cannot mislead (#23): each edit of a valid pair is an exit-2 error naming the file, line
+# and field, or an INCONCLUSIVE with its reason
+# --------------------------------------------------------------------------------------------------
+
+def _edit(path, edit_header=None, edit_record=None):
+    """Rewrite a sample file through `edit_header(dict)` / `edit_record(dict) -> dict | None (drop)`."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    head = edit_header(lines[0]) or lines[0] if edit_header else lines[0]
+    body = [r for r in ((edit_record(r) if edit_record else r) for r in lines[1:]) if r is not None]
+    path.write_text("".join(json.dumps(r) + "\n" for r in [head, *body]))
+
+
+def _defaults(**changes):
+    def edit(header):
+        header["request_defaults"].update(changes)
+        return header
+    return edit
+
+
+@pytest.mark.parametrize("change", [{"ignore_eos": True}, {"mirostat": 2}, {"dry_multiplier": 0.8},
+                                    {"samplers": ["temperature", "top_k"]}, {"some_new_engine_knob": 1}])
+def test_law_changing_parameters_that_differ_are_a_usage_error(tmp_path, change):
+    ref_path, cand_path = make_files(tmp_path, n=50)
+    _edit(cand_path, edit_header=_defaults(**change), edit_record=lambda r: {**r, "request": {}})
+    code = certify_main([str(ref_path), str(cand_path), "--profile", "quick", "--out", str(tmp_path / "c")])
+    assert code == 2
+    with pytest.raises(ValueError, match=f"request_defaults.*{next(iter(change))}"):
+        certify(ref_path, cand_path)
+
+
+def test_report_only_parameters_may_differ(tmp_path):
+    ref_path, cand_path = make_files(tmp_path, n=300)
+    _edit(cand_path, edit_header=_defaults(n_probs=20, post_sampling_probs=False))
+    assert certify(ref_path, cand_path).verdict == "CERTIFIED"
+
+
+def test_a_record_whose_request_is_not_its_headers_law_names_file_line_and_field(tmp_path):
+    ref_path, cand_path = make_files(tmp_path, n=50)
+    _edit(cand_path, edit_record=lambda r: {**r, "request": {"temperature": 1.3}})
+    with pytest.raises(ValueError, match=r"cand.jsonl: line 2: field 'request.temperature': 1.3, but the header"):
+        read_samples(cand_path)
+
+
+def test_resume_is_refused_across_engine_builds():
+    from exactspec.conformance.engine.samples import design_differences
+
+    old = header("candidate", {"temperature": 1.0})
+    new = replace(old, engine={**old.engine, "version": "2"})
+    assert design_differences(old, new) == ["engine.version"]
+
+
+def test_a_dropped_prompt_is_inconclusive(tmp_path):
+    ref_path, cand_path = make_files(tmp_path, n=300)
+    _edit(cand_path, edit_record=lambda r: None if r.get("prompt_id") == "p1" else r)
+    result = certify(ref_path, cand_path)
+    assert result.verdict == "INCONCLUSIVE"
+    assert any(reason.startswith("p1: dropped") for reason in result.reasons)
+
+
+def test_a_pit_that_cannot_run_is_inconclusive(tmp_path):
+    ref_path, cand_path = make_files(tmp_path, n=300)
+    _edit(ref_path, edit_record=lambda r: {**r, "probs_kind": "raw"} if r["kind"] == "prefix_probs" else r)
+    _edit(ref_path, edit_header=_defaults(temperature=0.7))
+    _edit(cand_path, edit_header=_defaults(temperature=0.7))
+    result = certify(ref_path, cand_path)
+    assert result.verdict == "INCONCLUSIVE" and "pit_ks" not in {r.check for r in result.records}
+    assert any("the PIT did not run" in reason and "raw" in reason for reason in result.reasons)
+
+
+def test_a_check_that_ran_on_nothing_is_inconclusive(tmp_path):
+    """Seed coupling declared, but the candidate's seeds are shifted: no shared seed, a check on n = 0."""
+    ref_path, cand_path = make_files(tmp_path, n=300)
+
+    def coupled(head):
+        head["engine"]["speculation"]["expect_seed_coupled"] = True
+        return head
+    _edit(cand_path, edit_header=coupled, edit_record=lambda r: {**r, "seed": r["seed"] + 1000})
+    result = certify(ref_path, cand_path)
+    assert result.verdict == "INCONCLUSIVE"
+    assert any("seed_coupling ran on nothing (n = 0)" in reason for reason in result.reasons)
+
+
+def test_two_sample_tests_never_compare_a_seed_with_itself():
+    """Seeds in both files are shared out (an engine may couple its randomness to the seed)."""
+    from exactspec.conformance.engine.checks import independent_samples
+
+    ref = [Completion("p0", seed, (seed,)) for seed in range(6)]
+    cand = [Completion("p0", seed, (seed,)) for seed in range(3, 9)]
+    kept_ref, kept_cand = independent_samples(ref, cand)
+    assert {c.seed for c in kept_ref} == {0, 1, 2, 3, 5} and {c.seed for c in kept_cand} == {4, 6, 7, 8}
+    assert not {c.seed for c in kept_ref} & {c.seed for c in kept_cand}

@@ -16,13 +16,11 @@ from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
 from . import hard, pit
 from .cases import EngineCase
+from .law_params import law_differences
 from .registry import REPORTED_PROBS_CHECK
 from .samples import Completion, PrefixProbs, SampleFile
 from ...stat_tests import TestResult, permutation_homogeneity, pit_uniformity_test
 
-#: Request parameters that define the sampled law: both files must agree on every one either sets.
-SAMPLER_KEYS = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
-                "presence_penalty", "frequency_penalty", "max_tokens", "stop", "grammar", "logit_bias")
 IDENTITY_CHAIN = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
                   "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
@@ -40,10 +38,10 @@ def check_comparable(reference: SampleFile, candidate: SampleFile) -> None:
     differ = sorted(pid for pid in shared if ref.prompts[pid] != cand.prompts[pid])
     if differ:
         raise ValueError(f"prompts with the same prompt_id but different prompt_tokens: {differ[:5]}")
-    bad = [k for k in SAMPLER_KEYS if ref.request_defaults.get(k) != cand.request_defaults.get(k)]
-    if bad:
-        shown = {k: (ref.request_defaults.get(k), cand.request_defaults.get(k)) for k in bad}
-        raise ValueError(f"request_defaults differ between reference and candidate (reference, candidate): {shown}")
+    differ = law_differences(ref.request_defaults, cand.request_defaults)
+    if differ:
+        raise ValueError(f"{candidate.path}: header field 'request_defaults': law-changing parameters differ from "
+                         f"{reference.path}'s (reference, candidate): {differ}")
 
 
 def _unique_seeds(completions: Sequence[Completion], path: str, pid: str) -> None:
@@ -72,10 +70,16 @@ class PromptData:
         _unique_seeds(self.ref, reference.path, pid)
         _unique_seeds(self.cand, candidate.path, pid)
         self.reports: dict[tuple[int, ...], PrefixProbs] = {}
+        self.unusable_reports = 0  # raw reports under a chain that warps: not the law sampled from
         for record in reference.prefix_probs:
-            if record.prompt_id == pid and _post_sampling_or_identity(record.probs_kind, defaults):
+            if record.prompt_id != pid:
+                continue
+            if _post_sampling_or_identity(record.probs_kind, defaults):
                 self.reports.setdefault(record.prefix_tokens, record)
+            else:
+                self.unusable_reports += 1
         self.first_report = self._first_report(defaults)
+        self.independent_ref, self.independent_cand = independent_samples(self.ref, self.cand)
         self.top_k = defaults.get("top_k")
 
     def _first_report(self, defaults: dict):
@@ -96,6 +100,19 @@ class PromptData:
                           data=self)
 
 
+def independent_samples(reference: Sequence[Completion], candidate: Sequence[Completion]
+                        ) -> tuple[list[Completion], list[Completion]]:
+    """The two samples the two-sample tests compare, with no seed in both: an engine may couple its randomness
+    to the seed (sampler-match drafting does, by design), and a coupled pair is not two independent samples.
+    Seeds that both files hold are shared out in turn (the reference keeps the 1st, 3rd, ... in seed order,
+    the candidate the 2nd, 4th, ...); seeds only one file holds stay in it."""
+    shared = sorted({c.seed for c in reference} & {c.seed for c in candidate})
+    to_candidate = set(shared[1::2])
+    to_reference = set(shared) - to_candidate
+    return ([c for c in reference if c.seed not in to_candidate],
+            [c for c in candidate if c.seed not in to_reference])
+
+
 def _position(tokens: Sequence[int], j: int):
     """Category of position j (1-based): the token, or None (END) after the completion ended."""
     return tokens[j - 1] if len(tokens) >= j else None
@@ -108,8 +125,8 @@ def _record(data: PromptData, name: str, result: TestResult, category: str = "ex
 def permutation_checks(case: Any, level: float, profile: Profile, tuple_check: bool) -> list[CheckRecord]:
     """Per-position marginals (or the first-m-tokens tuple) of the two samples: permutation homogeneity tests."""
     data, settings = case.data, profile.engine
-    ref = [c.tokens for c in data.ref]
-    cand = [c.tokens for c in data.cand]
+    ref = [c.tokens for c in data.independent_ref]
+    cand = [c.tokens for c in data.independent_cand]
     names: list[tuple[str, Callable[[Sequence[int]], Hashable]]]
     if tuple_check:
         m = case.positions
@@ -121,6 +138,9 @@ def permutation_checks(case: Any, level: float, profile: Profile, tuple_check: b
         result = permutation_homogeneity([category_of(s) for s in ref], [category_of(s) for s in cand], level,
                                          false_pass_rate=profile.false_pass_rate, min_expected=settings.min_expected,
                                          max_bins=settings.max_bins, rng=case_seed(data.pid, name), name=name)
+        result.details["independent_samples"] = {"reference": len(ref), "candidate": len(cand),
+                                                 "seeds_in_both_files_shared_out": len(data.ref) + len(data.cand)
+                                                 - len(ref) - len(cand)}
         out.append(_record(data, name, result))
     return out
 

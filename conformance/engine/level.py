@@ -9,7 +9,7 @@ with its own samples, which voids that prompt's PIT). Every case runs in this pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -23,6 +23,25 @@ from .samples import SampleFile
 
 LEVEL_NAME = "engine"
 NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all 0 or absent"
+
+
+def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord]) -> list[str]:
+    """Why the files cannot support a certificate even when no check fails: a prompt dropped by one side, a PIT
+    that did not run, seed coupling disabled by non-determinism, a check that ran on nothing."""
+    reasons = []
+    ref, cand = pair.reference.by_prompt(), pair.candidate.by_prompt()
+    for pid in sorted(set(pair.reference.header.prompts) | set(pair.candidate.header.prompts)):
+        n_ref, n_cand = len(ref.get(pid, [])), len(cand.get(pid, []))
+        if (n_ref == 0) != (n_cand == 0):
+            reasons.append(f"{pid}: dropped: the reference holds {n_ref} completions of it, the candidate {n_cand}")
+    for case in cases:
+        if not case.greedy and not case.pit:
+            why = (f"its {case.data.unusable_reports} reports are raw, and the sampler chain warps" if
+                   case.data.unusable_reports else "the reference holds no report for its prefixes (teacher forcing)")
+            reasons.append(f"{case.name}: the PIT did not run: {why}")
+        reasons += [f"{case.name}: {note}" for note in case.notes if "seed-coupling check is disabled" in note]
+    reasons += [f"{r.case}: {r.check} ran on nothing (n = 0)" for r in records if r.result.n == 0]
+    return reasons
 
 
 def _invalid_references(records: list[CheckRecord]) -> list[str]:
@@ -49,6 +68,7 @@ class EngineResult(SuiteResult):
     """A core SuiteResult at level "engine" that knows whether the candidate speculated."""
 
     speculation_observed: bool = False
+    input_reasons: list[str] = field(default_factory=list)  # what the files hold that keeps the run from certifying
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -60,7 +80,7 @@ class EngineResult(SuiteResult):
         """Set `voided` and `inconclusive` from the records and the speculation evidence (done on construction;
         call again after changing `records`)."""
         self.voided = voided_checks(self.records)
-        self.inconclusive = inconclusive_reasons(self.records, self.speculation_observed)
+        self.inconclusive = inconclusive_reasons(self.records, self.speculation_observed) + list(self.input_reasons)
 
     @property
     def reasons(self) -> list[str]:
@@ -117,6 +137,7 @@ class EngineLevel(Level):
         prompts = [case.data for case in cases]
         evidence = hard.speculation_evidence([c for data in prompts for c in data.cand])
         result.speculation_observed = evidence["observed"]
+        result.input_reasons = input_reasons(impl, cases, result.records)
         result.judge()
         result.extra = {"engine": engine_summary(impl.reference, impl.candidate, evidence, prompts),
                         "reasons": result.reasons}

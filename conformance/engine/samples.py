@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, overload
 
 from ..paths import portable_args
+from .law_params import TEACHER_FORCING, request_mismatch
 
 SCHEMA = "exactspec.engine.samples"
 SCHEMA_VERSION = "1.0"
@@ -209,6 +210,17 @@ def _prompt_id(record: dict, header: Header, at: _Where) -> str:
     return pid
 
 
+def _request(record: dict, header: Header, at: _Where, ignore: frozenset[str] = frozenset()) -> dict:
+    """The record's request, which must sample the header's law: no law-changing parameter set otherwise."""
+    request = at.get(record, "request", (dict,), optional=True) or {}
+    mismatch = request_mismatch(request, header.request_defaults, ignore)
+    if mismatch is not None:
+        name, sent, declared = mismatch
+        raise at.error(f"request.{name}", f"{sent!r}, but the header's request_defaults say {declared!r}: this "
+                                          "record sampled another law than the file declares")
+    return request
+
+
 def _parse_completion(record: dict, header: Header, at: _Where) -> Completion:
     tokens = at.token_ids(record, "tokens")
     rows = at.get(record, "top_probs", (list,), optional=True)
@@ -222,7 +234,7 @@ def _parse_completion(record: dict, header: Header, at: _Where) -> Completion:
         raise at.error("repeat", f"must be >= 0, got {repeat}")
     elapsed = at.get(record, "elapsed_s", (int, float), optional=True)
     return Completion(prompt_id=_prompt_id(record, header, at), seed=at.get(record, "seed", (int,)), tokens=tokens,
-                      repeat=repeat, request=at.get(record, "request", (dict,), optional=True) or {},
+                      repeat=repeat, request=_request(record, header, at),
                       text=at.get(record, "text", (str,), optional=True) or "", top_probs=top,
                       probs_kind=at.probs_kind(record, optional=True),
                       finish_reason=at.get(record, "finish_reason", (str,), optional=True),
@@ -234,7 +246,7 @@ def _parse_prefix_probs(record: dict, header: Header, at: _Where) -> PrefixProbs
     return PrefixProbs(prompt_id=_prompt_id(record, header, at), prefix_tokens=at.token_ids(record, "prefix_tokens"),
                        top_probs=at.top_probs(at.get(record, "top_probs", (list,)), "top_probs"),
                        probs_kind=at.probs_kind(record, optional=False),
-                       request=at.get(record, "request", (dict,), optional=True) or {})
+                       request=_request(record, header, at, TEACHER_FORCING))
 
 
 def _records(path: Path) -> Iterable[tuple[int, dict]]:
@@ -290,7 +302,7 @@ def write_samples(path: str | Path, header: Header, records: Iterable[Completion
 #: Header fields that define the sample: a file may only be resumed by a run that agrees on all of them
 #: (a different chain, prompt set or engine configuration would mix two laws in one file).
 DESIGN_FIELDS = ("role", "model", "request_defaults", "prompts")
-ENGINE_DESIGN_FIELDS = ("name", "flags", "speculation")
+ENGINE_DESIGN_FIELDS = ("name", "version", "flags", "speculation")  # version: the engine's build
 
 
 @dataclass
