@@ -38,10 +38,10 @@ def check_comparable(reference: SampleFile, candidate: SampleFile) -> None:
     differ = sorted(pid for pid in shared if ref.prompts[pid] != cand.prompts[pid])
     if differ:
         raise ValueError(f"prompts with the same prompt_id but different prompt_tokens: {differ[:5]}")
-    differ = law_differences(ref.request_defaults, cand.request_defaults)
-    if differ:
+    law = law_differences(ref.request_defaults, cand.request_defaults)
+    if law:
         raise ValueError(f"{candidate.path}: header field 'request_defaults': law-changing parameters differ from "
-                         f"{reference.path}'s (reference, candidate): {differ}")
+                         f"{reference.path}'s (reference, candidate): {law}")
 
 
 def _unique_seeds(completions: Sequence[Completion], path: str, pid: str) -> None:
