@@ -41,7 +41,9 @@ from .model_config import (  # noqa: E402,F401 -- re-exported: the names callers
     resolve_model_path,
 )
 
-_CACHE_FORMAT = 2  # 1: keyed by the GGUF's path, at the cache root (ignored now; `exactspec cache clear` removes it)
+_CACHE_FORMAT = 3  # 3: a standard checkpoint (tied head stored as the input embedding, `architectures` set);
+# 2: the tied head stored as lm_head.weight only, which vLLM reads as no embedding; 1: keyed by the GGUF's path
+# (`exactspec cache clear` removes the older ones)
 
 #: Timings of the most recent load in this process: {"source": "gguf"|"cache"|"hf-dir", "seconds": float, "path": str}.
 LAST_LOAD_INFO: dict[str, Any] = {}
@@ -109,11 +111,22 @@ def _gguf_to_model(gguf: Path) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
+def standard_state(model: Any) -> dict[str, torch.Tensor]:
+    """The model's weights under a Hugging Face checkpoint's names, a tied LM head stored once, as the input
+    embedding `model.embed_tokens.weight`: what transformers and other engines (vLLM) both read as this model."""
+    state = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
+    if getattr(model.config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)
+    return state
+
+
 def _convert_gguf(gguf: Path, target: Path) -> None:
-    """Convert a GGUF file and store config + safetensors weights + tokenizer in `target` (atomically)."""
-    from safetensors.torch import save_model
+    """Convert a GGUF file and store config + safetensors weights + tokenizer in `target` (atomically): a standard
+    Hugging Face checkpoint (`architectures` set, tied weights stored as the input embedding)."""
+    from safetensors.torch import save_file
 
     model, tokenizer = _gguf_to_model(gguf)
+    model.config.architectures = [type(model).__name__]
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
     try:
@@ -123,8 +136,7 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
                 model.generation_config.save_pretrained(str(tmp))
             except Exception:  # noqa: BLE001 - the generation config is optional
                 pass
-        # save_model drops tied duplicates (lm_head = embed_tokens), which save_file would refuse.
-        save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        save_file(standard_state(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         tokenizer.save_pretrained(str(tmp))
         (tmp / MODEL_SOURCE_FILE).write_text(json.dumps({"gguf": str(gguf), "sha256": content_hash(gguf),
                                                           "format": _CACHE_FORMAT}))

@@ -128,3 +128,29 @@ def test_default_model_greedy_speculative_equals_plain():
     for draft in (PromptLookupDraft(ngram_max=3), QuantizedSelfDraft(model, backend="dynamic")):
         spec = SpeculativeGenerator(model, draft, k=3, sampling=greedy).generate(ids, 8)
         assert spec.sequences == plain.sequences, type(draft).__name__
+
+
+@pytest.mark.model
+@needs_smollm2
+def test_converted_checkpoint_is_a_standard_hugging_face_one():
+    """The cached SmolLM2 is what other engines read as the same model: the tied head stored once, as
+    model.embed_tokens.weight (a checkpoint holding only lm_head.weight is served with uniform logits by vLLM),
+    `architectures` in config.json, and a plain transformers load of the directory gives the same logits."""
+    import json
+    from pathlib import Path
+
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM
+
+    model, _ = models.load_default_model()
+    folder = Path(models.LAST_LOAD_INFO["path"])
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as weights:
+        names = set(weights.keys())
+    assert "model.embed_tokens.weight" in names and "lm_head.weight" not in names
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and config["tie_word_embeddings"] is True
+    plain = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, local_files_only=True).eval()
+    ids = torch.tensor([[1, 504, 3437, 2056, 314]])
+    with torch.no_grad():
+        assert torch.equal(plain(ids).logits, model(ids).logits)
+    assert torch.equal(plain.lm_head.weight, plain.model.embed_tokens.weight)
