@@ -173,9 +173,9 @@ def test_correct_candidate_is_certified_and_the_report_states_n_level_and_detect
     result = certify(*make_files(tmp_path))
     assert result.verdict == "CERTIFIED", result.reasons
     stat = result.statistical
-    assert len(stat) == result.budget["n_checks"] == 2 * (4 + 1 + 1 + 1)
+    assert len(stat) == result.budget["n_checks"] == 2 * (4 + 1 + 1 + 1 + 1)
     level = result.budget["per_check_false_fail_rate"]
-    assert level == pytest.approx(1e-3 / 14) and result.budget["within_budget"]
+    assert level == pytest.approx(1e-3 / 16) and result.budget["within_budget"]
     for record in stat:
         assert record.result.n > 0 and record.result.false_fail_rate == level
         assert np.isfinite(record.result.detectable_tv) or record.result.details.get("detectable_kolmogorov")
@@ -538,3 +538,22 @@ def test_two_sample_tests_never_compare_a_seed_with_itself():
     kept_ref, kept_cand = independent_samples(ref, cand)
     assert {c.seed for c in kept_ref} == {0, 1, 2, 3, 5} and {c.seed for c in kept_cand} == {4, 6, 7, 8}
     assert not {c.seed for c in kept_ref} & {c.seed for c in kept_cand}
+
+
+def test_reports_wrong_at_a_deeper_prefix_void_the_pit_instead_of_blaming_the_candidate(tmp_path):
+    """Both samples exact, but the reference misreports every distribution after a prefix of length >= 1 (its
+    top two probabilities swapped): its own tokens fail `reference_pit`, so the candidate's PIT is void and the
+    run is INCONCLUSIVE, never NOT_EXACT."""
+    ref_path, cand_path = make_files(tmp_path, n=600)
+
+    def misreport(record):
+        if record["kind"] == "prefix_probs" and record["prefix_tokens"]:
+            top = record["top_probs"]
+            top[0][1], top[1][1] = top[1][1], top[0][1]
+        return record
+    _edit(ref_path, edit_record=misreport)
+    result = certify(ref_path, cand_path)
+    checks = {(r.case, r.check): r for r in result.records}
+    assert not checks[("p0", "reference_pit")].passed and not checks[("p0", "pit_ks")].passed
+    assert result.verdict == "INCONCLUSIVE" and "p0/pit_ks" in result.voided
+    assert any("reported probabilities disagree" in reason for reason in result.reasons)

@@ -17,7 +17,7 @@ from ..core.records import CheckRecord, case_seed
 from . import hard, pit
 from .cases import EngineCase
 from .law_params import law_differences
-from .registry import REPORTED_PROBS_CHECK
+from .registry import REFERENCE_PIT_CHECK, REPORTED_PROBS_CHECK
 from .samples import Completion, PrefixProbs, SampleFile
 from ...stat_tests import TestResult, permutation_homogeneity, pit_uniformity_test
 
@@ -145,45 +145,68 @@ def permutation_checks(case: Any, level: float, profile: Profile, tuple_check: b
     return out
 
 
-def _pit_positions(data: PromptData, horizon: int) -> tuple[list[int], list, list[tuple[int, int]], int]:
-    """(tokens, reports, (seed, position)) of every candidate position < `horizon` whose prefix the reference
-    reported, and how many of the candidates' positions < `horizon` have none (ended, or not reported)."""
-    tokens, reports, where, missing = [], [], [], 0
-    for c in sorted(data.cand, key=lambda c: c.seed):
-        for t in range(horizon):
-            report = data.reports.get(c.tokens[:t]) if t < len(c.tokens) else None
+def _pit_positions(completions: Sequence[Completion], reports: dict, horizon: int, first: int = 0
+                   ) -> tuple[list[int], list, list[tuple[int, int]], int]:
+    """(tokens, reports, (seed, position)) of every position first..horizon-1 of `completions` whose prefix the
+    reference reported, and how many of those positions have none (ended, or not reported)."""
+    tokens, rows, where, missing = [], [], [], 0
+    for c in sorted(completions, key=lambda c: c.seed):
+        for t in range(first, horizon):
+            report = reports.get(c.tokens[:t]) if t < len(c.tokens) else None
             if report is None:
                 missing += 1
                 continue
             tokens.append(c.tokens[t])
-            reports.append(report.top_probs)
+            rows.append(report.top_probs)
             where.append((c.seed, t))
-    return tokens, reports, where, missing
+    return tokens, rows, where, missing
+
+
+def _pit_record(data: PromptData, name: str, completions: Sequence[Completion], horizon: int, first: int,
+                level: float, profile: Profile) -> CheckRecord:
+    """Exact KS on the randomized PIT of `completions`' tokens at positions first..horizon-1 under the reference's
+    reports: the PIT where the prefix was reported, a fresh U(0, 1) draw where the completion had ended or no report
+    exists. Each value is then U(0, 1) given the earlier ones (which positions are reported depends on earlier tokens
+    only), so their number is fixed and the finite-n KS law holds; pooling only the reported positions would let an
+    END decide how many there are. A token its report gives probability 0 fails the check outright."""
+    fpr = profile.false_pass_rate
+    tokens, rows, where, missing = _pit_positions(completions, data.reports, horizon, first)
+    for token, row, (seed, t) in zip(tokens, rows, where):
+        ids, probs = pit.categories(row)
+        if probs[pit.category_of(token, ids)] == 0:
+            msg = (f"{name}: FAIL: seed {seed}: position {t + 1}: token {token} has reference-reported "
+                   f"probability 0 (an impossible token)")
+            return _record(data, name, TestResult(name, float("inf"), 0.0, len(tokens), level, fpr, float("nan"),
+                                                  False, msg, {"seed": seed, "position": t + 1, "token": token}))
+    rng = np.random.default_rng(case_seed(data.pid, name))
+    uniforms = np.concatenate([pit.pit_uniforms(tokens, rows, rng), rng.random(missing)])
+    if uniforms.size < 2:
+        raise ValueError(f"prompt {data.pid!r}: {name}: {uniforms.size} PIT values; the KS test needs >= 2")
+    result = pit_uniformity_test(uniforms, level, false_pass_rate=fpr, method="ks", name=name)
+    if not tokens:  # only fresh draws: the check tested nothing the files hold
+        result = TestResult(name, result.statistic, result.p_value, 0, result.false_fail_rate, fpr,
+                            result.detectable_tv, result.passed, f"{name}: no position of these completions was "
+                            "reported: nothing to test", dict(result.details))
+    result.details.update(pit_values=len(tokens), padded_values=missing)
+    return _record(data, name, result)
 
 
 def pit_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:
-    """Exact KS on `positions` values per candidate completion: the PIT where the prefix was reported, a fresh
-    U(0, 1) draw where the completion had ended or no report exists. Each value is then U(0, 1) given the
-    earlier ones (which positions are reported depends on earlier tokens only), so their number is fixed and
-    the finite-n KS law holds; pooling only the reported positions would let an END decide how many there are."""
-    data, false_pass_rate = case.data, profile.false_pass_rate
-    tokens, reports, where, missing = _pit_positions(data, case.positions)
-    if len(tokens) < 2:
-        raise ValueError(f"prompt {data.pid!r}: the reference's prefix_probs match {len(tokens)} candidate "
+    """The candidate's tokens at positions 1..m under the reference's reports (`_pit_record`)."""
+    data = case.data
+    _, _, matched, _ = _pit_positions(data.cand, data.reports, case.positions)
+    if len(matched) < 2:
+        raise ValueError(f"prompt {data.pid!r}: the reference's prefix_probs match {len(matched)} candidate "
                          "positions; the PIT needs >= 2 (were they collected for these candidate samples?)")
-    for token, report, (seed, t) in zip(tokens, reports, where):
-        ids, probs = pit.categories(report)
-        if probs[pit.category_of(token, ids)] == 0:
-            msg = (f"pit_ks: FAIL: seed {seed}: position {t + 1}: token {token} has reference-reported "
-                   f"probability 0 (an impossible token)")
-            result = TestResult("pit_ks", float("inf"), 0.0, len(tokens), level, false_pass_rate, float("nan"), False, msg,
-                                {"seed": seed, "position": t + 1, "token": token})
-            return [_record(data, "pit_ks", result)]
-    rng = np.random.default_rng(case_seed(data.pid, "pit_ks"))
-    uniforms = np.concatenate([pit.pit_uniforms(tokens, reports, rng), rng.random(missing)])
-    result = pit_uniformity_test(uniforms, level, false_pass_rate=false_pass_rate, method="ks", name="pit_ks")
-    result.details.update(pit_values=len(tokens), padded_values=missing)
-    return [_record(data, "pit_ks", result)]
+    return [_pit_record(data, "pit_ks", data.cand, case.positions, 0, level, profile)]
+
+
+def reference_pit_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:
+    """The reference's own tokens at positions 2..m under its own reports: a self-check at every depth the PIT
+    uses beyond the first (`reported_check` covers position 1), so reports wrong at a deeper prefix void the PIT
+    instead of being blamed on the candidate."""
+    data = case.data
+    return [_pit_record(data, REFERENCE_PIT_CHECK, data.ref, case.positions, 1, level, profile)]
 
 
 def reported_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:

@@ -190,10 +190,11 @@ async def collect_completions(urls: dict[str, str], entries: list[dict], out_dir
     return outcome, prompts
 
 
-def candidate_prefixes(candidate: samples.SampleFile, positions: int | None) -> list[tuple[str, tuple[int, ...]]]:
-    """Every distinct (prompt_id, generated-prefix) of the candidate's completions, shortest first;
-    only prefixes shorter than `positions` (the PIT's positions 1..positions) when it is given."""
-    distinct = {(c.prompt_id, c.tokens[:j]) for c in candidate.completions for j in range(len(c.tokens))
+def candidate_prefixes(*files: samples.SampleFile, positions: int | None = None) -> list[tuple[str, tuple[int, ...]]]:
+    """Every distinct (prompt_id, generated-prefix) of the files' completions, shortest first; only prefixes
+    shorter than `positions` (the PIT's positions 1..positions) when it is given. Teacher forcing asks the
+    reference for the candidate's prefixes (the PIT) and for its own (its self-check at every depth)."""
+    distinct = {(c.prompt_id, c.tokens[:j]) for f in files for c in f.completions for j in range(len(c.tokens))
                 if positions is None or j < positions}
     return sorted(distinct, key=lambda key: (key[0], len(key[1]), key[1]))
 
@@ -217,7 +218,9 @@ async def teacher_force(url: str, candidate: samples.SampleFile, prompts: dict[s
     path = out_dir / "reference.jsonl"
     async with _client(url, settings) as client:
         state = samples.start_or_resume(path, build_header("reference", url, settings, await client.props(), prompts))
-        jobs = [key for key in candidate_prefixes(candidate, settings.teacher_positions) if key not in state.prefixes]
+        own = samples.read_samples(path)
+        jobs = [key for key in candidate_prefixes(candidate, own, positions=settings.teacher_positions)
+                if key not in state.prefixes]
 
         async def send(job):
             return await sample_prefix(client, prompts, chain, settings.seed_start, job)

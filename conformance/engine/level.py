@@ -17,7 +17,7 @@ from ..core.level import Level
 from ..core.profiles import Profile, get_profile
 from ..core.records import CheckRecord
 from ..core.report import SuiteResult
-from .registry import ENGINE_CHECKS, REPORTED_PROBS_CHECK
+from .registry import ENGINE_CHECKS, REFERENCE_SELF_CHECKS
 from .cases import EngineCase, SamplePair
 from .samples import SampleFile
 
@@ -46,14 +46,14 @@ def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord]) -> 
 
 def _invalid_references(records: list[CheckRecord]) -> list[str]:
     """The prompts whose reference's reported probabilities failed their check against its own samples."""
-    return sorted({r.case for r in records if r.check == REPORTED_PROBS_CHECK and not r.passed})
+    return sorted({r.case for r in records if r.check in REFERENCE_SELF_CHECKS and not r.passed})
 
 
 def voided_checks(records: list[CheckRecord]) -> list[str]:
     """"case/check" of the records whose reference is invalid: the failed reported-probability check of a
     prompt and that prompt's PIT (they judge the reference's reports, not the candidate)."""
     bad = set(_invalid_references(records))
-    return [f"{r.case}/{r.check}" for r in records if r.case in bad and r.check in (REPORTED_PROBS_CHECK, "pit_ks")]
+    return [f"{r.case}/{r.check}" for r in records if r.case in bad and r.check in (*REFERENCE_SELF_CHECKS, "pit_ks")]
 
 
 def inconclusive_reasons(records: list[CheckRecord], speculation_observed: bool) -> list[str]:

@@ -8,8 +8,11 @@ from typing import Any
 
 from ..core.registry import CheckPlan, StatCheck
 
-#: The reference's self-check: its failure voids the prompt's PIT and makes the run INCONCLUSIVE.
+#: The reference's self-checks (its first tokens against its first report; its own tokens at deeper positions
+#: against its reports): a failure voids the prompt's PIT and makes the run INCONCLUSIVE.
 REPORTED_PROBS_CHECK = "reference_reported_probs"
+REFERENCE_PIT_CHECK = "reference_pit"
+REFERENCE_SELF_CHECKS = (REPORTED_PROBS_CHECK, REFERENCE_PIT_CHECK)
 
 
 def _sampling(case: Any) -> bool:
@@ -39,6 +42,11 @@ ENGINE_CHECKS: tuple[StatCheck, ...] = (  # a case is one prompt (level.EngineCa
               run=lambda case, rate, prof: _checks().reported_check(case, rate, prof),
               plan=lambda c, prof: [CheckPlan(REPORTED_PROBS_CHECK, "multinomial")],
               what="the reference's first tokens follow its reported first-token probabilities"),
+    StatCheck(name="reference_pit", category="exactness", applies=lambda c: _sampling(c) and c.pit and c.positions > 1,
+              instances=lambda c: [REFERENCE_PIT_CHECK],
+              run=lambda case, rate, prof: _checks().reference_pit_check(case, rate, prof),
+              plan=lambda c, prof: [CheckPlan(REFERENCE_PIT_CHECK, "ks", reach=float(c.positions - 1))],
+              what="the reference's own tokens at positions 2..m follow its reports (randomized PIT, exact KS)"),
     StatCheck(name="pit_ks", category="exactness", applies=lambda c: _sampling(c) and c.pit,
               instances=lambda c: ["pit_ks"],
               run=lambda case, rate, prof: _checks().pit_check(case, rate, prof),
