@@ -156,9 +156,17 @@ def portable_path(path: str | os.PathLike, *, hash_files: bool = True) -> str:
     return _join(ELSEWHERE, name)
 
 
+def _under_known_root(value: str) -> bool:
+    """Whether the absolute path `value` lies under a folder this machine names (the checkout, the venv, the
+    cache, the current or temporary directory), whether or not it exists: ``/ci/main/docs/x.json``."""
+    roots = [project_root(), venv_root(), cache_root(), _cwd(), *temp_roots()]
+    return any(_under([Path(value)], root) is not None for root in roots if root is not None)
+
+
 def is_machine_path(value: Any) -> bool:
     """Whether `value` is a string naming an absolute path of a machine: a Windows drive path, or an absolute
-    POSIX path that exists here or starts with one of `MACHINE_ROOTS` (so ``/completion`` is not one)."""
+    POSIX path that exists here, starts with one of `MACHINE_ROOTS` or lies under a folder this machine names
+    (`_under_known_root`); so ``/completion`` is not one."""
     if not isinstance(value, str) or not value or "\n" in value or len(value) > 4096:
         return False
     if _windows_absolute(value):
@@ -167,6 +175,8 @@ def is_machine_path(value: Any) -> bool:
         return False
     parts = PurePosixPath(value).parts
     if len(parts) > 1 and parts[1] in MACHINE_ROOTS:
+        return True
+    if _under_known_root(value):
         return True
     try:
         return len(parts) > 1 and os.path.exists(value)

@@ -295,6 +295,8 @@ def test_collect_then_certify_samples_on_llama_speculation(mode, temperature, se
     the sampler-match modes (CERTIFIED), false of probabilistic drafts, which draw extra randomness
     (NOT_EXACT: the claim, not the law, is wrong). Small samples (2 prompts x 12 seeds x 4 tokens; n-gram
     drafts need longer outputs to fire: 3 seeds x 24 tokens at T = 0) keep each run within about a minute.
+    Sampled runs are teacher-forced: without the reference's reports at every prefix the PIT cannot run and
+    the run is INCONCLUSIVE.
     """
     from exactspec.cli import main as exactspec
 
@@ -307,9 +309,10 @@ def test_collect_then_certify_samples_on_llama_speculation(mode, temperature, se
         "engine", "collect", "--prompts", str(prompts), "--out-dir", str(out),
         "--reference-url", llama_plain.base_url, "--candidate-url", candidate.base_url,
         "--seeds", str(seeds), "--temperature", str(temperature), "--max-tokens", str(max_tokens), "--concurrency", "1",
-        "--max-requests", "200", "--time-limit-s", "300", "--engine-flags", " ".join(llama_plain.flags),
+        "--max-requests", "400", "--time-limit-s", "300", "--engine-flags", " ".join(llama_plain.flags),
         "--candidate-flags", " ".join(candidate.flags), "--speculation-type", "ngram" if mode == "ngram" else "draft-model",
         *([] if mode == "ngram" else ["--draft-sampling", "greedy" if mode == "draft" else mode]), "--expect-seed-coupled",
+        *(["--teacher-force", str(out / "candidate.jsonl")] if temperature > 0 else []),
     ])
     assert collected == 0
     report = tmp_path / "certificate"

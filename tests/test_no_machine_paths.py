@@ -277,3 +277,12 @@ def test_files_under_the_current_directory_are_dot_relative(tmp_path, monkeypatc
     monkeypatch.chdir(project)
     assert portable_path(project / "mypkg" / "spec.py") == "./mypkg/spec.py"
     assert portable_path("mypkg/spec.py") == "mypkg/spec.py"
+
+
+def test_a_checkout_under_an_unlisted_root_is_still_a_machine_path(monkeypatch):
+    """CI may clone into ``/check/...``: a path under the checkout is a machine path even when the file does not
+    exist and its first folder is in no list, and it is written relative to the checkout."""
+    monkeypatch.setattr(paths, "project_root", lambda: Path("/zz-unlisted/checkout"))
+    assert is_machine_path("/zz-unlisted/checkout/docs/x.json")
+    assert not is_machine_path("/zz-unlisted/elsewhere/x.json")
+    assert portable_args(["--out", "/zz-unlisted/checkout/docs/x.json"]) == ["--out", "docs/x.json"]
