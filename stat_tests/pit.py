@@ -65,7 +65,7 @@ def pit_values(tokens, probs, rng=None, ordering: str = "id") -> np.ndarray:
 
 
 def pit_uniformity_test(u, false_fail_rate=None, *, false_pass_rate: float = 0.001, method: str = "ks",
-                        bins: int | None = None, min_expected: float = 20.0,
+                        bins: int | None = None, min_expected: float = 20.0, slack: float = 0.0,
                         name: str = "pit_uniformity") -> TestResult:
     """Test that PIT values are iid U(0,1): Kolmogorov-Smirnov ("ks") or equal-cell
     chi-square ("chisquare", ``bins`` cells, default min(100, n // min_expected)).
@@ -73,8 +73,15 @@ def pit_uniformity_test(u, false_fail_rate=None, *, false_pass_rate: float = 0.0
     KS: the exact finite-n law of D (scipy's `kstwo`, Simard & L'Ecuyer), so the false-fail rate is exact for
     continuous U; ``detectable_tv`` is NaN (KS bounds Kolmogorov distance, which is <= TV);
     details['detectable_kolmogorov'] is the distance detected w.p. >= 1 - false_pass_rate via DKW.
+    ``slack`` (KS only): each value is known to lie within `slack` of an exact PIT value (e.g. computed from
+    rounded probabilities). Then D <= D_exact + slack, so rejecting when D > crit + slack (p-value
+    P(D_exact >= D - slack)) keeps the false-fail rate at most `false_fail_rate`, a theorem.
     Chi-square: ``detectable_tv`` is the TV of the binned law of U.
     """
+    if not (isinstance(slack, (int, float)) and 0.0 <= float(slack) < 1.0):
+        raise ValueError(f"slack must be a number in [0, 1), got {slack!r}")
+    if slack and method != "ks":
+        raise ValueError("slack: only the KS test (method='ks') takes a slack")
     a, be = check_error_rates(false_fail_rate, false_pass_rate)
     uu = np.asarray(u, dtype=np.float64)
     if uu.ndim != 1:
@@ -87,14 +94,16 @@ def pit_uniformity_test(u, false_fail_rate=None, *, false_pass_rate: float = 0.0
     if method == "ks":
         if n < 2:
             raise ValueError(f"u: n={n} too small for KS (need >= 2)")
-        res = stats.kstest(uu, "uniform", method="exact")  # the finite-n law (kstwo), never the asymptotic one
-        crit = float(stats.kstwo.isf(a, n))
+        statistic = float(stats.kstest(uu, "uniform", method="exact").statistic)
+        pvalue = float(stats.kstwo.sf(statistic - slack, n)) if statistic > slack else 1.0  # the finite-n law
+        crit = float(stats.kstwo.isf(a, n)) + float(slack)
         d = crit + math.sqrt(math.log(2.0 / be) / (2.0 * n))
-        passed = bool(res.pvalue >= a)
-        msg = (f"{name}: {'PASS' if passed else 'FAIL'}: KS D={res.statistic:.4g} p={res.pvalue:.3g} "
-               f"(false_fail_rate={a:.3g}, n={n}); detects Kolmogorov distance >= {d:.3g} w.p. >= {1 - be:g}")
-        return TestResult(name, float(res.statistic), float(res.pvalue), n, a, be, float("nan"), passed, msg,
-                          {"method": "ks", "critical_D": crit, "detectable_kolmogorov": d,
+        passed = bool(pvalue >= a)
+        widened = f", critical value widened by slack {slack:.3g}" if slack else ""
+        msg = (f"{name}: {'PASS' if passed else 'FAIL'}: KS D={statistic:.4g} p={pvalue:.3g} "
+               f"(false_fail_rate={a:.3g}, n={n}{widened}); detects Kolmogorov distance >= {d:.3g} w.p. >= {1 - be:g}")
+        return TestResult(name, statistic, pvalue, n, a, be, float("nan"), passed, msg,
+                          {"method": "ks", "critical_D": crit, "slack": float(slack), "detectable_kolmogorov": d,
                            "detectable_metric": "Kolmogorov distance of the law of U (<= TV)"})
     if method != "chisquare":
         raise ValueError(f"method must be 'ks' or 'chisquare', got {method!r}")

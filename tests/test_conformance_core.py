@@ -99,7 +99,7 @@ def test_one_table_states_each_levels_promise():
     assert [PROFILES[n].sequence.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
     assert [PROFILES[n].engine.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
     assert [PROFILES[n].engine.positions for n in names] == [4, 6, 8]
-    assert PROFILES["quick"].to_dict("engine")["target_tv"] is None  # engine n is the files'
+    assert [PROFILES[n].to_dict("engine")["target_tv"] for n in names] == [0.15, 0.05, 0.02]  # mean per-token TV
 
 
 def test_plugin_lists_the_table_names():
@@ -116,7 +116,8 @@ def test_profile_is_keyword_only_and_validated():
         EngineSettings(1e-3, 4, 10.0, 40)  # noqa: positional on purpose
     with pytest.raises(ValueError, match="total_false_fail"):
         RuleSettings(**{**quick.rule.__dict__, "total_false_fail": 2.0})
-    for name, bad in (("total_false_fail", 0.0), ("positions", 0), ("min_expected", -1.0), ("max_bins", 2.5)):
+    for name, bad in (("total_false_fail", 0.0), ("positions", 0), ("min_expected", -1.0), ("max_bins", 2.5),
+                      ("target_tv", 0.0)):
         with pytest.raises(ValueError, match=name):
             EngineSettings(**{**quick.engine.__dict__, name: bad})
     with pytest.raises(ValueError, match="false_pass_rate"):
@@ -352,10 +353,11 @@ def test_engine_report_validates_and_uses_the_core_writer(tmp_path):
     doc = _check_layout_and_schema(tmp_path / "cert", "engine")
     assert doc == json.loads(Path(paths["json"]).read_text())
     assert doc["verdict"] == "INCONCLUSIVE" and doc["verdict_text"] == VERDICT_TEXT["INCONCLUSIVE"]
-    assert doc["passed"] is False and doc["inconclusive"] and doc["profile"]["target_tv"] is None
+    assert doc["passed"] is False and doc["inconclusive"] and doc["profile"]["target_tv"] == 0.15
     assert "engine level total false-fail" in doc["profile"]["promise"]
     assert doc["profile"]["settings"] == {"total_false_fail": 1e-3, "positions": 4, "min_expected": 10.0,
-                                          "max_bins": 40}
+                                          "max_bins": 40, "target_tv": 0.15}
+    assert doc["engine"]["ruled_out"]["target"] == 0.15 and doc["engine"]["ruled_out"]["largest"] > 0.15
     assert doc["engine"]["speculation_evidence"]["observed"] is False
     assert "INCONCLUSIVE" in (tmp_path / "cert" / "CERTIFICATE.md").read_text()
     broken = {**doc, "engine": "not an object"}

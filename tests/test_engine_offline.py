@@ -6,7 +6,9 @@ never drafted)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -161,7 +163,13 @@ def make_files(tmp_path, candidate_law=base_law, *, n: int = 800, draft_n: int =
     return ref_path, cand_path
 
 
-def certify(ref_path, cand_path, profile: str = "quick"):
+#: The quick profile with a target mean per-token TV of 0.4, which 300 completions per prompt reach:
+#: most tests here are about what the checks catch, not about the target (tested on its own below).
+QUICK_LOOSE = dataclasses.replace(get_profile("quick"), engine=dataclasses.replace(get_profile("quick").engine,
+                                                                                   target_tv=0.4))
+
+
+def certify(ref_path, cand_path, profile=QUICK_LOOSE):
     return certify_samples(read_samples(ref_path), read_samples(cand_path), profile)
 
 
@@ -169,19 +177,29 @@ def certify(ref_path, cand_path, profile: str = "quick"):
 # The verdict of each kind of candidate
 # --------------------------------------------------------------------------------------------------
 
-def test_correct_candidate_is_certified_and_the_report_states_n_level_and_detectable_tv(tmp_path):
-    result = certify(*make_files(tmp_path))
+def test_correct_candidate_is_certified_at_quick_and_the_report_states_n_level_and_detectable_tv(tmp_path):
+    result = certify(*make_files(tmp_path, n=1900), "quick")
     assert result.verdict == "CERTIFIED", result.reasons
     stat = result.statistical
-    assert len(stat) == result.budget["n_checks"] == 2 * (4 + 1 + 1 + 1 + 1)
+    assert len(stat) == result.budget["n_checks"] == 2 * (4 + 1 + 1 + 1)
     level = result.budget["per_check_false_fail_rate"]
-    assert level == pytest.approx(1e-3 / 16) and result.budget["within_budget"]
+    assert level == pytest.approx(1e-3 / 14) and result.budget["within_budget"]
     for record in stat:
         assert record.result.n > 0 and record.result.false_fail_rate == level
         assert np.isfinite(record.result.detectable_tv) or record.result.details.get("detectable_kolmogorov")
     pit_record = next(r for r in stat if r.check == "pit_ks")
-    assert pit_record.result.n > 1600  # every candidate position with a reported prefix
-    assert result.extra["engine"]["speculation_evidence"]["draft_n"] == 7 * 1600
+    assert pit_record.result.details["completions"] == 1900 and pit_record.result.details["positions"] == [2, 4]
+    assert pit_record.result.details["detectable_mean_token_tv"] <= 0.15
+    assert result.extra["engine"]["speculation_evidence"]["draft_n"] == 7 * 3800
+
+
+def test_a_pit_too_weak_for_the_target_is_inconclusive_and_says_how_many_completions_would_do(tmp_path):
+    result = certify(*make_files(tmp_path, n=400), "quick")
+    assert result.verdict == "INCONCLUSIVE" and not result.failed
+    weak = [reason for reason in result.reasons if "underpowered" in reason]
+    assert len(weak) == 2 and "target is 0.15" in weak[0]
+    needed = int(re.search(r"about (\d+) completions", weak[0]).group(1))
+    assert 1500 < needed < 2500
 
 
 def _failed(result) -> set[tuple[str, str]]:
@@ -240,9 +258,10 @@ def test_greedy_equal_outputs_are_certified(tmp_path):
 
 
 def test_candidate_that_never_drafted_is_inconclusive_with_exit_status_4(tmp_path):
-    ref_path, cand_path = make_files(tmp_path, n=400, draft_n=0)
-    result = certify(ref_path, cand_path)
-    assert result.verdict == "INCONCLUSIVE" and "speculation not observed" in result.reasons[-1]
+    ref_path, cand_path = make_files(tmp_path, n=1900, draft_n=0)
+    result = certify(ref_path, cand_path, "quick")
+    assert result.verdict == "INCONCLUSIVE" and result.reasons == [
+        "speculation not observed: the candidate's draft counters are all 0 or absent"]
     status = certify_main([str(ref_path), str(cand_path), "--profile", "quick", "--out", str(tmp_path / "cert")])
     assert status == 4
     doc = json.loads((tmp_path / "cert" / "certificate.json").read_text())
@@ -254,9 +273,9 @@ def test_candidate_that_never_drafted_is_inconclusive_with_exit_status_4(tmp_pat
 
 
 def test_reference_whose_reports_disagree_with_its_samples_makes_the_run_inconclusive(tmp_path):
-    """Reports from a different law than the one sampled: the reported-probability check fails, voids the PIT."""
-    def lying(pid, prefix):
-        return shifted_at(1)(pid, prefix)
+    """Reports from a different law than the one sampled (too hot at every position): the reference's self-check
+    fails and voids the PIT."""
+    lying = flattened(base_law, 0.6)
 
     defaults = {"temperature": 1.0, "top_k": 0, "max_tokens": MAX_TOKENS, "n_probs": TOP_N}
     ref = completions(base_law, lying, 800, stream=0, draft_n=0)
@@ -264,10 +283,10 @@ def test_reference_whose_reports_disagree_with_its_samples_makes_the_run_inconcl
     write_samples(tmp_path / "r.jsonl", header("reference", defaults), ref + prefix_records(lying, cand))
     write_samples(tmp_path / "c.jsonl", header("candidate", defaults), cand)
     result = certify(tmp_path / "r.jsonl", tmp_path / "c.jsonl")
-    assert ("p0", "reference_reported_probs") in _failed(result)
+    assert ("p0", "reference_pit") in _failed(result)
     assert result.verdict == "INCONCLUSIVE"
-    assert "p0/reference_reported_probs" in result.voided and "p0/pit_ks" in result.voided
-    assert not any(r.check == "reference_reported_probs" for r in result.counted)
+    assert "p0/reference_pit" in result.voided and "p0/pit_ks" in result.voided
+    assert not any(r.check == "reference_pit" for r in result.counted)
     assert any("reported probabilities disagree" in reason for reason in result.reasons)
 
 
@@ -407,7 +426,7 @@ def test_mismatched_or_swapped_files_are_usage_errors(tmp_path, capsys):
 
 def test_cli_exit_status_0_and_1(tmp_path):
     (tmp_path / "good").mkdir(), (tmp_path / "bad").mkdir()
-    good = make_files(tmp_path / "good", n=400)
+    good = make_files(tmp_path / "good", n=1900)  # the quick profile's target needs ~1,800 per prompt
     assert certify_main([*map(str, good), "--profile", "quick", "--out", str(tmp_path / "c0")]) == 0
     bad = make_files(tmp_path / "bad", shifted_at(1))
     assert certify_main([*map(str, bad), "--profile", "quick", "--out", str(tmp_path / "c1")]) == 1
@@ -440,7 +459,7 @@ print("BLOCKED-OK")
 
 
 def test_certify_samples_runs_without_torch_and_httpx(tmp_path):
-    ref_path, cand_path = make_files(tmp_path, n=300)
+    ref_path, cand_path = make_files(tmp_path, n=1900)
     done = subprocess.run([sys.executable, "-c", _BLOCKED_RUN, str(ref_path), str(cand_path), str(tmp_path / "c")],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0 and "BLOCKED-OK" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
@@ -557,3 +576,62 @@ def test_reports_wrong_at_a_deeper_prefix_void_the_pit_instead_of_blaming_the_ca
     assert not checks[("p0", "reference_pit")].passed and not checks[("p0", "pit_ks")].passed
     assert result.verdict == "INCONCLUSIVE" and "p0/pit_ks" in result.voided
     assert any("reported probabilities disagree" in reason for reason in result.reasons)
+
+
+# --------------------------------------------------------------------------------------------------
+# Rounded reports (#23): rounding within the stated tolerance never fails a check; more than it is INCONCLUSIVE
+# --------------------------------------------------------------------------------------------------
+
+def _full_reports_rounded_high(by: float):
+    """Edit the reference's prefix_probs records: list all V tokens, each `by` high (so the list sums to over 1
+    and the reported tail is 0)."""
+    law = cached(base_law)
+
+    def edit(record):
+        if record.get("kind") == "prefix_probs":
+            row = law(record["prompt_id"], tuple(record["prefix_tokens"]))
+            record["top_probs"] = [[int(i), float(row[i]) + by] for i in np.argsort(-row, kind="stable")]
+        return record
+    return edit
+
+
+def test_reports_rounded_high_and_a_token_they_do_not_list_never_fail_a_check(tmp_path):
+    """Every report sums to 1 + 6e-6 (tail reported 0) and one candidate token is unlisted: before the tolerance,
+    a token of reported probability 0 failed the PIT outright; now it is a PIT value of 1, within the slack."""
+    ref_path, cand_path = make_files(tmp_path, n=300)
+    _edit(ref_path, edit_record=_full_reports_rounded_high(1e-6))
+
+    def unlisted_second_token(record):
+        if record.get("kind") == "completion" and record["seed"] == 300 and record["prompt_id"] == "p0":
+            record["tokens"] = [record["tokens"][0], 77]
+            record["top_probs"] = record["top_probs"][:2]
+        return record
+    _edit(cand_path, edit_record=unlisted_second_token)
+    result = certify(ref_path, cand_path)
+    assert result.verdict == "CERTIFIED", result.reasons
+    record = next(r for r in result.records if r.case == "p0" and r.check == "pit_ks")
+    assert record.passed and record.result.details["slack"] == pytest.approx(V * pit.REPORT_ROUNDING)
+
+
+def test_a_report_beyond_the_rounding_tolerance_is_an_error_naming_file_line_and_field(tmp_path):
+    ref_path, cand_path = make_files(tmp_path, n=20)
+    seen = []
+
+    def one_report_over(record):
+        if record.get("kind") == "prefix_probs" and not seen:
+            seen.append(1)
+            record["top_probs"] = [[i, p + 0.02] for i, p in record["top_probs"]]  # 0.9 + 0.08 + tail 0.1: 1.08
+            record["top_probs"].append([5, 0.1])
+        return record
+    _edit(ref_path, edit_record=one_report_over)
+    with pytest.raises(ValueError, match=r"ref.jsonl: line \d+: field 'top_probs': .*more than rounding explains"):
+        read_samples(ref_path)
+    assert certify_main([str(ref_path), str(cand_path), "--out", str(tmp_path / "c")]) == 2
+
+
+def test_the_pit_of_rounded_reports_stays_within_the_slack():
+    top = [[0, 0.6 + 4e-6], [1, 0.4 + 4e-6]]  # sums to 1 + 8e-6 < 1 + 2 x REPORT_ROUNDING: tail reported 0
+    u = pit.pit_uniforms([0, 1, 5], [top] * 3, np.random.default_rng(0))
+    assert u.max() <= 1.0 and u[2] == 1.0  # the unlisted token: the end of [0, 1]
+    ids, probs = pit.categories(top)
+    assert ids == [0, 1] and probs[-1] == 0.0 and probs.sum() > 1

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from exactspec.proofs import checks_acceptance, checks_loop, checks_position, checks_rules, cli, float32, kernels, registry, traceability
+from exactspec.proofs import checks_acceptance, checks_engine, checks_loop, checks_position, checks_rules, cli, float32, kernels, registry, traceability
 from exactspec.proofs.kernels import F0, F1
 
 CHECKS = registry.all_checks()
-ALL_CLAIMS = {f"C{i}" for i in range(1, 14)}
+ALL_CLAIMS = {f"C{i}" for i in range(1, 15)}
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +207,16 @@ def test_float32_bound_is_not_vacuous():
 
     assert float(float_tv_bound(49152, 4)) < 0.1  # SmolLM2's vocabulary
     assert float(float_tv_bound(49152, 8, Fraction(1, 2**53), Fraction(1, 2**53))) < 1e-9
+
+
+def test_rounding_slack_bound_can_fail():
+    """PIT values off by 0.1 % (far more than N r) are caught."""
+    import numpy as np
+
+    from exactspec.conformance.engine import pit
+
+    shrunk = lambda tokens, reports, rng: np.asarray(pit.pit_uniforms(tokens, reports, rng)) * 0.999  # noqa: E731
+    assert _failed(checks_engine.rounding_slack_bound(pit_uniforms=shrunk, cases=50))
 
 
 def test_traceability_can_fail():

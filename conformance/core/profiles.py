@@ -12,8 +12,9 @@ make *different promises under the same profile name*:
 - every statistical check of the rule and sequence levels' exact laws is the likelihood-ratio test of
   `stat_tests.lr_tail` (exact tail for <= 3 bins, Agrawal's bound otherwise): its false-fail rate is proven
   at the per-check rate it runs at, so no ``tail_safety`` factor is needed (docs/alpha-table.md);
-- engine level: total false-fail rate 1e-3 / 1e-4 / 1e-5 over positions 1..4 / 6 / 8; no target TV,
-  because n is what the sample files hold (each record states the TV its n detects);
+- engine level: total false-fail rate 1e-3 / 1e-4 / 1e-5 over positions 1..4 / 6 / 8; target mean per-token
+  TV 0.15 / 0.05 / 0.02 at the drafted positions (monotone deviations, `stat_tests.pit_power`): n is what the
+  sample files hold, and a run whose PIT cannot reach the target is INCONCLUSIVE, stating the completions needed;
 - tree level: total false-fail rate 1e-4 / 1e-6 / 1e-6; target binned TV 0.08 / 0.05 / 0.02 per case.
 
 ``Profile.describe()`` states every promise in one line; ``get_profile(name)`` is the only lookup.
@@ -93,9 +94,11 @@ class EngineSettings:
     positions: int  # per-position marginals 1..positions and the tuple of the first `positions` tokens
     min_expected: float  # pooled bins: expected count in the smaller sample >= this
     max_bins: int  # cap on pooled bins per check
+    target_tv: float  # the candidate's PIT must detect a mean per-token TV >= this (monotone deviations)
 
     def __post_init__(self) -> None:
         _check_rate(self.total_false_fail, "total_false_fail")
+        _check_rate(self.target_tv, "target_tv")
         _check_positive_int(self.positions, "positions")
         _check_positive_int(self.max_bins, "max_bins")
         if not (isinstance(self.min_expected, (int, float)) and float(self.min_expected) > 0):
@@ -161,7 +164,8 @@ class Profile:
         return (f"profile {self.name}: rule level total false-fail <= {r.total_false_fail:g}, detects binned TV "
                 f">= {r.target_tv:g} per case; sequence level total false-fail <= {s.total_false_fail:g}, detects "
                 f"binned TV >= {s.target_tv:g} on the sequence law; engine level total false-fail <= "
-                f"{e.total_false_fail:g}, compares positions 1..{e.positions} (detectable TV set by the files' n); "
+                f"{e.total_false_fail:g}, compares positions 1..{e.positions}, detects mean per-token TV >= {e.target_tv:g} "
+                f"at drafted positions (monotone deviations; else INCONCLUSIVE); "
                 f"tree level total false-fail <= {t.total_false_fail:g}, detects binned TV >= {t.target_tv:g} per case; "
                 f"power >= {1 - self.false_pass_rate:g} per check. {self.description}")
 
@@ -171,7 +175,7 @@ class Profile:
 
         return {"name": self.name, "description": self.description, "false_pass_rate": self.false_pass_rate,
                 "total_false_fail": self.total_false_fail(level),
-                "target_tv": getattr(self.settings(level), "target_tv", None),  # None: engine (n is the files')
+                "target_tv": self.settings(level).target_tv,
                 "settings": asdict(self.settings(level)), "promise": self.describe()}
 
 
@@ -184,7 +188,7 @@ PROFILES: dict[str, Profile] = {
                           hypothesis_rounds=40),
         sequence=SequenceSettings(total_false_fail=1e-3, target_tv=0.15, max_bins=16, pit_sequences=150,
                                   real_sequences=20, greedy_prompts=2),
-        engine=EngineSettings(total_false_fail=1e-3, positions=4, min_expected=10.0, max_bins=40),
+        engine=EngineSettings(total_false_fail=1e-3, positions=4, min_expected=10.0, max_bins=40, target_tv=0.15),
         tree=TreeSettings(total_false_fail=1e-4, target_tv=0.08, max_bins=40, max_rounds=20_000,
                           invariant_rounds=100)),
     "standard": Profile(
@@ -194,7 +198,7 @@ PROFILES: dict[str, Profile] = {
                           hypothesis_rounds=60),
         sequence=SequenceSettings(total_false_fail=1e-4, target_tv=0.06, max_bins=24, pit_sequences=500,
                                   real_sequences=60, greedy_prompts=4, rows_per_call=32),
-        engine=EngineSettings(total_false_fail=1e-4, positions=6, min_expected=10.0, max_bins=60),
+        engine=EngineSettings(total_false_fail=1e-4, positions=6, min_expected=10.0, max_bins=60, target_tv=0.05),
         tree=_DEFAULT_TREE),
     "full": Profile(
         name="full", false_pass_rate=1e-3,
@@ -204,7 +208,7 @@ PROFILES: dict[str, Profile] = {
                           hypothesis_rounds=100),
         sequence=SequenceSettings(total_false_fail=1e-5, target_tv=0.03, max_bins=40, pit_sequences=3000,
                                   real_sequences=200, greedy_prompts=8, rows_per_call=64),
-        engine=EngineSettings(total_false_fail=1e-5, positions=8, min_expected=10.0, max_bins=100),
+        engine=EngineSettings(total_false_fail=1e-5, positions=8, min_expected=10.0, max_bins=100, target_tv=0.02),
         tree=TreeSettings(total_false_fail=1e-6, target_tv=0.02, max_bins=120, max_rounds=600_000,
                           invariant_rounds=1000)),
 }

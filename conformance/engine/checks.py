@@ -1,8 +1,9 @@
 """The engine level's checks on one prompt of two sample files (reference: speculation off; candidate:
 speculation on): the hard checks of `hard`, and the statistical checks the registry (`registry.ENGINE_CHECKS`)
 runs at the per-check false-fail rate: per-position marginals and the first-m-tokens tuple (`stat_tests.permutation`), the
-reference's reported first-token probabilities and the randomized PIT of the candidate under the reference's
-reports (`pit`). Which files may be compared at all is `check_comparable`.
+reference's own tokens under its reports (a self-check) and the randomized PIT of the candidate's tokens at
+the drafted positions 2..m under the reference's reports (`pit`, rounding within its stated tolerance). Which
+files may be compared at all is `check_comparable`.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from ..core.records import CheckRecord, case_seed
 from . import hard, pit
 from .cases import EngineCase
 from .law_params import law_differences
-from .registry import REFERENCE_PIT_CHECK, REPORTED_PROBS_CHECK
+from .registry import REFERENCE_PIT_CHECK
 from .samples import Completion, PrefixProbs, SampleFile
-from ...stat_tests import TestResult, permutation_homogeneity, pit_uniformity_test
+from ...stat_tests import TestResult, detectable_mean_token_tv, permutation_homogeneity, pit_uniformity_test
 
 IDENTITY_CHAIN = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
                   "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
@@ -83,10 +84,13 @@ class PromptData:
         self.top_k = defaults.get("top_k")
 
     def _first_report(self, defaults: dict):
+        """The reference's report for the empty prefix: a prefix_probs record, else a completion's first report
+        (then also entered in `reports`, so the PIT and the support check see it)."""
         if () in self.reports:
             return self.reports[()].top_probs
         for c in self.ref:
-            if c.top_probs and _post_sampling_or_identity(c.probs_kind, defaults):
+            if c.top_probs and c.probs_kind and _post_sampling_or_identity(c.probs_kind, defaults):
+                self.reports[()] = PrefixProbs(self.pid, (), c.top_probs[0], c.probs_kind)
                 return c.top_probs[0]
         return None
 
@@ -96,8 +100,8 @@ class PromptData:
             else settings_positions
         temperature = defaults.get("temperature")
         return EngineCase(name=self.pid, greedy=temperature is not None and float(temperature) == 0.0,
-                          positions=positions, pit=bool(self.reports), reported=self.first_report is not None,
-                          data=self)
+                          positions=positions, pit=any(len(prefix) > 0 for prefix in self.reports),
+                          reported=self.first_report is not None, data=self)
 
 
 def independent_samples(reference: Sequence[Completion], candidate: Sequence[Completion]
@@ -168,54 +172,49 @@ def _pit_record(data: PromptData, name: str, completions: Sequence[Completion], 
     reports: the PIT where the prefix was reported, a fresh U(0, 1) draw where the completion had ended or no report
     exists. Each value is then U(0, 1) given the earlier ones (which positions are reported depends on earlier tokens
     only), so their number is fixed and the finite-n KS law holds; pooling only the reported positions would let an
-    END decide how many there are. A token its report gives probability 0 fails the check outright."""
+    END decide how many there are. The critical value is widened by the reports' rounding slack (`pit`); the
+    details state the mean per-token TV the test detects (`stat_tests.pit_power`)."""
     fpr = profile.false_pass_rate
     tokens, rows, where, missing = _pit_positions(completions, data.reports, horizon, first)
-    for token, row, (seed, t) in zip(tokens, rows, where):
-        ids, probs = pit.categories(row)
-        if probs[pit.category_of(token, ids)] == 0:
-            msg = (f"{name}: FAIL: seed {seed}: position {t + 1}: token {token} has reference-reported "
-                   f"probability 0 (an impossible token)")
-            return _record(data, name, TestResult(name, float("inf"), 0.0, len(tokens), level, fpr, float("nan"),
-                                                  False, msg, {"seed": seed, "position": t + 1, "token": token}))
     rng = np.random.default_rng(case_seed(data.pid, name))
     uniforms = np.concatenate([pit.pit_uniforms(tokens, rows, rng), rng.random(missing)])
     if uniforms.size < 2:
         raise ValueError(f"prompt {data.pid!r}: {name}: {uniforms.size} PIT values; the KS test needs >= 2")
-    result = pit_uniformity_test(uniforms, level, false_pass_rate=fpr, method="ks", name=name)
+    slack = max((pit.report_slack(row) for row in rows), default=0.0)
+    result = pit_uniformity_test(uniforms, level, false_pass_rate=fpr, method="ks", slack=slack, name=name)
+    units = len(completions)
+    result.details.update(pit_values=len(tokens), padded_values=missing, completions=units,
+                          positions=[first + 1, horizon], values_per_completion=horizon - first,
+                          detectable_mean_token_tv=detectable_mean_token_tv(int(uniforms.size), max(1, units), level,
+                                                                            fpr, slack) if units else None)
     if not tokens:  # only fresh draws: the check tested nothing the files hold
         result = TestResult(name, result.statistic, result.p_value, 0, result.false_fail_rate, fpr,
                             result.detectable_tv, result.passed, f"{name}: no position of these completions was "
                             "reported: nothing to test", dict(result.details))
-    result.details.update(pit_values=len(tokens), padded_values=missing)
     return _record(data, name, result)
 
 
+#: The first drafted position (0-based): an engine samples position 1 from the prompt's forward pass, before any
+#: draft round, so the candidate's PIT pools positions 2..m only (undiluted by a position no draft touches).
+FIRST_DRAFTED = 1
+
+
 def pit_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:
-    """The candidate's tokens at positions 1..m under the reference's reports (`_pit_record`)."""
+    """The candidate's tokens at the drafted positions 2..m under the reference's reports (`_pit_record`)."""
     data = case.data
-    _, _, matched, _ = _pit_positions(data.cand, data.reports, case.positions)
+    _, _, matched, _ = _pit_positions(data.cand, data.reports, case.positions, FIRST_DRAFTED)
     if len(matched) < 2:
         raise ValueError(f"prompt {data.pid!r}: the reference's prefix_probs match {len(matched)} candidate "
-                         "positions; the PIT needs >= 2 (were they collected for these candidate samples?)")
-    return [_pit_record(data, "pit_ks", data.cand, case.positions, 0, level, profile)]
+                         "positions beyond the first; the PIT needs >= 2 (were they collected for these candidate "
+                         "samples?)")
+    return [_pit_record(data, "pit_ks", data.cand, case.positions, FIRST_DRAFTED, level, profile)]
 
 
 def reference_pit_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:
-    """The reference's own tokens at positions 2..m under its own reports: a self-check at every depth the PIT
-    uses beyond the first (`reported_check` covers position 1), so reports wrong at a deeper prefix void the PIT
-    instead of being blamed on the candidate."""
+    """The reference's own tokens at positions 1..m under its own reports: a self-check at every depth the PIT
+    uses, so reports wrong at any prefix void the PIT instead of being blamed on the candidate."""
     data = case.data
-    return [_pit_record(data, REFERENCE_PIT_CHECK, data.ref, case.positions, 1, level, profile)]
-
-
-def reported_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:
-    """The reference's first tokens against its own reported first-token probabilities (a self-check)."""
-    data, false_pass_rate = case.data, profile.false_pass_rate
-    firsts = [c.tokens[0] for c in data.ref if c.tokens]
-    result = pit.reported_probs_check(firsts, data.first_report, level, false_pass_rate=false_pass_rate,
-                                      rng=case_seed(data.pid, REPORTED_PROBS_CHECK))
-    return [_record(data, REPORTED_PROBS_CHECK, result)]
+    return [_pit_record(data, REFERENCE_PIT_CHECK, data.ref, case.positions, 0, level, profile)]
 
 
 def hard_checks(case: Any, coupled: bool, notes: list[str]) -> list[CheckRecord]:

@@ -3,8 +3,9 @@ sample files, its plain mode (the reference) and its speculative mode (the candi
 
 What is certified is a `SamplePair`; a case is one prompt (`EngineCase`, carrying its data). Per prompt the hard
 checks (`checks.hard_checks`), then the statistical checks of `registry.ENGINE_CHECKS`. What only this level
-knows: when a run is INCONCLUSIVE (speculation never observed, or the reference's reported probabilities disagree
-with its own samples, which voids that prompt's PIT). Every case runs in this process on the one pair.
+knows: when a run is INCONCLUSIVE (speculation never observed; the reference's reported probabilities disagree
+with its own samples, which voids that prompt's PIT; inputs that cannot support a certificate; a PIT too weak
+for the profile's target mean per-token TV). Every case runs in this process on the one pair.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..core.level import Level
 from ..core.profiles import Profile, get_profile
 from ..core.records import CheckRecord
 from ..core.report import SuiteResult
+from ...stat_tests import units_for_mean_token_tv
 from .registry import ENGINE_CHECKS, REFERENCE_SELF_CHECKS
 from .cases import EngineCase, SamplePair
 from .samples import SampleFile
@@ -35,13 +37,47 @@ def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord]) -> 
         if (n_ref == 0) != (n_cand == 0):
             reasons.append(f"{pid}: dropped: the reference holds {n_ref} completions of it, the candidate {n_cand}")
     for case in cases:
-        if not case.greedy and not case.pit:
+        if not case.greedy and not (case.pit and case.positions > 1):
             why = (f"its {case.data.unusable_reports} reports are raw, and the sampler chain warps" if
-                   case.data.unusable_reports else "the reference holds no report for its prefixes (teacher forcing)")
+                   case.data.unusable_reports else "no drafted position (max_tokens 1)" if case.positions < 2 else
+                   "the reference holds no report for its prefixes (teacher forcing)")
             reasons.append(f"{case.name}: the PIT did not run: {why}")
         reasons += [f"{case.name}: {note}" for note in case.notes if "seed-coupling check is disabled" in note]
     reasons += [f"{r.case}: {r.check} ran on nothing (n = 0)" for r in records if r.result.n == 0]
     return reasons
+
+
+def power_reasons(records: list[CheckRecord], profile: Profile) -> list[str]:
+    """The prompts whose candidate PIT cannot detect the profile's target mean per-token TV, with the number of
+    completions that would (`stat_tests.units_for_mean_token_tv` at the same values per completion and slack)."""
+    reasons, target = [], profile.engine.target_tv
+    for r in records:
+        details = r.result.details or {}
+        detectable = details.get("detectable_mean_token_tv")
+        if r.check != "pit_ks" or detectable is None or detectable <= target:
+            continue
+        needed = units_for_mean_token_tv(target, float(details["values_per_completion"]), r.result.false_fail_rate,
+                                         profile.false_pass_rate, float(details.get("slack", 0.0)))
+        reasons.append(f"{r.case}: underpowered: the PIT of {details['completions']} candidate completions detects "
+                       f"a mean per-token TV >= {detectable:.3g} at the drafted positions, the {profile.name} profile's "
+                       f"target is {target:g}: about {needed} completions of this prompt (reference teacher-forced "
+                       "on them) would reach it")
+    return reasons
+
+
+def ruled_out(records: list[CheckRecord], cases: list, profile: Profile) -> dict:
+    """What a CERTIFIED of this run rules out, per prompt: the mean per-token TV at the drafted positions its
+    PIT detects (monotone deviations, power 1 - false_pass_rate), or exact equality at temperature 0."""
+    pit = {r.case: r.result.details.get("detectable_mean_token_tv") for r in records if r.check == "pit_ks"}
+    per_prompt = {case.name: ("greedy: every candidate completion equals the reference's" if case.greedy else
+                              pit.get(case.name)) for case in cases}
+    sampled = [v for v in per_prompt.values() if isinstance(v, float)]
+    return {"metric": "mean per-token TV of the next-token law at the drafted positions 2..m",
+            "class": "deviations monotone in the reference's probability (temperature, truncation, argmax pull); "
+                     "deviations whose direction changes with the context cannot be ruled out by any test "
+                     "(proofs/ARGUMENT.md, C14)",
+            "target": profile.engine.target_tv, "power": 1 - profile.false_pass_rate,
+            "per_prompt": per_prompt, "largest": max(sampled) if sampled else None}
 
 
 def _invalid_references(records: list[CheckRecord]) -> list[str]:
@@ -137,9 +173,11 @@ class EngineLevel(Level):
         prompts = [case.data for case in cases]
         evidence = hard.speculation_evidence([c for data in prompts for c in data.cand])
         result.speculation_observed = evidence["observed"]
-        result.input_reasons = input_reasons(impl, cases, result.records)
+        result.input_reasons = input_reasons(impl, cases, result.records) + power_reasons(result.records,
+                                                                                          result.profile)
         result.judge()
-        result.extra = {"engine": engine_summary(impl.reference, impl.candidate, evidence, prompts),
+        result.extra = {"engine": {**engine_summary(impl.reference, impl.candidate, evidence, prompts),
+                                   "ruled_out": ruled_out(result.records, cases, result.profile)},
                         "reasons": result.reasons}
 
     def summary(self, result: SuiteResult) -> str:

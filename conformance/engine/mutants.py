@@ -6,7 +6,8 @@ deviations).
 
 One reference server (exactspec's plain loop, speculation off) answers for every candidate: its completions are
 collected once per process and shared, and it teacher-forces each candidate's prefixes. Sizes come from the
-detectable TV wanted at the quick profile (`TARGET_TV` on the tuple check); every request is bounded in count and
+detectable TV wanted at the quick profile (`TARGET_TV` on the tuple check) and from the quick profile's target
+mean per-token TV for the PIT (so a correct generator can be CERTIFIED); every request is bounded in count and
 time by the collector, and every server is stopped when its collection ends (the reference at exit).
 """
 
@@ -19,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ...stat_tests import detectable_tv
+from ...stat_tests import detectable_tv, units_for_mean_token_tv
 from ..core.level import REJECTED, Subject
 from .client import SamplerChain
 
@@ -29,10 +30,11 @@ EOS = 4  # a likely token under top-k 3, so EOS falls inside drafts
 MODEL_NAME = "tiny-llama-v6-seed14"
 SPECULATION = {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": False}
 PROMPTS = [{"prompt_id": "A", "prompt_tokens": [0, 2, 3, 4, 2, 3, 4, 2, 3]}]  # sequence.cases.PROMPT_A
-#: Sizing: quick spends 1e-3 over 8 checks of the one prompt (4 marginals, the tuple, the reference's two
-#: self-checks, the PIT); the reference sample is shared, so it is larger and each candidate needs fewer samples
-#: for the same n_eff.
-TARGET_TV, TARGET_BINS, N_CHECKS, FALSE_PASS_RATE = 0.2, 20, 8, 1e-3
+#: Sizing: quick spends 1e-3 over 7 checks of the one prompt (4 marginals, the tuple, the reference's self-check,
+#: the PIT); the reference sample is shared, so it is larger and each candidate needs fewer samples for the same
+#: n_eff. The PIT pools the 3 drafted positions of each candidate completion.
+TARGET_TV, TARGET_BINS, N_CHECKS, FALSE_PASS_RATE = 0.2, 20, 7, 1e-3
+QUICK_PIT_TARGET, DRAFTED_POSITIONS = 0.15, 3
 N_REFERENCE = 2000
 TIME_LIMIT_S = 600.0
 #: The valid rows: a backend kind, what it is, the verdict it must get.
@@ -42,13 +44,18 @@ VALID = (("gpu_impl", "exactspec's SpeculativeGenerator (model draft), served", 
 
 
 def candidate_size(n_reference: int = N_REFERENCE) -> int:
-    """Smallest candidate n whose tuple check (TARGET_BINS bins) detects TARGET_TV at the quick level."""
+    """Smallest candidate n whose tuple check (TARGET_BINS bins) detects TARGET_TV at the quick level and whose
+    PIT reaches the quick profile's target mean per-token TV (with the reports' rounding slack)."""
+    from .pit import REPORT_ROUNDING
+
     level = 1e-3 / N_CHECKS
     n_eff = next(n for n in range(50, 10_000, 10)
                  if detectable_tv(n, TARGET_BINS, level / 2, FALSE_PASS_RATE / 2) <= TARGET_TV)
     if n_eff >= n_reference:
         raise ValueError(f"n_reference={n_reference} is too small for n_eff={n_eff}")
-    return math.ceil(n_eff * n_reference / (n_reference - n_eff))
+    pit_units = units_for_mean_token_tv(QUICK_PIT_TARGET, DRAFTED_POSITIONS, level, FALSE_PASS_RATE,
+                                        6 * REPORT_ROUNDING)  # 6 reported probabilities (teacher_n_probs)
+    return max(math.ceil(n_eff * n_reference / (n_reference - n_eff)), pit_units or 0)
 
 
 def settings(n_seeds: int, seed_start: int = 1) -> Any:

@@ -17,6 +17,16 @@ def _fmt(value, spec: str = ".3g") -> str:
     return "—" if value is None else format(value, spec)
 
 
+def _ruled_out_line(ruled: dict) -> str:
+    """One sentence: the deviation this run's PIT detects (the largest over prompts) against the target."""
+    if ruled.get("largest") is None:
+        greedy = [p for p, v in (ruled.get("per_prompt") or {}).items() if isinstance(v, str)]
+        return ("Rules out: any difference in the greedy outputs of the prompts " + ", ".join(greedy) + "."
+                if greedy else "Rules out: no per-token deviation is stated (the PIT did not run).")
+    return (f"Rules out (w.p. >= {ruled['power']:g} per prompt): a {ruled['metric']} >= {ruled['largest']:.3g} "
+            f"(largest over prompts; the profile's target is {ruled['target']:g}), for {ruled['class']}.")
+
+
 def to_markdown(doc: dict) -> str:
     """A short human-readable certificate: verdict, reasons, evidence, budget, one row per check."""
     engine = doc.get("engine", {})
@@ -25,6 +35,7 @@ def to_markdown(doc: dict) -> str:
     lines = [f"# exactspec engine certificate: {doc['impl']}", "",
              f"**Verdict: {doc['verdict']}** — {doc['verdict_text']}", ""]
     lines += [f"- {reason}" for reason in doc.get("reasons", [])]
+    lines += ["", _ruled_out_line(engine.get("ruled_out") or {})]
     lines += ["", f"Profile: {doc['profile']['promise']}", "",
               f"Speculation evidence: drafted {evidence.get('draft_n')} tokens, accepted "
               f"{evidence.get('draft_n_accepted')} (acceptance rate {_fmt(evidence.get('acceptance_rate'))}) over "
