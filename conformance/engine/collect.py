@@ -3,9 +3,11 @@
     exactspec engine collect --prompts PROMPTS.jsonl --reference-url URL --candidate-url URL --out-dir DIR
     exactspec engine collect --prompts PROMPTS.jsonl --reference-url URL --out-dir DIR --teacher-force CAND.jsonl
 
-Every prompt is sampled with the same seed list at both endpoints (seeds seed_start, seed_start + 1, ...),
-with one pinned sampler chain (`client.SamplerChain`), into DIR/reference.jsonl and DIR/candidate.jsonl
-(schema: samples.py). The output is resumable: rerunning the same command skips the (prompt_id, seed,
+Every prompt is sampled with the same seed list at both endpoints (seeds seed_start, seed_start + 1, ...;
+with --shared-seeds K only the first K are asked of both ends, the candidate's others are disjoint from the
+reference's), with one pinned sampler chain (`client.SamplerChain`), into DIR/reference.jsonl and
+DIR/candidate.jsonl (schema: samples.py). `--dialect vllm` speaks vLLM's OpenAI server (`openai_client`) instead
+of llama.cpp's native /completion. The output is resumable: rerunning the same command skips the (prompt_id, seed,
 repeat) records already written and discards a half-written last line. `--teacher-force` asks the
 reference for its next-token top-N after every distinct prefix of the candidate's completions and appends
 prefix_probs records to DIR/reference.jsonl. Every run is bounded by --max-requests and --time-limit-s.
@@ -25,14 +27,15 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from ..paths import portable_args, portable_path
 from . import samples
 from .client import EngineClient, RetryPolicy, SamplerChain
-from .jobs import (Budget, Job, Outcome, check_prompts, plan_jobs, read_prompts,
-                                              run_bounded, seed_list)
+from .jobs import Budget, Job, Outcome, check_prompts, plan_jobs, read_prompts, role_seeds, run_bounded
+from .openai_client import OpenAIEngineClient, vllm_request
 
 EXIT_DONE, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
 #: A request that raises one of these (after its retries) stops the run; the output stays resumable.
@@ -40,6 +43,7 @@ REQUEST_ERRORS = (httpx.HTTPError, ValueError)
 PREFIX_SEED_TRIES = 8
 #: /props fields that hold a path of the serving machine (llama.cpp: the GGUF; its alias defaults to it).
 PROPS_PATHS = ("model_path", "model_alias")
+DIALECTS = ("llama.cpp", "vllm")
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,16 @@ class Settings:
     model_sha256: str | None = None
     teacher_n_probs: int = 20
     teacher_positions: int | None = None
+    shared_seeds: int | None = None  # None: every seed at both ends; K: the first K only (`jobs.role_seeds`)
+    dialect: str = "llama.cpp"
+
+    def __post_init__(self) -> None:
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"dialect: {self.dialect!r} must be one of {DIALECTS}")
+
+    def request_defaults(self) -> dict:
+        """The pinned sampler part of every request, in this dialect (a sample file's request defaults)."""
+        return vllm_request(self.chain) if self.dialect == "vllm" else self.chain.request()
 
 
 def _exactspec_version() -> str:
@@ -91,7 +105,7 @@ def build_header(role: str, url: str, settings: Settings, props: dict | None,
               "flags": flags or None, "speculation": settings.speculation if role == "candidate" else None,
               "props": props or None}
     model = {"name": settings.model_name or Path(model_path).name or "unknown", "sha256": settings.model_sha256}
-    return samples.Header(role=role, engine=engine, model=model, request_defaults=settings.chain.request(),
+    return samples.Header(role=role, engine=engine, model=model, request_defaults=settings.request_defaults(),
                           prompts={pid: tuple(tokens) for pid, tokens in prompts.items()},
                           created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                           exactspec_version=_exactspec_version())
@@ -145,7 +159,14 @@ async def sample_prefix(client, prompts: dict[str, list[int]], chain, seed: int,
                                probs_kind=reply.probs_kind, request=_sent(body))
 
 
-def _client(url: str, settings: Settings) -> EngineClient:
+def _client(url: str, settings: Settings, role: str = "reference") -> EngineClient | OpenAIEngineClient:
+    """The endpoint's client in the run's dialect; vLLM's candidate reads its draft counters around each request."""
+    if settings.dialect == "vllm":
+        flags = " ".join((*settings.engine_flags, *settings.candidate_flags))
+        kind = "post_sampling" if "processed_logprobs" in flags else "raw"
+        return OpenAIEngineClient(url, probs_kind=kind, measure_drafts=role == "candidate",
+                                  report_probs=role != "candidate", request_timeout_s=settings.request_timeout_s,
+                                  retry=settings.retry)
     return EngineClient(url, endpoint=settings.endpoint, request_timeout_s=settings.request_timeout_s,
                         retry=settings.retry)
 
@@ -161,11 +182,13 @@ async def collect_completions(urls: dict[str, str], entries: list[dict], out_dir
                               budget: Budget) -> tuple[Outcome, dict[str, list[int]]]:
     """Sample every (prompt, seed, repeat) job at every role's URL, interleaved, into out_dir/ROLE.jsonl."""
     async with AsyncExitStack() as stack:
-        clients = {role: await stack.enter_async_context(_client(url, settings)) for role, url in urls.items()}
+        clients: dict[str, Any] = {role: await stack.enter_async_context(_client(url, settings, role))
+                                   for role, url in urls.items()}
         prompts, note = await resolve_prompts(entries, next(iter(clients.values())))
-        plan, jobs, skipped = plan_jobs(list(prompts), seed_list(settings.n_seeds, settings.seed_start),
-                                        settings.repeat_fraction), [], 0
+        jobs, skipped = [], 0
         for role, client in clients.items():
+            plan = plan_jobs(list(prompts), role_seeds(role, settings.n_seeds, settings.seed_start,
+                                                       settings.shared_seeds), settings.repeat_fraction)
             header = build_header(role, client.base_url, settings, await client.props(), prompts)
             state = samples.start_or_resume(out_dir / f"{role}.jsonl", header, note)
             skipped += len(state.completed)
@@ -181,7 +204,7 @@ async def collect_completions(urls: dict[str, str], entries: list[dict], out_dir
         def write(result) -> None:
             role, record = result
             samples.append_records(out_dir / f"{role}.jsonl", [record])
-            if settings.chain.n_probs and record.top_probs is None:
+            if (record.request.get("n_probs") or record.request.get("logprobs")) and record.top_probs is None:
                 dropped.append(record.seed)
 
         outcome = await run_bounded(interleaved, send, write, budget, settings.concurrency, "completions",
@@ -202,7 +225,7 @@ def candidate_prefixes(*files: samples.SampleFile, positions: int | None = None)
 def read_teacher_candidate(path: Path, settings: Settings) -> samples.SampleFile:
     """The candidate file to teacher-force, refused unless it was sampled with this run's chain."""
     candidate = samples.read_samples(path)
-    if json.loads(json.dumps(settings.chain.request())) != candidate.header.request_defaults:
+    if json.loads(json.dumps(settings.request_defaults())) != candidate.header.request_defaults:
         raise ValueError(f"teacher_force: {path} was sampled with another chain than this run's "
                          f"({candidate.header.request_defaults})")
     return candidate
@@ -280,11 +303,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     concurrency=args.concurrency, max_requests=args.max_requests, time_limit_s=args.time_limit_s,
                     request_timeout_s=args.request_timeout_s,
                     retry=RetryPolicy(attempts=args.retries, initial_wait_s=args.retry_wait_s),
-                    endpoint=args.endpoint, engine_name=args.engine_name, engine_version=args.engine_version,
+                    endpoint=args.endpoint, engine_name=args.engine_name or args.dialect,
+                    engine_version=args.engine_version,
                     engine_flags=tuple(shlex.split(args.engine_flags or "")),
                     candidate_flags=tuple(shlex.split(args.candidate_flags or "")), speculation=speculation,
                     model_name=args.model_name, model_sha256=args.model_sha256,
-                    teacher_n_probs=args.teacher_n_probs, teacher_positions=args.teacher_positions)
+                    teacher_n_probs=args.teacher_n_probs, teacher_positions=args.teacher_positions,
+                    shared_seeds=args.shared_seeds, dialect=args.dialect)
 
 
 def _add_collect_arguments(parser: argparse.ArgumentParser) -> None:
@@ -296,6 +321,10 @@ def _add_collect_arguments(parser: argparse.ArgumentParser) -> None:
     add("--candidate-url", help="the same engine and model with speculation on")
     add("--seeds", type=int, default=200, help="seeds per prompt, the same list at both endpoints (default 200)")
     add("--seed-start", type=int, default=1, help="first seed (default 1)")
+    add("--shared-seeds", type=int, default=None, metavar="K", help="ask only the first K seeds of both ends (the "
+        "seed-coupling check); the candidate's other seeds are disjoint from the reference's (default: all shared)")
+    add("--dialect", choices=DIALECTS, default="llama.cpp", help="llama.cpp's native /completion (default) or "
+        "vLLM's OpenAI server (/v1/completions with token ids; drafts read from /metrics)")
     add("--temperature", type=float, default=1.0)
     add("--top-k", type=int, default=0, help="0 = off (default)")
     add("--top-p", type=float, default=1.0)
@@ -318,7 +347,7 @@ def _add_collect_arguments(parser: argparse.ArgumentParser) -> None:
     add("--retry-wait-s", type=float, default=0.5, help="first wait between attempts, doubling (default 0.5)")
     add("--endpoint", default="/completion", help="/completion (llama.cpp native, default) or /v1/completions "
         "(only for engines whose OpenAI reply carries token ids: llama.cpp's does not)")
-    add("--engine-name", default="llama.cpp")
+    add("--engine-name", default=None, help="default: the dialect's engine (llama.cpp or vllm)")
     add("--engine-version", help="default: /props build_info (an sdist build of llama.cpp says b0-unknown)")
     add("--engine-flags", default="", help="the engine's command-line flags, recorded in both headers")
     add("--candidate-flags", default="", help="the candidate's extra flags (its speculation), recorded in its header")

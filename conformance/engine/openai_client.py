@@ -1,0 +1,178 @@
+"""vLLM's OpenAI dialect for the collector: the same interface as `client.EngineClient` (complete, tokenize, props),
+spoken to ``/v1/completions`` with token-id prompts.
+
+* The request pins the law: temperature, top-k (0 = off), top-p, min-p, no penalties, no stop strings, the seed,
+  and asks for the token ids (``return_token_ids``) and top-N logprobs keyed by token id
+  (``return_tokens_as_token_ids``). `vllm_request(chain)` is the body's sampler part (a sample file's
+  request defaults).
+* The reported top-N: vLLM's ``top_logprobs`` holds the N most probable tokens plus the sampled one when it is
+  not among them; the extra entry is dropped, so the listed set never depends on the token sampled (a report
+  that did would bias the PIT). Under ``--logprobs-mode processed_logprobs`` they are the log-probabilities
+  after temperature, min-p and top-k/top-p, the law sampled from: ``post_sampling``; otherwise ``raw``.
+* The candidate is asked for no logprobs (`report_probs` False): under speculation vLLM 0.32 reports placeholders
+  at accepted draft positions (0.0 for the token drawn, -inf for the others), and a request for top logprobs
+  then fails with HTTP 400 "Out of range float values are not JSON compliant". Nothing the engine level uses
+  comes from the candidate's reports.
+* Speculation evidence: vLLM reports drafts only in Prometheus counters (``/metrics``). With `measure_drafts`
+  each request is sent alone (a lock) between two reads of the counters, and the difference is the reply's
+  ``timings`` (``draft_n``, ``draft_n_accepted``: the fields `hard.speculation_evidence` sums). Counters are
+  updated as the engine's output is processed, so a count may land on the next request of the same endpoint;
+  the total over a run is exact once the last read follows the last request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from typing import Any
+
+import httpx
+
+from .client import Reply, RetryPolicy, SamplerChain, is_retryable
+
+DRAFT_METRICS = {"draft_n": "vllm:spec_decode_num_draft_tokens_total",
+                 "draft_n_accepted": "vllm:spec_decode_num_accepted_tokens_total"}
+_TOKEN_KEY = re.compile(r"^token_id:(\d+)$")
+
+
+def vllm_request(chain: SamplerChain) -> dict[str, Any]:
+    """The sampler part of a /v1/completions body: every stage that can warp the law, pinned."""
+    return {"temperature": chain.temperature, "top_k": chain.top_k, "top_p": chain.top_p, "min_p": chain.min_p,
+            "max_tokens": chain.max_tokens, "repetition_penalty": 1.0, "presence_penalty": 0.0,
+            "frequency_penalty": 0.0, "ignore_eos": chain.ignore_eos, "stop": [], "n": 1, "stream": False,
+            "logprobs": chain.n_probs or None, "return_token_ids": True, "return_tokens_as_token_ids": True}
+
+
+def metric_totals(text: str, names: dict[str, str] = DRAFT_METRICS) -> dict[str, float]:
+    """The named counters of a Prometheus text page, summed over their label sets (absent: 0)."""
+    totals = dict.fromkeys(names, 0.0)
+    wanted = {metric: key for key, metric in names.items()}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in wanted:
+            totals[wanted[name]] += float(line.rsplit(" ", 1)[1])
+    return totals
+
+
+def _top_list(entry: dict[str, float], n_probs: int) -> list[list[float]]:
+    """[[id, p], ...] of the n_probs most probable entries of one position's ``top_logprobs`` (keys token_id:N)."""
+    pairs = []
+    for key, logprob in entry.items():
+        match = _TOKEN_KEY.match(key)
+        if match is None:
+            raise ValueError(f"response: top_logprobs key {key!r} is not 'token_id:N' (return_tokens_as_token_ids)")
+        p = math.exp(float(logprob)) if logprob is not None and float(logprob) > -math.inf else 0.0
+        pairs.append([int(match.group(1)), p])
+    pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+    return pairs[:n_probs]
+
+
+def parse_openai_completion(body: dict, n_probs: int, probs_kind: str) -> Reply:
+    """A `Reply` from a vLLM /v1/completions body (ValueError if it is malformed)."""
+    try:
+        choice = body["choices"][0]
+        tokens = [int(t) for t in choice["token_ids"]]
+        logprobs = choice.get("logprobs") or {}
+        rows = logprobs.get("top_logprobs")
+        top = [_top_list(entry or {}, n_probs) for entry in rows] if n_probs and rows else None
+    except (KeyError, TypeError, IndexError, AttributeError) as error:
+        raise ValueError(f"response: malformed /v1/completions body ({type(error).__name__}: {error})") from None
+    if top is not None and len(top) != len(tokens):
+        raise ValueError(f"response: {len(top)} top_logprobs rows for {len(tokens)} tokens")
+    return Reply(tokens=tokens, text=choice.get("text", ""), top_probs=top, probs_kind=probs_kind if top else None,
+                 finish_reason=choice.get("finish_reason"), timings=None, raw=body)
+
+
+class OpenAIEngineClient:
+    """One vLLM endpoint (`client.EngineClient`'s interface); use as ``async with OpenAIEngineClient(...)``."""
+
+    def __init__(self, base_url: str, *, probs_kind: str = "post_sampling", measure_drafts: bool = True,
+                 report_probs: bool = True, request_timeout_s: float = 120.0, retry: RetryPolicy | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url: {base_url!r} is not an http(s) URL")
+        if probs_kind not in ("post_sampling", "raw"):
+            raise ValueError(f"probs_kind must be 'post_sampling' or 'raw', got {probs_kind!r}")
+        self.base_url, self.probs_kind, self.measure_drafts = base_url.rstrip("/"), probs_kind, measure_drafts
+        self.report_probs = report_probs
+        self.retry = retry or RetryPolicy()
+        self.requests_sent = 0
+        self.model: str | None = None
+        self._lock = asyncio.Lock()
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=request_timeout_s, transport=transport)
+
+    async def __aenter__(self) -> "OpenAIEngineClient":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._http.aclose()
+
+    async def _send(self, method: str, path: str, body: dict | None, *, text: bool = False) -> Any:
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(is_retryable), stop=stop_after_attempt(self.retry.attempts),
+            wait=wait_exponential(multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s), reraise=True)
+        async for attempt in retrying:
+            with attempt:
+                self.requests_sent += 1
+                response = await self._http.request(method, path, json=body)
+                if response.status_code >= 400:  # vLLM says why in the body: keep it in the error
+                    raise httpx.HTTPStatusError(f"{response.status_code} from {method} {path}: {response.text[:500]}",
+                                                request=response.request, response=response)
+                return response.text if text else response.json()
+        raise AssertionError("unreachable: tenacity either returns or reraises")
+
+    async def _model(self) -> str:
+        if self.model is None:
+            self.model = str((await self._send("GET", "/v1/models", None))["data"][0]["id"])
+        return self.model
+
+    async def _draft_counters(self) -> dict[str, float]:
+        return metric_totals(await self._send("GET", "/metrics", None, text=True))
+
+    async def complete(self, prompt_tokens: list[int], seed: int, chain: SamplerChain,
+                       extra: dict | None = None) -> tuple[Reply, dict]:
+        """Sample one completion of `prompt_tokens` with `seed`; the parsed result and the body sent."""
+        body = {"model": await self._model(), **vllm_request(chain), **(extra or {}), "seed": int(seed),
+                "prompt": [int(t) for t in prompt_tokens]}
+        if not self.report_probs:
+            body["logprobs"] = None
+        async with self._lock if self.measure_drafts else _NoLock():
+            before = await self._draft_counters() if self.measure_drafts else None
+            started = time.perf_counter()
+            reply = parse_openai_completion(await self._send("POST", "/v1/completions", body),
+                                            chain.n_probs if self.report_probs else 0, self.probs_kind)
+            reply.elapsed_s = time.perf_counter() - started
+            if before is not None:
+                after = await self._draft_counters()
+                reply.timings = {key: int(after[key] - before[key]) for key in DRAFT_METRICS}
+        return reply, body
+
+    async def tokenize(self, text: str) -> list[int]:
+        """vLLM's own tokenisation of `text`, with its special tokens."""
+        body = await self._send("POST", "/tokenize", {"model": await self._model(), "prompt": text,
+                                                      "add_special_tokens": True})
+        return [int(t) for t in body["tokens"]]
+
+    async def props(self) -> dict | None:
+        """vLLM's version and served model (the header's engine props), or None if it does not answer."""
+        try:
+            version = (await self._send("GET", "/version", None)).get("version")
+            models = (await self._send("GET", "/v1/models", None))["data"]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError):
+            return None
+        return {"build_info": f"vllm {version}", "model_alias": models[0].get("id"),
+                "max_model_len": models[0].get("max_model_len")}
+
+
+class _NoLock:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
