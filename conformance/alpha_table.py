@@ -53,6 +53,8 @@ from .core.registry import budget_for, planned_checks
 STATED_KINDS: dict[str, tuple[str, str]] = {
     "ks": ("exact (KS on continuous PIT values, finite-n law)", "exact"),
     "binomial": ("exact two-sided binomial test (<= nominal)", "proven bound"),
+    "binomial_upper": ("one-sided binomial tail at a dominating rate (events with conditional probability <= the "
+                       "rate: stochastic domination), valid at any n", "proven bound"),
     "permutation": ("Hoeffding-Serfling bound at level/2 + sequential Monte-Carlo permutation p-value (Besag & "
                     "Clifford 1991) at level/2, Bonferroni; pooled-sample bins; valid at any n under exchangeability",
                     "proven bound"),

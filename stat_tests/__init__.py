@@ -18,7 +18,7 @@ Key measured figures (benchmarks/results/stat_calibration.json, 2 CPUs):
 The conformance suite runs `chisquare_gof(method="lr")` (= `assert_multinomial_lr`): a likelihood-ratio test
 whose false-fail rate is a theorem at every level (exact tail for <= 3 bins, Agrawal's bound otherwise).
 """
-from .binomial import clopper_pearson, rejection_rate
+from .binomial import clopper_pearson, rare_event_test, rejection_rate
 from .budget import ErrorBudget
 from .exact import multinomial_exact_test
 from .gof import chisquare_gof, zero_probability_check
@@ -39,7 +39,7 @@ __all__ = [
     "two_sample_chisquare", "required_samples", "detectable_tv", "chisquare_power",
     "ErrorBudget", "clopper_pearson", "rejection_rate", "permutation_homogeneity", "pooled_bins", "plan_gof", "lr_gof_or_zero", "pit_ks_or_fail", "assert_multinomial_lr", "min_discrepancy_multinomial_lr",
     "min_num_samples_multinomial_lr", "lr_pvalue", "lr_tail_bound", "lr_critical_value",
-    "detectable_mean_token_tv", "units_for_mean_token_tv",
+    "detectable_mean_token_tv", "units_for_mean_token_tv", "rare_event_test",
 ]
 
 

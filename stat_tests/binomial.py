@@ -1,4 +1,5 @@
-"""Exact intervals for a binomial proportion (how often a test rejected, how often a check passed)."""
+"""Exact intervals for a binomial proportion (how often a test rejected, how often a check passed), and the
+one-sided rare-event test (a count against a dominating rate)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,35 @@ def rejection_rate(p_values: object, level: float, confidence: float = 0.95) -> 
     pv = np.asarray(p_values, dtype=np.float64)
     k = int(np.count_nonzero(pv < level))
     return k, int(pv.size), k / pv.size, clopper_pearson(k, int(pv.size), confidence)
+
+
+def rare_event_test(count: int, n: int, rate_bound: float, false_fail_rate: float, false_pass_rate: float = 0.001,
+                    name: str = "rare_events") -> "TestResult":
+    """Do `count` events in `n` trials exceed what a rate of at most `rate_bound` allows? One-sided binomial tail.
+
+    Valid when each trial's event has conditional probability <= rate_bound given the earlier trials (not only
+    for independent trials): the count is then stochastically below Binomial(n, rate_bound) (the standard
+    coupling), so P(count >= k) <= P(Bin(n, rate_bound) >= k), a proven bound. Symmetrically, if every trial's
+    conditional probability is >= r the test rejects with probability >= P(Bin(n, r) >= critical count), which
+    gives ``details['detectable_rate']``: the smallest such r caught with probability >= 1 - false_pass_rate."""
+    from .result import TestResult
+    from ..reference.validation import check_error_rates
+
+    a, be = check_error_rates(false_fail_rate, false_pass_rate)
+    if not (isinstance(n, int) and isinstance(count, int) and 0 <= count <= n):
+        raise ValueError(f"count, n: need integers 0 <= count <= n, got {count!r}, {n!r}")
+    if not 0.0 <= rate_bound < 1.0:
+        raise ValueError(f"rate_bound must be in [0, 1), got {rate_bound!r}")
+    p_value = float(stats.binom.sf(count - 1, n, rate_bound)) if count and n else 1.0
+    critical = int(stats.binom.isf(a, n, rate_bound)) + 1 if n else 1  # smallest count with tail <= a
+    lo, hi = rate_bound, 1.0
+    for _ in range(60):  # bisection: P(Bin(n, r) >= critical) >= 1 - be
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if n and stats.binom.sf(critical - 1, n, mid) >= 1 - be else (mid, hi)
+    passed = p_value >= a
+    message = (f"{name}: {'PASS' if passed else 'FAIL'}: {count} events in {n} trials "
+               f"(at most rate {rate_bound:.3g} allowed; p = {p_value:.3g}, false_fail_rate={a:.3g}); detects a rate "
+               f">= {hi:.3g} w.p. >= {1 - be:g}")
+    return TestResult(name, float(count), p_value, n, a, be, float("nan"), passed, message,
+                      {"rate_bound": rate_bound, "critical_count": critical, "detectable_rate": hi,
+                       "detectable_metric": "rate of near-zero tokens per position"})

@@ -181,12 +181,14 @@ def test_correct_candidate_is_certified_at_quick_and_the_report_states_n_level_a
     result = certify(*make_files(tmp_path, n=1900), "quick")
     assert result.verdict == "CERTIFIED", result.reasons
     stat = result.statistical
-    assert len(stat) == result.budget["n_checks"] == 2 * (4 + 1 + 1 + 1)
+    assert len(stat) == result.budget["n_checks"] == 2 * (4 + 1 + 1 + 1 + 1)
     level = result.budget["per_check_false_fail_rate"]
-    assert level == pytest.approx(1e-3 / 14) and result.budget["within_budget"]
+    assert level == pytest.approx(1e-3 / 16) and result.budget["within_budget"]
     for record in stat:
         assert record.result.n > 0 and record.result.false_fail_rate == level
-        assert np.isfinite(record.result.detectable_tv) or record.result.details.get("detectable_kolmogorov")
+        details = record.result.details
+        assert np.isfinite(record.result.detectable_tv) or details.get("detectable_kolmogorov") or \
+            details.get("detectable_rate")
     pit_record = next(r for r in stat if r.check == "pit_ks")
     assert pit_record.result.details["completions"] == 1900 and pit_record.result.details["positions"] == [2, 4]
     assert pit_record.result.details["detectable_mean_token_tv"] <= 0.15
@@ -226,6 +228,19 @@ def test_unsupported_token_fails_the_hard_support_check(tmp_path):
     support = [r for r in result.records if r.check == "reported_support"]
     assert support and not all(r.passed for r in support) and all(r.category == "invariant" for r in support)
     assert "outside the" in next(r for r in support if not r.passed).result.message
+
+
+def test_a_candidate_that_leaks_tokens_its_reference_excludes_fails_near_zero_tokens(tmp_path):
+    """The reference reports a truncated law (tail mass 0) without saying top_k, so the support is not known to be
+    fully reported and the hard check cannot judge; 3 % of the candidate's tokens fall outside it."""
+    ref_path, cand_path = make_files(tmp_path, leaking(truncated(base_law, TOP_N)), n=300, top_k=TOP_N)
+    for path in (ref_path, cand_path):
+        _edit(path, edit_header=_defaults(top_k=0))
+    result = certify(ref_path, cand_path)
+    assert result.verdict == "NOT_EXACT"
+    near = [r for r in result.records if r.check == "near_zero_tokens"]
+    assert near and all(not r.passed for r in near) and not any(r.check == "reported_support" for r in result.records)
+    assert near[0].result.details["examples"] and near[0].result.details["detectable_rate"] < 0.03
 
 
 def test_supported_candidate_under_top_k_passes_the_support_check(tmp_path):

@@ -20,7 +20,8 @@ from .cases import EngineCase
 from .law_params import law_differences
 from .registry import REFERENCE_PIT_CHECK
 from .samples import Completion, PrefixProbs, SampleFile
-from ...stat_tests import TestResult, detectable_mean_token_tv, permutation_homogeneity, pit_uniformity_test
+from ...stat_tests import (TestResult, detectable_mean_token_tv, permutation_homogeneity, pit_uniformity_test,
+                           rare_event_test)
 
 IDENTITY_CHAIN = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
                   "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
@@ -197,6 +198,21 @@ def _pit_record(data: PromptData, name: str, completions: Sequence[Completion], 
 #: The first drafted position (0-based): an engine samples position 1 from the prompt's forward pass, before any
 #: draft round, so the candidate's PIT pools positions 2..m only (undiluted by a position no draft touches).
 FIRST_DRAFTED = 1
+
+
+def near_zero_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:
+    """How often the candidate's tokens at positions 1..m fall where the reference's report leaves (almost) no
+    mass (`pit.near_zero`): an engine that now and then emits a token its target all but excludes. Under
+    exactness each such event has conditional probability <= `pit.near_zero_rate_bound`, so the count is
+    tested against that rate (`stat_tests.rare_event_test`, a proven bound)."""
+    data, name = case.data, "near_zero_tokens"
+    tokens, rows, where, _ = _pit_positions(data.cand, data.reports, case.positions)
+    hits = [(seed, t + 1, token) for token, row, (seed, t) in zip(tokens, rows, where) if pit.near_zero(token, row)]
+    bound = max((pit.near_zero_rate_bound(row) for row in rows), default=pit.NEAR_ZERO_MASS)
+    result = rare_event_test(len(hits), len(tokens), bound, level, profile.false_pass_rate, name=name)
+    result.details.update(examples=[{"seed": s, "position": p, "token": x} for s, p, x in hits[:5]],
+                          near_zero_mass=pit.NEAR_ZERO_MASS)
+    return [_record(data, name, result)]
 
 
 def pit_check(case: Any, level: float, profile: Profile) -> list[CheckRecord]:

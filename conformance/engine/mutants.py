@@ -30,10 +30,10 @@ EOS = 4  # a likely token under top-k 3, so EOS falls inside drafts
 MODEL_NAME = "tiny-llama-v6-seed14"
 SPECULATION = {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": False}
 PROMPTS = [{"prompt_id": "A", "prompt_tokens": [0, 2, 3, 4, 2, 3, 4, 2, 3]}]  # sequence.cases.PROMPT_A
-#: Sizing: quick spends 1e-3 over 7 checks of the one prompt (4 marginals, the tuple, the reference's self-check,
-#: the PIT); the reference sample is shared, so it is larger and each candidate needs fewer samples for the same
-#: n_eff. The PIT pools the 3 drafted positions of each candidate completion.
-TARGET_TV, TARGET_BINS, N_CHECKS, FALSE_PASS_RATE = 0.2, 20, 7, 1e-3
+#: Sizing: quick spends 1e-3 over 8 checks of the one prompt (4 marginals, the tuple, the reference's self-check,
+#: the near-zero count, the PIT); the reference sample is shared, so it is larger and each candidate needs fewer
+#: samples for the same n_eff. The PIT pools the 3 drafted positions of each candidate completion.
+TARGET_TV, TARGET_BINS, N_CHECKS, FALSE_PASS_RATE = 0.2, 20, 8, 1e-3
 QUICK_PIT_TARGET, DRAFTED_POSITIONS = 0.15, 3
 N_REFERENCE = 2000
 TIME_LIMIT_S = 600.0

@@ -44,6 +44,31 @@ def report_slack(top: TopProbs) -> float:
     return len(top) * REPORT_ROUNDING
 
 
+#: A token is "near zero" when it falls in the last categories of its report (the tail, then the listed ones from
+#: the least probable) whose reported masses sum to at most this. Their true mass is at most NEAR_ZERO_MASS plus
+#: the tail's rounding (N r) plus r per listed one: under exactness the probability is <= NEAR_ZERO_MASS + 2 N r.
+NEAR_ZERO_MASS = 1e-4
+
+
+def near_zero(token: int, top: TopProbs) -> bool:
+    """Is `token` in the longest run of least probable categories (the tail first, then the listed ones from the
+    bottom) whose reported masses sum to at most NEAR_ZERO_MASS? A token the report gives no mass is."""
+    ids, probs = categories(top)
+    k, total = category_of(token, ids), 0.0
+    for index in range(probs.size - 1, -1, -1):  # the tail is the last category, the least probable
+        total += float(probs[index])
+        if total > NEAR_ZERO_MASS:
+            return False
+        if index == k:
+            return True
+    return True
+
+
+def near_zero_rate_bound(top: TopProbs) -> float:
+    """Under exactness, a bound on the probability of a near-zero token at a position with this report."""
+    return NEAR_ZERO_MASS + 2 * report_slack(top)
+
+
 def category_of(token: int, ids: Sequence[int]) -> int:
     """Index of `token` among `ids`, or len(ids) (the tail) when unlisted."""
     try:

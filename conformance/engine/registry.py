@@ -41,6 +41,12 @@ ENGINE_CHECKS: tuple[StatCheck, ...] = (  # a case is one prompt (level.EngineCa
               plan=lambda c, prof: [CheckPlan(REFERENCE_PIT_CHECK, "ks", reach=float(c.positions))],
               what="the reference's own tokens at positions 1..m follow its reports (randomized PIT, exact KS, "
                    "rounding slack)"),
+    StatCheck(name="near_zero_tokens", category="exactness", applies=lambda c: _sampling(c) and c.pit,
+              instances=lambda c: ["near_zero_tokens"],
+              run=lambda case, rate, prof: _checks().near_zero_check(case, rate, prof),
+              plan=lambda c, prof: [CheckPlan("near_zero_tokens", "binomial_upper", reach=float(c.positions))],
+              what="the candidate's tokens fall where the reference's report leaves mass <= 1e-4 no more often "
+                   "than that allows (one-sided binomial at a dominating rate)"),
     StatCheck(name="pit_ks", category="exactness", applies=lambda c: _sampling(c) and c.pit and c.positions > 1,
               instances=lambda c: ["pit_ks"],
               run=lambda case, rate, prof: _checks().pit_check(case, rate, prof),

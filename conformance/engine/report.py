@@ -48,7 +48,7 @@ def to_markdown(doc: dict) -> str:
         details = check.get("details") or {}
         detectable = (f"TV {_fmt(check['detectable_tv'])}" if check.get("detectable_tv") is not None else
                       f"Kolmogorov {_fmt(details['detectable_kolmogorov'])}" if details.get("detectable_kolmogorov")
-                      else "—")
+                      else f"rate {_fmt(details['detectable_rate'])}" if details.get("detectable_rate") else "—")
         lines.append(f"| {check['case']} | {check['check']} | {check['category']} | {check['n']} | "
                      f"{_fmt(check['false_fail_rate'])} | {detectable} | {_fmt(check['p_value'])} | "
                      f"{'PASS' if check['passed'] else 'FAIL'} |")
