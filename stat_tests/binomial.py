@@ -6,6 +6,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from ..reference.validation import check_error_rates
+from .result import TestResult
+
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """The exact (Clopper-Pearson) two-sided interval for k successes in n trials at `confidence`."""
@@ -26,7 +29,7 @@ def rejection_rate(p_values: object, level: float, confidence: float = 0.95) -> 
 
 
 def rare_event_test(count: int, n: int, rate_bound: float, false_fail_rate: float, false_pass_rate: float = 0.001,
-                    name: str = "rare_events") -> "TestResult":
+                    name: str = "rare_events") -> TestResult:
     """Do `count` events in `n` trials exceed what a rate of at most `rate_bound` allows? One-sided binomial tail.
 
     Valid when each trial's event has conditional probability <= rate_bound given the earlier trials (not only
@@ -34,9 +37,6 @@ def rare_event_test(count: int, n: int, rate_bound: float, false_fail_rate: floa
     coupling), so P(count >= k) <= P(Bin(n, rate_bound) >= k), a proven bound. Symmetrically, if every trial's
     conditional probability is >= r the test rejects with probability >= P(Bin(n, r) >= critical count), which
     gives ``details['detectable_rate']``: the smallest such r caught with probability >= 1 - false_pass_rate."""
-    from .result import TestResult
-    from ..reference.validation import check_error_rates
-
     a, be = check_error_rates(false_fail_rate, false_pass_rate)
     if not (isinstance(n, int) and isinstance(count, int) and 0 <= count <= n):
         raise ValueError(f"count, n: need integers 0 <= count <= n, got {count!r}, {n!r}")
