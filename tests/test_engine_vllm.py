@@ -157,8 +157,13 @@ PROMPTS = [{"prompt_id": "repeat", "prompt_tokens": [1, 9690, 198, 2683, 359, 25
 
 
 def _vllm(tmp_path_factory, mode: str):
+    """One server; the draft-model mode drafts with exactspec's early-exit self-draft (24 of 30 blocks), which
+    disagrees with the target often enough that rejections happen in many rounds."""
+    from exactspec.conformance.engine.self_draft import self_draft
+
     log = tmp_path_factory.mktemp(f"vllm-{mode}") / "server.log"
-    with vs.VllmServer(vs.ensure_vllm(), mode=mode, threads=1, log_path=log) as server:
+    draft = self_draft()["hf_dir"] if mode == "draft" else None
+    with vs.VllmServer(vs.ensure_vllm(), mode=mode, draft_dir=draft, threads=1, log_path=log) as server:
         yield server
 
 
@@ -207,6 +212,8 @@ def test_vllm_speculation_at_temperature_0_is_certified(mode, vllm_plain, reques
     assert result.verdict == "CERTIFIED", result.reasons
     evidence = result.extra["engine"]["speculation_evidence"]
     assert evidence["observed"] and evidence["draft_n"] > 0
+    if mode == "draft":  # the self-draft disagrees: some drafts rejected, some accepted
+        assert 0.0 < evidence["acceptance_rate"] < 1.0, evidence
 
 
 @pytest.mark.slow

@@ -201,9 +201,9 @@ def mode_flags(mode: str, model: Path, draft_max: int = 4, ngram_type: str = "ng
 class LlamaServer(LocalServer):
     """A ``llama-server`` process on 127.0.0.1, started and stopped by PID (a context manager; `LocalServer`).
 
-    `mode`: "plain" (no speculation), "draft" (the same GGUF as draft model, `draft_sampling` "greedy" or
-    "probabilistic") or "ngram"; `extra_args` are appended verbatim (e.g. n-gram sizes). One slot (``-np 1``)
-    and a fixed thread count keep runs comparable.
+    `mode`: "plain" (no speculation), "draft" (`draft_model`, by default the same GGUF; `self_draft.self_draft()`
+    gives one that disagrees; `draft_sampling` "greedy" or "probabilistic") or "ngram"; `extra_args` are appended
+    verbatim (e.g. n-gram sizes). One slot (``-np 1``) and a fixed thread count keep runs comparable.
     """
 
     name, health_path = "llama-server", "/health"
@@ -211,7 +211,7 @@ class LlamaServer(LocalServer):
 
     def __init__(self, binary: str | os.PathLike, model: str | os.PathLike | None = None, *, mode: str = "plain",
                  draft_max: int = 4, draft_sampling: str = "greedy", extra_args: Sequence[str] = (),
-                 threads: int | None = None, ctx_size: int = 2048,
+                 draft_model: str | os.PathLike | None = None, threads: int | None = None, ctx_size: int = 2048,
                  log_path: str | os.PathLike | None = None, startup_timeout_s: float = 120.0,
                  stop_timeout_s: float = 10.0):
         self.binary = Path(binary)
@@ -222,7 +222,10 @@ class LlamaServer(LocalServer):
             raise ValueError(f"model must be an existing GGUF file, got {str(self.model)!r}")
         self.mode = mode
         self.threads = threads or min(4, os.cpu_count() or 1)
-        speculation = mode_flags(mode, self.model, draft_max, draft_sampling=draft_sampling)
+        draft = Path(draft_model) if draft_model is not None else self.model
+        if not draft.is_file():
+            raise ValueError(f"draft_model must be an existing GGUF file, got {str(draft)!r}")
+        speculation = mode_flags(mode, draft, draft_max, draft_sampling=draft_sampling)
         self.flags = ["-m", str(self.model), *speculation, "-c", str(ctx_size),
                       "-np", "1", "-t", str(self.threads), "--no-webui", *map(str, extra_args)]
         log = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="llama-server-")) / f"{mode}.log"
