@@ -60,7 +60,7 @@ class Settings:
     request_timeout_s: float = 120.0
     retry: RetryPolicy | None = None
     endpoint: str = "/completion"
-    engine_name: str = "llama.cpp"
+    engine_name: str | None = None  # None: the dialect's engine ("llama.cpp" or "vllm")
     engine_version: str | None = None
     engine_flags: tuple[str, ...] = ()
     candidate_flags: tuple[str, ...] = ()
@@ -100,7 +100,7 @@ def build_header(role: str, url: str, settings: Settings, props: dict | None,
     model_path = props.get("model_path") or props.get("model_alias") or ""
     props = {key: portable_path(value) if key in PROPS_PATHS and isinstance(value, str) else value
              for key, value in props.items()}
-    engine = {"name": settings.engine_name, "version": settings.engine_version or props.get("build_info"),
+    engine = {"name": settings.engine_name or settings.dialect, "version": settings.engine_version or props.get("build_info"),
               "base_url": url,
               "flags": flags or None, "speculation": settings.speculation if role == "candidate" else None,
               "props": props or None}
