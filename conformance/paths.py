@@ -25,6 +25,7 @@ files written with the same flags record the same flags. Torch-free.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -184,13 +185,27 @@ def is_machine_path(value: Any) -> bool:
         return False
 
 
+def _json_object(text: str) -> Any:
+    """`text` parsed as a JSON object (a flag such as vLLM's ``--speculative-config {"model": PATH}``), or None."""
+    if not text.startswith("{"):
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 def portable_args(args: Iterable[Any], *, hash_files: bool = True) -> list[str]:
     """A command line or flag list with every machine path (`is_machine_path`) given portably, also in
-    ``--option=PATH``; every other item is kept (as str)."""
+    ``--option=PATH`` and inside a JSON-object argument; every other item is kept (as str)."""
     out = []
     for arg in map(str, args):
         option, equals, value = arg.partition("=")
-        if is_machine_path(arg):
+        parsed = _json_object(arg)
+        if parsed is not None:
+            out.append(json.dumps(portable_json(parsed, hash_files=hash_files), sort_keys=True))
+        elif is_machine_path(arg):
             out.append(portable_path(arg, hash_files=hash_files))
         elif equals and option.startswith("-") and is_machine_path(value):
             out.append(f"{option}={portable_path(value, hash_files=hash_files)}")

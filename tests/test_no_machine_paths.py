@@ -286,3 +286,11 @@ def test_a_checkout_under_an_unlisted_root_is_still_a_machine_path(monkeypatch):
     assert is_machine_path("/zz-unlisted/checkout/docs/x.json")
     assert not is_machine_path("/zz-unlisted/elsewhere/x.json")
     assert portable_args(["--out", "/zz-unlisted/checkout/docs/x.json"]) == ["--out", "docs/x.json"]
+
+
+def test_a_json_flag_holding_a_path_is_written_portably(cache):
+    """vLLM's --speculative-config {"model": DIR}: the path inside the JSON argument is made portable too."""
+    draft = cache / "models" / "self-draft" / "hf"
+    flags = portable_args(["--speculative-config", json.dumps({"model": str(draft), "num_speculative_tokens": 3})])
+    assert json.loads(flags[1]) == {"model": "cache:models/self-draft/hf", "num_speculative_tokens": 3}
+    assert machine_paths(" ".join(flags)) == []
