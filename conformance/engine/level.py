@@ -72,7 +72,8 @@ def ruled_out(records: list[CheckRecord], cases: list, profile: Profile) -> dict
     per_prompt = {case.name: ("greedy: every candidate completion equals the reference's" if case.greedy else
                               pit.get(case.name)) for case in cases}
     sampled = [v for v in per_prompt.values() if isinstance(v, float)]
-    return {"metric": "mean per-token TV of the next-token law at the drafted positions 2..m",
+    return {"metric": "mean per-token TV of the next-token law (on the reported top-N and the tail) at the drafted "
+                      "positions 2..m",
             "class": "deviations monotone in the reference's probability (temperature, truncation, argmax pull); "
                      "deviations whose direction changes with the context cannot be ruled out by any test "
                      "(proofs/ARGUMENT.md, C14)",
