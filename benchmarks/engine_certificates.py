@@ -136,8 +136,10 @@ def _chat_prompt_tokens(server, text: str) -> list[int]:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(server.model_dir))
-        return [int(t) for t in tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                                              add_generation_prompt=True, tokenize=True)]
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                            tokenize=True)
+        ids = ids["input_ids"] if hasattr(ids, "keys") else ids  # transformers 5 returns a BatchEncoding
+        return [int(t) for t in ids]
 
     templated = httpx.post(f"{server.base_url}/apply-template", timeout=60,
                            json={"messages": [{"role": "user", "content": text}]}).json()["prompt"]
