@@ -309,6 +309,10 @@ def _row(name: str, doc: dict) -> str:
     flags = run.get("server_flags", {}).get("candidate", [])
     spec = " ".join(f for f in flags[2:] if f not in ("-c", "2048", "-np", "1", "-t", "--no-webui")
                     and not f.endswith(".gguf") and ".gguf@sha256:" not in f) or "—"
+    if "--speculative-config" in flags:  # vLLM: its other flags are the reference's too
+        spec = "--speculative-config " + flags[flags.index("--speculative-config") + 1]
+    elif run.get("engine_version", "").startswith("vllm"):
+        spec = "—"
     tvs = [c["detectable_tv"] for c in doc["checks"] if "permutation" in c["check"]
            and isinstance(c.get("detectable_tv"), (int, float)) and math.isfinite(c["detectable_tv"])]
     pit = [c["details"]["detectable_kolmogorov"] for c in doc["checks"] if c["check"] == "pit_ks"
