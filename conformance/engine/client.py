@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -172,6 +172,25 @@ def _parse_completion(body: dict) -> Reply:
                  timings=body.get("timings"), probs_dropped=dropped, raw=body)
 
 
+def _json_or_raise(response: httpx.Response) -> Any:
+    response.raise_for_status()
+    return response.json()
+
+
+async def send_with_retries(client: Any, method: str, path: str, body: dict | None,
+                            read: Callable[[httpx.Response], Any] = _json_or_raise) -> Any:
+    """One HTTP exchange of `client` (its `_http`, `retry` and `requests_sent`) with retries on connection
+    trouble, 5xx and 429; `read(response)` raises for a bad status and decodes the body."""
+    retrying = AsyncRetrying(
+        retry=retry_if_exception(is_retryable), stop=stop_after_attempt(client.retry.attempts),
+        wait=wait_exponential(multiplier=client.retry.initial_wait_s, max=client.retry.max_wait_s), reraise=True)
+    async for attempt in retrying:
+        with attempt:
+            client.requests_sent += 1
+            return read(await client._http.request(method, path, json=body))
+    raise AssertionError("unreachable: tenacity either returns or reraises")
+
+
 class EngineClient:
     """One endpoint of an engine: `complete`, `tokenize`, `props`; use as ``async with EngineClient(...)``."""
 
@@ -195,16 +214,7 @@ class EngineClient:
 
     async def _send(self, method: str, path: str, body: dict | None) -> dict:
         """One HTTP exchange with retries; the decoded JSON body."""
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(is_retryable), stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential(multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s), reraise=True)
-        async for attempt in retrying:
-            with attempt:
-                self.requests_sent += 1
-                response = await self._http.request(method, path, json=body)
-                response.raise_for_status()
-                return response.json()
-        raise AssertionError("unreachable: tenacity either returns or reraises")
+        return await send_with_retries(self, method, path, body)
 
     async def complete(self, prompt_tokens: list[int], seed: int, chain: SamplerChain,
                        extra: dict | None = None) -> tuple[Reply, dict]:

@@ -254,13 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "build":
         print(ensure_llama_server(args.cache_dir, jobs=args.jobs, niceness=args.niceness))
         return 0
-    with LlamaServer(ensure_llama_server(), args.model, mode=args.mode) as server:
-        print(f"{server.base_url} PID {server.pid} log {server.log_path}", flush=True)
-        try:
-            server.wait()
-        except KeyboardInterrupt:
-            pass
-    return 0
+    return LlamaServer(ensure_llama_server(), args.model, mode=args.mode).serve_in_foreground()
 
 
 if __name__ == "__main__":

@@ -122,10 +122,16 @@ class LocalServer:
                 process.wait(self.stop_timeout_s)
         return process.returncode
 
-    def wait(self) -> None:
-        """Block until the process exits (a foreground `serve` command)."""
-        if self._process is not None:
-            self._process.wait()
+    def serve_in_foreground(self) -> int:
+        """Start, print where the server is, run until it exits or Ctrl-C, stop it: a `serve` command; -> 0."""
+        with self:
+            print(f"{self.base_url} PID {self.pid} log {self.log_path}", flush=True)
+            try:
+                if self._process is not None:
+                    self._process.wait()
+            except KeyboardInterrupt:
+                pass
+        return 0
 
     def __enter__(self) -> Any:
         return self.start()

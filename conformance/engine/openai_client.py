@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from .client import Reply, RetryPolicy, SamplerChain, is_retryable
+from .client import Reply, RetryPolicy, SamplerChain, send_with_retries
 
 DRAFT_METRICS = {"draft_n": "vllm:spec_decode_num_draft_tokens_total",
                  "draft_n_accepted": "vllm:spec_decode_num_accepted_tokens_total"}
@@ -112,20 +112,13 @@ class OpenAIEngineClient:
         await self._http.aclose()
 
     async def _send(self, method: str, path: str, body: dict | None, *, text: bool = False) -> Any:
-        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+        def read(response: httpx.Response) -> Any:
+            if response.status_code >= 400:  # vLLM says why in the body: keep it in the error
+                raise httpx.HTTPStatusError(f"{response.status_code} from {method} {path}: {response.text[:500]}",
+                                            request=response.request, response=response)
+            return response.text if text else response.json()
 
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(is_retryable), stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential(multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s), reraise=True)
-        async for attempt in retrying:
-            with attempt:
-                self.requests_sent += 1
-                response = await self._http.request(method, path, json=body)
-                if response.status_code >= 400:  # vLLM says why in the body: keep it in the error
-                    raise httpx.HTTPStatusError(f"{response.status_code} from {method} {path}: {response.text[:500]}",
-                                                request=response.request, response=response)
-                return response.text if text else response.json()
-        raise AssertionError("unreachable: tenacity either returns or reraises")
+        return await send_with_retries(self, method, path, body, read)
 
     async def _model(self) -> str:
         if self.model is None:

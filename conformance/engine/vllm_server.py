@@ -26,7 +26,6 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ...cache import cache_root
 from .local_server import LocalServer, ServerStartError, log_tail
@@ -171,14 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "install":
         print(ensure_vllm(args.cache_dir))
         return 0
-    server: Any = VllmServer(ensure_vllm(), args.model_dir, mode=args.mode)
-    with server:
-        print(f"{server.base_url} PID {server.pid} log {server.log_path}", flush=True)
-        try:
-            server.wait()
-        except KeyboardInterrupt:
-            pass
-    return 0
+    return VllmServer(ensure_vllm(), args.model_dir, mode=args.mode).serve_in_foreground()
 
 
 if __name__ == "__main__":
