@@ -61,13 +61,37 @@ def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
     assert ls.build_dir(tmp_path, "1.2.3") == tmp_path / "llama.cpp" / "1.2.3"
 
 
-def test_cached_binary_is_returned_without_building(monkeypatch, tmp_path):
-    monkeypatch.delenv(ls.BINARY_ENV, raising=False)
-    binary = ls.build_dir(tmp_path) / "bin" / "llama-server"
+def _cached_build(tmp_path: Path, flags) -> Path:
+    root = ls.build_dir(tmp_path)
+    binary = root / "bin" / "llama-server"
     binary.parent.mkdir(parents=True)
     binary.write_text("")
+    (root / "build-info.json").write_text(json.dumps({"cmake_flags": list(flags)}))
+    return binary
+
+
+def test_cached_binary_is_returned_without_building(monkeypatch, tmp_path):
+    monkeypatch.delenv(ls.BINARY_ENV, raising=False)
+    binary = _cached_build(tmp_path, ls.cmake_flags())
     monkeypatch.setattr(ls, "_build", lambda *a: pytest.fail("must not build when the binary is cached"))
     assert ls.ensure_llama_server(tmp_path) == binary
+
+
+def test_a_build_with_other_flags_is_rebuilt(monkeypatch, tmp_path):
+    """A cached build configured otherwise (e.g. with AMX on, which segfaults on some VMs) is not reused."""
+    monkeypatch.delenv(ls.BINARY_ENV, raising=False)
+    _cached_build(tmp_path, ls.CMAKE_FLAGS + ("-DGGML_SOMETHING_ELSE=ON",))
+    built = []
+    monkeypatch.setattr(ls, "_build", lambda root, *a: built.append(root))
+    ls.ensure_llama_server(tmp_path)
+    assert built == [ls.build_dir(tmp_path)]
+
+
+def test_x86_builds_turn_amx_off(monkeypatch):
+    monkeypatch.setattr(ls.platform, "machine", lambda: "x86_64")
+    assert any(f.startswith("-DCMAKE_CXX_FLAGS=") and "-mno-amx-int8" in f for f in ls.cmake_flags())
+    monkeypatch.setattr(ls.platform, "machine", lambda: "aarch64")
+    assert ls.cmake_flags() == ls.CMAKE_FLAGS
 
 
 def test_binary_override_must_be_executable(monkeypatch, tmp_path):

@@ -20,6 +20,7 @@ import argparse
 import fcntl
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,10 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF",
     "-DBUILD_SHARED_LIBS=OFF",
 )
+#: x86: no AMX. ggml's AMX path (`-march=native` turns it on where the CPU lists AMX) killed llama-server with
+#: SIGSEGV in its warm-up on a Firecracker VM whose Sapphire Rapids CPU lists amx_tile/amx_int8; without it the
+#: same build serves. GCC and Clang honour an -mno-* placed before -march=native.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 MODES = ("plain", "draft", "ngram")
 DRAFT_SAMPLING = ("greedy", "probabilistic")
 
@@ -54,6 +59,23 @@ class LlamaBuildError(RuntimeError):
 
 class LlamaServerError(ServerStartError):
     """``llama-server`` did not start or did not become ready in time."""
+
+
+def cmake_flags() -> tuple[str, ...]:
+    """The configure flags of this machine's build: CMAKE_FLAGS, plus the compiler flags that turn AMX off on x86."""
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "i386"):
+        return CMAKE_FLAGS
+    return (*CMAKE_FLAGS, f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
+
+
+def cached_build_is_current(root: Path) -> bool:
+    """Whether ``root`` holds a llama-server built with this version's configure flags (a build made with other
+    flags, e.g. before AMX was turned off, is rebuilt rather than reused)."""
+    try:
+        info = json.loads((root / "build-info.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (root / "bin" / "llama-server").is_file() and info.get("cmake_flags") == list(cmake_flags())
 
 
 def build_dir(cache_dir: str | os.PathLike | None = None, version: str = SDIST_VERSION) -> Path:
@@ -86,12 +108,12 @@ def ensure_llama_server(cache_dir: str | os.PathLike | None = None, *, version: 
         return path
     root = build_dir(cache_dir, version)
     binary = root / "bin" / "llama-server"
-    if binary.is_file():
+    if cached_build_is_current(root):
         return binary
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here, then finds the binary
-        if not binary.is_file():
+        if not cached_build_is_current(root):
             _build(root, version, jobs or os.cpu_count() or 1, niceness)
     return binary
 
@@ -157,7 +179,8 @@ def _build(root: Path, version: str, jobs: int, niceness: int) -> None:
     start = time.perf_counter()
     source = _fetch_source(root, version, log_path)
     tree = root / "build"
-    _run_logged(["cmake", "-S", str(source), "-B", str(tree), *CMAKE_FLAGS], log_path, "cmake configure", niceness)
+    shutil.rmtree(tree, ignore_errors=True)  # a tree configured with other flags would keep them
+    _run_logged(["cmake", "-S", str(source), "-B", str(tree), *cmake_flags()], log_path, "cmake configure", niceness)
     _run_logged(["cmake", "--build", str(tree), "--target", "llama-server", "-j", str(jobs)], log_path,
                 "cmake --build --target llama-server", niceness)
     built = tree / "bin" / "llama-server"
@@ -166,7 +189,7 @@ def _build(root: Path, version: str, jobs: int, niceness: int) -> None:
     (root / "bin").mkdir(exist_ok=True)
     staging = root / "bin" / ".llama-server.tmp"
     shutil.copy2(built, staging)
-    info = {"sdist": f"{SDIST_NAME}=={version}", "cmake_flags": list(CMAKE_FLAGS), "jobs": jobs,
+    info = {"sdist": f"{SDIST_NAME}=={version}", "cmake_flags": list(cmake_flags()), "jobs": jobs,
             "niceness": niceness, "build_seconds": round(time.perf_counter() - start, 1), "tools": tools,
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (root / "build-info.json").write_text(json.dumps(info, indent=2) + "\n")
