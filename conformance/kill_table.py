@@ -6,7 +6,7 @@
 Each row (same columns at every level): the mutant or valid variant, the real bug it models, the verdicts
 it must get, the verdict it got, the checks that failed, whether a first-token-only test would have missed
 it, and the seconds it took. Writes ``kill-table.json`` and ``kill-table.md`` under ``--out`` (default
-``docs/certificates/kill-tables/<level>/``). Exit status 0 when every mutant is rejected and every row
+``docs/certificates/kill-tables/<level>/``, or ``<level>-<profile>/`` at a profile other than quick). Exit status 0 when every mutant is rejected and every row
 gets an expected verdict, 1 otherwise, 2 on a usage error.
 
 Every run is a full run of the level's suite (no fail-fast), so the failed checks and the first-token-only
@@ -116,7 +116,7 @@ def choose(level: str, profile: str, mutants: Sequence[str] | None = None,
     check_level(level)
     if profile not in PROFILE_NAMES:
         raise ValueError(f"profile must be one of {PROFILE_NAMES}, got {profile!r}")
-    subjects = get_level(level).mutants()
+    subjects = get_level(level).mutants(profile)
     return select(subjects, "mutant", mutants, "mutants") + select(subjects, "valid", valid, "valid")
 
 
@@ -180,6 +180,11 @@ def write_table(table: dict, out_dir: str | Path) -> tuple[Path, Path]:
 
 
 # --------------------------------------------------------------------------- command line
+def default_out(level: str, profile: str) -> Path:
+    """docs/certificates/kill-tables/<level> at quick, <level>-<profile> at any other profile."""
+    return Path("docs/certificates/kill-tables") / (level if profile == "quick" else f"{level}-{profile}")
+
+
 def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
 
@@ -189,7 +194,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rule (verify adapters), sequence (generate), tree (verify_tree) or engine (served mutants)")
     parser.add_argument("--profile", default="quick", choices=PROFILE_NAMES, help="suite profile (default: quick)")
     parser.add_argument("--out", default=None,
-                        help="directory for kill-table.json and kill-table.md (default: docs/certificates/kill-tables/<level>)")
+                        help="directory for kill-table.json and kill-table.md (default: docs/certificates/kill-tables/<level>, "
+                             "or <level>-<profile> at a profile other than quick)")
     parser.add_argument("--mutants", type=_names, default=None,
                         help="comma-separated mutant names to run (default: all; an empty string: none)")
     parser.add_argument("--valid", type=_names, default=None,
@@ -205,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     table = run_subjects(args.level, args.profile, subjects,
                          progress=lambda line: print(line, file=sys.stderr, flush=True))
-    out = args.out if args.out is not None else Path("docs/certificates/kill-tables") / args.level
+    out = args.out if args.out is not None else default_out(args.level, args.profile)
     json_path, md_path = write_table(table, out)
     print(json.dumps(table["summary"], indent=1))
     print(f"  table: {md_path} (+ {json_path})")

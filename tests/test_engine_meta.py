@@ -217,3 +217,41 @@ def test_backend_arguments_are_checked():
         make_backend("gpu_impl", target, None, k=K)
     with pytest.raises(ValueError, match="ready_timeout_s"):
         EngineServer(make_backend("plain", target), ready_timeout_s=0)
+
+
+# ---- sizes per profile and the per-token deviation (fast) ---------------------------------------------
+
+
+@pytest.mark.parametrize("profile", ["quick", "standard"])
+def test_zoo_sizes_reach_the_profiles_pit_target(profile):
+    """A correct generator can be CERTIFIED at each profile: its candidate PIT reaches the target."""
+    from exactspec.conformance.core.profiles import get_profile
+    from exactspec.conformance.engine.pit import REPORT_ROUNDING
+    from exactspec.stat_tests import detectable_mean_token_tv
+
+    size, prof = zoo.sizes(profile), get_profile(profile)
+    assert size.per_check_rate == pytest.approx(prof.engine.total_false_fail / zoo.N_CHECKS)
+    n_values = size.n_candidate * zoo.DRAFTED_POSITIONS
+    assert detectable_mean_token_tv(n_values, size.n_candidate, size.per_check_rate, prof.false_pass_rate,
+                                    6 * REPORT_ROUNDING) <= prof.engine.target_tv
+    assert zoo.candidate_size() == zoo.sizes("quick").n_candidate
+
+
+def test_kill_table_keeps_each_profiles_table_apart():
+    from exactspec.conformance.kill_table import default_out
+
+    assert default_out("engine", "quick").name == "engine"
+    assert default_out("engine", "standard").name == "engine-standard"
+
+
+def test_measured_token_deviation_separates_exact_from_mutant(one_torch_thread):
+    """The textbook loop's bounds contain 0; a mutant verified at T = 1 sits far above the standard target,
+    with lower <= estimate <= upper."""
+    from exactspec.conformance.engine.zoo_deviation import measure
+
+    exact = measure("reference_loop", 3000)
+    mutant = measure("mutant-target-verified-at-t1", 3000)
+    assert exact.lower_bound == 0.0 and exact.estimate < 0.03
+    assert 0.05 < mutant.lower_bound <= mutant.estimate <= mutant.upper_bound
+    with pytest.raises(ValueError, match="n_completions"):
+        measure("reference_loop", 10)

@@ -61,7 +61,7 @@ def _fake_level(monkeypatch, verdicts: dict[str, str]) -> None:
     subjects = [kt.Subject("caught", "mutant", "a bug", (kt.REJECTED,), object),
                 kt.Subject("escaped", "mutant", "another bug", ("NOT_EXACT",), object),
                 kt.Subject("fine", "valid", "no bug", ("CERTIFIED",), object)]
-    monkeypatch.setattr(LEVEL, "mutants", lambda: subjects)
+    monkeypatch.setattr(LEVEL, "mutants", lambda profile="quick": subjects)
     monkeypatch.setattr(kt, "run_subject", lambda level, subject, profile: kt.Outcome(verdicts[subject.name], [], None,
                                                                                       False))
 

@@ -135,8 +135,9 @@ class Level:
         """certificate.json and CERTIFICATE.md (and plots) of `result` under `out_dir`."""
         raise NotImplementedError
 
-    def mutants(self) -> list[Subject]:
-        """The level's kill-table rows: its mutants, then its valid variants."""
+    def mutants(self, profile: str = "quick") -> list[Subject]:
+        """The level's kill-table rows: its mutants, then its valid variants (a level whose rows collect their samples
+        up front sizes them for `profile`; the others run at the profile the driver is given)."""
         return []
 
     def first_token_failure(self, record: CheckRecord) -> bool:

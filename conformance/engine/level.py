@@ -184,11 +184,11 @@ class EngineLevel(Level):
     def summary(self, result: SuiteResult) -> str:
         return f"exactspec certify-samples: {result.impl}: {result.verdict}"
 
-    def mutants(self) -> list:
-        """exactspec's generators and the generation-level mutants, served and collected (`mutants`)."""
+    def mutants(self, profile: str = "quick") -> list:
+        """exactspec's generators and the generation-level mutants, served and collected at `profile` sizes."""
         from .mutants import subjects
 
-        return subjects()
+        return subjects(profile)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         return record.category == "contract" or record.check in ("position_1_permutation", "greedy_equality")

@@ -5,10 +5,11 @@ by the collector (`collect`) and judged by the engine level, as a serving engine
 deviations).
 
 One reference server (exactspec's plain loop, speculation off) answers for every candidate: its completions are
-collected once per process and shared, and it teacher-forces each candidate's prefixes. Sizes come from the
-detectable TV wanted at the quick profile (`TARGET_TV` on the tuple check) and from the quick profile's target
-mean per-token TV for the PIT (so a correct generator can be CERTIFIED); every request is bounded in count and
-time by the collector, and every server is stopped when its collection ends (the reference at exit).
+collected once per process and profile and shared, and it teacher-forces each candidate's prefixes. Sizes follow
+the profile (`sizes`): the tuple check's detectable TV (`TARGET_TV`) and the profile's target mean per-token TV
+for the PIT (so a correct generator can be CERTIFIED, and a mutant whose mean per-token TV at the drafted
+positions reaches the target is rejected by the PIT when its deviation is monotone). Every request is bounded in
+count and time by the collector, and every server is stopped when its collection ends (the reference at exit).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import atexit
 import math
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,41 +32,60 @@ EOS = 4  # a likely token under top-k 3, so EOS falls inside drafts
 MODEL_NAME = "tiny-llama-v6-seed14"
 SPECULATION = {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": False}
 PROMPTS = [{"prompt_id": "A", "prompt_tokens": [0, 2, 3, 4, 2, 3, 4, 2, 3]}]  # sequence.cases.PROMPT_A
-#: Sizing: quick spends 1e-3 over 8 checks of the one prompt (4 marginals, the tuple, the reference's self-check,
-#: the near-zero count, the PIT); the reference sample is shared, so it is larger and each candidate needs fewer
-#: samples for the same n_eff. The PIT pools the 3 drafted positions of each candidate completion.
-TARGET_TV, TARGET_BINS, N_CHECKS, FALSE_PASS_RATE = 0.2, 20, 8, 1e-3
-QUICK_PIT_TARGET, DRAFTED_POSITIONS = 0.15, 3
-N_REFERENCE = 2000
-TIME_LIMIT_S = 600.0
+#: Sizing: a profile's engine budget is spent over 8 checks of the one prompt (4 marginals, the tuple, the
+#: reference's self-check, the near-zero count, the PIT); the reference sample is shared, so it is larger and each
+#: candidate needs fewer samples for the same n_eff. The PIT pools the 3 drafted positions of each completion.
+TARGET_TV, TARGET_BINS, N_CHECKS, DRAFTED_POSITIONS = 0.2, 20, 8, 3
+N_REFERENCE = {"quick": 2000, "standard": 6000, "full": 20000}
+TIME_LIMIT_S = {"quick": 600.0, "standard": 3600.0, "full": 14400.0}
 #: The valid rows: a backend kind, what it is, the verdict it must get.
 VALID = (("gpu_impl", "exactspec's SpeculativeGenerator (model draft), served", "CERTIFIED"),
          ("reference_loop", "the textbook speculative loop, served", "CERTIFIED"),
          ("plain", "the plain loop served as the candidate: exact, but it never drafts", "INCONCLUSIVE"))
 
 
-def candidate_size(n_reference: int = N_REFERENCE) -> int:
-    """Smallest candidate n whose tuple check (TARGET_BINS bins) detects TARGET_TV at the quick level and whose
-    PIT reaches the quick profile's target mean per-token TV (with the reports' rounding slack)."""
+@dataclass(frozen=True)
+class ZooSizes:
+    """What the zoo collects at one profile: the shared reference's and each candidate's completions."""
+
+    profile: str
+    per_check_rate: float
+    n_reference: int
+    n_candidate: int
+    time_limit_s: float
+
+
+def sizes(profile: str = "quick") -> ZooSizes:
+    """The zoo's sizes at `profile`: the candidate n is the smallest whose tuple check (TARGET_BINS bins) detects
+    TARGET_TV and whose PIT reaches the profile's target mean per-token TV (with the reports' rounding slack)."""
+    from ..core.profiles import get_profile
     from .pit import REPORT_ROUNDING
 
-    level = 1e-3 / N_CHECKS
+    prof = get_profile(profile)
+    level, false_pass_rate, n_reference = prof.engine.total_false_fail / N_CHECKS, prof.false_pass_rate, \
+        N_REFERENCE[prof.name]
     n_eff = next(n for n in range(50, 10_000, 10)
-                 if detectable_tv(n, TARGET_BINS, level / 2, FALSE_PASS_RATE / 2) <= TARGET_TV)
+                 if detectable_tv(n, TARGET_BINS, level / 2, false_pass_rate / 2) <= TARGET_TV)
     if n_eff >= n_reference:
         raise ValueError(f"n_reference={n_reference} is too small for n_eff={n_eff}")
-    pit_units = units_for_mean_token_tv(QUICK_PIT_TARGET, DRAFTED_POSITIONS, level, FALSE_PASS_RATE,
+    pit_units = units_for_mean_token_tv(prof.engine.target_tv, DRAFTED_POSITIONS, level, false_pass_rate,
                                         6 * REPORT_ROUNDING)  # 6 reported probabilities (teacher_n_probs)
-    return max(math.ceil(n_eff * n_reference / (n_reference - n_eff)), pit_units or 0)
+    n_candidate = max(math.ceil(n_eff * n_reference / (n_reference - n_eff)), pit_units or 0)
+    return ZooSizes(prof.name, level, n_reference, n_candidate, TIME_LIMIT_S[prof.name])
 
 
-def settings(n_seeds: int, seed_start: int = 1) -> Any:
+def candidate_size(profile: str = "quick") -> int:
+    """Each candidate's completions at `profile` (`sizes`)."""
+    return sizes(profile).n_candidate
+
+
+def settings(n_seeds: int, size: ZooSizes, seed_start: int = 1) -> Any:
     """Candidates get seeds disjoint from the reference's (independent samples; no seed coupling is claimed)."""
     from .collect import Settings
 
-    return Settings(chain=CHAIN, n_seeds=n_seeds, seed_start=seed_start, concurrency=4, max_requests=3 * N_REFERENCE,
-                    time_limit_s=TIME_LIMIT_S, model_name=MODEL_NAME, speculation=SPECULATION,
-                    teacher_n_probs=6, engine_name="exactspec-serve")
+    return Settings(chain=CHAIN, n_seeds=n_seeds, seed_start=seed_start, concurrency=4,
+                    max_requests=3 * max(size.n_reference, size.n_candidate), time_limit_s=size.time_limit_s,
+                    model_name=MODEL_NAME, speculation=SPECULATION, teacher_n_probs=6, engine_name="exactspec-serve")
 
 
 def backend(kind: str) -> Any:
@@ -81,17 +102,20 @@ def backend(kind: str) -> Any:
 class SharedReference:
     """The reference server (plain loop) and its sample directory, alive until `close`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, profile: str = "quick") -> None:
         from .collect import collect_samples
         from .mutant_server import EngineServer
 
-        self.root = root
+        self.root, self.size = root, sizes(profile)
         self.server = EngineServer(backend("plain"), model_name=MODEL_NAME)
         self.server.__enter__()
         self.dir = root / "reference"
-        if collect_samples(PROMPTS, self.dir, settings(N_REFERENCE), reference_url=self.server.base_url) != 0:
+        if collect_samples(PROMPTS, self.dir, self.reference_settings(), reference_url=self.server.base_url) != 0:
             self.close()
             raise RuntimeError("the reference collection did not finish within its bounds")
+
+    def reference_settings(self) -> Any:
+        return settings(self.size.n_reference, self.size)
 
     def pair(self, kind: str, out_dir: Path | None = None) -> Any:
         """Serve `kind`, collect its samples, teacher-force the reference on them: the SamplePair to certify."""
@@ -102,11 +126,11 @@ class SharedReference:
 
         out = out_dir or Path(tempfile.mkdtemp(prefix=f"candidate-{kind}-", dir=self.root))
         with EngineServer(backend(kind), model_name=MODEL_NAME) as server:
-            status = collect_samples(PROMPTS, out, settings(candidate_size(), N_REFERENCE + 1),
+            status = collect_samples(PROMPTS, out, settings(self.size.n_candidate, self.size, self.size.n_reference + 1),
                                      candidate_url=server.base_url)
         if status != 0:
             raise RuntimeError(f"{kind}: the candidate collection did not finish within its bounds")
-        status = collect_samples(PROMPTS, self.dir, settings(N_REFERENCE), reference_url=self.server.base_url,
+        status = collect_samples(PROMPTS, self.dir, self.reference_settings(), reference_url=self.server.base_url,
                                  teacher_force=out / "candidate.jsonl")
         if status != 0:
             raise RuntimeError(f"{kind}: teacher forcing did not finish within its bounds")
@@ -117,23 +141,24 @@ class SharedReference:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-_SHARED: list[SharedReference] = []
+_SHARED: dict[str, SharedReference] = {}
 
 
-def shared_reference() -> SharedReference:
-    """The process's reference (started on first use, stopped at exit)."""
-    if not _SHARED:
-        _SHARED.append(SharedReference(Path(tempfile.mkdtemp(prefix="exactspec-engine-zoo-"))))
-        atexit.register(_SHARED[0].close)
-    return _SHARED[0]
+def shared_reference(profile: str = "quick") -> SharedReference:
+    """The process's reference at `profile` (started on first use, stopped at exit)."""
+    if profile not in _SHARED:
+        root = Path(tempfile.mkdtemp(prefix=f"exactspec-engine-zoo-{profile}-"))
+        _SHARED[profile] = SharedReference(root, profile)
+        atexit.register(_SHARED[profile].close)
+    return _SHARED[profile]
 
 
-def subjects() -> list[Subject]:
-    """Every generation-level mutant served (each must be rejected), then the valid rows."""
+def subjects(profile: str = "quick") -> list[Subject]:
+    """Every generation-level mutant served (each must be rejected), then the valid rows, sized for `profile`."""
     from ..sequence.mutants import MUTANTS
 
     def served(kind: str):
-        return lambda: shared_reference().pair(kind)
+        return lambda: shared_reference(profile).pair(kind)
 
     rows = [Subject(m.name, "mutant", " ".join((m.__doc__ or "").split()), (REJECTED,), served(m.name))
             for m in MUTANTS]

@@ -131,7 +131,7 @@ class RuleLevel(Level):
 
         return write_report(result, out_dir, impl_spec=impl_spec)
 
-    def mutants(self) -> list[Subject]:
+    def mutants(self, profile: str = "quick") -> list[Subject]:
         from .mutants.zoo import MUTANTS, VALID
 
         return [Subject(cls.__name__, cls.kind, _one_line(cls.models), tuple(cls.expected), cls)

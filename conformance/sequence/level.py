@@ -195,7 +195,7 @@ class SequenceLevel(Level):
 
         return write_report(result, out_dir, impl_spec)
 
-    def mutants(self) -> list[Subject]:
+    def mutants(self, profile: str = "quick") -> list[Subject]:
         from .mutants import BENIGN, MUTANTS
         from .reference_loop import ReferenceLoop
 

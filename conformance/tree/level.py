@@ -105,7 +105,7 @@ class TreeLevel(Level):
 
         return write_tree_report(result, out_dir, impl_spec=impl_spec)
 
-    def mutants(self) -> list[Subject]:
+    def mutants(self, profile: str = "quick") -> list[Subject]:
         from .adapters import TreeReference
         from .mutants import TREE_MUTANTS
 
