@@ -650,3 +650,22 @@ def test_the_pit_of_rounded_reports_stays_within_the_slack():
     assert u.max() <= 1.0 and u[2] == 1.0  # the unlisted token: the end of [0, 1]
     ids, probs = pit.categories(top)
     assert ids == [0, 1] and probs[-1] == 0.0 and probs.sum() > 1
+
+
+def test_the_certificate_states_each_prompts_entropy(tmp_path):
+    """Prompt entropy from the reference's reports along its own completions (tail lumped: a lower bound):
+    between the entropy of the reported top-N alone and log(V); p1's first row is the more open one."""
+    result = certify(*make_files(tmp_path, n=300))
+    entropy = result.extra["engine"]["prompt_entropy_nats"]
+    assert set(entropy) == set(PROMPTS) and all(0.5 < h < np.log(V) for h in entropy.values())
+    from exactspec.conformance.engine.report import to_markdown
+
+    doc = {"engine": result.extra["engine"]}
+    line = next(x for x in to_markdown({**_minimal_doc(), **doc}).splitlines() if x.startswith("Prompt entropy"))
+    assert "p0 " in line and "p1 " in line
+
+
+def _minimal_doc() -> dict:
+    return {"impl": "x", "verdict": "CERTIFIED", "verdict_text": "", "profile": {"promise": ""},
+            "budget": {"total_false_fail": 1e-3, "n_checks": 0, "per_check_false_fail_rate": 1e-3,
+                       "false_fail_rate_spent": 0.0}, "checks": []}

@@ -278,6 +278,30 @@ def case_summary(data: PromptData, case: Any) -> dict:
             "reported_first_token": case.reported}
 
 
+def _entropy(top_probs) -> float:
+    """Entropy (nats) of a reported top-N with the unlisted tail as one outcome."""
+    listed = [p for _, p in top_probs]
+    probs = np.array(listed + [max(0.0, 1.0 - sum(listed))])
+    probs = probs[probs > 0]
+    return float(-(probs * np.log(probs)).sum())
+
+
+def report_entropy(data: PromptData) -> float | None:
+    """Mean entropy (nats) of the reference's reports along its own completions (each generated position whose
+    prefix it reported): how open the prompt is. The unlisted tail counts as one outcome, so this is a lower
+    bound; None when no such report exists."""
+    cache: dict[tuple[int, ...], float] = {}
+    values = []
+    for c in data.ref:
+        for j in range(len(c.tokens)):
+            prefix = tuple(c.tokens[:j])
+            if prefix in data.reports:
+                if prefix not in cache:
+                    cache[prefix] = _entropy(data.reports[prefix].top_probs)
+                values.append(cache[prefix])
+    return float(np.mean(values)) if values else None
+
+
 def engine_summary(reference: SampleFile, candidate: SampleFile, evidence: dict, prompts: list[PromptData]) -> dict:
     determinism = {}
     for role, attr in (("reference", "ref_all"), ("candidate", "cand_all")):
@@ -290,4 +314,5 @@ def engine_summary(reference: SampleFile, candidate: SampleFile, evidence: dict,
     return {"reference_file": reference.path, "candidate_file": candidate.path,
             "reference_engine": reference.header.engine, "candidate_engine": candidate.header.engine,
             "model": reference.header.model, "request_defaults": reference.header.request_defaults,
-            "speculation_evidence": evidence, "determinism": determinism}
+            "speculation_evidence": evidence, "determinism": determinism,
+            "prompt_entropy_nats": {data.pid: report_entropy(data) for data in prompts}}

@@ -27,6 +27,14 @@ def _ruled_out_line(ruled: dict) -> str:
             f"(largest over prompts; the profile's target is {ruled['target']:g}), for {ruled['class']}.")
 
 
+def _entropy_line(engine: dict) -> str:
+    entropy = {pid: h for pid, h in (engine.get("prompt_entropy_nats") or {}).items() if h is not None}
+    if not entropy:
+        return "Prompt entropy: not measured (the reference reported no probabilities)."
+    return ("Prompt entropy (mean over the reference's reports along its own completions, nats; the unlisted tail "
+            "as one outcome, so a lower bound): " + ", ".join(f"{pid} {h:.2f}" for pid, h in entropy.items()) + ".")
+
+
 def to_markdown(doc: dict) -> str:
     """A short human-readable certificate: verdict, reasons, evidence, budget, one row per check."""
     engine = doc.get("engine", {})
@@ -39,7 +47,7 @@ def to_markdown(doc: dict) -> str:
     lines += ["", f"Profile: {doc['profile']['promise']}", "",
               f"Speculation evidence: drafted {evidence.get('draft_n')} tokens, accepted "
               f"{evidence.get('draft_n_accepted')} (acceptance rate {_fmt(evidence.get('acceptance_rate'))}) over "
-              f"{evidence.get('completions')} candidate completions.", "",
+              f"{evidence.get('completions')} candidate completions.", "", _entropy_line(engine), "",
               f"Budget: total false-fail rate {budget['total_false_fail']:g} over {budget['n_checks']} statistical "
               f"checks ({budget['per_check_false_fail_rate']:.3g} each); spent {budget['false_fail_rate_spent']:.3g}.",
               "", "| prompt | check | category | n | false_fail_rate | detectable | p | result |",
