@@ -104,8 +104,10 @@ def stats_record(stats: Any) -> dict:
     return {**stats.to_dict(), "decoding_time_s": seconds, "tokens_per_second": speed if speed == speed else None}
 
 
-def row_record(row: Any, text: str, tokens: list[int], prompt_tokens: int, eos_ids: frozenset[int], group: int) -> dict:
-    """One prompt's entry in --json: its text and token ids, how it ended, and the options it ran with."""
+def row_record(row: Any, text: str, tokens: list[int], prompt_tokens: int, eos_ids: frozenset[int], group: int,
+               acceptance: dict | None = None) -> dict:
+    """One prompt's entry in --json: its text and token ids, how it ended, the options it ran with, and its own
+    drafts (`SpecStats.row_acceptance`; None under plain decoding)."""
     s = row.sampling
     return {
         "index": row.index, "id": row.id, "prompt": row.text, "text": text, "token_ids": tokens,
@@ -113,7 +115,7 @@ def row_record(row: Any, text: str, tokens: list[int], prompt_tokens: int, eos_i
         "finish_reason": "eos" if tokens and tokens[-1] in eos_ids else "length",
         "seed": row.seed, "max_new_tokens": row.max_new_tokens,
         "sampling": {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p},
-        "batch": group,
+        "batch": group, "acceptance": acceptance,
     }
 
 

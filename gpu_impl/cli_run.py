@@ -183,10 +183,12 @@ def decode_all(args: argparse.Namespace, plan: Plan, target: Target, draft: Any,
         output.print_figures(sys.stderr, lines)
         batch_records.append(record)
         results.append(result)
-        for row, tokens in zip(group, result.sequences):
+        for b, (row, tokens) in enumerate(zip(group, result.sequences)):
             sequences[row.index] = tokens
             text = target.tokenizer.decode(tokens, skip_special_tokens=True)
-            records[row.index] = output.row_record(row, text, tokens, len(encoded[row.index]), _eos_set(runner.eos), number)
+            acceptance = result.stats.row_acceptance(b) if runner.draft is not None else None
+            records[row.index] = output.row_record(row, text, tokens, len(encoded[row.index]), _eos_set(runner.eos),
+                                                   number, acceptance)
     overall = SpecStats.pooled(result.stats for result in results)
     if len(groups) > 1:
         output.print_figures(sys.stderr, ["overall " + output.speed_line(overall, len(rows))])

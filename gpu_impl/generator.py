@@ -115,7 +115,8 @@ class SpeculativeGenerator:
             tokens, counts, emitted = self._round(pending, k, generators, stats)
             pending = tokens.gather(1, (counts - 1)[:, None]).squeeze(1)
             accepted = [len(row) - 1 for row in emitted]
-            stats.record_round(tokens.shape[1] - 1, [n for n, done in zip(accepted, collector.done) if not done])
+            live = [row for row, done in enumerate(collector.done) if not done]
+            stats.record_round(tokens.shape[1] - 1, [accepted[row] for row in live], rows=live)
             for row, new in enumerate(emitted):
                 collector.add(row, new)
             if chooser is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 
 def examined_and_accepted(proposed: int, accepted_counts: Iterable[int]) -> tuple[list[int], list[int]]:
@@ -56,6 +56,10 @@ class SpecStats:
     accepted_per_position: list[int] = field(default_factory=list)
     row_rounds: int = 0  # sum over rounds of the rows still generating
     emitted_before_cuts: int = 0
+    #: Per batch row (its index in the batch): drafts proposed, and examined / accepted per position.
+    rows_proposed: dict[int, int] = field(default_factory=dict)
+    rows_reached: dict[int, list[int]] = field(default_factory=dict)
+    rows_accepted: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def examined(self) -> int:
@@ -67,8 +71,14 @@ class SpecStats:
         """Accepted / examined drafts: the pooled acceptance rate the iid model E[N] = (1 - a^(k+1)) / (1 - a) needs."""
         return sum(self.accepted_per_position) / self.examined if self.examined else 0.0
 
-    def record_round(self, proposed: int, accepted_counts: list[int]) -> None:
-        """Add one round: `proposed` drafts per row, `accepted_counts[b]` of them accepted by row b."""
+    def record_round(self, proposed: int, accepted_counts: list[int], rows: Sequence[int] | None = None) -> None:
+        """Add one round: `proposed` drafts per row, `accepted_counts[b]` of them accepted by the b-th row still
+        generating, whose index in the batch is rows[b] (default: b)."""
+        for row, count in zip(range(len(accepted_counts)) if rows is None else rows, accepted_counts):
+            one_examined, one_accepted = examined_and_accepted(proposed, [count])
+            self.rows_proposed[row] = self.rows_proposed.get(row, 0) + proposed
+            self.rows_reached[row] = _add(self.rows_reached.get(row, []), one_examined)
+            self.rows_accepted[row] = _add(self.rows_accepted.get(row, []), one_accepted)
         examined, accepted = examined_and_accepted(proposed, accepted_counts)
         self.rounds += 1
         self.proposed += proposed * len(accepted_counts)
@@ -99,8 +109,18 @@ class SpecStats:
         total.finish()
         return total
 
+    def row_acceptance(self, row: int) -> dict:
+        """One batch row's drafts: proposed, examined and accepted, its acceptance rate and the rate per position
+        (P(draft i+1 accepted | drafts 1..i accepted)); zeros for a row that never drafted."""
+        reached, accepted = self.rows_reached.get(row, []), self.rows_accepted.get(row, [])
+        return {"drafts_proposed": self.rows_proposed.get(row, 0), "drafts_examined": sum(reached),
+                "drafts_accepted": sum(accepted), "acceptance_rate": sum(accepted) / sum(reached) if sum(reached) else 0.0,
+                "acceptance_rate_per_position": [a / r if r else 0.0 for a, r in zip(accepted, reached)]}
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "acceptance_rate": self.acceptance_rate}
+        """The run's counters (the per-row ones are in `row_acceptance`)."""
+        fields = {k: v for k, v in asdict(self).items() if not k.startswith("rows_")}
+        return {**fields, "acceptance_rate": self.acceptance_rate}
 
 
 @dataclass

@@ -52,6 +52,16 @@ def test_json_lines_file_gives_one_json_document(capsys, tmp_path):
     assert all(batch["greedy_identical_to_plain"] for batch in document["batches"])
     assert all(len(batch["speedups"]) == 3 and min(batch["speedups"]) > 0 for batch in document["batches"])
     assert document["stats"]["new_tokens"] == 15
+    # each row's own drafts; in each batch they add up to the batch's counters
+    for row in rows:
+        a = row["acceptance"]
+        assert a["drafts_proposed"] >= a["drafts_examined"] >= a["drafts_accepted"] >= 0
+        assert a["acceptance_rate"] == (a["drafts_accepted"] / a["drafts_examined"] if a["drafts_examined"] else 0.0)
+    for batch in document["batches"]:
+        mine = [rows[i]["acceptance"] for i in batch["rows"]]
+        assert sum(a["drafts_proposed"] for a in mine) == batch["stats"]["proposed"]
+        assert sum(a["drafts_accepted"] for a in mine) == batch["stats"]["accepted"]
+    assert not any(key.startswith("rows_") for key in document["stats"])
 
 
 def test_stdin_prompt_list_and_output_file(capsys, tmp_path, monkeypatch):

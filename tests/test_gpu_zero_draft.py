@@ -51,3 +51,16 @@ def test_examined_and_accepted_is_the_one_counter_and_pooling_adds_runs():
     assert pooled.reached_per_position == [3, 2, 1, 1] and pooled.accepted_per_position == [2, 2, 1, 1]
     assert pooled.acceptance_rate == 6 / 7 and pooled.proposed == 8 and pooled.rounds == 2
     assert pooled.acceptance_rate_per_position == [2 / 3, 1.0, 1.0, 1.0] and pooled.target_time_s == 1.5
+
+
+def test_per_row_acceptance_adds_up_to_the_batch():
+    """Row 2 stops after round 1 (its index, not its place among the live rows, keys its counts)."""
+    stats = SpecStats()
+    stats.record_round(3, [0, 3, 1], rows=[0, 1, 2])
+    stats.record_round(2, [2, 1], rows=[0, 1])
+    assert stats.row_acceptance(0) == {"drafts_proposed": 5, "drafts_examined": 3, "drafts_accepted": 2,
+                                       "acceptance_rate": 2 / 3, "acceptance_rate_per_position": [0.5, 1.0, 0.0]}
+    assert stats.row_acceptance(2)["drafts_examined"] == 2 and stats.row_acceptance(2)["drafts_accepted"] == 1
+    assert stats.row_acceptance(7)["drafts_proposed"] == 0
+    assert sum(stats.row_acceptance(r)["drafts_accepted"] for r in range(3)) == stats.accepted
+    assert "rows_reached" not in stats.to_dict()
