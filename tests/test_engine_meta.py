@@ -96,7 +96,7 @@ def assert_certified(result) -> None:
 def test_correct_generator_certified(kind, reference, tmp_path):
     result, _, cand = serve_and_certify(kind, reference, tmp_path)
     assert_certified(result)
-    assert len([c for c in cand.completions if c.repeat == 0]) == zoo.candidate_size()
+    assert len([c for c in cand.completions if c.repeat == 0]) == zoo.sizes().n_candidate
 
 
 @pytest.mark.slow
@@ -234,7 +234,6 @@ def test_zoo_sizes_reach_the_profiles_pit_target(profile):
     n_values = size.n_candidate * zoo.DRAFTED_POSITIONS
     assert detectable_mean_token_tv(n_values, size.n_candidate, size.per_check_rate, prof.false_pass_rate,
                                     6 * REPORT_ROUNDING) <= prof.engine.target_tv
-    assert zoo.candidate_size() == zoo.sizes("quick").n_candidate
 
 
 def test_kill_table_keeps_each_profiles_table_apart():

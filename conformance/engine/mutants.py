@@ -74,11 +74,6 @@ def sizes(profile: str = "quick") -> ZooSizes:
     return ZooSizes(prof.name, level, n_reference, n_candidate, TIME_LIMIT_S[prof.name])
 
 
-def candidate_size(profile: str = "quick") -> int:
-    """Each candidate's completions at `profile` (`sizes`)."""
-    return sizes(profile).n_candidate
-
-
 def settings(n_seeds: int, size: ZooSizes, seed_start: int = 1) -> Any:
     """Candidates get seeds disjoint from the reference's (independent samples; no seed coupling is claimed)."""
     from .collect import Settings
