@@ -1,20 +1,23 @@
-"""Does the cost k policy hold its speedup on a busy CPU?  The README main command's setup, idle and loaded.
+"""Does the default (cost) k policy find the best k, idle and on a busy CPU?  The README main command's setup.
 
-    python benchmarks/bench_cost_policy.py [--loads 0,1,2] [--repeats 3] [--max-new-tokens 64] [--quick]
+    python benchmarks/bench_cost_policy.py [--loads 0,1,2] [--repeats 5] [--max-new-tokens 64] [--quick]
 
-SmolLM2-135M-Instruct (`load_default_model`), prompt-lookup draft, k = 4, the README table's prompt families
+SmolLM2-135M-Instruct (`load_default_model`), prompt-lookup draft, the README table's prompt families
 (code, summarisation, chat at T = 0 and 0.7) and the README's demo prompt (a function to complete, T = 0).
 For each background load (0, 1 or 2 processes that burn a core each, started by this script and always
-killed in `finally`) and each prompt: plain decoding, the cost policy and fixed k, interleaved rep by rep in
-a rotating order; every policy run uses a fresh generator, as the CLI does, so each starts from the cached
-calibration.  Each load level runs in a fresh process with the threads and OpenMP wait policy the CLI would
-choose under it (`gpu_impl.cpu_threads`: one thread per free core while the busy processes fill some cores,
-passive waits once they fill every core), unless --threads.  Speedup = speculative tokens/s
-over plain tokens/s of the same repetition (calibration time excluded, as the CLI reports it); medians
-with min/max.  Writes benchmarks/results/cost_policy.json (rewritten after every configuration) with the
-load averages, the policy's decision per run, an A/A control (plain decoding run twice per repetition: the
-noise two identical runs show here), and the checks: cost >= 0.95 x plain everywhere (and which misses are
-beyond the noise, by a one-sided signed-rank test), and cost >= fixed k wherever fixed k loses to plain.  --quick: T = 0 only, 2 repeats, 48 tokens.
+killed in `finally`) and each prompt: plain decoding, the cost policy, every fixed k in 1..8 (the k sweep)
+and transformers' `generate(prompt_lookup_num_tokens=4)` (its assisted generation with the same kind of
+draft; `assistant_model` does not apply to a prompt-lookup draft), interleaved rep by rep in a rotating
+order; repetition r samples with seed r in every contender (at T = 0.7 each contender sees the same 5
+samples, not one).  Every policy run uses a fresh generator, as the CLI does, so each starts from the
+cached calibration.  Each load level runs in a fresh process with the threads and OpenMP wait policy the
+CLI would choose under it (`gpu_impl.cpu_threads`), unless --threads.  Speedup = tokens/s over plain
+tokens/s of the same repetition (calibration time excluded, as the CLI reports it); medians with min/max.
+Writes benchmarks/results/cost_policy.json (rewritten after every configuration) with the load averages,
+the policy's decision per run, an A/A control (plain decoding run twice per repetition: the noise two
+identical runs show here) and the checks (`checks`): cost >= 0.95 x plain, within 10 % of the best fixed
+k, >= transformers, each with the misses beyond the noise (a one-sided signed-rank test) and the worst
+configuration.  --quick: T = 0 only, 2 repeats, 48 tokens.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PROMPTS, encode_prompt, log, spread, write_result  # noqa: E402
+from _common import PROMPTS, encode_prompt, hf_generate, hf_generate_kwargs, log, spread, write_result  # noqa: E402
 
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
@@ -62,76 +65,114 @@ def stop_load(procs: list[multiprocessing.Process]) -> None:
         proc.join(timeout=5)
 
 
+FIXED_KS = range(1, 9)
+
+
 def _runs(model: Any, ids: Any, sampling: SamplingParams, tokens: int, eos: Any) -> dict[str, Any]:
+    """Each contender as a function of the repetition's seed: plain decoding (twice: the A/A control), the
+    cost policy, every fixed k in 1..8 and transformers' prompt-lookup assisted generation with k = 4."""
     from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
     from exactspec.gpu_impl.drafts import PromptLookupDraft
 
-    def speculative(policy: str):
-        def run():
-            gen = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=K, sampling=sampling, adaptive_k=policy)
-            return gen.generate(ids, tokens, seed=0, eos_token_id=eos)
+    def speculative(policy: str, k: int = K):
+        def run(seed: int):
+            gen = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=k, sampling=sampling, adaptive_k=policy)
+            result = gen.generate(ids, tokens, seed=seed, eos_token_id=eos)
+            return len(result.sequences[0]), result.stats.wall_time_s - result.stats.calibration_time_s, result
         return run
 
-    def plain():
-        return generate_plain(model, ids, tokens, sampling=sampling, seed=0, eos_token_id=eos)
+    def plain(seed: int):
+        result = generate_plain(model, ids, tokens, sampling=sampling, seed=seed, eos_token_id=eos)
+        return len(result.sequences[0]), result.stats.wall_time_s, result
 
-    return {"plain": plain, "cost": speculative("cost"), "fixed": speculative("fixed"), "plain_again": plain}
+    def hf_prompt_lookup(seed: int):
+        kwargs = {**hf_generate_kwargs(sampling.temperature, tokens), "prompt_lookup_num_tokens": K,
+                  "max_matching_ngram_size": 3, "eos_token_id": eos}
+        kwargs.pop("min_new_tokens")
+        start = time.perf_counter()
+        new = hf_generate(model, ids, None, seed, **kwargs)
+        return new, time.perf_counter() - start, None
+
+    return {"plain": plain, "cost": speculative("cost"), **{f"k{k}": speculative("fixed", k) for k in FIXED_KS},
+            "hf_prompt_lookup": hf_prompt_lookup, "plain_again": plain}
 
 
 def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats: int, eos: Any) -> dict[str, Any]:
-    """Interleaved repeats (order rotated each repetition); per-rep speedups (tokens/s) against the same rep's plain
-    run, and plain decoding run a second time (an A/A control: how far two identical runs differ here)."""
+    """Interleaved repeats (order rotated each repetition, repetition r samples with seed r in every contender);
+    per-rep speedups (tokens/s) against the same rep's plain run, and plain decoding run a second time (an A/A
+    control: how far two identical runs differ here)."""
     runs = _runs(model, ids, sampling, tokens, eos)
     names = list(runs)
     rates: dict[str, list[float]] = {n: [] for n in names}
     results: dict[str, list[Any]] = {n: [] for n in names}
     for rep in range(repeats):
         for name in names[rep % len(names):] + names[: rep % len(names)]:
-            result = runs[name]()
-            rates[name].append(len(result.sequences[0]) / (result.stats.wall_time_s - result.stats.calibration_time_s))
+            new, seconds, result = runs[name](rep)
+            rates[name].append(new / seconds)
             results[name].append(result)
     out: dict[str, Any] = {"plain_tokens_per_s": spread(rates["plain"]),
                            "new_tokens": [len(r.sequences[0]) for r in results["plain"]]}
     out["plain_again_ratio"] = spread([a / p for p, a in zip(rates["plain"], rates["plain_again"])])
     out["cost_tokens_per_s"], out["plain_again_tokens_per_s"] = rates["cost"], rates["plain_again"]
-    for name in ("cost", "fixed"):
+    for name in ["cost", *(f"k{k}" for k in FIXED_KS), "hf_prompt_lookup"]:
         out[f"{name}_speedup"] = spread([s / p for p, s in zip(rates["plain"], rates[name])])
+    for name in ["cost", f"k{K}"]:
         out[f"{name}_alpha"] = statistics.median(r.stats.acceptance_rate for r in results[name])
         out[f"{name}_same_tokens_as_plain"] = all(r.sequences == q.sequences for r, q in zip(results[name], results["plain"])) \
             if sampling.greedy else None
+    out["fixed_speedup"] = out[f"k{K}_speedup"]  # the README's fixed k = 4
+    best = max(FIXED_KS, key=lambda k: out[f"k{k}_speedup"]["median"])
+    out["best_fixed_k"], out["best_fixed_speedup"] = best, out[f"k{best}_speedup"]
+    out["cost_over_best_fixed"] = spread([c / f for c, f in zip(out["cost_speedup"]["values"], out[f"k{best}_speedup"]["values"])])
     out["cost_decisions"] = [r.stats.policy_summary.get("rounds_per_k") for r in results["cost"]]
     out["cost_notes"] = [r.stats.policy_note for r in results["cost"]]
     out["cost_calibration"] = [(r.stats.calibration_source, round(r.stats.calibration_time_s, 3)) for r in results["cost"]]
     return out
 
 
-def beyond_noise(config: dict[str, Any], floor: float = 0.95, level: float = 0.05) -> bool:
-    """Is the cost policy below `floor` x plain beyond this configuration's noise?  One-sided Wilcoxon
-    signed-rank test of H0 "median speedup >= floor" on the per-repetition log(speedup / floor); with 5
-    repetitions it can reject (p = 1/32) only when every repetition is below the floor."""
+def below_beyond_noise(ratios: list[float], floor: float, level: float = 0.05) -> bool:
+    """Are these per-repetition ratios below `floor` beyond this configuration's noise?  One-sided Wilcoxon
+    signed-rank test of H0 "median ratio >= floor" on log(ratio / floor); with 5 repetitions it can reject
+    (p = 1/32) only when every repetition is below the floor."""
     from scipy.stats import wilcoxon
 
-    logs = [math.log(r / floor) for r in config["cost_speedup"]["values"]]
+    logs = [math.log(r / floor) for r in ratios]
     return any(logs) and wilcoxon(logs, alternative="less").pvalue < level
 
 
 def checks(configurations: list[dict[str, Any]]) -> dict[str, Any]:
-    """cost >= 0.95 x plain in every configuration, and which misses are beyond the A/A noise; cost >= fixed
-    wherever fixed loses to plain (medians)."""
-    floor = [c["name"] for c in configurations if c["cost_speedup"]["median"] < 0.95]
-    beyond = [c["name"] for c in configurations if c["name"] in floor and beyond_noise(c)]
-    fixed_loses = [c for c in configurations if c["fixed_speedup"]["median"] < 1]
-    behind = [c["name"] for c in fixed_loses if c["cost_speedup"]["median"] < c["fixed_speedup"]["median"]]
-    return {"cost_at_least_0.95_plain": not floor, "below_0.95": floor, "below_0.95_beyond_noise": beyond,
-            "plain_again_below_0.95": [c["name"] for c in configurations if c.get("plain_again_ratio", {}).get("median", 1) < 0.95],
-            "cost_at_least_fixed_where_fixed_loses": not behind, "behind_fixed": behind,
+    """The issue's three checks on medians, each with the misses beyond the noise: cost >= 0.95 x plain; cost
+    within 10 % of the best fixed k in 1..8 (per repetition, cost over that k); cost >= transformers' prompt
+    lookup.  The best fixed k is picked by its median, which favours it (the max of 8 noisy medians): the
+    A/A control says how large that noise is."""
+    def missed(field: str, floor: float) -> tuple[list[str], list[str]]:
+        below = [c for c in configurations if c[field]["median"] < floor]
+        return [c["name"] for c in below], [c["name"] for c in below if below_beyond_noise(c[field]["values"], floor)]
+
+    for c in configurations:
+        c["cost_over_hf"] = spread([a / b for a, b in zip(c["cost_speedup"]["values"], c["hf_prompt_lookup_speedup"]["values"])])
+    floor, floor_beyond = missed("cost_speedup", 0.95)
+    regret, regret_beyond = missed("cost_over_best_fixed", 0.90)
+    hf, hf_beyond = missed("cost_over_hf", 1.0)
+
+    def worst(field: str) -> dict[str, Any]:
+        c = min(configurations, key=lambda c: c[field]["median"])
+        return {"configuration": c["name"], "median": round(c[field]["median"], 3)}
+
+    return {"cost_at_least_0.95_plain": not floor, "below_0.95": floor, "below_0.95_beyond_noise": floor_beyond,
+            "cost_within_10pct_of_best_fixed": not regret, "regret_over_10pct": regret,
+            "regret_over_10pct_beyond_noise": regret_beyond,
+            "cost_at_least_hf_prompt_lookup": not hf, "behind_hf": hf, "behind_hf_beyond_noise": hf_beyond,
+            "worst": {"cost_over_plain": worst("cost_speedup"), "cost_over_best_fixed": worst("cost_over_best_fixed"),
+                      "cost_over_hf": worst("cost_over_hf")},
+            "plain_again_below_0.95": [c["name"] for c in configurations if c["plain_again_ratio"]["median"] < 0.95],
             "configurations": len(configurations)}
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", default="0,1,2", help="background busy cores, comma-separated")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--temperatures", default="0,0.7")
@@ -165,9 +206,10 @@ def measure_all(args: argparse.Namespace, cores: int) -> list[dict[str, Any]]:
                        background_cores=cores, load_average_before=load_before, load_average_after=os.getloadavg(),
                        torch_threads=torch.get_num_threads(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"))
             rows.append(row)
-            log(row["name"], "cost", round(row["cost_speedup"]["median"], 2), "fixed",
-                round(row["fixed_speedup"]["median"], 2), "plain tok/s", round(row["plain_tokens_per_s"]["median"], 1),
-                row["cost_decisions"])
+            log(row["name"], "cost", round(row["cost_speedup"]["median"], 2), "fixed k=4",
+                round(row["fixed_speedup"]["median"], 2), f"best fixed k={row['best_fixed_k']}",
+                round(row["best_fixed_speedup"]["median"], 2), "hf", round(row["hf_prompt_lookup_speedup"]["median"], 2),
+                "plain tok/s", round(row["plain_tokens_per_s"]["median"], 1), row["cost_decisions"])
     return rows
 
 

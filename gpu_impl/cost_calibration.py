@@ -10,10 +10,12 @@ seconds on a busy machine; the result depends only on the machine, torch and its
 model, dtype, device, CPU kernel plan and batch size, which make the key (as the CPU kernel plan is
 cached in `cpu_matmul`).  The run's own timers refine the cached values online (`k_policy`).
 
-Two guards against a measurement a busy machine distorted: v(n) is made non-decreasing in n (scoring
-more tokens is never cheaper; a noisy v(2) < 1 once pinned the policy to k = 1), and each record keeps
-the load per core it was measured at, so a run that finds the machine at most half as loaded as that
-(and not over one busy process per core) measures again and replaces it.
+Three guards against a calibration that no longer describes the machine: v(n) is made non-decreasing in
+n (scoring more tokens is never cheaper; a noisy v(2) < 1 once pinned the policy to k = 1); each record
+keeps how many cores other work kept busy when it was taken, and a run that finds another number busy
+measures again (a calibration taken under load once made a later idle run pick k = 1); and a run whose
+own timers contradict the record (`k_policy.CostModelK.calibration_disagrees`) sets it aside and
+replaces it with its own estimate (`store_run_costs`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import torch
 from ..cache import cache_root
 
 from .cpu_matmul import _cpu_name
+from .cpu_threads import recent_busy_cores
 from .k_policy import Costs, robust_centre
 
 CALIBRATION_VERSION = 1
@@ -78,19 +81,19 @@ def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int
     return Costs(v, 0.0, noise, t1_s=statistics.median(ones))
 
 
-def load_per_core() -> float | None:
-    """The 1-minute load average per CPU core (None where the OS does not say)."""
-    if not hasattr(os, "getloadavg"):
-        return None
-    return os.getloadavg()[0] / (os.cpu_count() or 1)
+def busy_cores_now() -> int:
+    """Cores other processes keep busy now (`cpu_threads`: a 0.25 s sample, or one under 30 s old)."""
+    return recent_busy_cores(os.cpu_count() or 1)
 
 
-def measured_under_heavier_load(recorded: float | None, now: float | None) -> bool:
-    """True when the cached record was measured at a load per core of >= 1 and now it is at most half that
-    and below 1: the machine is quieter than when it measured, so measure again."""
-    if recorded is None or now is None:
-        return False
-    return recorded >= 1.0 and now < 1.0 and now <= recorded / 2
+def load_changed(recorded: int | None, now: int) -> str:
+    """Why a calibration recorded with `recorded` busy cores no longer describes a machine with `now`
+    ("" when it still does): v(n) depends on how many cores the forward gets."""
+    if recorded is None:
+        return "the cached calibration does not say how busy the machine was"
+    if recorded != now:
+        return f"the cached calibration was taken with {recorded} of {os.cpu_count() or 1} cores busy, now {now}"
+    return ""
 
 
 def model_fingerprint(model: torch.nn.Module) -> str:
@@ -126,26 +129,28 @@ def calibration_file(key: dict) -> Path:
     return cache_root() / "calibration" / f"{name}.json"
 
 
-def load_costs(key: dict) -> Costs | None:
-    """The cached measurement for `key`, or None (absent, unreadable, written for another key, or measured
-    under a load the machine has since shed: `measured_under_heavier_load`)."""
+def load_costs(key: dict) -> tuple[Costs | None, str]:
+    """(the cached measurement for `key`, "") or (None, why not): absent, unreadable, written for another
+    key, or taken while another number of cores was busy (`load_changed`)."""
     try:
         data = json.loads(calibration_file(key).read_text())
         if data["key"] != json.loads(json.dumps(key, default=str)):
-            return None
-        if measured_under_heavier_load(data.get("load_per_core"), load_per_core()):
-            return None
-        return Costs({int(n): x for n, x in data["v"].items()}, 0.0, data["v_noise"], t1_s=data["t1_s"])
+            return None, "no calibration cached for this key"
+        changed = load_changed(data.get("busy_cores"), busy_cores_now())
+        if changed:
+            return None, changed
+        return Costs({int(n): x for n, x in data["v"].items()}, 0.0, data["v_noise"], t1_s=data["t1_s"]), ""
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        return None, "no readable calibration cached"
 
 
-def save_costs(key: dict, costs: Costs, load: float | None = None) -> Path:
-    """Write the measurement (and the load per core it began at) atomically: a concurrent reader sees the
-    old file or the new one."""
+def save_costs(key: dict, costs: Costs, busy: int, source: str = "measured") -> Path:
+    """Write the measurement, the busy cores it was taken with and where it came from ("measured", or
+    "run": a run's timers that contradicted the cached one) atomically: a reader sees the old file or the new."""
     path = calibration_file(key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_per_core": load, **asdict(costs)}
+    record = {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"), "busy_cores": busy, "source": source,
+              **asdict(costs)}
     temporary = path.with_suffix(f".tmp{id(record)}")
     temporary.write_text(json.dumps(record, indent=1, default=str))
     temporary.replace(path)
@@ -155,16 +160,24 @@ def save_costs(key: dict, costs: Costs, load: float | None = None) -> Path:
 def cached_costs(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int],
                  time_one: Callable[[int], float], progress: Callable[[str], None] | None = None,
                  use_cache: bool = True) -> tuple[Costs, str]:
-    """(v(n) for `widths`, "cache" or "measured"): read the cache, or measure and store."""
+    """(v(n) for `widths`, where it came from): "cache", or "measured" with the reason a cached one was not used."""
     key = calibration_key(model, batch, plan, widths)
-    costs = load_costs(key) if use_cache else None
+    costs, why = load_costs(key) if use_cache else (None, "")
     if costs is not None:
         return costs, "cache"
-    load = load_per_core()  # before measuring: the measurement's own work is not the machine's load
+    busy = busy_cores_now()  # before measuring: the measurement's own work is not the machine's load
     costs = measure_costs(time_one, widths, progress=progress)
     if use_cache:
         try:
-            save_costs(key, costs, load)
+            save_costs(key, costs, busy)
         except OSError:  # a read-only cache costs a re-measurement next time, nothing else
             pass
-    return costs, "measured"
+    return costs, f"measured again: {why}" if why.startswith("the cached") else "measured"
+
+
+def store_run_costs(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int], costs: Costs) -> None:
+    """Replace the cached calibration with a run's own estimate (its timers contradicted the cache)."""
+    try:
+        save_costs(calibration_key(model, batch, plan, widths), costs, busy_cores_now(), source="run")
+    except OSError:
+        pass

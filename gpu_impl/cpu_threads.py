@@ -40,20 +40,32 @@ def _cpu_times() -> list[int] | None:
     return [int(x) for x in fields[1:]] if fields and fields[0] == "cpu" else None
 
 
+_last_measured: list[tuple[float, int]] = []  # (time.monotonic(), busy cores) of the latest measurement
+
+
 def busy_cores(cores: int, window_s: float = WINDOW_S) -> int:
     """Cores other processes keep busy: their CPU share over `window_s` seconds (this process sleeps through
     it) times `cores`, rounded; where /proc/stat is missing, the 1-minute load average, rounded down."""
     before = _cpu_times()
     if before is None:
-        return int(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
-    time.sleep(window_s)
-    after = _cpu_times() or before
-    delta = [b - a for a, b in zip(before, after)]
-    total = sum(delta)
-    if total <= 0:
-        return 0
-    idle = sum(delta[i] for i in IDLE_FIELDS if i < len(delta))
-    return min(cores, round((1 - idle / total) * cores))
+        busy = int(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
+    else:
+        time.sleep(window_s)
+        after = _cpu_times() or before
+        delta = [b - a for a, b in zip(before, after)]
+        total = sum(delta)
+        idle = sum(delta[i] for i in IDLE_FIELDS if i < len(delta))
+        busy = min(cores, round((1 - idle / total) * cores)) if total > 0 else 0
+    _last_measured[:] = [(time.monotonic(), busy)]
+    return busy
+
+
+def recent_busy_cores(cores: int, max_age_s: float = 30.0) -> int:
+    """`busy_cores`, or its latest measurement when under `max_age_s` old (the CLI measures at start, the cost
+    calibration asks again moments later; a benchmark builds many generators in a row)."""
+    if _last_measured and time.monotonic() - _last_measured[0][0] < max_age_s:
+        return _last_measured[0][1]
+    return busy_cores(cores)
 
 
 def plan_threads(busy: int, cores: int, threads: int | None = None, wait_policy: str | None = None) -> ThreadPlan:

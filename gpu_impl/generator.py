@@ -18,7 +18,7 @@ import torch
 from ..reference.validation import check_k
 from ..reference.warping import SamplingParams
 
-from .cost_calibration import cached_costs
+from .cost_calibration import cached_costs, store_run_costs
 from .drafts.base import DraftSource
 from .k_policy import POLICIES, CostModelK, Costs, next_k
 from .kv import CachedModel
@@ -102,11 +102,12 @@ class SpeculativeGenerator:
         start = time.perf_counter()
         ids, valid = check_prompt(input_ids, attention_mask, self.target.device)
         batch = ids.shape[0]
-        generators = make_generators(row_seeds(seed, batch), self.target.device)
+        seeds = row_seeds(seed, batch)
+        generators = make_generators(seeds, self.target.device)
         collector = TokenCollector(batch, max_new_tokens, eos_ids, on_tokens)
         stats = SpecStats()
         self._prefill(ids, valid, stats)
-        chooser = CostModelK(self._costs(batch, stats), self.k_max) if self.policy == "cost" else None
+        chooser = CostModelK(self._costs(batch, stats), self.k_max, seed=seeds[0]) if self.policy == "cost" else None
         pending, k = ids[:, -1], self.k
         while not collector.all_done:
             if chooser is not None:
@@ -123,9 +124,8 @@ class SpeculativeGenerator:
                 chooser.update(tokens.shape[1] - 1, accepted, stats.target_time_s - times[0], stats.draft_time_s - times[1])
             elif self.policy == "grow-shrink":
                 k = next_k(k, accepted, self.k_max)
-        if chooser is not None:  # keep what the timers learned for the next call; say what was decided
-            self.costs[batch] = chooser.costs()
-            stats.policy_note, stats.policy_summary = chooser.note(), chooser.summary()
+        if chooser is not None:
+            self._learn(batch, chooser, stats)
         stats.target_calls = self.target.calls
         stats.draft_calls = getattr(getattr(self.draft, "cached", None), "calls", 0)
         stats.new_tokens = sum(map(len, collector.sequences))
@@ -163,6 +163,13 @@ class SpeculativeGenerator:
             self.costs[batch] = costs
             stats.calibration_time_s = time.perf_counter() - start
         return self.costs[batch]
+
+    def _learn(self, batch: int, chooser: CostModelK, stats: SpecStats) -> None:
+        """Keep what the timers learned for the next call (and the cache, when they contradicted it); say what was decided."""
+        self.costs[batch] = chooser.costs()
+        if chooser.calibration_disagrees:
+            store_run_costs(self.target.model, batch, self.target.plan, list(range(1, self.k_max + 2)), self.costs[batch])
+        stats.policy_note, stats.policy_summary = chooser.note(), chooser.summary()
 
     def _round(self, pending: torch.Tensor, k: int, generators, stats: SpecStats):
         """Draft k' tokens, score k'+1 positions in one target forward, verify, roll both caches back.

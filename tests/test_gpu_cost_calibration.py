@@ -74,7 +74,7 @@ def test_cache_round_trip_and_key(tmp_path, monkeypatch):
     finally:
         torch.set_num_threads(before)
     path.write_text("{not json")
-    assert cc.load_costs(cc.calibration_key(model, 1, {1: "mm"}, [1, 2, 3])) is None
+    assert cc.load_costs(cc.calibration_key(model, 1, {1: "mm"}, [1, 2, 3]))[0] is None
 
 
 def test_costs_read_back_from_json_keys():
@@ -88,16 +88,33 @@ def test_wider_forward_is_never_cheaper():
     assert costs.v == {1: 1.0, 2: 1.0, 3: pytest.approx(1.4), 4: pytest.approx(1.4)}
 
 
-def test_a_calibration_from_a_busier_machine_is_measured_again(tmp_path, monkeypatch):
+def test_a_calibration_taken_with_other_cores_busy_is_measured_again(tmp_path, monkeypatch):
+    """Taken with 2 cores busy, used idle: measured again (and said why); the new record serves the idle runs."""
     monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
     model = scaled_llama(0, layers=1, scale=20)
     time_one, calls = fake_clock({1: 1.0, 2: 1.2}, spikes=set())
-    monkeypatch.setattr(cc, "load_per_core", lambda: 4.0)  # measured while the cores were oversubscribed
+    monkeypatch.setattr(cc, "busy_cores_now", lambda: 2)
     assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "measured"
     assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "cache"  # as busy: keep it
-    monkeypatch.setattr(cc, "load_per_core", lambda: 1.5)
-    assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "cache"  # still over one per core
-    monkeypatch.setattr(cc, "load_per_core", lambda: 0.3)  # quiet now: measure again, and keep the new one
-    assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "measured"
+    monkeypatch.setattr(cc, "busy_cores_now", lambda: 0)
+    costs, source = cc.cached_costs(model, 1, None, [1, 2], time_one)
+    assert source == f"measured again: the cached calibration was taken with 2 of {cc.os.cpu_count()} cores busy, now 0"
     assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "cache"
-    assert not cc.measured_under_heavier_load(None, 0.1) and not cc.measured_under_heavier_load(0.9, 0.1)
+    key = cc.calibration_key(model, 1, None, [1, 2])
+    record = cc.json.loads(cc.calibration_file(key).read_text())
+    assert record["busy_cores"] == 0 and record["source"] == "measured"
+    del record["busy_cores"]  # a record from before busy cores were kept: measured again
+    cc.calibration_file(key).write_text(cc.json.dumps(record))
+    assert cc.load_costs(key) == (None, "the cached calibration does not say how busy the machine was")
+
+
+def test_a_run_whose_timers_contradict_the_cache_replaces_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
+    monkeypatch.setattr(cc, "busy_cores_now", lambda: 0)
+    model = scaled_llama(0, layers=1, scale=20)
+    cc.cached_costs(model, 1, None, [1, 2, 3], fake_clock({1: 1.0, 2: 1.1, 3: 1.2}, spikes=set())[0])
+    cc.store_run_costs(model, 1, None, [1, 2, 3], Costs({1: 1.0, 2: 2.0, 3: 3.0}, 0.0, {2: 0.1, 3: 0.1}))
+    key = cc.calibration_key(model, 1, None, [1, 2, 3])
+    costs, why = cc.load_costs(key)
+    assert why == "" and costs.v == {1: 1.0, 2: 2.0, 3: 3.0} and costs.v_noise[3] == 0.1
+    assert cc.json.loads(cc.calibration_file(key).read_text())["source"] == "run"

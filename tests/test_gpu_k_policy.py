@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import statistics
+
 import pytest
 import torch
 
@@ -25,38 +28,83 @@ def confident(chooser: CostModelK, rate: float, count: float = 100.0) -> CostMod
     return chooser
 
 
+def timed(chooser: CostModelK, plain_s: float = 0.05) -> CostModelK:
+    """Give the chooser its reference: one plain round of `plain_s` seconds."""
+    assert chooser.choose() == 0  # the first round is a plain step, whatever the estimates
+    chooser.update(0, [0], plain_s, 0.0)
+    return chooser
+
+
 def test_chooser_maximises_the_walltime_model():
-    chooser = confident(CostModelK(flat_costs(0.1, 0.05), k_max=8), 0.9)  # acceptance rate ~ 0.9 at every position
-    best = chooser.choose()
+    chooser = timed(confident(CostModelK(flat_costs(0.1, 0.05), k_max=8), 0.9, count=1e4))
     acceptance_rate = chooser.acceptance_rates[0]
     factors = [improvement_factor(acceptance_rate, k, 0.05, {k + 1: 1 + 0.1 * k}) for k in range(1, 9)]
-    assert best == 1 + max(range(8), key=factors.__getitem__)
-    assert chooser.factor(best) == pytest.approx(max(factors))
+    best = 1 + max(range(8), key=factors.__getitem__)
+    assert chooser.best_k() == best and chooser.factor(best) == pytest.approx(max(factors), rel=1e-3)
     assert chooser.factor(best, -1) < chooser.factor(best) < chooser.factor(best, +1)
+    chosen = [chooser.choose() for _ in range(20)]
+    assert chosen.count(best) >= 15 and set(chosen) <= {best - 1, best, best + 1}
 
 
 def test_chooser_drafts_nothing_when_verification_is_dear_and_acceptance_low():
-    chooser = confident(CostModelK(flat_costs(0.6, 0.3), k_max=8), 0.05)
-    assert [chooser.choose() for _ in range(40)] == [0] * 40  # not even an exploration: no optimistic gain
-    assert "drafted little" in chooser.note() and "c = 0.300" in chooser.note()
+    chooser = timed(confident(CostModelK(flat_costs(0.6, 0.3), k_max=8), 0.05))
+    assert [chooser.choose() for _ in range(40)] == [0] * 40  # no draw makes drafting pay
+    assert "plain steps are best" in chooser.note() and "c = 0.300" in chooser.note()
 
 
 def test_per_position_acceptance_rates_see_a_copy_behind_a_doubtful_first_token():
     """First draft accepted 40 % of the time, the rest of the copy always: worth a long k, not k = 1."""
-    chooser = CostModelK(flat_costs(0.15, 0.0), k_max=6)
+    chooser = timed(CostModelK(flat_costs(0.15, 0.0), k_max=6))
     chooser.accepted, chooser.examined = [40.0] + [40.0] * 5, [100.0] + [40.0] * 5
-    assert chooser.choose() == 6
-    assert chooser.factor(1) < 1.3 < chooser.factor(6)
+    assert chooser.best_k() == 6 and chooser.factor(1) < 1.3 < chooser.factor(6)
+    assert [chooser.choose() for _ in range(20)].count(6) >= 15
 
 
-def test_an_uncertain_gain_is_not_drafted_but_explored_at_a_logarithmic_rate():
-    """Point factor > 1 but within the noise: plain steps, one exploration after 1, 3, 7, 15, ... plain rounds."""
-    chooser = confident(CostModelK(flat_costs(0.3, 0.0, noise=0.2), k_max=4), 0.35, count=8.0)
-    assert chooser.factor(1) > 1 > chooser.factor(1, -1)
-    chosen = [chooser.choose() for _ in range(64)]
-    drafted = [i for i, k in enumerate(chosen) if k]
-    assert drafted == [0, 2, 6, 14, 30, 62]  # 6 explorations in 64 rounds, gaps doubling
-    assert chooser.explorations == 6 and "6 exploration rounds" in chooser.note()
+def test_draws_are_reproducible_and_leave_the_sampling_streams_alone():
+    def run(seed: int) -> list[int]:
+        chooser = timed(CostModelK(flat_costs(0.3, 0.0, noise=0.2), k_max=4, seed=seed))
+        return [chooser.choose() for _ in range(30)]  # no evidence yet: every choice is a fresh draw
+
+    runs = [run(7), run(7), run(8)]
+    assert runs[0] == runs[1] and runs[0] != runs[2] and len(set(runs[0])) > 1
+    torch.manual_seed(0)
+    before = torch.rand(1)
+    torch.manual_seed(0)
+    timed(CostModelK(flat_costs(0.3, 0.0), k_max=4)).choose()
+    assert torch.rand(1) == before
+
+
+def simulate(chooser_or_k, acceptance: list[float], true_v, rounds_: int, seed: int, t1: float = 0.05) -> float:
+    """Tokens per second of `rounds_` rounds on a simulated machine: a plain step takes t1, a k-draft round
+    t1 v(k+1); draft i is accepted with probability acceptance[i] once drafts 1..i-1 were."""
+    rng = random.Random(seed)
+    tokens = seconds = 0.0
+    for _ in range(rounds_):
+        k = chooser_or_k.choose() if isinstance(chooser_or_k, CostModelK) else chooser_or_k
+        accepted = 0
+        while accepted < k and rng.random() < acceptance[accepted]:
+            accepted += 1
+        tokens, seconds = tokens + accepted + 1, seconds + t1 * true_v(k + 1)
+        if isinstance(chooser_or_k, CostModelK):
+            chooser_or_k.update(k, [accepted], t1 * true_v(k + 1), 0.0)
+    return tokens / seconds
+
+
+@pytest.mark.parametrize("acceptance, slope", [
+    ([0.9] * 8, 0.05),  # a long copy on a machine where width is nearly free: best k = 8
+    ([0.4] + [0.9] * 7, 0.12),  # a doubtful first token, then a copy (prompt lookup)
+    ([0.6, 0.5, 0.4, 0.3, 0.2, 0.2, 0.2, 0.2], 0.15),  # sampling at T = 0.7 from a weak draft: small k
+    ([0.1] * 8, 0.3),  # chat: drafting loses, plain steps are best
+])
+def test_regret_against_the_best_fixed_k_is_at_most_ten_percent(acceptance, slope):
+    """40 rounds (a 64-token answer), calibration right but acceptance unknown: the policy's throughput over
+    20 seeds is within 10 % of the best fixed k in 0..8 (k = 0: plain decoding) on the same simulated machine."""
+    def true_v(n):
+        return 1.0 + slope * (n - 1)
+    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)})
+    policy = statistics.mean(simulate(CostModelK(costs, k_max=8, seed=s), acceptance, true_v, 40, s) for s in range(20))
+    fixed = {k: statistics.mean(simulate(k, acceptance, true_v, 40, s) for s in range(20)) for k in range(9)}
+    assert policy >= 0.9 * max(fixed.values()), (policy, fixed)
 
 
 def rounds(chooser: CostModelK, plain_s: float, v: dict, n: int, accepted: int = 4, slow: dict | None = None) -> list[int]:
@@ -85,7 +133,8 @@ def test_the_runs_own_timers_correct_a_wrong_calibration():
     chooser.update(0, [0], 0.05, 0.0)
     chosen = rounds(chooser, 0.05, true_v, 30, accepted=1)
     assert chosen[0] > 0 and chosen[-10:].count(0) >= 8
-    assert chooser.summary()["v"][2] > 1.5
+    assert chooser.calibration_disagrees and chooser.summary()["v"][2] > 2.0  # the run's own v(2) = 2.25
+    assert "contradicted the calibration" in chooser.note()
 
 
 def test_a_wrong_early_decision_is_revisited():
@@ -95,8 +144,7 @@ def test_a_wrong_early_decision_is_revisited():
     true_v = {n: 1.0 + 0.05 * (n - 1) for n in range(1, 10)}
     chooser.update(0, [0], 0.05, 0.0)
     chosen = rounds(chooser, 0.05, true_v, 60)
-    assert chosen[:8].count(0) >= 2 and min(chosen[-20:]) >= 1
-    assert "drafted in" in chooser.note()
+    assert min(chosen[-20:]) >= 1 and "best k = " in chooser.note()
 
 
 def test_costs_are_checked():

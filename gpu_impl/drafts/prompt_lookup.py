@@ -42,7 +42,7 @@ class PromptLookupDraft(DraftSource):
         self.device = input_ids.device
 
     def propose(self, k, sampling, generators):
-        found = [lookup(ctx, k, self.ngram_max, self.ngram_min) for ctx in self.contexts]
+        found = [lookup(ctx, k, self.ngram_max, self.ngram_min) if k else [] for ctx in self.contexts]
         width = max(map(len, found))
         rows = [(f + [(f or ctx)[-1]] * width)[:width] for f, ctx in zip(found, self.contexts)]
         tokens = torch.tensor(rows, dtype=torch.long, device=self.device).reshape(len(rows), width)
