@@ -15,7 +15,7 @@ n (scoring more tokens is never cheaper; a noisy v(2) < 1 once pinned the policy
 keeps how many cores other work kept busy when it was taken, and a run that finds another number busy
 measures again (a calibration taken under load once made a later idle run pick k = 1); and a run whose
 own timers contradict the record (`k_policy.CostModelK.calibration_disagrees`) sets it aside and
-replaces it with its own estimate (`store_run_costs`).
+measures it again once done (`measure_and_store`).
 """
 
 from __future__ import annotations
@@ -144,40 +144,37 @@ def load_costs(key: dict) -> tuple[Costs | None, str]:
         return None, "no readable calibration cached"
 
 
-def save_costs(key: dict, costs: Costs, busy: int, source: str = "measured") -> Path:
-    """Write the measurement, the busy cores it was taken with and where it came from ("measured", or
-    "run": a run's timers that contradicted the cached one) atomically: a reader sees the old file or the new."""
+def save_costs(key: dict, costs: Costs, busy: int) -> Path:
+    """Write the measurement and the busy cores it was taken with atomically: a reader sees the old file or the new."""
     path = calibration_file(key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"), "busy_cores": busy, "source": source,
-              **asdict(costs)}
+    record = {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"), "busy_cores": busy, **asdict(costs)}
     temporary = path.with_suffix(f".tmp{id(record)}")
     temporary.write_text(json.dumps(record, indent=1, default=str))
     temporary.replace(path)
     return path
 
 
-def cached_costs(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int],
-                 time_one: Callable[[int], float], progress: Callable[[str], None] | None = None,
-                 use_cache: bool = True) -> tuple[Costs, str]:
-    """(v(n) for `widths`, where it came from): "cache", or "measured" with the reason a cached one was not used."""
-    key = calibration_key(model, batch, plan, widths)
-    costs, why = load_costs(key) if use_cache else (None, "")
-    if costs is not None:
-        return costs, "cache"
+def measure_and_store(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int],
+                      time_one: Callable[[int], float], progress: Callable[[str], None] | None = None,
+                      use_cache: bool = True) -> Costs:
+    """Measure v(n) for `widths` (`measure_costs`) and, with `use_cache`, replace the cached record."""
     busy = busy_cores_now()  # before measuring: the measurement's own work is not the machine's load
     costs = measure_costs(time_one, widths, progress=progress)
     if use_cache:
         try:
-            save_costs(key, costs, busy)
+            save_costs(calibration_key(model, batch, plan, widths), costs, busy)
         except OSError:  # a read-only cache costs a re-measurement next time, nothing else
             pass
+    return costs
+
+
+def cached_costs(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int],
+                 time_one: Callable[[int], float], progress: Callable[[str], None] | None = None,
+                 use_cache: bool = True) -> tuple[Costs, str]:
+    """(v(n) for `widths`, where it came from): "cache", or "measured" with the reason a cached one was not used."""
+    costs, why = load_costs(calibration_key(model, batch, plan, widths)) if use_cache else (None, "")
+    if costs is not None:
+        return costs, "cache"
+    costs = measure_and_store(model, batch, plan, widths, time_one, progress, use_cache)
     return costs, f"measured again: {why}" if why.startswith("the cached") else "measured"
-
-
-def store_run_costs(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int], costs: Costs) -> None:
-    """Replace the cached calibration with a run's own estimate (its timers contradicted the cache)."""
-    try:
-        save_costs(calibration_key(model, batch, plan, widths), costs, busy_cores_now(), source="run")
-    except OSError:
-        pass

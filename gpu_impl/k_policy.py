@@ -20,6 +20,9 @@ POLICIES = ("fixed", "grow-shrink", "cost")
 MIN_LOG_NOISE = 0.01
 #: Least standard error granted to a calibration once the run has its own evidence (it may be stale).
 STALE_NOISE = 0.05
+#: Relative error granted to the plain-step reference of the run's cost ratios (a median of few rounds, or
+#: the calibration's t1_s from another process) when deciding whether the run contradicts the calibration.
+REFERENCE_NOISE = 0.05
 #: Acceptance draws come from the posterior with its counts multiplied by this (a tempered posterior):
 #: plain Thompson sampling explores more than a 10-40-round answer repays.  Chosen with the prior below on
 #: simulated machines and drafts (tests/test_gpu_k_policy.py's regret test): 1 -> 6 raised the worst
@@ -93,13 +96,14 @@ class CostModelK:
     the rates and the cost shift from their posteriors and takes the k that maximises the drawn factor, so
     a k is tried about as often as it may be the best; the exploration this buys shrinks as the counts
     grow, and its cost is bounded by the posterior's width (a k that is surely worse is almost never drawn).
-    The first round is a plain step: it times this run's plain step, the reference of every cost ratio.
+    The unit of every cost ratio is the plain step: the calibration's t1_s until the run has three plain
+    rounds of its own (`plain_reference`).
     The draws come from the chooser's own generator (`seed`), never the sampling streams, and k depends
     only on the past, so the output law stays exact and runs are reproducible.
 
     A calibration the run's timers contradict (the median shift beyond `stale_z` standard errors of both)
-    is set aside for the rest of the run (`calibration_disagrees`), and the generator stores the run's
-    estimate in its place.
+    is set aside for the rest of the run (`calibration_disagrees`), and the generator measures it again
+    once the run is done.
     """
 
     def __init__(self, costs: Costs, k_max: int, prior_acceptance_rate: float = 0.6, prior_weight: float = 2.0,
@@ -177,7 +181,7 @@ class CostModelK:
         factors = [1.0]
         for k in range(1, self.k_max + 1):
             log_v, noise = self._once(("v", k + 1), lambda: self.v(k + 1))
-            factors.append(expected_tokens_per_position(rates[:k]) / (c * k + math.exp(log_v + deviate * noise)))
+            factors.append(expected_tokens_per_position(rates[:k]) / (c * k + math.exp(max(log_v + deviate * noise, 0.0))))
         return factors
 
     def _once(self, key, compute):
@@ -191,9 +195,9 @@ class CostModelK:
         return max(range(self.k_max + 1), key=lambda k: (self.factor(k), -k))
 
     def choose(self) -> int:
-        """A plain step until this run has timed one; then the k that maximises one posterior draw's factor
-        (an exploration when it is not the best at the posterior means)."""
-        if not self.plain_seconds:
+        """The k that maximises one posterior draw's factor (an exploration when it is not the best at the
+        posterior means); a plain step first when there is no plain reference yet (no calibrated t1_s)."""
+        if self.plain_reference() is None:
             k = 0
         else:
             drawn = self.drawn_factors()
@@ -215,20 +219,32 @@ class CostModelK:
         if proposed == 0:
             self.plain_seconds.append(target_s)
             return
-        if self.plain_seconds and proposed <= self.k_max:
-            plain = statistics.median(self.plain_seconds)
+        plain = self.plain_reference()
+        if plain is not None and proposed <= self.k_max:
             self.shifts.append(math.log(target_s / plain / self.prior.v[proposed + 1]))
             self.draft_ratios.append(draft_s / proposed / plain)
             self.calibration_disagrees = self.calibration_disagrees or self._contradicted()
 
+    def plain_reference(self) -> float | None:
+        """Seconds of one plain step, the unit of every cost ratio: the median of this run's plain rounds once
+        there are three (a draft-free round is one), else the calibration's own (same machine and busy cores;
+        one early round alone is a poor reference: the first after the prompt runs slow), else what there is."""
+        if len(self.plain_seconds) >= 3 or (self.plain_seconds and self.prior.t1_s <= 0):
+            return statistics.median(self.plain_seconds)
+        return self.prior.t1_s if self.prior.t1_s > 0 else None
+
+    def shift(self) -> float:
+        """The run's median log shift of v(n) from the calibration (0 before three drafted rounds)."""
+        return robust_centre(list(self.shifts))[0] if len(self.shifts) >= 3 else 0.0
+
     def _contradicted(self) -> bool:
-        """Do the run's timers (three drafted rounds at least) put v(n) beyond `stale_z` standard errors of
-        the calibration's and their own combined?"""
-        if len(self.shifts) < 3:
+        """Do the run's timers (five drafted rounds at least) put v(n) beyond `stale_z` standard errors of
+        their own, the calibration's and the plain reference's (REFERENCE_NOISE) combined?"""
+        if len(self.shifts) < 5:
             return False
         shift, noise = robust_centre(list(self.shifts))
         calibration_noise = max(self.prior.v_noise.values())
-        return abs(shift) > self.stale_z * math.hypot(noise, calibration_noise)
+        return abs(shift) > self.stale_z * math.sqrt(noise**2 + calibration_noise**2 + REFERENCE_NOISE**2)
 
     def costs(self) -> Costs:
         """What the run learned, as the next call's starting point."""
@@ -256,8 +272,8 @@ class CostModelK:
         k_shown = best or 1
         figures = (f"v({k_shown + 1}) = {s['v'][k_shown + 1]:.2f} ± {100 * s['v_noise'][k_shown + 1]:.0f} %, "
                    f"c = {s['c']:.3f}, alpha per position {s['acceptance_rates'][:k_shown]}")
-        stale = ("; the run's timers contradicted the calibration, so the run's own v(n) replaced it"
-                 if self.calibration_disagrees else "")
+        stale = (f"; the run's timers contradicted the calibration (v(n) x{math.exp(self.shift()):.2f} of it), so the "
+                 f"run used its own" if self.calibration_disagrees else "")
         chosen = ", ".join(f"k = {k}: {n}" for k, n in sorted(self.chosen.items()))
         head = (f"cost policy (Thompson sampling on the walltime model): rounds per k {{{chosen}}}, "
                 f"{s['explorations']} exploring")

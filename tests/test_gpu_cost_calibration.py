@@ -102,19 +102,17 @@ def test_a_calibration_taken_with_other_cores_busy_is_measured_again(tmp_path, m
     assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] == "cache"
     key = cc.calibration_key(model, 1, None, [1, 2])
     record = cc.json.loads(cc.calibration_file(key).read_text())
-    assert record["busy_cores"] == 0 and record["source"] == "measured"
+    assert record["busy_cores"] == 0
     del record["busy_cores"]  # a record from before busy cores were kept: measured again
     cc.calibration_file(key).write_text(cc.json.dumps(record))
     assert cc.load_costs(key) == (None, "the cached calibration does not say how busy the machine was")
 
 
-def test_a_run_whose_timers_contradict_the_cache_replaces_it(tmp_path, monkeypatch):
+def test_measure_and_store_replaces_the_cached_record(tmp_path, monkeypatch):
     monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
     monkeypatch.setattr(cc, "busy_cores_now", lambda: 0)
     model = scaled_llama(0, layers=1, scale=20)
     cc.cached_costs(model, 1, None, [1, 2, 3], fake_clock({1: 1.0, 2: 1.1, 3: 1.2}, spikes=set())[0])
-    cc.store_run_costs(model, 1, None, [1, 2, 3], Costs({1: 1.0, 2: 2.0, 3: 3.0}, 0.0, {2: 0.1, 3: 0.1}))
-    key = cc.calibration_key(model, 1, None, [1, 2, 3])
-    costs, why = cc.load_costs(key)
-    assert why == "" and costs.v == {1: 1.0, 2: 2.0, 3: 3.0} and costs.v_noise[3] == 0.1
-    assert cc.json.loads(cc.calibration_file(key).read_text())["source"] == "run"
+    fresh = cc.measure_and_store(model, 1, None, [1, 2, 3], fake_clock({1: 1.0, 2: 2.0, 3: 3.0}, spikes=set())[0])
+    costs, why = cc.load_costs(cc.calibration_key(model, 1, None, [1, 2, 3]))
+    assert why == "" and costs.v == fresh.v and costs.v[3] == pytest.approx(3.0)

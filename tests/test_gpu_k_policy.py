@@ -101,7 +101,7 @@ def test_regret_against_the_best_fixed_k_is_at_most_ten_percent(acceptance, slop
     20 seeds is within 10 % of the best fixed k in 0..8 (k = 0: plain decoding) on the same simulated machine."""
     def true_v(n):
         return 1.0 + slope * (n - 1)
-    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)})
+    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
     policy = statistics.mean(simulate(CostModelK(costs, k_max=8, seed=s), acceptance, true_v, 40, s) for s in range(20))
     fixed = {k: statistics.mean(simulate(k, acceptance, true_v, 40, s) for s in range(20)) for k in range(9)}
     assert policy >= 0.9 * max(fixed.values()), (policy, fixed)
@@ -133,8 +133,27 @@ def test_the_runs_own_timers_correct_a_wrong_calibration():
     chooser.update(0, [0], 0.05, 0.0)
     chosen = rounds(chooser, 0.05, true_v, 30, accepted=1)
     assert chosen[0] > 0 and chosen[-10:].count(0) >= 8
-    assert chooser.calibration_disagrees and chooser.summary()["v"][2] > 2.0  # the run's own v(2) = 2.25
-    assert "contradicted the calibration" in chooser.note()
+    assert chooser.summary()["v"][2] > 1.5
+
+
+def test_five_drafted_rounds_beyond_the_noise_contradict_the_calibration():
+    """Calibration v(3) = 1.2 (noise 1 %); rounds of 2 drafts take 3 plain steps: after five, the run sets the
+    calibration aside and uses its own v(n); the same rounds at 1.25 steps (4 % off) contradict nothing."""
+    for seconds, contradicted in ((0.15, True), (0.0625, False)):
+        chooser = CostModelK(flat_costs(0.1, 0.0), k_max=4)
+        for _ in range(3):
+            chooser.update(0, [0], 0.05, 0.0)
+        for round_ in range(6):
+            assert chooser.calibration_disagrees == (contradicted and round_ >= 5)
+            chooser.update(2, [1], seconds, 0.0)
+        assert chooser.calibration_disagrees == contradicted
+    assert chooser.summary()["v"][3] == pytest.approx(1.2, rel=0.06)
+    chooser = CostModelK(flat_costs(0.1, 0.0), k_max=4)
+    for _ in range(3):
+        chooser.update(0, [0], 0.05, 0.0)
+    for _ in range(6):
+        chooser.update(2, [1], 0.15, 0.0)
+    assert chooser.summary()["v"][3] == pytest.approx(3.0) and "contradicted the calibration (v(n) x2.50" in chooser.note()
 
 
 def test_a_wrong_early_decision_is_revisited():
@@ -212,3 +231,15 @@ def test_model_draft_catches_up_after_a_round_without_drafts(pair):
         fresh.reset(torch.tensor([context]), None, 96)
         _, fresh_q = fresh.propose(1, sampling, torch.Generator().manual_seed(2))
         torch.testing.assert_close(q[row, 0], fresh_q[0, 0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_contradicted_calibration_is_measured_again_after_the_run(pair, tmp_path, monkeypatch):
+    monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
+    monkeypatch.setattr(CostModelK, "_contradicted", lambda self: True)
+    target, _ = pair
+    gen = SpeculativeGenerator(target, PromptLookupDraft(), k=3, sampling=GREEDY, adaptive_k="cost")
+    result = gen.generate(torch.tensor([[5, 9, 2, 5, 9, 2, 5, 9]]), 24)
+    assert result.stats.calibration_source == "measured, measured again after the run, whose timers contradicted it"
+    assert "contradicted the calibration" in result.stats.policy_note
+    assert result.stats.policy_note.endswith("calibration measured again")
+    assert result.sequences == generate_plain(target, torch.tensor([[5, 9, 2, 5, 9, 2, 5, 9]]), 24, GREEDY).sequences

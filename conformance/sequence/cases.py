@@ -36,12 +36,14 @@ class Case:
     ks: tuple[int, ...] = ()  # greedy cases: every k in ks
     prompts: tuple[tuple[int, ...], ...] = field(default=(PROMPT_A,))
     in_quick: bool = True  # False: only in the standard and full profiles
+    dtype: str = "float32"  # real models: the dtype the target (and its draft) run in; the reference uses the same
 
     def params(self) -> dict:
         s = self.sampling
-        return {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
-                "k": list(self.ks) if self.ks else self.k, "max_new_tokens": self.max_new_tokens,
-                "models": self.models, "eos_token_id": self.eos, "batch": self.batch}
+        params = {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
+                  "k": list(self.ks) if self.ks else self.k, "max_new_tokens": self.max_new_tokens,
+                  "models": self.models, "eos_token_id": self.eos, "batch": self.batch}
+        return {**params, "dtype": self.dtype} if self.models == "real" else params
 
 
 SP = SamplingParams
@@ -77,6 +79,11 @@ REAL_CASES: list[Case] = [
          what="SmolLM2-135M, top-k 50, PIT"),
     Case("real_greedy", "greedy", SP(0.0), 0, 16, models="real", ks=(4,), prompts=(),
          what="SmolLM2-135M greedy == plain greedy"),
+    # bfloat16 changes the target's law (the reference teacher-forces the same bfloat16 model), never the rule
+    Case("real_pit_t0.7_k4_bf16", "pit", SP(0.7), 4, 24, models="real", prompts=(), dtype="bfloat16",
+         what="SmolLM2-135M in bfloat16, temperature 0.7, PIT"),
+    Case("real_greedy_bf16", "greedy", SP(0.0), 0, 16, models="real", ks=(4,), prompts=(), dtype="bfloat16",
+         what="SmolLM2-135M in bfloat16, greedy == plain greedy"),
 ]
 
 

@@ -90,18 +90,18 @@ def pit_pair(vocab: int = PIT_VOCAB, seed: int = 14, eos_token_id: int | None = 
 _REAL: dict[str, Any] = {}
 
 
-def real_pair(draft_layers: int = 6) -> tuple[Any, Any, Any]:
-    """(target, draft, tokenizer): SmolLM2-135M and its first `draft_layers` decoder layers as a draft.
+def real_pair(draft_layers: int = 6, dtype: str = "float32") -> tuple[Any, Any, Any]:
+    """(target, draft, tokenizer): SmolLM2-135M in `dtype` and its first `draft_layers` decoder layers as a draft.
 
     Raises ``gpu_impl.models.ModelNotAvailableError`` when the model package is not installed.
     """
-    if "pair" not in _REAL:
+    if dtype not in _REAL:
         from ...gpu_impl.drafts.early_exit import truncated_model
         from ...gpu_impl.models import load_default_model
 
-        target, tokenizer = load_default_model()
-        _REAL["pair"] = (target, truncated_model(target, draft_layers), tokenizer)
-    target, draft, tokenizer = _REAL["pair"]
+        target, tokenizer = load_default_model(dtype=dtype)
+        _REAL[dtype] = (target, truncated_model(target, draft_layers), tokenizer)
+    target, draft, tokenizer = _REAL[dtype]
     return set_eos(target, None), set_eos(draft, None), tokenizer
 
 
@@ -155,6 +155,6 @@ def case_models(case: Any) -> tuple[Any, Any, list[tuple[int, ...]]]:
     if case.models == "pit":
         target, draft = pit_pair(eos_token_id=case.eos)
         return target, draft, list(case.prompts)
-    target, draft, tokenizer = real_pair()
+    target, draft, tokenizer = real_pair(dtype=case.dtype)
     prompt = tokenizer(REAL_PROMPT_TEXT)["input_ids"]
     return target, draft, [tuple(int(t) for t in prompt)]
