@@ -74,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the cases on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786); "
                              "every worker needs the same exactspec installed and the adapter importable")
     parser.add_argument("--real-model", action="store_true",
-                        help="sequence level: also run the cases on the embedded SmolLM2-135M")
+                        help="sequence level: also run the cases on the embedded SmolLM2-135M (float32; -k bf16 picks "
+                             "the bfloat16 ones instead)")
 
 
 def check_writable(out: str | os.PathLike) -> Path:
@@ -104,10 +105,13 @@ def select_cases(level: Any, profile: str, impl: Any, names: str | None, substri
     if not names and not substrings and not real_model:
         return None
     every = [c.name for c in level.select_cases(prof, impl)]
+    other_dtypes: list[str] = []  # real-model cases in another dtype than float32: only when -k or --cases names them
     if real_model:
         from .sequence.cases import REAL_CASES
 
-        every += [c.name for c in REAL_CASES if prof.name != "quick" or c.in_quick]
+        profiled = [c for c in REAL_CASES if prof.name != "quick" or c.in_quick]
+        every += [c.name for c in profiled if c.dtype == "float32"]
+        other_dtypes = [c.name for c in profiled if c.dtype != "float32"]
     chosen = list(every)
     if names:
         wanted = _names(names)
@@ -118,7 +122,7 @@ def select_cases(level: Any, profile: str, impl: Any, names: str | None, substri
         chosen = [n for n in wanted if n in known]
     if substrings:
         parts = _names(substrings)
-        chosen = [n for n in chosen if any(part in n for part in parts)]
+        chosen = [n for n in (chosen if names else chosen + other_dtypes) if any(part in n for part in parts)]
         if not chosen:
             raise ValueError(f"-k {substrings!r} matches no case name of the {level.name} level")
     return chosen

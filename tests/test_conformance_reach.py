@@ -222,3 +222,15 @@ def test_certify_runs_a_subset(tmp_path, capsys):
                          "--no-hypothesis", "--no-progress", "--workers", "1", "--out", str(tmp_path)])
     assert code == 0 and "one_hot_draft" in capsys.readouterr().out
     assert certify.main(["--impl", "exactspec.conformance.rule.mutants.zoo:Rule", "-k", "zzz", "--out", str(tmp_path)]) == 2
+
+
+def test_real_model_cases_in_other_dtypes_run_only_when_named():
+    """--real-model adds the float32 SmolLM2 cases; the bfloat16 ones only through -k or --cases."""
+    from exactspec.conformance.core.levels import get_level
+
+    sequence = get_level("sequence")
+    default = certify.select_cases(sequence, "quick", None, None, None, real_model=True)
+    assert "real_greedy" in default and not [n for n in default if n.endswith("_bf16")]
+    assert certify.select_cases(sequence, "quick", None, None, "bf16", real_model=True) == [
+        "real_pit_t0.7_k4_bf16", "real_greedy_bf16"]
+    assert certify.select_cases(sequence, "quick", None, "real_greedy_bf16", None, real_model=True) == ["real_greedy_bf16"]
