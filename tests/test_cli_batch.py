@@ -51,6 +51,7 @@ def test_json_lines_file_gives_one_json_document(capsys, tmp_path):
     assert len(document["batches"]) == 2  # max_new_tokens 3 runs apart
     assert all(batch["greedy_identical_to_plain"] for batch in document["batches"])
     assert all(len(batch["speedups"]) == 3 and min(batch["speedups"]) > 0 for batch in document["batches"])
+    assert not any("fixed_k_speedups" in batch for batch in document["batches"])  # the policy is fixed already
     assert document["stats"]["new_tokens"] == 15
     # each row's own drafts; in each batch they add up to the batch's counters
     for row in rows:

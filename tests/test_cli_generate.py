@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 
@@ -52,6 +53,7 @@ def test_k_policies_keep_greedy_output(capsys, policy):
     assert code == 0, err
     assert "greedy outputs identical to plain decoding: yes" in err
     assert ("cost calibration" in err) == (policy == "cost")
+    assert re.search(rf"fixed k = \d+: speedup [\d.]+x over plain \(median of 3\); --k-policy {policy}: [\d.]+x, [\d.]+ of fixed k's", err)
 
 
 def test_dispatcher_runs_generate(capsys):
