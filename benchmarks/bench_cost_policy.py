@@ -1,6 +1,6 @@
 """Does the default (cost) k policy find the best k, idle and on a busy CPU?  The README main command's setup.
 
-    python benchmarks/bench_cost_policy.py [--loads 0,1,2] [--repeats 5] [--max-new-tokens 64] [--quick]
+    python benchmarks/bench_cost_policy.py [--loads 0,1,2] [--repeats 5] [--max-new-tokens 64] [--quick] [--merge]
 
 SmolLM2-135M-Instruct (`load_default_model`), prompt-lookup draft, the README table's prompt families
 (code, summarisation, chat at T = 0 and 0.7) and the README's demo prompt (a function to complete, T = 0).
@@ -17,7 +17,8 @@ Writes benchmarks/results/cost_policy.json (rewritten after every configuration)
 the policy's decision per run, an A/A control (plain decoding run twice per repetition: the noise two
 identical runs show here) and the checks (`checks`): cost >= 0.95 x plain, within 10 % of the best fixed
 k, >= transformers, each with the misses beyond the noise (a one-sided signed-rank test) and the worst
-configuration.  --quick: T = 0 only, 2 repeats, 48 tokens.
+configuration.  --quick: T = 0 only, 2 repeats, 48 tokens.  --merge keeps the existing file's
+configurations of the loads not measured now (refused unless setup and machine match).
 """
 
 from __future__ import annotations
@@ -179,6 +180,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice, as the CLI)")
     parser.add_argument("--out", default="cost_policy")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the configurations of the other loads from the existing results file (same setup)")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)  # internal: measure under this load
     parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)  # internal: where the child writes its rows
     args = parser.parse_args(argv)
@@ -228,6 +231,33 @@ def _child_command(cores: int, forwarded: list[str], rows_file: Path, threads: i
     return command, env
 
 
+SAME_SETUP = ("repeats", "max_new_tokens", "families", "temperatures", "threads", "k", "draft", "demo_prompt")
+
+
+def earlier_configurations(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """--merge: the existing file's configurations for the loads not measured now, and where they came from.
+
+    Refuses a file measured with another setup (repeats, tokens, families, temperatures, threads, k, draft)
+    or on another machine: its figures and this run's would not be one comparison."""
+    from _common import RESULTS_DIR, machine_info
+
+    path = RESULTS_DIR / f"{args.out}.json"
+    if not path.is_file():
+        raise SystemExit(f"--merge: {path.name} does not exist: nothing to merge with")
+    earlier = json.loads(path.read_text())
+    setup = {**vars(args), "k": K, "draft": "prompt-lookup (n-grams up to 3)", "demo_prompt": DEMO_PROMPT}
+    differ = [f for f in SAME_SETUP if earlier.get("setup", {}).get(f) != setup[f]]
+    now = machine_info()
+    differ += [f"machine.{f}" for f in ("cpu_model", "cpu_count", "torch", "transformers")
+               if earlier.get("machine", {}).get(f) != now.get(f)]
+    if differ:
+        raise SystemExit(f"--merge: {path.name} was measured with another {', '.join(differ)}: measure every load again")
+    loads_now = {int(x) for x in args.loads.split(",")}
+    kept = [c for c in earlier["configurations"] if c["background_cores"] not in loads_now]
+    return kept, {"file_date": earlier["machine"]["date"], "loads": sorted({c["background_cores"] for c in kept}),
+                  "elapsed_s": earlier.get("elapsed_s")}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Each load level in a fresh process (started with the environment the CLI would choose), burners around it."""
     args = _arguments(argv)
@@ -236,6 +266,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     payload: dict[str, Any] = {"setup": {**vars(args), "k": K, "draft": "prompt-lookup (n-grams up to 3)",
                                          "demo_prompt": DEMO_PROMPT}, "configurations": []}
+    if args.merge:
+        payload["configurations"], payload["merged"] = earlier_configurations(args)
     started = time.perf_counter()
     forwarded = list(argv if argv is not None else sys.argv[1:])
     rows_file = Path(tempfile.mkdtemp()) / "rows.json"

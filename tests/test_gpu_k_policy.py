@@ -8,7 +8,7 @@ import statistics
 import pytest
 import torch
 
-from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+from exactspec.gpu_impl import SpeculativeGenerator, cost_calibration, generate_plain
 from exactspec.gpu_impl.drafts import ModelDraft, PromptLookupDraft
 from exactspec.gpu_impl.k_policy import CostModelK, Costs, next_k
 from exactspec.reference.speedup import improvement_factor
@@ -188,7 +188,15 @@ def pair():
 
 @pytest.mark.parametrize("source", ["model", "prompt_lookup"])
 def test_cost_policy_keeps_greedy_output_and_measures_once(pair, source, tmp_path, monkeypatch):
+    """Measured once, then reused: from the generator's memory, then from the cache.
+
+    Neither the run's timers nor the machine's load contradict the calibration here: on a model this small a
+    busy CI machine's timer noise can, and both refreshes have their own tests (below, and in
+    test_gpu_cost_calibration.py).
+    """
     monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
+    monkeypatch.setattr(CostModelK, "_contradicted", lambda self: False)
+    monkeypatch.setattr(cost_calibration, "busy_cores_now", lambda: 0)
     target, draft_model = pair
     ids = torch.tensor([[5, 9, 2, 5, 9, 2, 5, 9]])
     draft = ModelDraft(draft_model) if source == "model" else PromptLookupDraft()
