@@ -1,5 +1,7 @@
-"""Draft sources by name, transformers' equivalent assisted-generation settings, and the counters read
-back from runs (pooled with `SpecStats.pooled`) and the walltime model they imply: used by bench_smollm2."""
+"""Draft sources by name, transformers' equivalent assisted-generation settings, the counters read back
+from runs (pooled with `SpecStats.pooled`) and the walltime model they imply (bench_smollm2), and one
+prompt-lookup run per contender, "plain", "cost" or "k<N>" (bench_cost_policy, bench_dtypes,
+bench_policy_seeds)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,25 @@ def make_draft(name: str, model: Any, cache: dict[Any, Any], cpu_matmul: str = "
         else:
             raise ValueError(name)
     return cache[key]
+
+
+def lookup_run(model: Any, ids: Any, tokens: int, sampling: Any, contender: str, seed: int,
+               eos_token_id: Any = None) -> Any:
+    """One run of `contender` ("plain": `generate_plain`; "cost": the CLI's default policy; "k<N>": fixed k = N)
+    with a fresh prompt-lookup draft (n-grams up to 3) and a fresh generator, as each CLI call has."""
+    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+    from exactspec.gpu_impl.drafts import PromptLookupDraft
+
+    if contender == "plain":
+        return generate_plain(model, ids, tokens, sampling=sampling, seed=seed, eos_token_id=eos_token_id)
+    policy, k = ("cost", 4) if contender == "cost" else ("fixed", int(contender.removeprefix("k")))
+    generator = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=k, sampling=sampling, adaptive_k=policy)
+    return generator.generate(ids, tokens, seed=seed, eos_token_id=eos_token_id)
+
+
+def run_seconds(result: Any) -> float:
+    """A run's wall time without its cost calibration (once per machine and model), as the CLI reports it."""
+    return result.stats.wall_time_s - result.stats.calibration_time_s
 
 
 def draft_model_of(draft: Any) -> Any | None:

@@ -38,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROMPTS, encode_prompt, hf_generate, hf_generate_kwargs, log, spread, write_result  # noqa: E402
+from _speculation import lookup_run, run_seconds  # noqa: E402
 
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
@@ -72,19 +73,11 @@ FIXED_KS = range(1, 9)
 def _runs(model: Any, ids: Any, sampling: SamplingParams, tokens: int, eos: Any) -> dict[str, Any]:
     """Each contender as a function of the repetition's seed: plain decoding (twice: the A/A control), the
     cost policy, every fixed k in 1..8 and transformers' prompt-lookup assisted generation with k = 4."""
-    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
-    from exactspec.gpu_impl.drafts import PromptLookupDraft
-
-    def speculative(policy: str, k: int = K):
+    def ours(contender: str):
         def run(seed: int):
-            gen = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=k, sampling=sampling, adaptive_k=policy)
-            result = gen.generate(ids, tokens, seed=seed, eos_token_id=eos)
-            return len(result.sequences[0]), result.stats.wall_time_s - result.stats.calibration_time_s, result
+            result = lookup_run(model, ids, tokens, sampling, contender, seed, eos)
+            return len(result.sequences[0]), run_seconds(result), result
         return run
-
-    def plain(seed: int):
-        result = generate_plain(model, ids, tokens, sampling=sampling, seed=seed, eos_token_id=eos)
-        return len(result.sequences[0]), result.stats.wall_time_s, result
 
     def hf_prompt_lookup(seed: int):
         kwargs = {**hf_generate_kwargs(sampling.temperature, tokens), "prompt_lookup_num_tokens": K,
@@ -94,8 +87,8 @@ def _runs(model: Any, ids: Any, sampling: SamplingParams, tokens: int, eos: Any)
         new = hf_generate(model, ids, None, seed, **kwargs)
         return new, time.perf_counter() - start, None
 
-    return {"plain": plain, "cost": speculative("cost"), **{f"k{k}": speculative("fixed", k) for k in FIXED_KS},
-            "hf_prompt_lookup": hf_prompt_lookup, "plain_again": plain}
+    return {"plain": ours("plain"), "cost": ours("cost"), **{f"k{k}": ours(f"k{k}") for k in FIXED_KS},
+            "hf_prompt_lookup": hf_prompt_lookup, "plain_again": ours("plain")}
 
 
 def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats: int, eos: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROMPTS, encode_prompt, log, spread, write_result  # noqa: E402
+from _speculation import lookup_run, run_seconds  # noqa: E402
 from bench_cost_policy import DEMO_PROMPT  # noqa: E402
 from bench_engine import llama_runner  # noqa: E402
 
@@ -42,25 +43,14 @@ GREEDY = SamplingParams(temperature=0.0)
 
 def exactspec_runs(model: Any, ids: torch.Tensor, n: int, ks: list[int], dtype: str) -> dict[str, Callable[[int], Any]]:
     """seed -> (tokens, end-to-end s, decode s) for plain decoding, the cost policy and each fixed k of one dtype."""
-    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
-    from exactspec.gpu_impl.drafts import PromptLookupDraft
+    def run(contender: str) -> Callable[[int], tuple[int, float, float]]:
+        def timed(seed: int) -> tuple[int, float, float]:
+            result = lookup_run(model, ids, n, GREEDY, contender, seed)
+            wall = run_seconds(result)
+            return len(result.sequences[0]), wall, wall - result.stats.prefill_time_s
+        return timed
 
-    def timed(result: Any) -> tuple[int, float, float]:
-        stats = result.stats
-        wall = stats.wall_time_s - stats.calibration_time_s
-        return len(result.sequences[0]), wall, wall - stats.prefill_time_s
-
-    def speculative(policy: str, k: int) -> Callable[[int], Any]:
-        def run(seed: int) -> tuple[int, float, float]:
-            generator = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=k, sampling=GREEDY, adaptive_k=policy)
-            return timed(generator.generate(ids, n, seed=seed))
-        return run
-
-    runs: dict[str, Callable[[int], Any]] = {
-        f"{dtype}:plain": lambda seed: timed(generate_plain(model, ids, n, sampling=GREEDY, seed=seed)),
-        f"{dtype}:cost": speculative("cost", 4)}
-    runs.update({f"{dtype}:k{k}": speculative("fixed", k) for k in ks})
-    return runs
+    return {f"{dtype}:{contender}": run(contender) for contender in ["plain", "cost", *(f"k{k}" for k in ks)]}
 
 
 def llama_run(server: LlamaServer, ids: list[int], n: int) -> Callable[[int], Any]:

@@ -19,23 +19,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROMPTS, encode_prompt, log, spread, write_result  # noqa: E402
+from _speculation import lookup_run, run_seconds  # noqa: E402
 
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 
 def run(model: Any, ids: Any, sampling: SamplingParams, name: str, seed: int, eos: Any) -> tuple[float, float]:
     """(tokens/s, tokens per target call) of one contender: "plain", "cost" or "k<N>"."""
-    from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
-    from exactspec.gpu_impl.drafts import PromptLookupDraft
-
-    if name == "plain":
-        result = generate_plain(model, ids, 64, sampling=sampling, seed=seed, eos_token_id=eos)
-    else:
-        policy, k = ("cost", 4) if name == "cost" else ("fixed", int(name[1:]))
-        generator = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=k, sampling=sampling, adaptive_k=policy)
-        result = generator.generate(ids, 64, seed=seed, eos_token_id=eos)
-    seconds = result.stats.wall_time_s - result.stats.calibration_time_s
-    return len(result.sequences[0]) / seconds, result.stats.tokens_per_target_call
+    result = lookup_run(model, ids, 64, sampling, name, seed, eos)
+    return len(result.sequences[0]) / run_seconds(result), result.stats.tokens_per_target_call
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,6 +147,11 @@ class SpeculativeGenerator:
         stats.draft_time_s += self._clock() - t1
         stats.prefill_time_s = self._clock() - t0
 
+    @property
+    def calibration_widths(self) -> list[int]:
+        """The widths v(n) is measured at: one plain step up to k_max drafts and the bonus (n = 1..k_max+1)."""
+        return list(range(1, self.k_max + 2))
+
     def _costs(self, batch: int, stats: SpecStats) -> Costs:
         """v(n) for n = 1..k_max+1 (cached per machine and model, `cost_calibration`) and c, on the prefilled caches.
 
@@ -154,9 +159,8 @@ class SpeculativeGenerator:
         """
         if batch not in self.costs:
             start = time.perf_counter()
-            widths = list(range(1, self.k_max + 2))
-            costs, stats.calibration_source = cached_costs(
-                self.target.model, batch, self.target.plan, widths, self.target.time_forward, self.on_progress)
+            costs, stats.calibration_source = cached_costs(self.target.model, batch, self.target.plan,
+                                                           self.calibration_widths, self.target.time_forward, self.on_progress)
             draft_s = self.draft.step_seconds()
             if draft_s > 0:  # a model draft: its step against a plain target step timed now
                 costs.c = draft_s / statistics.median(self.target.time_forward(1) for _ in range(3))
@@ -170,7 +174,7 @@ class SpeculativeGenerator:
         stats.policy_note, stats.policy_summary = chooser.note(), chooser.summary()
         if chooser.calibration_disagrees:  # measured again for the next run (its time counts as calibration)
             start = time.perf_counter()
-            fresh = measure_and_store(self.target.model, batch, self.target.plan, list(range(1, self.k_max + 2)),
+            fresh = measure_and_store(self.target.model, batch, self.target.plan, self.calibration_widths,
                                       self.target.time_forward, self.on_progress)
             fresh.c = self.costs[batch].c
             self.costs[batch] = fresh
