@@ -242,6 +242,16 @@ def _child_command(cores: int, forwarded: list[str], rows_file: Path, threads: i
     return command, env
 
 
+def existing_results(out: str, option: str) -> dict[str, Any]:
+    """The results file `out` already written, for `option` (--merge, --recheck) to build on."""
+    from _common import RESULTS_DIR
+
+    path = RESULTS_DIR / f"{out}.json"
+    if not path.is_file():
+        raise SystemExit(f"{option}: {path.name} does not exist: nothing to build on")
+    return json.loads(path.read_text())
+
+
 SAME_SETUP = ("repeats", "max_new_tokens", "families", "temperatures", "threads", "k", "draft", "demo_prompt")
 
 
@@ -250,19 +260,16 @@ def earlier_configurations(args: argparse.Namespace) -> tuple[list[dict[str, Any
 
     Refuses a file measured with another setup (repeats, tokens, families, temperatures, threads, k, draft)
     or on another machine: its figures and this run's would not be one comparison."""
-    from _common import RESULTS_DIR, machine_info
+    from _common import machine_info
 
-    path = RESULTS_DIR / f"{args.out}.json"
-    if not path.is_file():
-        raise SystemExit(f"--merge: {path.name} does not exist: nothing to merge with")
-    earlier = json.loads(path.read_text())
+    earlier = existing_results(args.out, "--merge")
     setup = {**vars(args), "k": K, "draft": "prompt-lookup (n-grams up to 3)", "demo_prompt": DEMO_PROMPT}
     differ = [f for f in SAME_SETUP if earlier.get("setup", {}).get(f) != setup[f]]
     now = machine_info()
     differ += [f"machine.{f}" for f in ("cpu_model", "cpu_count", "torch", "transformers")
                if earlier.get("machine", {}).get(f) != now.get(f)]
     if differ:
-        raise SystemExit(f"--merge: {path.name} was measured with another {', '.join(differ)}: measure every load again")
+        raise SystemExit(f"--merge: {args.out}.json was measured with another {', '.join(differ)}: measure every load again")
     loads_now = {int(x) for x in args.loads.split(",")}
     kept = [c for c in earlier["configurations"] if c["background_cores"] not in loads_now]
     return kept, {"file_date": earlier["machine"]["date"], "loads": sorted({c["background_cores"] for c in kept}),
@@ -271,12 +278,7 @@ def earlier_configurations(args: argparse.Namespace) -> tuple[list[dict[str, Any
 
 def recheck(out: str) -> None:
     """The checks of an existing results file recomputed from its stored repetitions (its machine block kept)."""
-    from _common import RESULTS_DIR
-
-    path = RESULTS_DIR / f"{out}.json"
-    if not path.is_file():
-        raise SystemExit(f"--recheck: {path.name} does not exist: nothing to recheck")
-    payload = json.loads(path.read_text())
+    payload = existing_results(out, "--recheck")
     payload["checks"] = checks(payload["configurations"])
     write_result(out, payload)
     log("checks", payload["checks"])
