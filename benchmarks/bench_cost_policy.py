@@ -42,12 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROMPTS, encode_prompt, hf_generate, hf_generate_kwargs, log, spread, write_result  # noqa: E402
 from _speculation import lookup_run, run_seconds  # noqa: E402
 
+from exactspec.gpu_impl.cli_args import DEFAULT_K  # noqa: E402
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 #: The README main command's prompt: SmolLM2-135M completes it correctly (`return a + b`) at T = 0.
 DEMO_PROMPT = 'Complete this Python function:\n\ndef add(a, b):\n    """Return the sum of a and b."""'
 FAMILIES = {**PROMPTS, "demo": DEMO_PROMPT}
-K = 4
+K = DEFAULT_K  # the README's fixed k and the cost policy's first k, as the CLI has them
 
 
 def _burn() -> None:

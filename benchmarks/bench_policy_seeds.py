@@ -1,12 +1,13 @@
 """The cost policy against fixed k over many sampled texts: at T > 0 each seed is another text, and 5 seeds
 (`bench_cost_policy.py`'s repetitions) can favour one k by what those 5 texts happen to copy.
 
-    python benchmarks/bench_policy_seeds.py [--family code] [--temperature 0.7] [--seeds 16] [--first-seed 100] [--ks 2,4]
+    python benchmarks/bench_policy_seeds.py [--family code] [--temperature 0.7] [--seeds 16] [--first-seed 100] [--ks 2,4] [--out NAME]
 
 SmolLM2-135M-Instruct, prompt-lookup draft, 64 new tokens (EOS honoured), the chat template.  For each seed
 (one run each, contenders in a fixed order): plain decoding, the cost policy and each fixed k; speedup =
 tokens/s over the same seed's plain run (calibration excluded); mean and median over seeds with the tokens
-per target call.  Writes benchmarks/results/policy_seeds_<family>.json.
+per target call.  Writes benchmarks/results/policy_seeds_<family>.json (or <NAME>.json with --out: use it for
+smoke runs, so that the stored results stay).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--first-seed", type=int, default=100)
     parser.add_argument("--ks", default="2,4")
+    parser.add_argument("--out", default=None, help="results file name (default policy_seeds_<family>)")
     args = parser.parse_args(argv)
     from exactspec.gpu_impl.models import load_default_model
 
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                       "speedup_mean": statistics.mean(rate / p for (rate, _), p in zip(values, plain)),
                       "tokens_per_target_call_mean": statistics.mean(t for _, t in values)}
                for name, values in figures.items() if name != "plain"}
-    write_result(f"policy_seeds_{args.family}", {"args": vars(args), "contenders": summary})
+    write_result(args.out or f"policy_seeds_{args.family}", {"args": vars(args), "contenders": summary})
     log({name: (round(s["speedup_mean"], 3), round(s["speedup"]["median"], 3)) for name, s in summary.items()})
     return 0
 
