@@ -29,6 +29,7 @@ from exactspec.cli import main as exactspec_main  # noqa: E402
 from exactspec.conformance.engine import samples  # noqa: E402
 from exactspec.conformance.engine.client import SamplerChain, parse_completion  # noqa: E402
 from exactspec.conformance.engine.jobs import Budget, plan_jobs, read_prompts, seed_list  # noqa: E402
+from exactspec.conformance.engine.mutant_server import loopback_socket  # noqa: E402
 
 VOCAB = 6
 PROMPTS = [{"prompt_id": "a", "prompt_tokens": [1, 2, 3]}, {"prompt_id": "b", "prompt_tokens": [1, 4]}]
@@ -102,9 +103,7 @@ class FakeLlama:
 @contextmanager
 def serve(fake: FakeLlama):
     """Run the fake on a free 127.0.0.1 port in a thread; yields its base URL; bounded start and stop."""
-    sock = socket.socket()
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as EngineServer: no ~40 ms Nagle wait per answer
-    sock.bind(("127.0.0.1", 0))
+    sock = loopback_socket()  # as EngineServer's: no ~40 ms Nagle wait per answer
     server = uvicorn.Server(uvicorn.Config(fake.app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -243,6 +243,17 @@ def build_app(backend: Backend, model_name: str = "exactspec-tiny") -> Any:
     ])
 
 
+def loopback_socket() -> socket.socket:
+    """A TCP socket bound to a free 127.0.0.1 port, for uvicorn to serve on (handed over: no port race).
+
+    Accepted connections inherit its TCP_NODELAY: without it each small answer waits ~40 ms on Nagle's
+    algorithm against the client's delayed ACK (45 ms a request against 1 ms of generation)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 class EngineServer:
     """Serve `backend` on 127.0.0.1 in a background thread: ``with EngineServer(b) as s: s.base_url``."""
 
@@ -257,11 +268,7 @@ class EngineServer:
     def __enter__(self) -> "EngineServer":
         import uvicorn
 
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        # accepted connections inherit TCP_NODELAY: without it each small answer waits ~40 ms on Nagle's
-        # algorithm against the client's delayed ACK (45 ms a request against 1 ms of generation)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))  # the OS picks a free port; the bound socket is handed over (no race)
+        sock = loopback_socket()
         port = sock.getsockname()[1]
         config = uvicorn.Config(build_app(self.backend, self.model_name), log_level="warning", access_log=False,
                                 lifespan="off")
