@@ -37,8 +37,7 @@ def make_draft(name: str, model: Any, cache: dict[Any, Any], cpu_matmul: str = "
 
 def lookup_run(model: Any, ids: Any, tokens: int, sampling: Any, contender: str, seed: int,
                eos_token_id: Any = None) -> Any:
-    """One run of `contender` ("plain": `generate_plain`; "cost": the CLI's default policy and k; "cost_cold": the
-    same without the acceptance rates carried from an earlier call on the prompt; "k<N>": fixed k = N)
+    """One run of `contender` ("plain": `generate_plain`; "cost": the CLI's default policy and k; "k<N>": fixed k = N)
     with a fresh prompt-lookup draft (n-grams up to 3) and a fresh generator, as each CLI call has."""
     from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
     from exactspec.gpu_impl.cli_args import DEFAULT_K
@@ -46,10 +45,8 @@ def lookup_run(model: Any, ids: Any, tokens: int, sampling: Any, contender: str,
 
     if contender == "plain":
         return generate_plain(model, ids, tokens, sampling=sampling, seed=seed, eos_token_id=eos_token_id)
-    cost = contender in ("cost", "cost_cold")
-    policy, k = ("cost", DEFAULT_K) if cost else ("fixed", int(contender.removeprefix("k")))
-    generator = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=k, sampling=sampling, adaptive_k=policy,
-                                     carry_acceptance=contender != "cost_cold")
+    policy, k = ("cost", DEFAULT_K) if contender == "cost" else ("fixed", int(contender.removeprefix("k")))
+    generator = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=k, sampling=sampling, adaptive_k=policy)
     return generator.generate(ids, tokens, seed=seed, eos_token_id=eos_token_id)
 
 

@@ -5,9 +5,7 @@
 SmolLM2-135M-Instruct (`load_default_model`), prompt-lookup draft, the README table's prompt families
 (code, summarisation, chat at T = 0 and 0.7) and the README's demo prompt (a function to complete, T = 0).
 For each background load (0, 1 or 2 processes that burn a core each, started by this script and always
-killed in `finally`) and each prompt: plain decoding, the cost policy (twice: `cost`, as the CLI runs it,
-starting from the acceptance rates the previous call on the prompt learned, the first repetition cold since
-this script forgets the prompt first; `cost_cold`, never carrying them), every fixed k in 1..8 (the k sweep)
+killed in `finally`) and each prompt: plain decoding, the cost policy, every fixed k in 1..8 (the k sweep)
 and transformers' `generate(prompt_lookup_num_tokens=4)` (its assisted generation with the same kind of
 draft; `assistant_model` does not apply to a prompt-lookup draft), interleaved rep by rep in a rotating
 order; repetition r samples with seed r in every contender (at T = 0.7 each contender sees the same 5
@@ -92,8 +90,7 @@ def _runs(model: Any, ids: Any, sampling: SamplingParams, tokens: int, eos: Any)
         new = hf_generate(model, ids, None, seed, **kwargs)
         return new, time.perf_counter() - start, None
 
-    return {"plain": ours("plain"), "cost": ours("cost"), "cost_cold": ours("cost_cold"),
-            **{f"k{k}": ours(f"k{k}") for k in FIXED_KS},
+    return {"plain": ours("plain"), "cost": ours("cost"), **{f"k{k}": ours(f"k{k}") for k in FIXED_KS},
             "hf_prompt_lookup": hf_prompt_lookup, "plain_again": ours("plain")}
 
 
@@ -101,7 +98,6 @@ def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats
     """Interleaved repeats (order rotated each repetition, repetition r samples with seed r in every contender);
     per-rep speedups (tokens/s) against the same rep's plain run, and plain decoding run a second time (an A/A
     control: how far two identical runs differ here)."""
-    forget_prompt(model, ids, sampling)
     runs = _runs(model, ids, sampling, tokens, eos)
     names = list(runs)
     rates: dict[str, list[float]] = {n: [] for n in names}
@@ -115,7 +111,7 @@ def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats
                            "new_tokens": [len(r.sequences[0]) for r in results["plain"]]}
     out["plain_again_ratio"] = spread([a / p for p, a in zip(rates["plain"], rates["plain_again"])])
     out["cost_tokens_per_s"], out["plain_again_tokens_per_s"] = rates["cost"], rates["plain_again"]
-    for name in ["cost", "cost_cold", *(f"k{k}" for k in FIXED_KS), "hf_prompt_lookup"]:
+    for name in ["cost", *(f"k{k}" for k in FIXED_KS), "hf_prompt_lookup"]:
         out[f"{name}_speedup"] = spread([s / p for p, s in zip(rates["plain"], rates[name])])
     for name in ["cost", f"k{K}"]:
         out[f"{name}_alpha"] = statistics.median(r.stats.acceptance_rate for r in results[name])
@@ -125,23 +121,10 @@ def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats
     best = max(FIXED_KS, key=lambda k: out[f"k{k}_speedup"]["median"])
     out["best_fixed_k"], out["best_fixed_speedup"] = best, out[f"k{best}_speedup"]
     out["cost_over_best_fixed"] = spread([c / f for c, f in zip(out["cost_speedup"]["values"], out[f"k{best}_speedup"]["values"])])
-    out["cost_cold_over_best_fixed"] = spread([c / f for c, f in zip(out["cost_cold_speedup"]["values"],
-                                                                     out[f"k{best}_speedup"]["values"])])
-    out["cost_carried"] = [r.stats.policy_summary.get("acceptance_carried") for r in results["cost"]]
     out["cost_decisions"] = [r.stats.policy_summary.get("rounds_per_k") for r in results["cost"]]
-    out["cost_cold_decisions"] = [r.stats.policy_summary.get("rounds_per_k") for r in results["cost_cold"]]
     out["cost_notes"] = [r.stats.policy_note for r in results["cost"]]
     out["cost_calibration"] = [(r.stats.calibration_source, round(r.stats.calibration_time_s, 3)) for r in results["cost"]]
     return out
-
-
-def forget_prompt(model: Any, ids: Any, sampling: SamplingParams) -> None:
-    """Remove the acceptance rates an earlier run of this script left for the prompt: the configuration's first
-    cost run starts cold, the next ones from the one before (`acceptance_memory`), as a user's repeated calls."""
-    from exactspec.gpu_impl.acceptance_memory import forget_carry, memory_key, prompt_digest
-    from exactspec.gpu_impl.drafts import PromptLookupDraft
-
-    forget_carry(memory_key(model, PromptLookupDraft(ngram_max=3), sampling), prompt_digest(ids, None))
 
 
 def below_beyond_noise(ratios: list[float], floor: float, level: float = 0.05) -> bool:
@@ -191,9 +174,6 @@ def checks(configurations: list[dict[str, Any]]) -> dict[str, Any]:
             "regret_over_10pct_beyond_noise": regret_beyond, "regret_over_10pct_held_out": regret_held_out,
             "cost_at_least_hf_prompt_lookup": not hf, "behind_hf": hf, "behind_hf_beyond_noise": hf_beyond,
             "worst": {"cost_over_plain": worst("cost_speedup"), "cost_over_best_fixed": worst("cost_over_best_fixed"),
-                      **({"cost_cold_over_plain": worst("cost_cold_speedup"),
-                          "cost_cold_over_best_fixed": worst("cost_cold_over_best_fixed")}
-                         if all("cost_cold_speedup" in c for c in configurations) else {}),
                       "cost_over_best_fixed_held_out": worst("cost_over_best_fixed_held_out"),
                       "cost_over_hf": worst("cost_over_hf")},
             "plain_again_below_0.95": [c["name"] for c in configurations if c["plain_again_ratio"]["median"] < 0.95],

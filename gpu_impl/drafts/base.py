@@ -30,12 +30,6 @@ class DraftSource(ABC):
         prefill, the next pending token came from the last slot) and after each `accept` (row b's next pending
         token came from slot counts[b] - 1). Called only when `wants_target_hidden`; a no-op by default."""
 
-    def identity(self) -> str:
-        """The source and the settings that change what it proposes, as text (by default its class name).
-        With the fingerprints of the models it holds it keys the cost policy's carried acceptance rates
-        (`acceptance_memory.draft_identity`); a source with settings adds them."""
-        return type(self).__name__
-
     def step_seconds(self) -> float:
         """Seconds to draft one token right now (after `reset`), for the cost model; 0 for a source without a model."""
         return 0.0

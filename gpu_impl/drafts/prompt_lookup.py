@@ -34,9 +34,6 @@ class PromptLookupDraft(DraftSource):
             raise ValueError(f"ngram_max must be an integer >= ngram_min ({ngram_min}), got {ngram_max!r}")
         self.ngram_max, self.ngram_min = ngram_max, ngram_min
 
-    def identity(self) -> str:
-        return f"{type(self).__name__}(ngram {self.ngram_min}..{self.ngram_max})"
-
     def reset(self, input_ids, valid, vocab_size) -> None:
         rows = input_ids.tolist()
         masks = valid.tolist() if valid is not None else [[True] * len(r) for r in rows]
