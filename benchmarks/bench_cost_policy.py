@@ -8,8 +8,9 @@ For each background load (0, 1 or 2 processes that burn a core each, started by 
 killed in `finally`) and each prompt: plain decoding, the cost policy, every fixed k in 1..8 (the k sweep)
 and transformers' `generate(prompt_lookup_num_tokens=4)` (its assisted generation with the same kind of
 draft; `assistant_model` does not apply to a prompt-lookup draft), interleaved rep by rep in a rotating
-order; repetition r samples with seed r in every contender (at T = 0.7 each contender sees the same 5
-samples, not one).  Every policy run uses a fresh generator, as the CLI does, so each starts from the
+order; repetition r samples with seed r in every contender (at T = 0.7 each of ours emits plain decoding's
+sample for that seed, since a prompt-lookup draft is verified on plain's stream: the k are compared on the
+same 5 texts; transformers' draws its own).  Every policy run uses a fresh generator, as the CLI does, so each starts from the
 cached calibration.  Each load level runs in a fresh process with the threads and OpenMP wait policy the
 CLI would choose under it (`gpu_impl.cpu_threads`), unless --threads.  Speedup = tokens/s over plain
 tokens/s of the same repetition (calibration time excluded, as the CLI reports it); medians with min/max.
@@ -18,9 +19,9 @@ the policy's decision per run, an A/A control (plain decoding run twice per repe
 identical runs show here) and the checks (`checks`): cost >= 0.95 x plain, within 10 % of the best fixed
 k, >= transformers, each with the misses beyond the noise (a one-sided signed-rank test) and the worst
 configuration; the regret also with the best k chosen on the other repetitions (`held_out_regret`).
---quick: T = 0 only, 2 repeats, 48 tokens.  --merge keeps the existing file's configurations of the loads
-not measured now (refused unless setup and machine match).  --recheck recomputes the checks of the existing
-file from its repetitions and measures nothing.
+--quick: T = 0 only, 2 repeats, 48 tokens.  --merge keeps the existing file's configurations (family,
+temperature, load) not measured now (refused unless setup and machine match; `merged` names them).
+--recheck recomputes the checks of the existing file from its repetitions and measures nothing.
 """
 
 from __future__ import annotations
@@ -115,8 +116,8 @@ def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats
         out[f"{name}_speedup"] = spread([s / p for p, s in zip(rates["plain"], rates[name])])
     for name in ["cost", f"k{K}"]:
         out[f"{name}_alpha"] = statistics.median(r.stats.acceptance_rate for r in results[name])
-        out[f"{name}_same_tokens_as_plain"] = all(r.sequences == q.sequences for r, q in zip(results[name], results["plain"])) \
-            if sampling.greedy else None
+        # at T > 0 too: a prompt-lookup draft is verified on plain decoding's stream (gpu_impl.generator)
+        out[f"{name}_same_tokens_as_plain"] = all(r.sequences == q.sequences for r, q in zip(results[name], results["plain"]))
     out["fixed_speedup"] = out[f"k{K}_speedup"]  # the README's fixed k = 4
     best = max(FIXED_KS, key=lambda k: out[f"k{k}_speedup"]["median"])
     out["best_fixed_k"], out["best_fixed_speedup"] = best, out[f"k{best}_speedup"]
@@ -253,14 +254,21 @@ def existing_results(out: str, option: str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-SAME_SETUP = ("repeats", "max_new_tokens", "families", "temperatures", "threads", "k", "draft", "demo_prompt")
+SAME_SETUP = ("repeats", "max_new_tokens", "threads", "k", "draft", "demo_prompt")
+
+
+def measured_now(args: argparse.Namespace) -> set[tuple[str, float, int]]:
+    """(family, temperature, load) of every configuration this run measures."""
+    temperatures = [float(t) for t in args.temperatures.split(",")]
+    return {(family, t, int(load)) for family in args.families.split(",") for load in args.loads.split(",")
+            for t in ([0.0] if family == "demo" else temperatures)}
 
 
 def earlier_configurations(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """--merge: the existing file's configurations for the loads not measured now, and where they came from.
+    """--merge: the existing file's configurations this run does not measure, and where they came from.
 
-    Refuses a file measured with another setup (repeats, tokens, families, temperatures, threads, k, draft)
-    or on another machine: its figures and this run's would not be one comparison."""
+    Refuses a file measured with another setup (repeats, tokens, threads, k, draft) or on another machine:
+    its figures and this run's would not be one comparison."""
     from _common import machine_info
 
     earlier = existing_results(args.out, "--merge")
@@ -270,11 +278,24 @@ def earlier_configurations(args: argparse.Namespace) -> tuple[list[dict[str, Any
     differ += [f"machine.{f}" for f in ("cpu_model", "cpu_count", "torch", "transformers")
                if earlier.get("machine", {}).get(f) != now.get(f)]
     if differ:
-        raise SystemExit(f"--merge: {args.out}.json was measured with another {', '.join(differ)}: measure every load again")
-    loads_now = {int(x) for x in args.loads.split(",")}
-    kept = [c for c in earlier["configurations"] if c["background_cores"] not in loads_now]
-    return kept, {"file_date": earlier["machine"]["date"], "loads": sorted({c["background_cores"] for c in kept}),
-                  "elapsed_s": earlier.get("elapsed_s")}
+        raise SystemExit(f"--merge: {args.out}.json was measured with another {', '.join(differ)}: measure every configuration again")
+    now_measured = measured_now(args)
+    kept = [c for c in earlier["configurations"]
+            if (c["family"], float(c["temperature"]), c["background_cores"]) not in now_measured]
+    return kept, {"file_date": earlier["machine"]["date"], "configurations": [c["name"] for c in kept],
+                  "loads": sorted({c["background_cores"] for c in kept}), "elapsed_s": earlier.get("elapsed_s")}
+
+
+def file_scope(args: argparse.Namespace, kept: list[dict[str, Any]]) -> dict[str, str]:
+    """The families, temperatures and loads of a merged file: this run's and the kept configurations'."""
+    def union(now: str, earlier: list[str]) -> str:
+        values = now.split(",") + earlier
+        return ",".join(sorted(set(values), key=values.index))
+
+    return {"families": union(args.families, [c["family"] for c in kept]),
+            "temperatures": union(",".join(f"{float(t):g}" for t in args.temperatures.split(",")),
+                                  [f"{c['temperature']:g}" for c in kept if c["family"] != "demo"]),
+            "loads": union(args.loads, [str(c["background_cores"]) for c in kept])}
 
 
 def recheck(out: str) -> None:
@@ -298,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
                                          "demo_prompt": DEMO_PROMPT}, "configurations": []}
     if args.merge:
         payload["configurations"], payload["merged"] = earlier_configurations(args)
+        payload["setup"].update(file_scope(args, payload["configurations"]))
     started = time.perf_counter()
     forwarded = list(argv if argv is not None else sys.argv[1:])
     rows_file = Path(tempfile.mkdtemp()) / "rows.json"

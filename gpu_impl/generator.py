@@ -5,6 +5,12 @@ Batches are ragged: every row accepts its own number of drafts.  Both caches kee
 and position ids (see `kv`), so each row computes exactly what it would alone; each row also owns its
 random stream (seed + b), so row b of a batch reproduces a lone run seeded seed + b (up to float
 summation order in batched matmuls).  One host sync per round reads the emitted tokens.
+
+A deterministic draft (prompt lookup: q one-hot) at T > 0 is verified by sampler-match, the standard rule's
+law for a one-hot q (proofs C10): each position's token is drawn from p by the next uniform and the draft is
+kept while they agree.  On a CPU each row's stream is then rewound to the uniforms the round used (one per
+emitted token, as a plain step), so the tokens are plain decoding's for the same seed, whatever k was chosen
+and whatever was proposed (up to float summation order): benchmarks compare k on the same samples.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from .k_policy import POLICIES, CostModelK, Costs, next_k
 from .kv import CachedModel
 from .plain import plain_step
 from .prompts import TokenCollector, check_limits, check_prompt, row_seeds
-from .randomness import make_generators
+from .randomness import make_generators, rewind, stream_states
 from .sampler import MODES, verify_batch
 from .stats import GenerationResult, SpecStats
 from .vocab import logit_width
@@ -78,6 +84,18 @@ class SpeculativeGenerator:
         self.costs: dict[int, Costs] = {}  # measured per batch size, for the "cost" policy
         self.precise_timing = precise_timing  # synchronize CUDA around timed sections (costs overlap)
         self.on_progress = on_progress  # receives progress lines of the cost calibration (when one runs)
+
+    @property
+    def plain_coupled(self) -> bool:
+        """Verify by sampler-match on plain decoding's stream (module docstring): a deterministic draft at T > 0.
+        Read each round: the CLI sets `sampling` per batch."""
+        return self.mode == "standard" and self.draft.deterministic and not self.sampling.greedy
+
+    @property
+    def same_tokens_as_plain(self) -> bool:
+        """Whether the tokens are plain decoding's for the same seeds (up to float summation order): greedy
+        sampling, or `plain_coupled` on a CPU (where each round rewinds the streams)."""
+        return self.sampling.greedy or (self.plain_coupled and self.target.device.type == "cpu")
 
     def _clock(self) -> float:
         if self.precise_timing and self.target.device.type == "cuda":
@@ -197,13 +215,18 @@ class SpeculativeGenerator:
             raise ValueError(f"draft source proposed {draft_tokens.shape[1]} tokens, more than k = {k}")
         t1 = self._clock()
         logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
+        states = None
         if draft_tokens.shape[1] == 0:  # nothing proposed: a plain decoding step from p (at T = 0 its argmax)
             tokens = plain_step(logits[:, 0], self.sampling, generators)[:, None]
             counts = torch.ones_like(tokens[:, 0])
         else:
-            tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, self.mode)
+            states = stream_states(generators) if self.plain_coupled else None
+            mode = "sampler_match" if self.plain_coupled else self.mode
+            tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, mode)
         host = torch.cat([tokens, counts[:, None]], dim=1).tolist()  # the round's one device->host sync
         emitted = [row[: row[-1]] for row in host]
+        if states is not None:
+            rewind(generators, states, [len(row) for row in emitted])
         self.target.keep_in_tail(tokens.shape[1], counts, [len(row) for row in emitted])
         t2 = self._clock()
         self.draft.accept(tokens, counts, emitted)

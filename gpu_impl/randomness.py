@@ -22,7 +22,7 @@ Generators = torch.Generator | Sequence[torch.Generator] | None
 
 NOISE_DTYPE = torch.float64  # float32 noise would resolve probabilities only down to ~6e-8
 
-__all__ = ["Generators", "make_generators", "uniform", "exponential", "race", "sample"]
+__all__ = ["Generators", "make_generators", "uniform", "exponential", "race", "sample", "stream_states", "rewind"]
 
 
 def make_generators(seeds: Sequence[int], device: torch.device | str) -> list[torch.Generator]:
@@ -52,6 +52,26 @@ def exponential(batch: int, shape: tuple[int, ...], generators: Generators, devi
     """Exp(1) float64 noise of shape (batch, *shape), strictly positive."""
     noise = _per_row(lambda out, g: out.exponential_(generator=g), batch, shape, generators, device)
     return noise.clamp_min_(torch.finfo(NOISE_DTYPE).tiny)
+
+
+def stream_states(generators: Generators) -> list[torch.Tensor] | None:
+    """Each row's generator state, to `rewind` to after a round: only for per-row CPU generators (None else).
+
+    A CPU generator (mt19937) fills a float64 tensor one number at a time, so n draws then m draws equal
+    n + m draws (tests/test_gpu_coupled.py checks it); other devices' generators promise no such thing."""
+    if generators is None or isinstance(generators, torch.Generator) or any(g.device.type != "cpu" for g in generators):
+        return None
+    return [g.get_state() for g in generators]
+
+
+def rewind(generators: Sequence[torch.Generator], states: Sequence[torch.Tensor], used: Sequence[int]) -> None:
+    """Row b's stream back at `states[b]`, advanced by `used[b]` U[0, 1) draws: as if the round had drawn only
+    the uniforms it used.  The ones it drew and did not use decided nothing, so drawing them again later is
+    drawing fresh ones."""
+    for generator, state, n in zip(generators, states, used):
+        generator.set_state(state)
+        if n:
+            torch.empty(n, dtype=NOISE_DTYPE).uniform_(generator=generator)
 
 
 def sample(probs: torch.Tensor, generators: Generators, method: str = "auto") -> torch.Tensor:

@@ -38,6 +38,15 @@ def test_generate_tiny_greedy_matches_plain(capsys):
     assert code2 == 0 and out2 == out
 
 
+def test_generate_tiny_sampled_lookup_matches_plain(capsys):
+    """At T > 0 a prompt-lookup draft is verified on plain decoding's stream: the same tokens for the same seed."""
+    code, _, err = _run(capsys, "abc abc abc", "--tiny", "--draft", "prompt-lookup", "--temperature", "0.8",
+                        "--max-new-tokens", "16", "--seed", "3", "--compare-plain")
+    assert code == 0, err
+    assert "sampled outputs (a deterministic draft, verified on plain decoding's random stream) identical to plain " \
+           "decoding: yes" in err
+
+
 def test_generate_tiny_is_reproducible_and_no_stream(capsys):
     # a seed fixes the tokens only under a k schedule that does not follow the timers
     args = ["xyz", "--tiny", "--draft", "prompt-lookup", "--max-new-tokens", "8", "--seed", "5", "--k-policy", "fixed"]

@@ -23,6 +23,10 @@ class DraftSource(ABC):
     def check_compatible(self, target_model: torch.nn.Module, target_tokenizer=None) -> None:
         """Raise ValueError if this source cannot draft for `target_model` (e.g. other vocabulary)."""
 
+    #: True when the proposal is a function of the context alone (q one-hot on it, e.g. prompt lookup): the
+    #: generator then verifies by sampler-match, whose tokens at T > 0 are plain decoding's for the same seed.
+    deterministic = False
+
     wants_target_hidden = False  # True: the generator keeps the target's final-norm states for `observe_target`
 
     def observe_target(self, hidden: torch.Tensor | None, counts: torch.Tensor | None) -> None:

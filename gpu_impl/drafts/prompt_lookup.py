@@ -27,6 +27,8 @@ def lookup(context: list[int], k: int, ngram_max: int, ngram_min: int) -> list[i
 class PromptLookupDraft(DraftSource):
     """Propose the continuation of the last matching n-gram (ngram_max down to ngram_min)."""
 
+    deterministic = True
+
     def __init__(self, ngram_max: int = 3, ngram_min: int = 1):
         if isinstance(ngram_min, bool) or not isinstance(ngram_min, int) or ngram_min < 1:
             raise ValueError(f"ngram_min must be an integer >= 1, got {ngram_min!r}")
