@@ -11,8 +11,8 @@ draft; `assistant_model` does not apply to a prompt-lookup draft), interleaved r
 order; repetition r samples with seed r in every contender (at T = 0.7 each of ours emits plain decoding's
 sample for that seed, since a prompt-lookup draft is verified on plain's stream: the k are compared on the
 same 5 texts; transformers' draws its own).  Every policy run uses a fresh generator, as the CLI does, so
-each starts from the cached calibration.  Each load level runs in a fresh process with the threads and OpenMP wait policy the
-CLI would choose under it (`gpu_impl.cpu_threads`), unless --threads.  Speedup = tokens/s over plain
+each starts from the cached calibration.  Each load level runs in a fresh process with the threads and
+OpenMP wait policy the CLI would choose under it (`gpu_impl.cpu_threads`), unless --threads.  Speedup = tokens/s over plain
 tokens/s of the same repetition (calibration time excluded, as the CLI reports it); medians with min/max.
 Writes benchmarks/results/cost_policy.json (rewritten after every configuration) with the load averages,
 the policy's decision per run, an A/A control (plain decoding run twice per repetition: the noise two
