@@ -76,9 +76,8 @@ def speed_line(stats: Any, rows: int) -> str:
     return f"speed: {speed:.1f} tokens/s ({stats.new_tokens} tokens{per_row} in {seconds:.2f} s)"
 
 
-def plain_lines(pairs: list[tuple[Any, Any]], same_as_plain: str = "") -> list[str]:
-    """Plain decoding's speed beside the speculative one and, where the tokens should be plain's (`same_as_plain`
-    names those outputs: greedy, or a deterministic draft on plain's stream), whether they are.
+def plain_lines(pairs: list[tuple[Any, Any]]) -> list[str]:
+    """Plain decoding's speed beside the speculative one.
 
     `pairs`: (speculative, plain) results run one after the other; the speedup is the median of the pairs'
     ratios (a single ~1 s pair moved by a burst on a shared CPU says little on its own)."""
@@ -88,10 +87,14 @@ def plain_lines(pairs: list[tuple[Any, Any]], same_as_plain: str = "") -> list[s
     spread = f" (median of {len(ratios)} interleaved pairs, {ratios[0]:.2f}-{ratios[-1]:.2f}x)" if len(ratios) > 1 else ""
     lines = [f"plain decoding: {plain_speed:.1f} tokens/s ({plain.stats.new_tokens} tokens in {plain_s:.2f} s); "
              f"speedup {statistics.median(ratios):.2f}x{spread}"]
-    if same_as_plain:
-        same = all(p.sequences == s.sequences for s, p in pairs)
-        lines.append(f"{same_as_plain} identical to plain decoding: {'yes' if same else 'NO'}")
     return lines
+
+
+def identical_line(greedy: bool, identical: bool) -> str:
+    """Whether outputs that should be plain decoding's for the same seeds (greedy ones, or a deterministic
+    draft's verified on plain's random stream) are."""
+    outputs = "greedy outputs" if greedy else "sampled outputs (a deterministic draft, verified on plain decoding's random stream)"
+    return f"{outputs} identical to plain decoding: {'yes' if identical else 'NO'}"
 
 
 def speedup(speculative: Any, plain: Any) -> float:

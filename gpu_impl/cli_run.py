@@ -151,25 +151,18 @@ def _batch_figures(runner: BatchRunner, group: list[PromptRow], result: Any, lab
         triples = [(result, runner.plain(group), runner.fixed(group))]
         triples += [(runner.speculative(group), runner.plain(group), runner.fixed(group)) for _ in range(COMPARE_PAIRS - 1)]
         pairs = [(s, p) for s, p, _ in triples]
-        lines += output.plain_lines(pairs, _same_as_plain(group[0].sampling.greedy, runner.generator))
+        lines += output.plain_lines(pairs)
+        if runner.generator.same_tokens_as_plain:  # greedy, or a deterministic draft on plain's stream
+            record["identical_to_plain"] = all(p.sequences == s.sequences for s, p in pairs)
+            lines.append(output.identical_line(runner.generator.sampling.greedy, record["identical_to_plain"]))
         record["plain"] = output.stats_record(pairs[0][1].stats)
         record["speedups"] = [round(output.speedup(s, p), 4) for s, p in pairs]
         if runner.fixed_generator is not None:
             lines += output.fixed_lines(triples, runner.args.k, runner.args.k_policy)
             record["fixed_k_speedups"] = [round(output.speedup(f, p), 4) for _, p, f in triples]
-        if runner.generator.same_tokens_as_plain:
-            record["identical_to_plain"] = all(p.sequences == s.sequences for s, p in pairs)
         if group[0].sampling.greedy:
             record["greedy_identical_to_plain"] = record["identical_to_plain"]
     return lines, record
-
-
-def _same_as_plain(greedy: bool, generator: Any) -> str:
-    """Which outputs should be plain decoding's for the same seeds ("" when none): see `plain_lines`."""
-    if greedy:
-        return "greedy outputs"
-    return "sampled outputs (a deterministic draft, verified on plain decoding's random stream)" \
-        if generator.same_tokens_as_plain else ""
 
 
 def _header(args: argparse.Namespace, plan: Plan, target: Target, draft_desc: str, rows: list[PromptRow],
