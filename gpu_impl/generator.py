@@ -30,7 +30,7 @@ from .k_policy import POLICIES, CostModelK, Costs, next_k
 from .kv import CachedModel
 from .plain import plain_step
 from .prompts import TokenCollector, check_limits, check_prompt, row_seeds
-from .randomness import make_generators, rewind, stream_states
+from .randomness import make_generators, rewind, rewindable, stream_states
 from .sampler import MODES, verify_batch
 from .stats import GenerationResult, SpecStats
 from .vocab import logit_width
@@ -95,7 +95,7 @@ class SpeculativeGenerator:
     def same_tokens_as_plain(self) -> bool:
         """Whether the tokens are plain decoding's for the same seeds (up to float summation order): greedy
         sampling, or `plain_coupled` on a CPU (where each round rewinds the streams)."""
-        return self.sampling.greedy or (self.plain_coupled and self.target.device.type == "cpu")
+        return self.sampling.greedy or (self.plain_coupled and rewindable(self.target.device))
 
     def _clock(self) -> float:
         if self.precise_timing and self.target.device.type == "cuda":

@@ -54,12 +54,18 @@ def exponential(batch: int, shape: tuple[int, ...], generators: Generators, devi
     return noise.clamp_min_(torch.finfo(NOISE_DTYPE).tiny)
 
 
-def stream_states(generators: Generators) -> list[torch.Tensor] | None:
-    """Each row's generator state, to `rewind` to after a round: only for per-row CPU generators (None else).
+def rewindable(device: torch.device) -> bool:
+    """Whether generators on `device` can be rewound (`stream_states`, `rewind`): CPU ones only.
 
     A CPU generator (mt19937) fills a float64 tensor one number at a time, so n draws then m draws equal
     n + m draws (tests/test_gpu_coupled.py checks it); other devices' generators promise no such thing."""
-    if generators is None or isinstance(generators, torch.Generator) or any(g.device.type != "cpu" for g in generators):
+    return torch.device(device).type == "cpu"
+
+
+def stream_states(generators: Generators) -> list[torch.Tensor] | None:
+    """Each row's generator state, to `rewind` to after a round: only for per-row generators that are
+    `rewindable` (None else)."""
+    if generators is None or isinstance(generators, torch.Generator) or not all(rewindable(g.device) for g in generators):
         return None
     return [g.get_state() for g in generators]
 

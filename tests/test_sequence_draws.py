@@ -1,4 +1,4 @@
-"""How the sequence suite draws and scores its samples at the standard profile: rows of generate_batch calls
+"""How the sequence suite draws and scores its samples: rows of generate_batch calls
 with seeds spaced by the batch size, batched teacher forcing, case workers."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class _Recorder:
 class _Run:
     def __init__(self, adapter, rows_per_call):
         self.adapter, self.base, self.target, self.draft = adapter, 1000, None, None
-        self.settings = type("S", (), {"rows_per_call": rows_per_call})()
+        self.rows_per_call = rows_per_call
         self.case = type("C", (), {"max_new_tokens": 1, "sampling": SamplingParams(1.0), "k": 2, "batch": 1})()
         self.prompts = [(1, 2, 3)]
 
@@ -62,7 +62,7 @@ def test_multi_prompt_case_packs_copies_of_its_prompts_into_each_call():
     quick = _Run(_Recorder(), rows_per_call=1)
     quick.case.batch, quick.prompts = 2, [(1, 2, 3), (4, 5, 6)]
     draws.draw_rows(quick, 3)
-    assert quick.adapter.calls == [(2, 1000), (2, 1001), (2, 1002)]  # quick: one call per sample, seed base + i
+    assert quick.adapter.calls == [(2, 1000), (2, 1001), (2, 1002)]  # 1 row per call: one call per sample, seed base + i
 
 
 def test_draw_without_generate_batch_calls_generate_per_sample():
@@ -96,9 +96,10 @@ class _SharedStream(GpuImplAdapter):
         return [row] * len(prompts)
 
 
-def test_standard_profile_rejects_rows_that_share_one_stream():
-    assert get_profile("standard").sequence.rows_per_call == 32
-    result = run_sequence_result(_SharedStream(), "standard", cases=["t1.0_k2"])
+@pytest.mark.parametrize("profile", ["quick", "standard"])
+def test_every_profile_rejects_rows_that_share_one_stream(profile):
+    assert get_profile(profile).sequence.rows_for("exact") == 32
+    result = run_sequence_result(_SharedStream(), profile, cases=["t1.0_k2"])
     case = result.cases[0]
     assert case["status"] == "ok" and case["rows_per_call"] == 32
     assert result.verdict == "NOT_EXACT" and not case["passed"]
@@ -110,3 +111,13 @@ def test_case_workers_give_the_records_of_a_serial_run():
     parallel = run_sequence_result("reference", "quick", cases=cases, workers=2)
     assert [(r.case, r.check, r.passed, r.result.p_value) for r in parallel.records] == \
         [(r.case, r.check, r.passed, r.result.p_value) for r in serial.records]
+
+
+def test_quick_draws_its_pit_cases_one_generate_call_per_sample():
+    """The batch-1 path's law stays certified at quick: its PIT cases call `generate` once per sample."""
+    quick, standard = get_profile("quick").sequence, get_profile("standard").sequence
+    assert (quick.rows_for("pit"), quick.rows_for("exact"), standard.rows_for("pit")) == (1, 32, 32)
+    result = run_sequence_result(GpuImplAdapter(), "quick", cases=["pit_t1.0_k4", "t1.0_k2"])
+    assert result.verdict == "CERTIFIED"
+    assert {c["name"]: c["rows_per_call"] for c in result.cases} == {"pit_t1.0_k4": 1, "t1.0_k2": 32}
+    assert result.extra["pit_rows_per_call"] == 1 and result.extra["rows_per_call"] == 32

@@ -1,10 +1,10 @@
 """How the sequence suite draws its samples from an adapter: one `generate` call per sample, or rows of
 `generate_batch` calls.
 
-At the quick profile every sample of a single-prompt case is one `generate(prompt, seed)` call with seed
-`base + i` (the batch-1 path is what is certified there). The standard and full profiles need ~10^4-10^5
-sequences per case, so where the adapter offers `generate_batch` each call draws `rows_per_call` samples
-at once: the same prompt repeated `rows_per_call` times (a multi-prompt case: its prompts repeated), seed `base + j * rows_per_call` for call j (seeds of
+A case needs 10^3-10^5 sequences, so where the adapter offers `generate_batch` each call draws
+`rows_per_call` samples at once (`SequenceSettings.rows_for(case.level)`, `run.rows_per_call`; the quick
+profile draws its PIT cases one `generate(prompt, seed)` call per sample, seed `base + i`, so the batch-1
+path's law is certified there too): the same prompt repeated `rows_per_call` times (a multi-prompt case: its prompts repeated), seed `base + j * rows_per_call` for call j (seeds of
 consecutive calls are spaced by the batch size, so an implementation that gives row r the stream of seed + r
 draws every sample from its own seed, the same seeds a batch-1 run would use). Exactness then requires
 every row to follow the law *and* the rows of one call to be independent (a batch that shares one stream
@@ -36,7 +36,7 @@ def _as_ids(out: Sequence[Any]) -> list[int]:
 
 def draw(run: Any, prompt: Sequence[int], k: int, n: int) -> tuple[list[list[int]], list[int]]:
     """n samples of the case from `prompt`, and the seed of the call each came from (a batched call's rows share it)."""
-    case, rows = run.case, run.settings.rows_per_call
+    case, rows = run.case, run.rows_per_call
     if not batched(run.adapter, rows):
         seeds = [run.base + i for i in range(n)]
         return [run.generate(prompt, k, seed) for seed in seeds], seeds
@@ -64,7 +64,7 @@ def draw_rows(run: Any, n: int) -> tuple[list[list[list[int]]], list[int]]:
     if not callable(getattr(run.adapter, "generate_batch", None)):
         raise Unsupported("adapter offers no generate_batch")
     prompts = [list(p) for p in run.prompts[: case.batch]]
-    copies = max(1, rows_used(run.adapter, run.settings.rows_per_call) // case.batch)
+    copies = max(1, rows_used(run.adapter, run.rows_per_call) // case.batch)
     rows: list[list[list[int]]] = [[] for _ in prompts]
     seeds = []
     for j in range(-(-n // copies)):

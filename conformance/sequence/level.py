@@ -23,7 +23,7 @@ from ..loader import call_implementation
 from .cases import CASES, REAL_CASES, Case
 from .registry import SEQUENCE_CHECKS, case_laws
 
-SUITE_VERSION = 4  # 4: cases on the core's driver (any executor); 3: generate_batch rows, case workers
+SUITE_VERSION = 5  # 5: quick draws its exact cases as generate_batch rows; 4: cases on the core's driver; 3: batch rows
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class SequenceRun:
 
         self.adapter, self.impl, self.case, self.profile = subject.adapter, subject.name, case, profile
         self.settings = profile.sequence
+        self.rows_per_call = self.settings.rows_for(case.level)  # samples per generate_batch call (draws)
         self.target, self.draft, self.prompts = case_models(case)
         self.vocab, self.eos = int(self.target.config.vocab_size), eos_of(self.target)
         self.base = case_seed(case.name, "sequence")  # sample i uses seed base + i
@@ -92,7 +93,7 @@ def _exact(run: SequenceRun, n: int) -> list[CheckRecord]:
     run.info.update(n=n, n_planned_for_target_tv=n, target_tv=run.settings.target_tv,
                     min_expected=run.settings.min_expected(n))
     run.rows, seeds = draws.draw_rows(run, n)
-    run.info["rows_per_call"] = draws.rows_used(run.adapter, run.settings.rows_per_call)
+    run.info["rows_per_call"] = draws.rows_used(run.adapter, run.rows_per_call)
     return [run.record("contract", structure_check([s for r in run.rows for s in r], case.max_new_tokens, run.eos,
                                                    run.vocab, seeds * case.batch))]
 
@@ -104,7 +105,7 @@ def _pit(run: SequenceRun, n: int) -> list[CheckRecord]:
 
     case, prompt = run.case, list(run.prompts[0])
     samples, seeds = draws.draw(run, prompt, case.k, n)
-    run.info.update(n=n, rows_per_call=draws.rows_used(run.adapter, run.settings.rows_per_call))
+    run.info.update(n=n, rows_per_call=draws.rows_used(run.adapter, run.rows_per_call))
     structure = run.record("contract", structure_check(samples, case.max_new_tokens, run.eos, run.vocab, seeds))
     zero_check, run.values = pit_of_samples(run.target, prompt, samples, seeds, case.sampling, run.base,
                                             case.max_new_tokens)
@@ -181,6 +182,7 @@ class SequenceLevel(Level):
                 entry["passed"] = None
         result.extra.update({"suite_version": SUITE_VERSION, "real_model": any(c.models == "real" for c in cases),
                              "rows_per_call": result.profile.sequence.rows_per_call,
+                             "pit_rows_per_call": result.profile.sequence.rows_for("pit"),
                              "failed_cases": [c["name"] for c in result.cases if c.get("passed") is False],
                              "unsupported_cases": [c["name"] for c in result.cases if c["status"] == "unsupported"]})
 
