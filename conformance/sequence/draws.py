@@ -4,12 +4,13 @@
 A case needs 10^3-10^5 sequences, so where the adapter offers `generate_batch` each call draws
 `rows_per_call` samples at once (`SequenceSettings.rows_for(case.level)`, `run.rows_per_call`; the quick
 profile draws its PIT cases one `generate(prompt, seed)` call per sample, seed `base + i`, so the batch-1
-path's law is certified there too): the same prompt repeated `rows_per_call` times (a multi-prompt case: its prompts repeated), seed `base + j * rows_per_call` for call j (seeds of
-consecutive calls are spaced by the batch size, so an implementation that gives row r the stream of seed + r
-draws every sample from its own seed, the same seeds a batch-1 run would use). Exactness then requires
-every row to follow the law *and* the rows of one call to be independent (a batch that shares one stream
-position across rows, or mixes rows up, is a defect and shows as a failed law: duplicated samples inflate
-every count). Adapters without `generate_batch` are called once per sample at every profile.
+path's law is certified there too): the same prompt repeated `rows_per_call` times (a multi-prompt case:
+its prompts repeated), seed `base + j * rows_per_call` for call j (seeds of consecutive calls are spaced by
+the batch size, so an implementation that gives row r the stream of seed + r draws every sample from its
+own seed, the same seeds a batch-1 run would use). Exactness then requires every row to follow the law *and*
+the rows of one call to be independent (a batch that shares one stream position across rows, or mixes rows
+up, is a defect and shows as a failed law: duplicated samples inflate every count). Adapters without
+`generate_batch` are called once per sample at every profile.
 """
 
 from __future__ import annotations
