@@ -1,7 +1,7 @@
 """How the sequence suite draws its samples from an adapter: one `generate` call per sample, or rows of
 `generate_batch` calls.
 
-A case needs 10^3-10^5 sequences, so where the adapter offers `generate_batch` each call draws
+A case needs 10^2-10^5 sequences, so where the adapter offers `generate_batch` each call draws
 `rows_per_call` samples at once (`SequenceSettings.rows_for(case.level)`, `run.rows_per_call`; the quick
 profile draws its PIT cases one `generate(prompt, seed)` call per sample, seed `base + i`, so the batch-1
 path's law is certified there too): the same prompt repeated `rows_per_call` times (a multi-prompt case:
