@@ -1,12 +1,14 @@
 """How many CPU threads, and which OpenMP wait policy, `exactspec generate` starts with on a busy machine.
 
-On this 2-core machine (SmolLM2-135M, plain decoding): idle, 2 spinning threads ran 20-24 tokens/s and 2
-passive ones 11-13; with one core busy with other work, benchmarks/results/cost_policy.json has 4.7-6.5
-tokens/s for 2 spinning threads (commit 0719395) and 11.5-18.3 for 1 thread; with every core busy (load
-5-15), spinning threads that wait for a descheduled peer slowed each forward 50-200x.  So: one thread per
-core left free while other work keeps some cores busy, passive waits while it keeps all of them busy,
-torch's defaults otherwise.  Decided before torch loads
-(OpenMP reads OMP_WAIT_POLICY once) and never over the user's `--threads` or OMP_WAIT_POLICY.
+On a 2-core machine (SmolLM2-135M, plain decoding): idle, 2 spinning threads ran 20-24 tokens/s and 2
+passive ones 11-13; with one core busy with other work, 4.7-6.5 tokens/s for 2 spinning threads and
+11.5-18.3 for 1 thread; with every core busy (load 5-15), spinning threads that wait for a descheduled peer
+slowed each forward 50-200x.  With both cores busy (2026-12-04, AMD EPYC, code prompt, 9 runs each), 2
+passive threads ran plain decoding at 9.2-19.9 tokens/s (median 11.3) and fixed k = 3 at 17-44, one thread
+at 13.6-15.5 (median 14.2) and 28-35: a thread that waits for a descheduled peer costs more than the peer
+gives.  So: one thread per core left free, at least one, while other work keeps cores busy, and passive
+waits while it keeps all of them busy; torch's defaults otherwise.  Decided before torch loads (OpenMP
+reads OMP_WAIT_POLICY once) and never over the user's `--threads` or OMP_WAIT_POLICY.
 
 How busy: the share of CPU time other processes took over a short window (/proc/stat), not the 1-minute
 load average, which still counts a run that just ended (ours, say) as other work for a minute.
@@ -71,8 +73,9 @@ def recent_busy_cores(cores: int, max_age_s: float = 30.0) -> int:
 def plan_threads(busy: int, cores: int, threads: int | None = None, wait_policy: str | None = None) -> ThreadPlan:
     """The plan for `busy` of `cores` cores taken by other work; the user's own `threads` / `wait_policy` win."""
     if busy >= cores and wait_policy is None:
-        return ThreadPlan(threads, "PASSIVE", f"machine busy ({busy} of {cores} cores): OpenMP threads wait "
-                                              "passively (OMP_WAIT_POLICY=PASSIVE); --threads N sets fewer threads")
+        return ThreadPlan(threads or 1, "PASSIVE", f"machine busy ({busy} of {cores} cores): "
+                          f"{threads or 1} thread(s), waiting passively (OMP_WAIT_POLICY=PASSIVE); "
+                          "--threads N overrides")
     if 1 <= busy < cores and threads is None and wait_policy is None:
         return ThreadPlan(cores - busy, None, f"{busy} of {cores} cores busy with other work: {cores - busy} "
                                               "thread(s), one per free core (--threads N overrides)")

@@ -10,7 +10,8 @@ from exactspec.gpu_impl.cpu_threads import ThreadPlan, busy_cores, plan_threads
     (0, 2, None, None, ThreadPlan(None, None)),  # idle: torch's defaults
     (1, 2, None, None, ThreadPlan(1, None)),  # one core taken: one thread per free core
     (3, 16, None, None, ThreadPlan(13, None)),
-    (2, 2, None, None, ThreadPlan(None, "PASSIVE")),  # every core taken: passive waits
+    (2, 2, None, None, ThreadPlan(1, "PASSIVE")),  # every core taken: one thread, passive waits
+    (16, 16, None, None, ThreadPlan(1, "PASSIVE")),
     (5, 2, 2, None, ThreadPlan(2, "PASSIVE")),  # the user's threads kept
     (1, 2, 2, None, ThreadPlan(2, None)),  # the user's threads win
     (1, 2, None, "ACTIVE", ThreadPlan(None, None)),  # so does the user's wait policy
@@ -56,8 +57,9 @@ def test_the_cli_applies_the_plan_before_torch_loads(monkeypatch, capsys):
     monkeypatch.setattr(cli, "plan_for_this_machine", lambda threads=None: plan_threads(2, 2, threads, None))
     args = Namespace(threads=None)
     cli._threading_before_torch(args)
-    assert cpu_threads.os.environ["OMP_WAIT_POLICY"] == "PASSIVE" and args.threads is None
-    assert "OMP_WAIT_POLICY=PASSIVE" in capsys.readouterr().err
+    assert cpu_threads.os.environ["OMP_WAIT_POLICY"] == "PASSIVE" and args.threads == 1
+    assert "1 thread(s), waiting passively (OMP_WAIT_POLICY=PASSIVE)" in capsys.readouterr().err
+    args = Namespace(threads=None)
     monkeypatch.delenv("OMP_WAIT_POLICY")
     monkeypatch.setattr(cli, "plan_for_this_machine", lambda threads=None: plan_threads(1, 2, threads, None))
     cli._threading_before_torch(args)
