@@ -31,6 +31,7 @@ from _common import PROMPTS, encode_prompt, log, spread, write_result  # noqa: E
 from _speculation import lookup_run, run_seconds  # noqa: E402
 from bench_cost_policy import DEMO_PROMPT  # noqa: E402
 from bench_engine import llama_runner  # noqa: E402
+from dtypes_table import best_speculative  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -83,19 +84,9 @@ def measure_family(runs: dict[str, Callable[[int], Any]], repeats: int) -> dict[
                          "decode_tokens_per_s": spread([r[0] / r[2] for r in results])}
         if name.startswith("llama.cpp"):
             figures[name]["ms_per_token"] = spread([r[3] for r in results])
-    for name, results in out.items():
-        plain = out.get(name.split(":", 1)[0] + ":plain")
-        if not name.startswith("llama.cpp") and plain:
+        elif plain := out.get(name.split(":", 1)[0] + ":plain"):
             figures[name]["same_tokens_as_plain"] = all(r[3] == plain[0][3] for r in results + plain)
     return figures
-
-
-def best_speculative(figures: dict[str, Any], dtype: str) -> tuple[str, float]:
-    """The fastest speculative run of a dtype (median end-to-end tokens/s)."""
-    candidates = {name: f["tokens_per_s"]["median"] for name, f in figures.items()
-                  if name.startswith(f"{dtype}:") and not name.endswith(":plain")}
-    name = max(candidates, key=candidates.__getitem__)
-    return name.split(":", 1)[1], candidates[name]
 
 
 def summary(family: str, figures: dict[str, Any], dtypes: list[str]) -> dict[str, Any]:

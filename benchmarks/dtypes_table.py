@@ -19,18 +19,23 @@ def _speed(runs: dict, name: str) -> str:
     return f"{runs[name]['tokens_per_s']['median']:.1f} ({runs[name]['decode_tokens_per_s']['median']:.1f})"
 
 
+def best_speculative(runs: dict, dtype: str) -> tuple[str, float]:
+    """The fastest speculative run of a dtype (median end-to-end tokens/s): its contender ("cost", "k3") and speed."""
+    candidates = {name: f["tokens_per_s"]["median"] for name, f in runs.items()
+                  if name.startswith(f"{dtype}:") and not name.endswith(":plain")}
+    name = max(candidates, key=candidates.__getitem__)
+    return name.split(":", 1)[1], candidates[name]
+
+
 def _best(runs: dict, dtype: str) -> str:
-    """The fastest speculative run of `dtype` (median end-to-end), named as the README names it, and marked
-    where its greedy text is not the same dtype's plain decoding's (files without the field: unmarked)."""
-    speculative = {name: f["tokens_per_s"]["median"] for name, f in runs.items()
-                   if name.startswith(f"{dtype}:") and not name.endswith(":plain")}
-    if not speculative:
+    """`best_speculative` named as the README names it, and marked where its greedy text is not the same
+    dtype's plain decoding's (files without the field: unmarked); a dash if the dtype did not run."""
+    if f"{dtype}:plain" not in runs:
         return "–"
-    name = max(speculative, key=speculative.__getitem__)
-    run = name.split(":", 1)[1]
+    run, _ = best_speculative(runs, dtype)
     label = "cost policy" if run == "cost" else f"k = {run.removeprefix('k')}"
-    other_text = "" if runs[name].get("same_tokens_as_plain", True) else " (text ≠ plain's)"
-    return f"{_speed(runs, name)}, {label}{other_text}"
+    other_text = "" if runs[f"{dtype}:{run}"].get("same_tokens_as_plain", True) else " (text ≠ plain's)"
+    return f"{_speed(runs, f'{dtype}:{run}')}, {label}{other_text}"
 
 
 def row(family: dict) -> str:
