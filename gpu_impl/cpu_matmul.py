@@ -6,8 +6,12 @@ weight, so it should run at memory bandwidth.  On some CPU BLAS builds `torch.nn
 2.13 with MKL 2024.2) it streamed 64 MB of weights at 6-10 GB/s for M = 1..8, while the same product
 written (W @ x^T)^T ran at 25-32 GB/s for M = 2..4 and, with one zero row added, for M = 1 and 3
 (benchmarks/results/smollm2_costs.json, field "cpu_matmul").  A SmolLM2-135M step fell from ~58 to
-~35 ms.  Which formulation wins depends on the CPU and the BLAS, so the choice is measured once per
-machine (per thread count and torch version) and cached beside the models.
+~35 ms.  oneDNN's linear on a weight packed once into its blocked layout ("packed") streams it at
+~50 GB/s for M = 1..9 on the same machine: a 9-token SmolLM2 forward fell from ~66 to ~27 ms (2 threads),
+so wide verifications cost about what a plain step does.  The packed copy is made once per weight and
+kept on its module (a second copy of the planned weights in memory).  Which formulation wins depends on
+the CPU and the BLAS, so the choice is measured once per machine (per thread count and torch version) and
+cached beside the models.
 
 Every kernel computes the same product; they differ only in float summation order (rounding), so a plan
 changes no law: plain and speculative decoding run the same model through the same plan.
@@ -19,13 +23,18 @@ import json
 import platform
 import statistics
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-KERNELS = ("linear", "mm", "mm_pad")
+KERNELS = ("linear", "mm", "mm_pad", "packed")
+#: The row count oneDNN packs weights for (a layout hint; any row count runs on the packed weight).
+PACK_ROWS = 8
+#: Plan files from before the "packed" kernel never chose it: a new name measures the plan again.
+PLAN_VERSION = 2
 MAX_TUNED_ROWS = 16  # above this a forward is compute-bound and F.linear's blocked GEMM is used
 CPU_MATMUL_CHOICES = ("auto", "stock")
 #: Weights smaller than this (256 KB in float32) stay in cache, where every kernel is fast and the plan's
@@ -33,14 +42,50 @@ CPU_MATMUL_CHOICES = ("auto", "stock")
 MIN_PLANNED_ELEMENTS = 2**16
 
 
-def skinny_product(kernel: str, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def packing_available() -> bool:
+    """Whether this torch build has oneDNN's packed-weight linear (x86 and ARM CPU builds with mkldnn)."""
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+
+
+def pack_weight(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` (out, in) in oneDNN's blocked layout, for `skinny_product("packed", ...)`."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS)
+
+
+def _version(weight: torch.Tensor) -> int | None:
+    try:
+        return weight._version
+    except RuntimeError:  # an inference tensor keeps no version counter (and cannot be changed in place)
+        return None
+
+
+#: Each planned module's packed weight, with the weight and version it was packed from; kept beside the
+#: module (not on it, so copying or pickling a model never meets a oneDNN tensor) and freed with it.
+_PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def module_packed_weight(module: torch.nn.Linear) -> torch.Tensor:
+    """The module's weight packed once; packed again when the weight is replaced or changed in place."""
+    weight = module.weight
+    held = _PACKED.get(module)
+    if held is None or held[0] is not weight or held[1] != _version(weight):
+        held = (weight, _version(weight), pack_weight(weight))
+        _PACKED[module] = held
+    return held[2]
+
+
+def skinny_product(kernel: str, x: torch.Tensor, weight: torch.Tensor, packed: torch.Tensor | None = None) -> torch.Tensor:
     """x (M, in) @ weight (out, in)^T with the named kernel -> (M, out).
 
     "linear": F.linear; "mm": (W @ x^T)^T on contiguous rows; "mm_pad": the same with one zero row added
-    (an even row count sometimes selects a faster BLAS path; the extra row is dropped).
+    (an even row count sometimes selects a faster BLAS path; the extra row is dropped); "packed": oneDNN's
+    linear on `packed` (`pack_weight(weight)`, packed here when not given).
     """
     if kernel == "linear":
         return torch.nn.functional.linear(x, weight)
+    if kernel == "packed":
+        packed = pack_weight(weight) if packed is None else packed
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, None, "none", [], "")
     rows = x.shape[0]
     x = torch.cat([x, x.new_zeros(1, x.shape[1])]) if kernel == "mm_pad" else x.contiguous()
     return torch.mm(weight, x.t()).t()[:rows]
@@ -54,7 +99,7 @@ def _linear_forward(module: torch.nn.Linear, plan: dict[int, str]):
         kernel = plan.get(flat.shape[0], "linear")
         if kernel == "linear" or x.dtype != weight.dtype:
             return torch.nn.functional.linear(x, weight, bias)
-        out = skinny_product(kernel, flat, weight)
+        out = skinny_product(kernel, flat, weight, module_packed_weight(module) if kernel == "packed" else None)
         if bias is not None:
             out = out + bias
         return out.reshape(*x.shape[:-1], weight.shape[0])
@@ -76,9 +121,13 @@ def plain_linears(model: torch.nn.Module, min_elements: int = 0) -> list[torch.n
 
 
 def planned_layers(model: torch.nn.Module, cpu_matmul: str = "auto") -> tuple[list[torch.nn.Linear], dict[int, str] | None]:
-    """The Linear layers worth a plan (CPU, >= MIN_PLANNED_ELEMENTS weights) and the plan; ([], None) if none."""
+    """The Linear layers worth a plan (CPU, >= MIN_PLANNED_ELEMENTS weights) and the plan; ([], None) if none.
+    Weights the plan runs packed are packed here, once per module."""
     plan = cpu_plan(cpu_matmul) if next(model.parameters()).device.type == "cpu" else None
     linears = plain_linears(model, MIN_PLANNED_ELEMENTS) if plan else []
+    if plan and "packed" in plan.values():  # pack now (~0.5 s for 135M weights), not inside a timed forward
+        for module in linears:
+            module_packed_weight(module)
     return linears, plan if linears else None
 
 
@@ -97,14 +146,19 @@ def planned_linears(linears: list[torch.nn.Linear], plan: dict[int, str] | None)
             del m.forward
 
 
-def _time_kernels(rows: int, weights: list[torch.Tensor], reps: int) -> dict[str, float]:
+def available_kernels() -> tuple[str, ...]:
+    return KERNELS if packing_available() else tuple(k for k in KERNELS if k != "packed")
+
+
+def _time_kernels(rows: int, weights: list[torch.Tensor], packed: list[torch.Tensor | None], reps: int) -> dict[str, float]:
+    """Median seconds per kernel of one product with every weight (packing is done once, outside the timing)."""
     x = torch.randn(rows, weights[0].shape[1])
-    times: dict[str, list[float]] = {k: [] for k in KERNELS}
+    times: dict[str, list[float]] = {k: [] for k in available_kernels()}
     for _ in range(reps + 1):  # the first pass warms up and is dropped
-        for kernel in KERNELS:
+        for kernel in times:
             start = time.perf_counter()
-            for w in weights:
-                skinny_product(kernel, x, w)
+            for w, p in zip(weights, packed):
+                skinny_product(kernel, x, w, p)
             times[kernel].append(time.perf_counter() - start)
     return {k: statistics.median(v[1:]) for k, v in times.items()}
 
@@ -117,9 +171,10 @@ def measure_plan(max_rows: int = MAX_TUNED_ROWS, reps: int = 5, seconds: dict | 
     with torch.inference_mode():
         generator = torch.Generator().manual_seed(0)
         weights = [torch.randn(2048, 512, generator=generator) for _ in range(16)]
+        packed = [pack_weight(w) if packing_available() else None for w in weights]
         plan = {}
         for rows in range(1, max_rows + 1):
-            timing = _time_kernels(rows, weights, reps)
+            timing = _time_kernels(rows, weights, packed, reps)
             if seconds is not None:
                 seconds[rows] = timing
             best = min(timing, key=timing.get)
@@ -131,7 +186,7 @@ def measure_plan(max_rows: int = MAX_TUNED_ROWS, reps: int = 5, seconds: dict | 
 def _plan_file() -> Path:
     from .models import cache_dir
 
-    key = f"{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}"
+    key = f"v{PLAN_VERSION}-{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}"
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in key)
     return cache_dir() / "cpu_matmul" / f"{safe}.json"
 
@@ -158,7 +213,7 @@ def cpu_plan(cpu_matmul: str = "auto") -> dict[int, str] | None:
     path = _plan_file()
     if path not in _PLANS:
         try:
-            _PLANS[path] = {int(r): k for r, k in json.loads(path.read_text())["plan"].items() if k in KERNELS}
+            _PLANS[path] = {int(r): k for r, k in json.loads(path.read_text())["plan"].items() if k in available_kernels()}
         except (OSError, ValueError, KeyError, AttributeError):
             plan = measure_plan()
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -18,6 +19,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("rows", [1, 2, 3, 5, 8])
 def test_every_kernel_computes_the_linear_product(kernel, rows):
+    if kernel == "packed" and not cpu_matmul.packing_available():
+        pytest.skip("this torch build has no oneDNN packed linear")
     generator = torch.Generator().manual_seed(rows)
     weight = torch.randn(40, 24, generator=generator)
     x = torch.randn(rows, 48, generator=generator)[:, ::2]  # a strided view, as attention outputs can be
@@ -97,3 +100,32 @@ def test_measure_plan_names_a_kernel_for_every_row_count():
     assert sorted(plan) == [1, 2, 3] and set(plan.values()) <= set(KERNELS)
     for rows, kernel in plan.items():  # a kernel other than F.linear must have been > 10% faster
         assert kernel == "linear" or seconds[rows][kernel] < 0.9 * seconds[rows]["linear"]
+
+
+@pytest.mark.skipif(not cpu_matmul.packing_available(), reason="this torch build has no oneDNN packed linear")
+def test_packed_weights_follow_their_module_and_are_packed_again_when_it_changes(monkeypatch):
+    monkeypatch.setattr(cpu_matmul, "MIN_PLANNED_ELEMENTS", 0)
+    model = scaled_llama(2, layers=2)
+    linears = plain_linears(model)
+    ids = torch.tensor([[2, 7, 1, 8, 2]])
+    plan = {n: "packed" for n in range(1, 17)}
+    with torch.no_grad():
+        stock = model(ids).logits
+        with planned_linears(linears, plan):
+            torch.testing.assert_close(model(ids).logits, stock, rtol=1e-4, atol=1e-4)
+        first = cpu_matmul.module_packed_weight(linears[0])
+        assert cpu_matmul.module_packed_weight(linears[0]) is first  # packed once
+        linears[0].weight.mul_(2)  # changed in place: packed again, and the product follows
+        assert cpu_matmul.module_packed_weight(linears[0]) is not first
+        x = torch.randn(3, linears[0].in_features)
+        torch.testing.assert_close(skinny_product("packed", x, linears[0].weight, cpu_matmul.module_packed_weight(linears[0])),
+                                   torch.nn.functional.linear(x, linears[0].weight), rtol=1e-5, atol=1e-5)
+        linears[1].weight = torch.nn.Parameter(torch.zeros_like(linears[1].weight))  # replaced: packed again
+        assert not cpu_matmul.module_packed_weight(linears[1]).to_dense().any()
+    clone = copy.deepcopy(model)  # the packed copies live beside the modules, so a used model still copies
+    assert clone is not model and len(plain_linears(clone)) == len(linears)
+
+
+def test_plans_from_before_the_packed_kernel_are_not_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
+    assert cpu_matmul._plan_file().name.startswith(f"v{cpu_matmul.PLAN_VERSION}-")
