@@ -35,7 +35,13 @@ KERNELS = ("linear", "mm", "mm_pad", "packed")
 PACK_ROWS = 8
 #: Plan files from before the "packed" kernel never chose it: a new name measures the plan again.
 PLAN_VERSION = 2
-MAX_TUNED_ROWS = 16  # above this a forward is compute-bound and F.linear's blocked GEMM is used
+MAX_TUNED_ROWS = 16  # every row count up to this is timed; above it, a few (a prefill's) stand for the rest
+#: The weights the plan is timed on, shaped like a transformer block's: an attention projection and the MLP's
+#: up and down projections.  (A 4:1 shape alone misled: it favoured "mm" at 2-4 rows, which ran SmolLM2's
+#: 3:1 MLP weights slower than "packed".)
+BLOCK_SHAPES = ((1024, 1024), (2816, 1024), (1024, 2816))
+#: Row counts above MAX_TUNED_ROWS the plan also times; a larger count runs the kernel of the nearest below.
+WIDE_ROWS = (32, 64, 128)
 CPU_MATMUL_CHOICES = ("auto", "stock")
 #: Weights smaller than this (256 KB in float32) stay in cache, where every kernel is fast and the plan's
 #: Python wrapper would only add overhead (tiny test models ran ~30 % slower through it).
@@ -91,12 +97,20 @@ def skinny_product(kernel: str, x: torch.Tensor, weight: torch.Tensor, packed: t
     return torch.mm(weight, x.t()).t()[:rows]
 
 
+def kernel_for(plan: dict[int, str], rows: int) -> str:
+    """The plan's kernel for `rows`: its own entry, else that of the largest planned count below, else F.linear."""
+    if rows in plan:
+        return plan[rows]
+    below = [n for n in plan if n < rows]
+    return plan[max(below)] if below else "linear"
+
+
 def _linear_forward(module: torch.nn.Linear, plan: dict[int, str]):
     weight, bias = module.weight, module.bias
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
-        kernel = plan.get(flat.shape[0], "linear")
+        kernel = kernel_for(plan, flat.shape[0])
         if kernel == "linear" or x.dtype != weight.dtype:
             return torch.nn.functional.linear(x, weight, bias)
         out = skinny_product(kernel, flat, weight, module_packed_weight(module) if kernel == "packed" else None)
@@ -152,28 +166,30 @@ def available_kernels() -> tuple[str, ...]:
 
 def _time_kernels(rows: int, weights: list[torch.Tensor], packed: list[torch.Tensor | None], reps: int) -> dict[str, float]:
     """Median seconds per kernel of one product with every weight (packing is done once, outside the timing)."""
-    x = torch.randn(rows, weights[0].shape[1])
+    inputs = {w.shape[1]: torch.randn(rows, w.shape[1]) for w in weights}
     times: dict[str, list[float]] = {k: [] for k in available_kernels()}
     for _ in range(reps + 1):  # the first pass warms up and is dropped
         for kernel in times:
             start = time.perf_counter()
             for w, p in zip(weights, packed):
-                skinny_product(kernel, x, w, p)
+                skinny_product(kernel, inputs[w.shape[1]], w, p)
             times[kernel].append(time.perf_counter() - start)
     return {k: statistics.median(v[1:]) for k, v in times.items()}
 
 
-def measure_plan(max_rows: int = MAX_TUNED_ROWS, reps: int = 5, seconds: dict | None = None) -> dict[int, str]:
-    """Fastest kernel per row count 1..max_rows, timed on 64 MB of weights (more than a CPU cache holds).
+def measure_plan(max_rows: int = MAX_TUNED_ROWS, reps: int = 5, seconds: dict | None = None,
+                 wide_rows: tuple[int, ...] = WIDE_ROWS) -> dict[int, str]:
+    """Fastest kernel per row count 1..max_rows and `wide_rows` (a prefill's), timed on three blocks of
+    BLOCK_SHAPES weights (81 MB in float32, more than a CPU cache holds).
 
     `seconds`, when given, receives every timing ({rows: {kernel: s}}) for reports.
     """
     with torch.inference_mode():
         generator = torch.Generator().manual_seed(0)
-        weights = [torch.randn(2048, 512, generator=generator) for _ in range(16)]
+        weights = [torch.randn(rows, cols, generator=generator) for _ in range(3) for rows, cols in BLOCK_SHAPES]
         packed = [pack_weight(w) if packing_available() else None for w in weights]
         plan = {}
-        for rows in range(1, max_rows + 1):
+        for rows in [*range(1, max_rows + 1), *wide_rows]:
             timing = _time_kernels(rows, weights, packed, reps)
             if seconds is not None:
                 seconds[rows] = timing

@@ -96,8 +96,8 @@ def test_stock_and_bad_choices():
 
 def test_measure_plan_names_a_kernel_for_every_row_count():
     seconds = {}
-    plan = measure_plan(max_rows=3, reps=1, seconds=seconds)
-    assert sorted(plan) == [1, 2, 3] and set(plan.values()) <= set(KERNELS)
+    plan = measure_plan(max_rows=3, reps=1, seconds=seconds, wide_rows=(24,))
+    assert sorted(plan) == [1, 2, 3, 24] and set(plan.values()) <= set(KERNELS)
     for rows, kernel in plan.items():  # a kernel other than F.linear must have been > 10% faster
         assert kernel == "linear" or seconds[rows][kernel] < 0.9 * seconds[rows]["linear"]
 
@@ -129,3 +129,10 @@ def test_packed_weights_follow_their_module_and_are_packed_again_when_it_changes
 def test_plans_from_before_the_packed_kernel_are_not_read(tmp_path, monkeypatch):
     monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
     assert cpu_matmul._plan_file().name.startswith(f"v{cpu_matmul.PLAN_VERSION}-")
+
+
+def test_a_row_count_outside_the_plan_runs_the_kernel_of_the_nearest_planned_count_below():
+    plan = {1: "mm_pad", 2: "mm", 16: "packed", 64: "linear"}
+    assert [cpu_matmul.kernel_for(plan, n) for n in (1, 2, 3, 16, 40, 64, 500)] == \
+        ["mm_pad", "mm", "mm", "packed", "packed", "linear", "linear"]
+    assert cpu_matmul.kernel_for({4: "mm"}, 2) == "linear"
