@@ -50,6 +50,10 @@ CACHE_KINDS: tuple[CacheKind, ...] = (
 #: older ones.
 MODEL_CACHE_FORMAT = 3
 
+#: The version of a CPU kernel plan file (its name starts with v<version>-). 2: the "packed" kernel and prefill
+#: widths exist; plans of version 1 (no prefix) never chose them. `exactspec cache clear --what stale` removes them.
+CPU_PLAN_VERSION = 2
+
 #: A converted model's folder holds this file (also the mark of pre-0.3 entries, which sat at the root).
 MODEL_SOURCE_FILE = "exactspec_source.json"
 HASH_INDEX = "sha256_index.json"

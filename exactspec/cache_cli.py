@@ -2,7 +2,7 @@
 
 The kinds of entry come from `exactspec.cache.CACHE_KINDS`. An entry this exactspec would never use again is
 *stale*, and ``--what stale`` removes just those: converted models of exactspec 0.2 (keyed by the GGUF's path,
-at the root) or of an older cache format, llama.cpp builds of another sdist version or other configure flags,
+at the root) or of an older cache format, CPU kernel plans of an older version, llama.cpp builds of another sdist version or other configure flags,
 vLLM venvs of another version. ``info`` says why each is stale. Torch-free.
 """
 
@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import CACHE_KINDS, MODEL_CACHE_FORMAT, MODEL_SOURCE_FILE, cache_root
+from .cache import CACHE_KINDS, CPU_PLAN_VERSION, MODEL_CACHE_FORMAT, MODEL_SOURCE_FILE, cache_root
 
 WHAT_CHOICES = tuple(kind.name for kind in CACHE_KINDS) + ("stale", "all")
 OLD_MODEL_NOTE = "old path-keyed conversion (exactspec <= 0.2), unused"
@@ -87,8 +87,15 @@ def _calibration_stale(path: Path) -> str:
     return ""
 
 
+def _plan_stale(path: Path) -> str:
+    match = re.match(r"v(\d+)-", path.name)
+    version = int(match.group(1)) if match else 1
+    return f"plan version {version}; this exactspec reads v{CPU_PLAN_VERSION}" if version != CPU_PLAN_VERSION else ""
+
+
 #: Per kind, why an entry is stale ("" when this exactspec may still use it); kinds not named are never stale.
-STALE_RULES = {"models": _model_stale, "llama": _llama_stale, "vllm": _vllm_stale, "calibration": _calibration_stale}
+STALE_RULES = {"models": _model_stale, "plans": _plan_stale, "llama": _llama_stale, "vllm": _vllm_stale,
+               "calibration": _calibration_stale}
 
 
 def stale_reason(kind: str, path: Path) -> str:

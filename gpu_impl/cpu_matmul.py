@@ -30,11 +30,13 @@ from pathlib import Path
 
 import torch
 
+from ..cache import CPU_PLAN_VERSION
+
 KERNELS = ("linear", "mm", "mm_pad", "packed")
 #: The row count oneDNN packs weights for (a layout hint; any row count runs on the packed weight).
 PACK_ROWS = 8
 #: Plan files from before the "packed" kernel never chose it: a new name measures the plan again.
-PLAN_VERSION = 2
+PLAN_VERSION = CPU_PLAN_VERSION
 MAX_TUNED_ROWS = 16  # every row count up to this is timed; above it, a few (a prefill's) stand for the rest
 #: The weights the plan is timed on, shaped like a transformer block's: an attention projection and the MLP's
 #: up and down projections.  (A 4:1 shape alone misled: it favoured "mm" at 2-4 rows, which ran SmolLM2's

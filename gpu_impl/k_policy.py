@@ -12,10 +12,11 @@ import statistics
 from collections import Counter, deque
 from dataclasses import dataclass
 
+import numpy as np
 from scipy.special import betaincinv
 
 from .stats import examined_and_accepted
-from ..reference.speedup import expected_tokens_per_position
+from ..reference.speedup import expected_tokens_every_k
 
 POLICIES = ("fixed", "grow-shrink", "cost")
 #: Floor on the relative standard error of a measured ratio: no timing is trusted to better than 1 %.
@@ -32,6 +33,13 @@ REFERENCE_NOISE = 0.05
 #: short answers; the worst of 12 scenarios kept ~0.89 of the best fixed k's throughput over 12 rounds and
 #: ~0.94 over 40, where sharpness 1 kept ~0.77 and ~0.87 (positions drawn independently then).
 DRAW_SHARPNESS = 4.0
+#: Prior mean of a later draft position's acceptance (the first one's is `prior_acceptance_rate`, 0.6): it is
+#: reached only once the draft before it was accepted, and an accepted draft tends to continue (a copy).
+#: Chosen by the same simulator (tests/test_gpu_k_policy.py's `simulate`, 200 seeds, 11 scenarios: the
+#: regret ones, 23- and 64-token copies, and the same on machines where width is nearly free, as oneDNN's
+#: packed kernels made it here): 0.6 kept a worst 0.88 of the best fixed k (a 23-token answer behind a
+#: doubtful first token), 0.7 kept 0.91 (chat on a machine where width is dear, 0.93 before), 0.8 kept 0.89.
+LATER_PRIOR_ACCEPTANCE = 0.7
 
 
 @dataclass
@@ -91,7 +99,7 @@ class CostModelK:
     E[N] = 1 + sum_j prod_{i<=j} a_i from per-position acceptance rates (a prompt-lookup draft's first
     token is often rejected while the rest of a matching copy is accepted, which one pooled rate hides).
     Each a_i has a Beta posterior on decayed counts (`decay` per round) around `prior_acceptance_rate`
-    (weight `prior_weight`); log v(n) starts from the calibration (`cost_calibration`) and follows the
+    (the first) or `later_prior_acceptance_rate` (weight `prior_weight`); log v(n) starts from the calibration (`cost_calibration`) and follows the
     run's own timers robustly (each drafted round's target time over the median of the last few plain
     rounds, as a shift of log v; the median shift of the last `window` rounds, so one slow round moves
     nothing).
@@ -111,12 +119,14 @@ class CostModelK:
     """
 
     def __init__(self, costs: Costs, k_max: int, prior_acceptance_rate: float = 0.6, prior_weight: float = 1.0,
-                 decay: float = 0.95, window: int = 24, z: float = 1.0, seed: int = 0, stale_z: float = 3.0):
+                 decay: float = 0.95, window: int = 24, z: float = 1.0, seed: int = 0, stale_z: float = 3.0,
+                 later_prior_acceptance_rate: float = LATER_PRIOR_ACCEPTANCE):
         missing = [n for n in range(1, k_max + 2) if n not in costs.v]
         if missing:
             raise ValueError(f"costs must give v(n) for n = 1..k_max + 1 = {k_max + 1}; missing {missing}")
         self.prior, self.k_max, self.z, self.stale_z = costs, k_max, z, stale_z
         self.prior_acceptance_rate, self.prior_weight, self.decay = prior_acceptance_rate, prior_weight, decay
+        self.later_prior_acceptance_rate = later_prior_acceptance_rate
         self.accepted = [0.0] * k_max  # decayed counts per draft position
         self.examined = [0.0] * k_max
         self.plain_seconds: deque[float] = deque(maxlen=5)
@@ -129,10 +139,11 @@ class CostModelK:
 
     def prior_means(self) -> list[float]:
         """Each position's prior mean: `prior_acceptance_rate` for the first draft; for later ones the pooled
-        rate of every later position (shrunk to that prior), since once a draft is accepted the next ones
-        tend to behave alike (a copy continues, a weak draft stays weak): one reached position informs all."""
+        rate of every later position (shrunk to `later_prior_acceptance_rate`), since once a draft is accepted
+        the next ones tend to behave alike (a copy continues, a weak draft stays weak): one reached position
+        informs all."""
         w, a0 = self.prior_weight, self.prior_acceptance_rate
-        pooled = (sum(self.accepted[1:]) + a0 * w) / (sum(self.examined[1:]) + w)
+        pooled = (sum(self.accepted[1:]) + self.later_prior_acceptance_rate * w) / (sum(self.examined[1:]) + w)
         return [a0] + [pooled] * (self.k_max - 1)
 
     @property
@@ -152,10 +163,13 @@ class CostModelK:
         machines and drafts, 200 seeds): the worst kept 0.94 of the best fixed k, not 0.92; copies gained
         1-2 %, sampling from a weak draft at T = 0.7 lost 2 % (more long drafts tried)."""
         w = self.prior_weight
-        shapes = [(DRAW_SHARPNESS * (a + m * w), DRAW_SHARPNESS * (max(e - a, 0.0) + (1 - m) * w))
-                  for a, e, m in zip(self.accepted, self.examined, self.prior_means())]
+        accepted, examined, means = (np.asarray(x, dtype=float) for x in (self.accepted, self.examined, self.prior_means()))
         first, later = self.random.random(), self.random.random()
-        return [float(betaincinv(a, b, first if i == 0 else later)) for i, (a, b) in enumerate(shapes)]
+        quantiles = np.full(self.k_max, later)
+        quantiles[0] = first
+        # one vectorised call: eight scalar ones were most of the policy's ~0.4 ms per round
+        return betaincinv(DRAW_SHARPNESS * (accepted + means * w),
+                          DRAW_SHARPNESS * (np.maximum(examined - accepted, 0.0) + (1 - means) * w), quantiles).tolist()
 
     def acceptance_bounds(self, sign: int) -> list[float]:
         """The rates moved `sign` x z standard errors (binomial, on the decayed count plus the prior)."""
@@ -170,7 +184,7 @@ class CostModelK:
         prior = (math.log(self.prior.v[n]), self.prior.v_noise[n])
         if len(self.shifts) < 3:
             return prior
-        shift, noise = robust_centre(list(self.shifts))
+        shift, noise = self._once("shift", lambda: robust_centre(list(self.shifts)))  # shared by every n
         online = (prior[0] + shift, math.hypot(noise, prior[1]))
         log_v, error = online if self.calibration_disagrees else _combine((prior[0], max(prior[1], STALE_NOISE)), online)
         return max(log_v, 0.0), error  # scoring n tokens never costs less than scoring one
@@ -183,19 +197,20 @@ class CostModelK:
         """Predicted speedup of drafting k tokens over a plain step (1 for k = 0); sign -1 / +1: the pessimistic / optimistic bound."""
         if k == 0:
             return 1.0
-        rates = self._once(("rates", sign), lambda: self.acceptance_rates if sign == 0 else self.acceptance_bounds(sign))
+        tokens = self._once(("tokens", sign), lambda: expected_tokens_every_k(
+            self.acceptance_rates if sign == 0 else self.acceptance_bounds(sign)))
         log_v, noise = self._once(("v", k + 1), lambda: self.v(k + 1))
         cost = self._once("c", self.c) * k * math.exp(-sign * self.z * self.prior.c_noise) + math.exp(log_v - sign * self.z * noise)
-        return expected_tokens_per_position(rates[:k]) / cost
+        return float(tokens[k]) / cost
 
     def drawn_factors(self) -> list[float]:
         """The factor of every k in 0..k_max under one posterior draw: the rates, and one normal deviate
         shared by every log v(n) (a load change moves them together)."""
-        rates, deviate, c = self.acceptance_draws(), self.random.gauss(0.0, 1.0), self._once("c", self.c)
+        tokens, deviate, c = expected_tokens_every_k(self.acceptance_draws()), self.random.gauss(0.0, 1.0), self._once("c", self.c)
         factors = [1.0]
         for k in range(1, self.k_max + 1):
             log_v, noise = self._once(("v", k + 1), lambda: self.v(k + 1))
-            factors.append(expected_tokens_per_position(rates[:k]) / (c * k + math.exp(max(log_v + deviate * noise, 0.0))))
+            factors.append(float(tokens[k]) / (c * k + math.exp(max(log_v + deviate * noise, 0.0))))
         return factors
 
     def _once(self, key, compute):

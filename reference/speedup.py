@@ -54,8 +54,14 @@ def tokens_law(acceptance_rate: float, k: int) -> np.ndarray:
 
 def expected_tokens_per_position(acceptance_rates: Sequence[float] | np.ndarray) -> float:
     """E[N] = 1 + sum_j prod_{i<=j} alpha_i for per-position acceptance rates."""
+    return float(expected_tokens_every_k(acceptance_rates)[-1])
+
+
+def expected_tokens_every_k(acceptance_rates: Sequence[float] | np.ndarray) -> np.ndarray:
+    """E[N] when drafting k = 0, 1, ..., len(acceptance_rates) tokens (positions alpha_1..alpha_k), in one pass:
+    a k policy compares every k each round."""
     a = _check_acceptance_rates(acceptance_rates)
-    return float(1.0 + np.cumprod(a).sum())
+    return np.concatenate([[1.0], 1.0 + np.cumsum(np.cumprod(a))])
 
 
 def expected_tokens(acceptance_rate: float, k: int) -> float:
