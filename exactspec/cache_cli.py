@@ -2,8 +2,9 @@
 
 The kinds of entry come from `exactspec.cache.CACHE_KINDS`. An entry this exactspec would never use again is
 *stale*, and ``--what stale`` removes just those: converted models of exactspec 0.2 (keyed by the GGUF's path,
-at the root) or of an older cache format, CPU kernel plans of an older version, llama.cpp builds of another sdist version or other configure flags,
-vLLM venvs of another version. ``info`` says why each is stale. Torch-free.
+at the root) or of an older cache format, CPU kernel plans of an older version, llama.cpp builds of another
+sdist version or other configure flags, vLLM venvs of another version. ``info`` says why each is stale.
+Torch-free.
 """
 
 from __future__ import annotations

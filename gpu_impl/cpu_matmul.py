@@ -9,7 +9,7 @@ written (W @ x^T)^T ran at 25-32 GB/s for M = 2..4 and, with one zero row added,
 ~35 ms.  oneDNN's linear on a weight packed once into its blocked layout ("packed") streams it at
 ~50 GB/s for M = 1..9 on the same machine: a 9-token SmolLM2 forward fell from ~66 to ~27 ms (2 threads),
 so wide verifications cost about what a plain step does.  The packed copy is made once per weight and
-kept on its module (a second copy of the planned weights in memory).  Which formulation wins depends on
+kept beside its module (a second copy of the planned weights in memory; float32 and bfloat16 only).  Which formulation wins depends on
 the CPU and the BLAS, so the choice is measured once per machine (per thread count and torch version) and
 cached beside the models.
 
@@ -58,6 +58,12 @@ def packing_available() -> bool:
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
     """`weight` (out, in) in oneDNN's blocked layout, for `skinny_product("packed", ...)`."""
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS)
+
+
+def packable(weight: torch.Tensor) -> bool:
+    """Whether "packed" serves this weight: oneDNN's CPU linear takes float32 and bfloat16 (other dtypes,
+    e.g. float16 without AVX512-FP16, run F.linear)."""
+    return weight.dtype in (torch.float32, torch.bfloat16)
 
 
 def _version(weight: torch.Tensor) -> int | None:
@@ -113,7 +119,7 @@ def _linear_forward(module: torch.nn.Linear, plan: dict[int, str]):
     def forward(x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         kernel = kernel_for(plan, flat.shape[0])
-        if kernel == "linear" or x.dtype != weight.dtype:
+        if kernel == "linear" or x.dtype != weight.dtype or (kernel == "packed" and not packable(weight)):
             return torch.nn.functional.linear(x, weight, bias)
         out = skinny_product(kernel, flat, weight, module_packed_weight(module) if kernel == "packed" else None)
         if bias is not None:
@@ -142,7 +148,7 @@ def planned_layers(model: torch.nn.Module, cpu_matmul: str = "auto") -> tuple[li
     plan = cpu_plan(cpu_matmul) if next(model.parameters()).device.type == "cpu" else None
     linears = plain_linears(model, MIN_PLANNED_ELEMENTS) if plan else []
     if plan and "packed" in plan.values():  # pack now (~0.5 s for 135M weights), not inside a timed forward
-        for module in linears:
+        for module in filter(lambda m: packable(m.weight), linears):
             module_packed_weight(module)
     return linears, plan if linears else None
 

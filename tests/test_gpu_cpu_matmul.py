@@ -136,3 +136,13 @@ def test_a_row_count_outside_the_plan_runs_the_kernel_of_the_nearest_planned_cou
     assert [cpu_matmul.kernel_for(plan, n) for n in (1, 2, 3, 16, 40, 64, 500)] == \
         ["mm_pad", "mm", "mm", "packed", "packed", "linear", "linear"]
     assert cpu_matmul.kernel_for({4: "mm"}, 2) == "linear"
+
+
+def test_weights_oneDNN_cannot_pack_run_f_linear(monkeypatch):
+    monkeypatch.setattr(cpu_matmul, "MIN_PLANNED_ELEMENTS", 0)
+    layer = torch.nn.Linear(8, 6).double()  # float64: not packable
+    assert not cpu_matmul.packable(layer.weight) and cpu_matmul.packable(torch.zeros(1, dtype=torch.bfloat16))
+    x = torch.randn(3, 8, dtype=torch.float64)
+    with torch.no_grad(), planned_linears([layer], {n: "packed" for n in range(1, 17)}):
+        out = layer(x)
+    torch.testing.assert_close(out, torch.nn.functional.linear(x, layer.weight, layer.bias))

@@ -44,6 +44,17 @@ def test_per_position_law_hand_case():
     assert expected_tokens_per_position([0.7] * 4) == pytest.approx(expected_tokens(0.7, 4))
 
 
+def test_expected_tokens_for_every_k_at_once():
+    from exactspec.reference.speedup import expected_tokens_every_k
+
+    rates = [0.4, 0.9, 0.8]
+    every = expected_tokens_every_k(rates)
+    assert every[0] == 1.0 and len(every) == 4
+    np.testing.assert_allclose(every[1:], [expected_tokens_per_position(rates[:k]) for k in (1, 2, 3)])
+    with pytest.raises(ValueError, match="acceptance_rates"):
+        expected_tokens_every_k([0.5, float("nan")])
+
+
 def test_improvement_factor_and_optimal_k():
     # Leviathan et al. Thm 3.8 form with v = 1.
     assert improvement_factor(0.8, 3, 0.05) == pytest.approx((1 - 0.8**4) / (0.2 * 1.15))
