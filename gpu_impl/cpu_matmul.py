@@ -6,12 +6,12 @@ weight, so it should run at memory bandwidth.  On some CPU BLAS builds `torch.nn
 2.13 with MKL 2024.2) it streamed 64 MB of weights at 6-10 GB/s for M = 1..8, while the same product
 written (W @ x^T)^T ran at 25-32 GB/s for M = 2..4 and, with one zero row added, for M = 1 and 3
 (benchmarks/results/smollm2_costs.json, field "cpu_matmul").  A SmolLM2-135M step fell from ~58 to
-~35 ms.  oneDNN's linear on a weight packed once into its blocked layout ("packed") streams it at
-~50 GB/s for M = 1..9 on the same machine: a 9-token SmolLM2 forward fell from ~66 to ~27 ms (2 threads),
-so wide verifications cost about what a plain step does.  The packed copy is made once per weight and
-kept beside its module (a second copy of the planned weights in memory; float32 and bfloat16 only).  Which formulation wins depends on
-the CPU and the BLAS, so the choice is measured once per machine (per thread count and torch version) and
-cached beside the models.
+~35 ms.  oneDNN's linear on a weight packed once into its blocked layout ("packed") costs nearly the same
+for M = 1..9 on the same machine: a 9-token SmolLM2 forward fell from ~65 to ~26 ms with 2 threads
+(benchmarks/results/cpu_kernels.json), so wide verifications cost about what a plain step does.  The
+packed copy is made once per weight and kept beside its module (a second copy of the planned weights in
+memory; float32 and bfloat16 only).  Which formulation wins depends on the CPU and the BLAS, so the
+choice is measured once per machine (per thread count and torch version) and cached beside the models.
 
 Every kernel computes the same product; they differ only in float summation order (rounding), so a plan
 changes no law: plain and speculative decoding run the same model through the same plan.
@@ -35,8 +35,6 @@ from ..cache import CPU_PLAN_VERSION
 KERNELS = ("linear", "mm", "mm_pad", "packed")
 #: The row count oneDNN packs weights for (a layout hint; any row count runs on the packed weight).
 PACK_ROWS = 8
-#: Plan files from before the "packed" kernel never chose it: a new name measures the plan again.
-PLAN_VERSION = CPU_PLAN_VERSION
 MAX_TUNED_ROWS = 16  # every row count up to this is timed; above it, a few (a prefill's) stand for the rest
 #: The weights the plan is timed on, shaped like a transformer block's: an attention projection and the MLP's
 #: up and down projections.  (A 4:1 shape alone misled: it favoured "mm" at 2-4 rows, which ran SmolLM2's
@@ -210,7 +208,8 @@ def measure_plan(max_rows: int = MAX_TUNED_ROWS, reps: int = 5, seconds: dict | 
 def _plan_file() -> Path:
     from .models import cache_dir
 
-    key = f"v{PLAN_VERSION}-{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}"
+    # plan files from before the "packed" kernel never chose it: the version in the name measures it again
+    key = f"v{CPU_PLAN_VERSION}-{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}"
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in key)
     return cache_dir() / "cpu_matmul" / f"{safe}.json"
 

@@ -128,7 +128,7 @@ def test_packed_weights_follow_their_module_and_are_packed_again_when_it_changes
 
 def test_plans_from_before_the_packed_kernel_are_not_read(tmp_path, monkeypatch):
     monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
-    assert cpu_matmul._plan_file().name.startswith(f"v{cpu_matmul.PLAN_VERSION}-")
+    assert cpu_matmul._plan_file().name.startswith(f"v{cpu_matmul.CPU_PLAN_VERSION}-")
 
 
 def test_a_row_count_outside_the_plan_runs_the_kernel_of_the_nearest_planned_count_below():
