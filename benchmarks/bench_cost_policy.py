@@ -13,10 +13,12 @@ sample for that seed, since a prompt-lookup draft is verified on plain's stream:
 same 5 texts; transformers' draws its own).  Every policy run uses a fresh generator, as the CLI does, so
 each starts from the cached calibration.  Each load level runs in a fresh process with the threads and
 OpenMP wait policy the CLI would choose under it (`gpu_impl.cpu_threads`), unless --threads.  Speedup = tokens/s over plain
-tokens/s of the same repetition (calibration time excluded, as the CLI reports it); medians with min/max.
+tokens/s of the same repetition (calibration time excluded, as the CLI reports it): plain decoding runs
+twice per repetition, half a rotation apart, and the reference is the geometric mean of the two (so every
+contender ran within three runs of a plain one); medians with min/max.
 Writes benchmarks/results/cost_policy.json (rewritten after every configuration) with the load averages,
-the policy's decision per run, an A/A control (plain decoding run twice per repetition: the noise two
-identical runs show here) and the checks (`checks`): cost >= 0.95 x plain, within 10 % of the best fixed
+the policy's decision per run, an A/A control (the ratio of the two plain runs: the noise two identical
+runs show here) and the checks (`checks`): cost >= 0.95 x plain, within 10 % of the best fixed
 k, >= transformers, each with the misses beyond the noise (a one-sided signed-rank test) and the worst
 configuration; the regret also with the best k chosen on the other repetitions (`held_out_regret`).
 --quick: T = 0 only, 2 repeats, 48 tokens.  --merge keeps the existing file's configurations (family,
@@ -91,14 +93,18 @@ def _runs(model: Any, ids: Any, sampling: SamplingParams, tokens: int, eos: Any)
         new = hf_generate(model, ids, None, seed, **kwargs)
         return new, time.perf_counter() - start, None
 
-    return {"plain": ours("plain"), "cost": ours("cost"), **{f"k{k}": ours(f"k{k}") for k in FIXED_KS},
-            "hf_prompt_lookup": hf_prompt_lookup, "plain_again": ours("plain")}
+    fixed = {f"k{k}": ours(f"k{k}") for k in FIXED_KS}
+    first, second = list(fixed)[:4], list(fixed)[4:]
+    # the two plain runs half a rotation apart: every contender runs within three runs of one of them
+    return {"plain": ours("plain"), "cost": ours("cost"), **{k: fixed[k] for k in first},
+            "plain_again": ours("plain"), **{k: fixed[k] for k in second}, "hf_prompt_lookup": hf_prompt_lookup}
 
 
 def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats: int, eos: Any) -> dict[str, Any]:
     """Interleaved repeats (order rotated each repetition, repetition r samples with seed r in every contender);
-    per-rep speedups (tokens/s) against the same rep's plain run, and plain decoding run a second time (an A/A
-    control: how far two identical runs differ here)."""
+    per-rep speedups (tokens/s) against the same rep's plain rate: the geometric mean of its two plain runs,
+    half a rotation apart, so a drift of the machine during the repetition moves the reference as it moves
+    the contenders (`plain_reference`); their ratio is the A/A control (how far two identical runs differ)."""
     runs = _runs(model, ids, sampling, tokens, eos)
     names = list(runs)
     rates: dict[str, list[float]] = {n: [] for n in names}
@@ -112,8 +118,10 @@ def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats
                            "new_tokens": [len(r.sequences[0]) for r in results["plain"]]}
     out["plain_again_ratio"] = spread([a / p for p, a in zip(rates["plain"], rates["plain_again"])])
     out["cost_tokens_per_s"], out["plain_again_tokens_per_s"] = rates["cost"], rates["plain_again"]
+    reference = [math.sqrt(p * a) for p, a in zip(rates["plain"], rates["plain_again"])]
+    out["plain_reference"] = "geometric mean of the repetition's two plain runs, half a rotation apart"
     for name in ["cost", *(f"k{k}" for k in FIXED_KS), "hf_prompt_lookup"]:
-        out[f"{name}_speedup"] = spread([s / p for p, s in zip(rates["plain"], rates[name])])
+        out[f"{name}_speedup"] = spread([s / p for p, s in zip(reference, rates[name])])
     for name in ["cost", f"k{K}"]:
         out[f"{name}_alpha"] = statistics.median(r.stats.acceptance_rate for r in results[name])
         # at T > 0 too: a prompt-lookup draft is verified on plain decoding's stream (gpu_impl.generator)

@@ -12,11 +12,10 @@ import statistics
 from collections import Counter, deque
 from dataclasses import dataclass
 
-import numpy as np
 from scipy.special import betaincinv
 
 from .stats import examined_and_accepted
-from ..reference.speedup import expected_tokens_every_k
+from ..reference.speedup import expected_tokens_every_k_unchecked
 
 POLICIES = ("fixed", "grow-shrink", "cost")
 #: Floor on the relative standard error of a measured ratio: no timing is trusted to better than 1 %.
@@ -99,7 +98,9 @@ class CostModelK:
 
     E[N] = 1 + sum_j prod_{i<=j} a_i from per-position acceptance rates (a prompt-lookup draft's first
     token is often rejected while the rest of a matching copy is accepted, which one pooled rate hides).
-    Each a_i has a Beta posterior on decayed counts (`decay` per round) around `prior_acceptance_rate`
+    Each a_i has a Beta posterior on decayed counts (`decay` per round that examined position i: forgetting
+    counts evidence, not time, so draft-free rounds and rounds that stopped earlier keep what is known; see
+    `update`) around `prior_acceptance_rate`
     (the first) or `later_prior_acceptance_rate` (weight `prior_weight`); log v(n) starts from the
     calibration (`cost_calibration`) and follows the run's own timers robustly (each drafted round's target
     time over the median of the last few plain rounds, as a shift of log v; the median shift of the last
@@ -163,14 +164,14 @@ class CostModelK:
         together, and a long copy is tried as often as it may be the best.  Simulated 64-token answers (nine
         machines and drafts, 200 seeds): the worst kept 0.94 of the best fixed k, not 0.92; copies gained
         1-2 %, sampling from a weak draft at T = 0.7 lost 2 % (more long drafts tried)."""
-        w = self.prior_weight
-        accepted, examined, means = (np.asarray(x, dtype=float) for x in (self.accepted, self.examined, self.prior_means()))
-        first, later = self.random.random(), self.random.random()
-        quantiles = np.full(self.k_max, later)
-        quantiles[0] = first
-        # one vectorised call, not one per position: the draws run every round
-        return betaincinv(DRAW_SHARPNESS * (accepted + means * w),
-                          DRAW_SHARPNESS * (np.maximum(examined - accepted, 0.0) + (1 - means) * w), quantiles).tolist()
+        w, first, later = self.prior_weight, self.random.random(), self.random.random()
+        draws, drawn = [], {}
+        for i, (a, e, m) in enumerate(zip(self.accepted, self.examined, self.prior_means())):
+            key = (a, e, m, first if i == 0 else later)
+            if key not in drawn:  # positions never reached share their posterior: one draw serves them all
+                drawn[key] = float(betaincinv(DRAW_SHARPNESS * (a + m * w), DRAW_SHARPNESS * (max(e - a, 0.0) + (1 - m) * w), key[3]))
+            draws.append(drawn[key])
+        return draws
 
     def acceptance_bounds(self, sign: int) -> list[float]:
         """The rates moved `sign` x z standard errors (binomial, on the decayed count plus the prior)."""
@@ -198,27 +199,29 @@ class CostModelK:
         """Predicted speedup of drafting k tokens over a plain step (1 for k = 0); sign -1 / +1: the pessimistic / optimistic bound."""
         if k == 0:
             return 1.0
-        tokens = self._once(("tokens", sign), lambda: expected_tokens_every_k(
+        tokens = self._once(("tokens", sign), lambda: expected_tokens_every_k_unchecked(
             self.acceptance_rates if sign == 0 else self.acceptance_bounds(sign)))
-        log_v, noise = self._once(("v", k + 1), lambda: self.v(k + 1))
+        log_v, noise = self._v_table()[k + 1]
         cost = self._once("c", self.c) * k * math.exp(-sign * self.z * self.prior.c_noise) + math.exp(log_v - sign * self.z * noise)
-        return float(tokens[k]) / cost
+        return tokens[k] / cost
 
     def drawn_factors(self) -> list[float]:
         """The factor of every k in 0..k_max under one posterior draw: the rates, and one normal deviate
         shared by every log v(n) (a load change moves them together)."""
-        tokens, deviate, c = expected_tokens_every_k(self.acceptance_draws()), self.random.gauss(0.0, 1.0), self._once("c", self.c)
-        factors = [1.0]
-        for k in range(1, self.k_max + 1):
-            log_v, noise = self._once(("v", k + 1), lambda: self.v(k + 1))
-            factors.append(float(tokens[k]) / (c * k + math.exp(max(log_v + deviate * noise, 0.0))))
-        return factors
+        tokens, deviate, c = expected_tokens_every_k_unchecked(self.acceptance_draws()), self.random.gauss(0.0, 1.0), self._once("c", self.c)
+        table = self._v_table()
+        return [1.0] + [tokens[k] / (c * k + math.exp(max(table[k + 1][0] + deviate * table[k + 1][1], 0.0)))
+                        for k in range(1, self.k_max + 1)]
 
     def _once(self, key, compute):
         """`compute()` once per round: `factor` asks for the same rates and v(n) ~3 k_max times a round."""
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
+
+    def _v_table(self) -> list[tuple[float, float]]:
+        """(log v(n), its standard error) for n = 0..k_max + 1 (index n; n = 0 unused), once per round."""
+        return self._once("v", lambda: [(0.0, 0.0)] + [self.v(n) for n in range(1, self.k_max + 2)])
 
     def best_k(self) -> int:
         """The k in 0..k_max with the best factor at the posterior means (ties: the smaller k)."""
@@ -237,13 +240,19 @@ class CostModelK:
         return k
 
     def update(self, proposed: int, n_accepted: list[int], target_s: float, draft_s: float) -> None:
-        """One round: `proposed` drafts per row, row b accepted n_accepted[b]; the round's target and draft seconds."""
+        """One round: `proposed` drafts per row, row b accepted n_accepted[b]; the round's target and draft seconds.
+
+        Each position's counts decay by `decay` only in the rounds that examined it.  Why not every round:
+        in chat a prompt-lookup draft finds a match in ~a third of the rounds, and a position past the first
+        is reached only after an acceptance; decayed every round, their counts never grew past a few, the
+        posterior stayed at the prior, and long drafts kept being tried where they lose (~20 % per such round
+        measured on SmolLM2 chat at T = 0.7)."""
         self._memo.clear()
-        examined, accepted = examined_and_accepted(proposed, n_accepted)
-        examined += [0] * (self.k_max - proposed)
-        accepted += [0] * (self.k_max - proposed)
-        self.accepted = [a * self.decay + new for a, new in zip(self.accepted, accepted)]
-        self.examined = [e * self.decay + new for e, new in zip(self.examined, examined)]
+        examined, accepted = examined_and_accepted(min(proposed, self.k_max), n_accepted)
+        for i, (seen, kept) in enumerate(zip(examined, accepted)):
+            if seen:  # only what this round observed ages: a draft-free round says nothing about acceptance
+                self.accepted[i] = self.accepted[i] * self.decay + kept
+                self.examined[i] = self.examined[i] * self.decay + seen
         if target_s <= 0:
             return
         if proposed == 0:

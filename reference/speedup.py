@@ -60,8 +60,18 @@ def expected_tokens_per_position(acceptance_rates: Sequence[float] | np.ndarray)
 def expected_tokens_every_k(acceptance_rates: Sequence[float] | np.ndarray) -> np.ndarray:
     """E[N] when drafting k = 0, 1, ..., len(acceptance_rates) tokens (positions alpha_1..alpha_k), in one pass:
     a k policy compares every k each round."""
-    a = _check_acceptance_rates(acceptance_rates)
-    return np.concatenate([[1.0], 1.0 + np.cumsum(np.cumprod(a))])
+    return np.asarray(expected_tokens_every_k_unchecked(_check_acceptance_rates(acceptance_rates).tolist()))
+
+
+def expected_tokens_every_k_unchecked(acceptance_rates: list[float]) -> list[float]:
+    """`expected_tokens_every_k` on rates the caller guarantees lie in [0, 1], as a plain list: a k policy
+    calls it twice per decoding round, where the checks and NumPy's per-call overhead cost more than the sum."""
+    tokens, survive, total = [1.0], 1.0, 1.0
+    for rate in acceptance_rates:
+        survive *= rate
+        total += survive
+        tokens.append(total)
+    return tokens
 
 
 def expected_tokens(acceptance_rate: float, k: int) -> float:

@@ -51,6 +51,9 @@ def test_expected_tokens_for_every_k_at_once():
     every = expected_tokens_every_k(rates)
     assert every[0] == 1.0 and len(every) == 4
     np.testing.assert_allclose(every[1:], [expected_tokens_per_position(rates[:k]) for k in (1, 2, 3)])
+    from exactspec.reference.speedup import expected_tokens_every_k_unchecked
+
+    assert expected_tokens_every_k_unchecked(rates) == pytest.approx(every.tolist())
     with pytest.raises(ValueError, match="acceptance_rates"):
         expected_tokens_every_k([0.5, float("nan")])
 
