@@ -35,10 +35,11 @@ DRAW_SHARPNESS = 4.0
 #: Prior mean of a later draft position's acceptance (the first one's is `prior_acceptance_rate`, 0.6): it is
 #: reached only once the draft before it was accepted, and an accepted draft tends to continue (a copy).
 #: Chosen by the same simulator (benchmarks/sim_policy_prior.py on tests/test_gpu_k_policy.py's `simulate`,
-#: 200 seeds, 11 scenarios: the regret ones, 23- and 64-token copies, and the same on machines where width is
-#: nearly free, as oneDNN's packed kernels made it here; results/policy_prior_sweep.json): 0.6 kept a worst
-#: 0.88 of the best fixed k (a 23-token answer behind a doubtful first token), 0.7 kept 0.91 (chat on a
-#: machine where width is dear, 0.93 before), 0.8 kept 0.89.
+#: 200 seeds, 12 scenarios: the regret ones, 23- and 64-token copies, the same on machines where width is
+#: nearly free, as oneDNN's packed kernels made it here, and chat through a prompt lookup that matches in a
+#: third of the rounds; results/policy_prior_sweep.json): with counts that age only when examined, 0.6 kept
+#: a worst 0.88 of the best fixed k (a 23-token answer behind a doubtful first token), 0.7 kept 0.91; 0.75
+#: and 0.8 kept 0.92 (short copies gain 1-3 %, chat loses 1-2 %), a difference not measured on a machine.
 LATER_PRIOR_ACCEPTANCE = 0.7
 
 
