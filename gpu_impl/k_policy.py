@@ -37,9 +37,9 @@ DRAW_SHARPNESS = 4.0
 #: Chosen by the same simulator (benchmarks/sim_policy_prior.py on tests/test_gpu_k_policy.py's `simulate`,
 #: 200 seeds, 12 scenarios: the regret ones, 23- and 64-token copies, the same on machines where width is
 #: nearly free, as oneDNN's packed kernels made it here, and chat through a prompt lookup that matches in a
-#: third of the rounds; results/policy_prior_sweep.json; counts that age only when examined, draws raised
-#: to a longer k the means prefer, `choose`): 0.6 kept a worst 0.90 of the best fixed k (a 23-token answer
-#: behind a doubtful first token), 0.7 kept 0.94, 0.75 kept 0.93 and 0.8 0.92 (chat where width is dear).
+#: third of the rounds; results/policy_prior_sweep.json): with counts that age only when examined, 0.6 kept
+#: a worst 0.88 of the best fixed k (a 23-token answer behind a doubtful first token), 0.7 kept 0.91; 0.75
+#: and 0.8 kept 0.92 (short copies gain 1-3 %, chat loses 1-2 %), a difference not measured on a machine.
 LATER_PRIOR_ACCEPTANCE = 0.7
 
 
@@ -230,22 +230,12 @@ class CostModelK:
 
     def choose(self) -> int:
         """The k that maximises one posterior draw's factor (an exploration when it is not the best at the
-        posterior means), raised to a longer k when one is better at the posterior means; a plain step first
-        when there is no plain reference yet (no calibrated t1_s).
-
-        Why raise it: a longer draft examines every position a shorter one does, so it loses no evidence,
-        and the means say it pays.  A low draw for the later positions otherwise kept the first rounds of a
-        short copy at k = 3-6 where k = 8 was best (each ~10 % of a 9-round answer).  In the tests' simulator
-        (benchmarks/sim_policy_prior.py, 200 seeds, later prior 0.7) a 23-token answer behind a doubtful
-        first token keeps 0.955 of the best fixed k instead of 0.911, a 23-token copy 0.966 instead of
-        0.932; the worst scenario is chat where width is dear, 0.938 (0.940 before)."""
+        posterior means); a plain step first when there is no plain reference yet (no calibrated t1_s)."""
         if self.plain_reference() is None:
             k = 0
         else:
             drawn = self.drawn_factors()
             k = max(range(self.k_max + 1), key=lambda k: (drawn[k], -k))
-            if k > 0:  # drafting was drawn: as far as the posterior means say pays (see the docstring)
-                k = max(range(k, self.k_max + 1), key=lambda j: (self.factor(j), -j))
             self.explorations += k != self.best_k()
         self.chosen[k] += 1
         return k

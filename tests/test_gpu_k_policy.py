@@ -144,38 +144,24 @@ def test_chat_where_prompt_lookup_seldom_matches_keeps_plain_speed():
     assert policy >= 0.95 * fixed[0] and policy >= 0.95 * max(fixed), (policy, fixed)
 
 
-@pytest.mark.parametrize("acceptance, answer_tokens, slope, bound", [
-    ([0.92] * 8, 64, 0.05, 0.93),  # a copy from the first token
-    ([0.4] + [0.9] * 7, 64, 0.05, 0.93),  # a doubtful first token, then a copy
-    ([0.4] + [0.96] * 7, 23, 0.03, 0.93),  # the README's demo, 23 tokens in ~8 rounds, 2 threads
-    ([0.4] + [0.96] * 7, 23, 0.05, 0.88),  # the same with one thread, where width is dearer
+@pytest.mark.parametrize("acceptance", [
+    [0.92] * 8,  # a copy from the first token
+    [0.4] + [0.9] * 7,  # a doubtful first token, then a copy
 ])
-def test_a_short_answer_reaches_a_long_copy_early(acceptance, answer_tokens, slope, bound):
-    """A 23- or 64-token answer (~8-15 rounds): the ramp from the prior to k = 8 is most of the regret; over
-    100 seeds the policy keeps 0.93 of the best fixed k (0.88 for the demo where v(9) = 1.4: ~0.90; it kept
-    ~0.89 and ~0.91 on the demo before draws were raised to the longer k the means prefer, `CostModelK.choose`,
-    when 0.9 was the bound on the 64-token answers)."""
+def test_a_short_answer_reaches_a_long_copy_early(acceptance):
+    """A 64-token answer (~10-15 rounds): the ramp from the prior to k = 8 is most of the regret, and the
+    policy still keeps 0.9 of the best fixed k over 100 seeds.  (Over 300 seeds, with the later positions
+    drawn together it kept 0.95 and 0.92; drawn independently, as before, 0.94 and 0.91; with the later
+    positions' prior mean at 0.7 rather than 0.6, 0.96 and 0.94.)"""
     def true_v(n):
-        return 1.0 + slope * (n - 1)
+        return 1.0 + 0.05 * (n - 1)
     costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
 
     def throughput(chooser_or_k) -> float:
-        return statistics.mean(simulate(chooser_or_k(s), acceptance, true_v, 64, s, answer_tokens=answer_tokens)
-                               for s in range(100))
+        return statistics.mean(simulate(chooser_or_k(s), acceptance, true_v, 64, s, answer_tokens=64) for s in range(100))
     policy = throughput(lambda s: CostModelK(costs, k_max=8, seed=s))
     best_fixed = max(throughput(lambda s, k=k: k) for k in range(9))
-    assert policy >= bound * best_fixed, (policy, best_fixed)
-
-
-def test_a_drawn_draft_is_never_shorter_than_the_best_k_at_the_means():
-    """When a draw says draft, the k is raised to the longer k the posterior means prefer: a longer draft
-    examines every position a shorter one does, so nothing is lost to exploration."""
-    chooser = timed(CostModelK(flat_costs(0.02, 0.0, noise=0.1), k_max=8, seed=5))
-    for round_ in range(60):
-        best = chooser.best_k()
-        k = chooser.choose()
-        assert k == 0 or k >= best, (round_, k, best)
-        chooser.update(k, [min(k, 2 + round_ % 5)], 0.05 * (1 + 0.02 * k), 0.0)
+    assert policy >= 0.9 * best_fixed, (policy, best_fixed)
 
 
 def test_later_positions_are_drawn_together():
