@@ -40,7 +40,7 @@ SCENARIOS = [
     ("64-token copy", [0.92] * 8, 0.05, 64),
     ("64-token answer, doubtful first token", [0.4] + [0.9] * 7, 0.05, 64),
     ("code at T = 0.7, width nearly free", [0.3, 0.9, 0.8, 0.8, 0.7, 0.7, 0.7, 0.7], 0.03, None),
-    # SmolLM2 chat through prompt lookup at T = 0.7, one thread (measured): a match in ~35 % of the rounds
+    # roughly SmolLM2 chat through prompt lookup at T = 0.7 with one thread: a match in ~35 % of the rounds
     ("chat, lookup matching 35 % of rounds", [0.13] + [0.4] * 7, 0.0625, None, 0.35),
 ]
 

@@ -127,7 +127,7 @@ def test_rounds_without_a_draft_age_no_acceptance_count():
 
 
 def test_chat_where_prompt_lookup_seldom_matches_keeps_plain_speed():
-    """Chat through prompt lookup as measured on SmolLM2 at T = 0.7 with one thread: a match in ~35 % of the
+    """Chat through prompt lookup, roughly as SmolLM2 showed it at T = 0.7 with one thread: a match in ~35 % of the
     rounds, the first draft accepted ~13 % of the time and the later ones ~40 %, v(n) = 1 + 0.0625 (n - 1):
     drafting at best breaks even, and over 40 rounds and 40 seeds the policy keeps 0.95 of plain decoding's
     throughput and of the best fixed k's."""
