@@ -113,11 +113,12 @@ def kernel_for(plan: dict[int, str], rows: int) -> str:
 
 def _linear_forward(module: torch.nn.Linear, plan: dict[int, str]):
     weight, bias = module.weight, module.bias
+    can_pack = packable(weight)  # once per layer, not per call: the captured weight's dtype does not change
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         kernel = kernel_for(plan, flat.shape[0])
-        if kernel == "linear" or x.dtype != weight.dtype or (kernel == "packed" and not packable(weight)):
+        if kernel == "linear" or x.dtype != weight.dtype or (kernel == "packed" and not can_pack):
             return torch.nn.functional.linear(x, weight, bias)
         out = skinny_product(kernel, flat, weight, module_packed_weight(module) if kernel == "packed" else None)
         if bias is not None:
