@@ -20,7 +20,8 @@ Writes benchmarks/results/cost_policy.json (rewritten after every configuration)
 the policy's decision per run, an A/A control (the ratio of the two plain runs: the noise two identical
 runs show here) and the checks (`checks`): cost >= 0.95 x plain, within 10 % of the best fixed
 k, >= transformers, each with the misses beyond the noise (a one-sided signed-rank test) and the worst
-configuration; the regret also with the best k chosen on the other repetitions (`held_out_regret`).
+configuration, and the geometric mean over configurations of cost over the best fixed k; the regret
+also with the best k chosen on the other repetitions (`held_out_regret`).
 --quick: T = 0 only, 2 repeats, 48 tokens.  --merge keeps the existing file's configurations (family,
 temperature, load) not measured now (refused unless setup and machine match; `merged` names them).
 --recheck recomputes the checks of the existing file from its repetitions and measures nothing.
@@ -178,6 +179,9 @@ def checks(configurations: list[dict[str, Any]]) -> dict[str, Any]:
         c = min(configurations, key=lambda c: c[field]["median"])
         return {"configuration": c["name"], "median": round(c[field]["median"], 3)}
 
+    def geometric_mean(field: str) -> float:
+        return round(math.exp(statistics.mean(math.log(c[field]["median"]) for c in configurations)), 3)
+
     return {"cost_at_least_0.95_plain": not floor, "below_0.95": floor, "below_0.95_beyond_noise": floor_beyond,
             "cost_within_10pct_of_best_fixed": not regret, "regret_over_10pct": regret,
             "regret_over_10pct_beyond_noise": regret_beyond, "regret_over_10pct_held_out": regret_held_out,
@@ -185,6 +189,8 @@ def checks(configurations: list[dict[str, Any]]) -> dict[str, Any]:
             "worst": {"cost_over_plain": worst("cost_speedup"), "cost_over_best_fixed": worst("cost_over_best_fixed"),
                       "cost_over_best_fixed_held_out": worst("cost_over_best_fixed_held_out"),
                       "cost_over_hf": worst("cost_over_hf")},
+            "geometric_mean": {"cost_over_best_fixed": geometric_mean("cost_over_best_fixed"),
+                               "cost_over_best_fixed_held_out": geometric_mean("cost_over_best_fixed_held_out")},
             "plain_again_below_0.95": [c["name"] for c in configurations if c["plain_again_ratio"]["median"] < 0.95],
             "configurations": len(configurations)}
 
