@@ -112,13 +112,13 @@ class CostModelK:
     a k is tried about as often as it may be the best; the exploration this buys shrinks as the counts
     grow, and its cost is bounded by the posterior's width (a k that is surely worse is almost never drawn).
     The unit of every cost ratio is the plain step: the calibration's t1_s until the run has three plain
-    rounds of its own (`plain_reference`).
+    rounds of its own (`plain_reference`); every drafted round is re-read against the current unit (`shifts`).
     The draws come from the chooser's own generator (`seed`), never the sampling streams, and k depends
     only on the past, so the output law stays exact and runs are reproducible.
 
-    A calibration the run's timers contradict (the median shift beyond `stale_z` standard errors of both)
-    is set aside for the rest of the run (`calibration_disagrees`), and the generator measures it again
-    once the run is done.
+    A calibration the run's recent timers contradict (the median shift beyond `stale_z` standard errors of
+    both) is set aside while they do (`calibration_disagrees`), and when they still do once the run is done
+    the generator measures it again.
     """
 
     def __init__(self, costs: Costs, k_max: int, prior_acceptance_rate: float = 0.6, prior_weight: float = 1.0,
@@ -133,8 +133,9 @@ class CostModelK:
         self.accepted = [0.0] * k_max  # decayed counts per draft position
         self.examined = [0.0] * k_max
         self.plain_seconds: deque[float] = deque(maxlen=5)
-        self.shifts: deque[float] = deque(maxlen=window)  # log(measured v(n) / calibrated v(n)), any n
-        self.draft_ratios: deque[float] = deque(maxlen=window)
+        #: The last `window` drafted rounds as (n scored, target seconds, draft seconds per token): raw seconds,
+        #: put over the plain reference only when asked (`shifts`), since the reference changes during a run.
+        self.drafted: deque[tuple[int, float, float]] = deque(maxlen=window)
         self.random = random.Random(seed)
         self.explorations, self.calibration_disagrees = 0, False
         self.chosen: Counter[int] = Counter()
@@ -180,21 +181,29 @@ class CostModelK:
                 for m, e in zip(self.acceptance_rates, self.examined)]
 
     def v(self, n: int) -> tuple[float, float]:
+        """(log v(n), its standard error) for 1 <= n <= k_max + 1, as this round's table holds it (`_v_table`)."""
+        return self._v_table()[n]
+
+    def _shifted(self, n: int) -> tuple[float, float]:
         """(log v(n), its standard error): the calibration, shifted by the run's own rounds once there are three.
 
         The calibration may come from another time (the cache) and load, so its error counts as at least
         STALE_NOISE against the run's evidence; once the run contradicts it, the run's evidence alone."""
         prior = (math.log(self.prior.v[n]), self.prior.v_noise[n])
-        if len(self.shifts) < 3:
+        shifts = self.shifts()
+        if len(shifts) < 3:
             return prior
-        shift, noise = self._once("shift", lambda: robust_centre(list(self.shifts)))  # shared by every n
+        shift, noise = self._once("shift", lambda: robust_centre(shifts))  # shared by every n
         online = (prior[0] + shift, math.hypot(noise, prior[1]))
         log_v, error = online if self.calibration_disagrees else _combine((prior[0], max(prior[1], STALE_NOISE)), online)
-        return max(log_v, 0.0), error  # scoring n tokens never costs less than scoring one
+        return log_v, error
 
     def c(self) -> float:
         """Draft cost per token over a plain step: the median of recent rounds once there are three, else the calibration."""
-        return statistics.median(self.draft_ratios) if len(self.draft_ratios) >= 3 else self.prior.c
+        plain = self.plain_reference()
+        if len(self.drafted) < 3 or plain is None:
+            return self.prior.c
+        return statistics.median(per_token for _, _, per_token in self.drafted) / plain
 
     def factor(self, k: int, sign: int = 0) -> float:
         """Predicted speedup of drafting k tokens over a plain step (1 for k = 0); sign -1 / +1: the pessimistic / optimistic bound."""
@@ -221,8 +230,18 @@ class CostModelK:
         return self._memo[key]
 
     def _v_table(self) -> list[tuple[float, float]]:
-        """(log v(n), its standard error) for n = 0..k_max + 1 (index n; n = 0 unused), once per round."""
-        return self._once("v", lambda: [(0.0, 0.0)] + [self.v(n) for n in range(1, self.k_max + 2)])
+        """(log v(n), its standard error) for n = 0..k_max + 1 (index n; n = 0 unused; v(1) = 1), once per round.
+
+        Scoring n tokens never costs less than scoring one.  When the shifted v(2) says it does, the unit is
+        what is stale (the calibration's t1_s, with no plain round of the run's own: the machine got faster),
+        so every width is lifted together and their ratios, which rank the k, are kept.  Clamping each width
+        at 1 instead made widths 2-5 all free at once and drafted too long (a simulated machine x0.75 the
+        calibration's t1_s, draft accepted at 0.35-0.5: 0.92 of the best fixed k, now 0.96; tests/test_gpu_k_policy.py)."""
+        def table() -> list[tuple[float, float]]:
+            shifted = [self._shifted(n) for n in range(2, self.k_max + 2)]
+            lift = max(0.0, -min(log_v for log_v, _ in shifted))
+            return [(0.0, 0.0), (0.0, 0.0)] + [(log_v + lift, error) for log_v, error in shifted]
+        return self._once("v", table)
 
     def best_k(self) -> int:
         """The k in 0..k_max with the best factor at the posterior means (ties: the smaller k)."""
@@ -259,12 +278,21 @@ class CostModelK:
             return
         if proposed == 0:
             self.plain_seconds.append(target_s)
-            return
+        elif proposed <= self.k_max:
+            self.drafted.append((proposed + 1, target_s, draft_s / proposed))
+        self.calibration_disagrees = self._contradicted()
+
+    def shifts(self) -> list[float]:
+        """log(measured v(n) / calibrated v(n)) of each recent drafted round, any n, over today's plain reference.
+
+        Why kept as seconds and divided now: until the run has three plain rounds its unit is the calibration's
+        t1_s, taken at another time; on this shared VM the machine's speed drifts by a third within minutes.
+        Ratios frozen against a stale t1_s made every v(n) look x1.36 too dear in one run, the policy went
+        plain, and its own plain rounds could never correct ratios already taken (49 plain rounds of 61)."""
         plain = self.plain_reference()
-        if plain is not None and proposed <= self.k_max:
-            self.shifts.append(math.log(target_s / plain / self.prior.v[proposed + 1]))
-            self.draft_ratios.append(draft_s / proposed / plain)
-            self.calibration_disagrees = self.calibration_disagrees or self._contradicted()
+        if plain is None:
+            return []
+        return self._once("shifts", lambda: [math.log(t / plain / self.prior.v[n]) for n, t, _ in self.drafted])
 
     def plain_reference(self) -> float | None:
         """Seconds of one plain step, the unit of every cost ratio: the median of this run's plain rounds once
@@ -276,14 +304,16 @@ class CostModelK:
 
     def shift(self) -> float:
         """The run's median log shift of v(n) from the calibration (0 before three drafted rounds)."""
-        return robust_centre(list(self.shifts))[0] if len(self.shifts) >= 3 else 0.0
+        shifts = self.shifts()
+        return robust_centre(shifts)[0] if len(shifts) >= 3 else 0.0
 
     def _contradicted(self) -> bool:
         """Do the run's timers (five drafted rounds at least) put v(n) beyond `stale_z` standard errors of
         their own, the calibration's and the plain reference's (REFERENCE_NOISE) combined?"""
-        if len(self.shifts) < 5:
+        shifts = self.shifts()
+        if len(shifts) < 5:
             return False
-        shift, noise = robust_centre(list(self.shifts))
+        shift, noise = robust_centre(shifts)
         calibration_noise = max(self.prior.v_noise.values())
         return abs(shift) > self.stale_z * math.sqrt(noise**2 + calibration_noise**2 + REFERENCE_NOISE**2)
 

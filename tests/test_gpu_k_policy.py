@@ -144,6 +144,39 @@ def test_chat_where_prompt_lookup_seldom_matches_keeps_plain_speed():
     assert policy >= 0.95 * fixed[0] and policy >= 0.95 * max(fixed), (policy, fixed)
 
 
+@pytest.mark.parametrize("speed_now", [1.36, 0.75])
+def test_a_calibration_taken_at_another_machine_speed_does_not_mislead(speed_now):
+    """The calibration's ratios are right but its t1_s is not: this shared VM's speed drifts by a third within
+    minutes.  A draft accepted at 0.35-0.5 (sampling), v(n) = 1 + 0.06 (n - 1), 60 rounds, 30 seeds: the
+    policy keeps 0.9 of the best fixed k.  Before drafted rounds were re-read against the run's own plain
+    rounds, a machine x1.36 slower than the calibration kept 0.85 (the stale unit made drafting look dear, the
+    policy went plain and never drafted again); one x0.75 faster kept 0.92 (0.96 now that every width is
+    lifted together, not clamped one by one)."""
+    acceptance = [0.35] + [0.5] * 7
+
+    def true_v(n):
+        return 1.0 + 0.06 * (n - 1)
+    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
+
+    def throughput(chooser_or_k) -> float:
+        return statistics.mean(simulate(chooser_or_k(s), acceptance, true_v, 60, s, t1=0.05 * speed_now) for s in range(30))
+    policy = throughput(lambda s: CostModelK(costs, k_max=8, seed=s))
+    best_fixed = max(throughput(lambda s, k=k: k) for k in range(9))
+    assert policy >= 0.9 * best_fixed, (policy, best_fixed)
+
+
+def test_drafted_rounds_cheaper_than_the_unit_lift_every_width_together():
+    """Drafted rounds at 0.75 of the calibration's t1_s x v(n), no plain round yet: v(2) is held at 1 and
+    the ratios between widths stay the calibration's (clamping each width at 1 made widths 2-5 all free)."""
+    costs = flat_costs(0.1, 0.0)
+    costs.t1_s = 0.05
+    chooser = CostModelK(costs, k_max=4)
+    for _ in range(6):
+        chooser.update(3, [1], 0.75 * 0.05 * 1.3, 0.0)
+    v = chooser.summary()["v"]
+    assert v[2] == pytest.approx(1.0) and v[5] / v[3] == pytest.approx(1.4 / 1.2, rel=1e-3)
+
+
 @pytest.mark.parametrize("acceptance", [
     [0.92] * 8,  # a copy from the first token
     [0.4] + [0.9] * 7,  # a doubtful first token, then a copy
