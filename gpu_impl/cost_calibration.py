@@ -11,7 +11,7 @@ model, dtype, device, CPU kernel plan and batch size, which make the key (as the
 cached in `cpu_matmul`).  The run's own timers refine the cached values online (`k_policy`).
 
 Three guards against a calibration that no longer describes the machine: v(n) is made non-decreasing in
-n (scoring more tokens is never cheaper; a noisy v(2) < 1 once pinned the policy to k = 1); each record
+n by a least-squares monotone fit (`_fit`); each record
 keeps how many cores other work kept busy when it was taken, and a run that finds another number busy
 measures again (a calibration taken under load once made a later idle run pick k = 1); and a run whose
 own timers contradict the record (`k_policy.CostModelK.calibration_disagrees`) sets it aside and
@@ -42,12 +42,31 @@ from .k_policy import Costs, robust_centre
 CALIBRATION_VERSION = 1
 
 
+#: Repetitions go on past `reps` (up to `max_reps`, within the budget) while some width's v(n) is known
+#: to worse than this relative error.  Why: with every core busy, 7 repetitions left errors of 10-30 % and
+#: three calibrations in a row put v(9) at 1.9, 1.27 and 1.63 (benchmarks/README.md, Cost policy).
+TARGET_NOISE = 0.05
+
+
+def non_decreasing(values: list[float], weights: list[float]) -> list[float]:
+    """The weighted least-squares non-decreasing fit of `values` (pool adjacent violators)."""
+    blocks: list[tuple[float, float, int]] = []  # (mean, weight, count)
+    for value, weight in zip(values, weights):
+        blocks.append((value, weight, 1))
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, w2, c2), (m1, w1, c1) = blocks.pop(), blocks.pop()
+            blocks.append(((m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2))
+    return [mean for mean, _, count in blocks for _ in range(count)]
+
+
 def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int = 7, min_reps: int = 3,
-                  budget_s: float = 20.0, progress: Callable[[str], None] | None = None) -> Costs:
+                  budget_s: float = 20.0, progress: Callable[[str], None] | None = None,
+                  max_reps: int = 21) -> Costs:
     """v(n) for every width from `time_one(n)` (seconds of one forward of n tokens), interleaved and robust.
 
-    Stops after `min_reps` repetitions once `budget_s` is spent (a very busy machine); `progress` receives
-    a line when it starts, one per repetition and one when it is done.
+    `reps` repetitions, more (up to `max_reps`) while some v(n)'s error exceeds TARGET_NOISE; stops after
+    `min_reps` once `budget_s` is spent (a very busy machine).  `progress` receives a line when it starts,
+    one per repetition and one when it is done.
     """
     if 1 not in widths:
         raise ValueError(f"widths must include 1, got {widths!r}")
@@ -60,7 +79,7 @@ def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int
     ratios: dict[int, list[float]] = {n: [] for n in others}
     ones: list[float] = []
     start = time.perf_counter()
-    for rep in range(reps):
+    for rep in range(max(reps, max_reps)):
         shift = rep % max(1, len(others))
         order = others[shift:] + others[:shift]
         before = time_one(1)
@@ -71,14 +90,30 @@ def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int
             ratios[n].append(t / ((before + after) / 2))
         spent = time.perf_counter() - start
         if progress is not None:
-            progress(f"calibrating the cost policy: {rep + 1}/{reps} repetitions done, {spent:.1f} s")
+            done = f"{rep + 1}/{reps}" if rep < reps else f"{rep + 1} (v(n) still noisier than {TARGET_NOISE:.0%}; at most {max_reps})"
+            progress(f"calibrating the cost policy: {done} repetitions done, {spent:.1f} s")
         if rep + 1 >= min_reps and spent > budget_s:
             break
-    v, noise = {1: 1.0}, {1: 0.0}
-    for n in others:  # increasing n: never cheaper than a narrower forward
-        centre, error = robust_centre([math.log(r) for r in ratios[n]])
-        v[n], noise[n] = max(math.exp(centre), max(v.values())), error
-    return Costs(v, 0.0, noise, t1_s=statistics.median(ones))
+        if rep + 1 >= reps and (not others or _widest_error(ratios) <= TARGET_NOISE):
+            break
+    return _fit(ratios, statistics.median(ones))
+
+
+def _widest_error(ratios: dict[int, list[float]]) -> float:
+    return max(robust_centre([math.log(r) for r in values])[1] for values in ratios.values())
+
+
+def _fit(ratios: dict[int, list[float]], t1_s: float) -> Costs:
+    """Costs from each width's ratios: the robust centre and its error, made non-decreasing in n.
+
+    Scoring more tokens is never cheaper (a noisy v(2) < 1 once pinned the policy to k = 1).  Why a
+    least-squares monotone fit and not a running maximum: the maximum of noisy medians ratchets upward,
+    so under load every wide forward looked dearer than it was."""
+    widths = sorted(ratios)
+    centres = [robust_centre([math.log(r) for r in ratios[n]]) for n in widths]
+    fitted = non_decreasing([c for c, _ in centres], [1 / e**2 for _, e in centres])
+    v = {1: 1.0, **{n: math.exp(max(log_v, 0.0)) for n, log_v in zip(widths, fitted)}}  # clipped at v(1): still the fit
+    return Costs(v, 0.0, {1: 0.0, **{n: e for n, (_, e) in zip(widths, centres)}}, t1_s=t1_s)
 
 
 def busy_cores_now() -> int:

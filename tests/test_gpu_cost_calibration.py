@@ -83,9 +83,44 @@ def test_costs_read_back_from_json_keys():
 
 
 def test_wider_forward_is_never_cheaper():
+    """A monotone least-squares fit: v(2) < 1 is raised to 1; v(3) > v(4) are pooled (equal errors: their
+    geometric mean), not both raised to the larger as a running maximum did."""
     time_one, _ = fake_clock({1: 1.0, 2: 0.9, 3: 1.4, 4: 1.2}, spikes=set())
     costs = cc.measure_costs(time_one, [1, 2, 3, 4], reps=3)
-    assert costs.v == {1: 1.0, 2: 1.0, 3: pytest.approx(1.4), 4: pytest.approx(1.4)}
+    assert costs.v == {1: 1.0, 2: 1.0, 3: pytest.approx(math.sqrt(1.4 * 1.2)), 4: pytest.approx(math.sqrt(1.4 * 1.2))}
+
+
+def test_non_decreasing_pools_adjacent_violators_by_weight():
+    assert cc.non_decreasing([0.0, 0.2, 0.1, 0.3], [1, 1, 1, 1]) == pytest.approx([0.0, 0.15, 0.15, 0.3])
+    assert cc.non_decreasing([0.0, 0.4, 0.1], [1, 3, 1]) == pytest.approx([0.0, 0.325, 0.325])
+
+
+def test_a_flat_but_noisy_machine_is_not_ratcheted_upward():
+    """v(n) = 1.2 for every n >= 2 under 20 % timing noise: the fitted v(9) stays near 1.2 over 20 seeds (a
+    running maximum of nine noisy medians put it well above)."""
+    import random
+    import statistics
+
+    fitted = []
+    for seed in range(20):
+        rng = random.Random(seed)
+        costs = cc.measure_costs(lambda n: 0.01 * (1.0 if n == 1 else 1.2) * math.exp(rng.gauss(0, 0.2)),
+                                 list(range(1, 10)), reps=7, max_reps=7)
+        fitted.append(costs.v[9])
+    assert statistics.median(fitted) < 1.3, fitted
+
+
+def test_noisy_widths_get_more_repetitions():
+    """30 % timing noise: repetitions go on past `reps` up to `max_reps` (the budget allowing); quiet: `reps`."""
+    import random
+
+    rng = random.Random(1)
+    lines: list[str] = []
+    cc.measure_costs(lambda n: 0.01 * n * math.exp(rng.gauss(0, 0.3)), [1, 2, 4], reps=7, max_reps=15, progress=lines.append)
+    assert len(lines) == 1 + 15 and "still noisier than 5%" in lines[-1]
+    lines.clear()
+    cc.measure_costs(lambda n: 0.01 * n, [1, 2, 4], reps=7, max_reps=15, progress=lines.append)
+    assert len(lines) == 1 + 7
 
 
 def test_a_calibration_taken_with_other_cores_busy_is_measured_again(tmp_path, monkeypatch):
