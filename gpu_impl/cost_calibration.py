@@ -11,7 +11,7 @@ model, dtype, device, CPU kernel plan and batch size, which make the key (as the
 cached in `cpu_matmul`).  The run's own timers refine the cached values online (`k_policy`).
 
 Three guards against a calibration that no longer describes the machine: v(n) is made non-decreasing in
-n by a least-squares monotone fit (`_fit`); each record
+n by a least-squares monotone fit (`fit_costs`); each record
 keeps how many cores other work kept busy when it was taken, and a run that finds another number busy
 measures again (a calibration taken under load once made a later idle run pick k = 1); and a run whose
 own timers contradict the record (`k_policy.CostModelK.calibration_disagrees`) sets it aside and
@@ -41,12 +41,6 @@ from .k_policy import Costs, robust_centre
 
 
 
-#: Repetitions go on past `reps` (up to `max_reps`, within the budget) while some width's v(n) is known
-#: to worse than this relative error.  Why: with every core busy, 7 repetitions left errors of 10-30 % and
-#: three calibrations in a row put v(9) at 1.9, 1.27 and 1.63 (benchmarks/README.md, Cost policy).
-TARGET_NOISE = 0.05
-
-
 def non_decreasing(values: list[float], weights: list[float]) -> list[float]:
     """The weighted least-squares non-decreasing fit of `values` (pool adjacent violators)."""
     blocks: list[tuple[float, float, int]] = []  # (mean, weight, count)
@@ -59,14 +53,21 @@ def non_decreasing(values: list[float], weights: list[float]) -> list[float]:
 
 
 def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int = 7, min_reps: int = 3,
-                  budget_s: float = 20.0, progress: Callable[[str], None] | None = None,
-                  max_reps: int = 21) -> Costs:
+                  budget_s: float = 20.0, progress: Callable[[str], None] | None = None) -> Costs:
     """v(n) for every width from `time_one(n)` (seconds of one forward of n tokens), interleaved and robust.
 
-    `reps` repetitions, more (up to `max_reps`) while some v(n)'s error exceeds TARGET_NOISE; stops after
-    `min_reps` once `budget_s` is spent (a very busy machine).  `progress` receives a line when it starts,
-    one per repetition and one when it is done.
+    Stops after `min_reps` repetitions once `budget_s` is spent (a very busy machine); `progress` receives
+    a line when it starts and one per repetition.
     """
+    ratios, ones = measure_ratios(time_one, widths, reps, min_reps, budget_s, progress)
+    return fit_costs(ratios, statistics.median(ones))
+
+
+def measure_ratios(time_one: Callable[[int], float], widths: list[int], reps: int = 7, min_reps: int = 3,
+                   budget_s: float = 20.0, progress: Callable[[str], None] | None = None
+                   ) -> tuple[dict[int, list[float]], list[float]]:
+    """`measure_costs`' raw data: per width n > 1 each repetition's t(n) / (mean of its two width-1 times),
+    in order, and every width-1 time."""
     if 1 not in widths:
         raise ValueError(f"widths must include 1, got {widths!r}")
     others = sorted(set(widths) - {1})
@@ -78,7 +79,7 @@ def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int
     ratios: dict[int, list[float]] = {n: [] for n in others}
     ones: list[float] = []
     start = time.perf_counter()
-    for rep in range(max(reps, max_reps)):
+    for rep in range(reps):
         shift = rep % max(1, len(others))
         order = others[shift:] + others[:shift]
         before = time_one(1)
@@ -89,20 +90,13 @@ def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int
             ratios[n].append(t / ((before + after) / 2))
         spent = time.perf_counter() - start
         if progress is not None:
-            done = f"{rep + 1}/{reps}" if rep < reps else f"{rep + 1} (v(n) still noisier than {TARGET_NOISE:.0%}; at most {max_reps})"
-            progress(f"calibrating the cost policy: {done} repetitions done, {spent:.1f} s")
+            progress(f"calibrating the cost policy: {rep + 1}/{reps} repetitions done, {spent:.1f} s")
         if rep + 1 >= min_reps and spent > budget_s:
             break
-        if rep + 1 >= reps and (not others or _widest_error(ratios) <= TARGET_NOISE):
-            break
-    return _fit(ratios, statistics.median(ones))
+    return ratios, ones
 
 
-def _widest_error(ratios: dict[int, list[float]]) -> float:
-    return max(robust_centre([math.log(r) for r in values])[1] for values in ratios.values())
-
-
-def _fit(ratios: dict[int, list[float]], t1_s: float) -> Costs:
+def fit_costs(ratios: dict[int, list[float]], t1_s: float) -> Costs:
     """Costs from each width's ratios: the robust centre and its error, made non-decreasing in n.
 
     Scoring more tokens is never cheaper (a noisy v(2) < 1 once pinned the policy to k = 1).  Why a

@@ -41,8 +41,6 @@ DRAW_SHARPNESS = 4.0
 #: a worst 0.88 of the best fixed k (a 23-token answer behind a doubtful first token), 0.7 kept 0.91; 0.75
 #: and 0.8 kept 0.92 (short copies gain 1-3 %, chat loses 1-2 %), a difference not measured on a machine.
 LATER_PRIOR_ACCEPTANCE = 0.7
-#: Rounds of one width that weigh as much as the pooled shift in that width's own correction (`_width_offsets`).
-WIDTH_PRIOR_ROUNDS = 4.0
 
 
 @dataclass
@@ -195,38 +193,10 @@ class CostModelK:
         shifts = self.shifts()
         if len(shifts) < 3:
             return prior
-        shift, noise = self._once("pooled", self._pooled_shift)  # shared by every n
-        offset = self._once("offsets", self._width_offsets).get(n, 0.0)
-        online = (prior[0] + shift + offset, math.hypot(noise, prior[1]))
+        shift, noise = self._once("shift", lambda: robust_centre(shifts))  # shared by every n
+        online = (prior[0] + shift, math.hypot(noise, prior[1]))
         log_v, error = online if self.calibration_disagrees else _combine((prior[0], max(prior[1], STALE_NOISE)), online)
         return log_v, error
-
-    def _width_offsets(self) -> dict[int, float]:
-        """Per width n the run drafted at: the median of its rounds' shifts less the pooled one, shrunk by
-        m / (m + WIDTH_PRIOR_ROUNDS) for m rounds.
-
-        Why: one pooled shift moves every width together (a load change does), but it cannot see a
-        calibration whose slope in n is wrong.  Measured: with both cores busy and one thread, the
-        calibration put v(9) / v(6) near 1.4, fixed k = 8 still beat k = 5 on copies, and the policy stayed
-        at k = 5 (0.85 of k = 8); at T = 0.7 the run's rounds cost more than the forward the calibration
-        times (warping and the sampler over the vocabulary, per position), more so the wider."""
-        pooled = self._once("pooled", self._pooled_shift)[0]
-        return {n: (statistics.median(own) - pooled) * len(own) / (len(own) + WIDTH_PRIOR_ROUNDS)
-                for n, own in self._once("by_width", self._shifts_by_width).items()}
-
-    def _shifts_by_width(self) -> dict[int, list[float]]:
-        by_width: dict[int, list[float]] = {}
-        for (n, _, _), shift in zip(self.drafted, self.shifts()):
-            by_width.setdefault(n, []).append(shift)
-        return by_width
-
-    def _pooled_shift(self) -> tuple[float, float]:
-        """(the median shift of every recent drafted round, its standard error from the spread within each
-        width): rounds of two widths the calibration got differently wrong disagree by width, which is not
-        noise, and counted as noise it would hand the estimate back to the calibration."""
-        shifts, by_width = self.shifts(), self._once("by_width", self._shifts_by_width)
-        within = [shift - statistics.median(own) for own in by_width.values() for shift in own]
-        return robust_centre(shifts)[0], robust_centre(within)[1]
 
     def c(self) -> float:
         """Draft cost per token over a plain step: the median of recent rounds once there are three, else the calibration."""
@@ -269,11 +239,8 @@ class CostModelK:
         calibration's t1_s, draft accepted at 0.35-0.5: 0.92 of the best fixed k, now 0.96; tests/test_gpu_k_policy.py)."""
         def table() -> list[tuple[float, float]]:
             shifted = [self._shifted(n) for n in range(2, self.k_max + 2)]
-            lift, rows, widest = max(0.0, -min(log_v for log_v, _ in shifted)), [(0.0, 0.0), (0.0, 0.0)], 0.0
-            for log_v, error in shifted:  # never cheaper than a narrower forward (the width offsets are noisy)
-                widest = max(widest, log_v + lift)
-                rows.append((widest, error))
-            return rows
+            lift = max(0.0, -min(log_v for log_v, _ in shifted))
+            return [(0.0, 0.0), (0.0, 0.0)] + [(log_v + lift, error) for log_v, error in shifted]
         return self._once("v", table)
 
     def best_k(self) -> int:

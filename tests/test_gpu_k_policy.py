@@ -165,23 +165,6 @@ def test_a_calibration_taken_at_another_machine_speed_does_not_mislead(speed_now
     assert policy >= 0.9 * best_fixed, (policy, best_fixed)
 
 
-def test_each_width_corrects_its_own_v_once_its_rounds_say_so():
-    """Calibration v(6) = 1.2, v(9) = 1.8 (a busy machine's noisy slope); the rounds show 1.2 and 1.32: one
-    pooled shift keeps the calibration's ratio 1.5, the width offsets move it towards the rounds' 1.1 (eight
-    rounds of each width, shrunk by 8 / (8 + WIDTH_PRIOR_ROUNDS), then weighed against the calibration:
-    1.39).  The widths' disagreement is not counted as noise: that would hand the estimate back."""
-    costs = Costs({n: 1.0 if n == 1 else 1.2 if n <= 6 else 1.8 for n in range(1, 10)}, 0.0,
-                  {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
-    chooser = CostModelK(costs, k_max=8)
-    for _ in range(3):
-        chooser.update(0, [0], 0.05, 0.0)
-    for _ in range(8):
-        chooser.update(5, [5], 0.05 * 1.2, 0.0)
-        chooser.update(8, [8], 0.05 * 1.32, 0.0)
-    v = chooser.summary()["v"]
-    assert 1.1 < v[9] / v[6] < 1.45, v
-
-
 def test_drafted_rounds_cheaper_than_the_unit_lift_every_width_together():
     """Drafted rounds at 0.75 of the calibration's t1_s x v(n), no plain round yet: v(2) is held at 1 and
     the ratios between widths stay the calibration's (clamping each width at 1 made widths 2-5 all free)."""
