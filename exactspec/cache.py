@@ -55,7 +55,8 @@ MODEL_CACHE_FORMAT = 3
 CPU_PLAN_VERSION = 2
 
 #: The method of a cost calibration record (its key's "version"). 2: v(n) made non-decreasing by a monotone
-#: least-squares fit; 1 took a running maximum, which ratcheted noisy wide forwards upward. A record of another version is never read; `exactspec cache clear --what stale` removes it.
+#: least-squares fit; 1 took a running maximum, which ratcheted noisy wide forwards upward. A record of
+#: another version is never read; `exactspec cache clear --what stale` removes it.
 CALIBRATION_VERSION = 2
 
 #: A converted model's folder holds this file (also the mark of pre-0.3 entries, which sat at the root).

@@ -40,7 +40,6 @@ from .cpu_threads import recent_busy_cores
 from .k_policy import Costs, robust_centre
 
 
-
 def non_decreasing(values: list[float], weights: list[float]) -> list[float]:
     """The weighted least-squares non-decreasing fit of `values` (pool adjacent violators)."""
     blocks: list[tuple[float, float, int]] = []  # (mean, weight, count)

@@ -188,7 +188,7 @@ class CostModelK:
         """(log v(n), its standard error): the calibration, shifted by the run's own rounds once there are three.
 
         The calibration may come from another time (the cache) and load, so its error counts as at least
-        STALE_NOISE against the run's evidence; once the run contradicts it, the run's evidence alone."""
+        STALE_NOISE against the run's evidence; while the run contradicts it, the run's evidence alone."""
         prior = (math.log(self.prior.v[n]), self.prior.v_noise[n])
         shifts = self.shifts()
         if len(shifts) < 3:
