@@ -4,10 +4,12 @@
 
 For each load (busy cores beside it, with the threads the CLI would choose), `--calibrations` calibrations of
 v(n), n = 1..9, on SmolLM2 after the summarisation prompt's prefill, one after another.  Each calibration's
-raw ratios (7 interleaved repetitions) are fitted twice: as `gpu_impl.cost_calibration` fits them now (a
-weighted least-squares monotone fit) and as it did before (a running maximum over n), so both fits see the
+timings (7 interleaved repetitions, up to 21 on a busy machine) are fitted twice: as
+`gpu_impl.cost_calibration` fits them now (each width's undisturbed forwards) and as it did before
+(calibration version 2: the median of per-repetition ratios, made non-decreasing), so both fits see the
 same timings.  Reports v(n) per calibration and fit, and per fit the spread of v(9) and v(5) (max / min over
-calibrations).  Writes benchmarks/results/calibration_spread.json.
+calibrations), and v(n) as the ratio of mean seconds over all of a load's timings (`mean_ratio`: what a run
+pays on average).  Writes benchmarks/results/calibration_spread.json.
 """
 
 from __future__ import annotations
@@ -26,16 +28,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROMPTS, encode_prompt, log, write_result  # noqa: E402
 from bench_cost_policy import start_load, stop_load  # noqa: E402
 
-from exactspec.gpu_impl.cost_calibration import fit_costs, measure_ratios  # noqa: E402
+from exactspec.gpu_impl.cost_calibration import fit_costs, measure_times, non_decreasing  # noqa: E402
 from exactspec.gpu_impl.k_policy import Costs, robust_centre  # noqa: E402
 
 
-def running_maximum_fit(ratios: dict[int, list[float]], t1_s: float) -> Costs:
-    """The replaced fit, as the baseline: each width's robust centre, raised to the largest narrower one."""
-    v: dict[int, float] = {1: 1.0}
-    for n in sorted(ratios):
-        v[n] = max(math.exp(robust_centre([math.log(r) for r in ratios[n]])[0]), max(v.values()))
-    return Costs(v, 0.0, None, t1_s=t1_s)
+def median_of_ratios_fit(repetitions: list[dict[int, list[float]]]) -> Costs:
+    """The replaced fit, as the baseline: per width the robust centre of each repetition's t(n) / (mean of its
+    two width-1 times), made non-decreasing by the weighted least-squares fit."""
+    widths = sorted(set(repetitions[0]) - {1})
+    centres = [robust_centre([math.log(r[n][0] / statistics.mean(r[1])) for r in repetitions]) for n in widths]
+    fitted = non_decreasing([c for c, _ in centres], [1 / e**2 for _, e in centres])
+    return Costs({1: 1.0, **{n: math.exp(max(x, 0.0)) for n, x in zip(widths, fitted)}}, 0.0, None)
 
 
 def calibrate_under(load: int, calibrations: int) -> dict:
@@ -59,19 +62,28 @@ def calibrate_under(load: int, calibrations: int) -> dict:
     target.reset(1)
     target.forward(ids[:, :-1], None, last_only=True)
     fits: dict[str, list[dict]] = {"current": [], "before": []}
+    every: list[dict[int, list[float]]] = []
     procs = start_load(load)
     try:
         for _ in range(calibrations):
-            ratios, ones = measure_ratios(target.time_forward, list(range(1, 10)))
-            t1_s = statistics.median(ones)
-            for method, costs in (("current", fit_costs(ratios, t1_s)), ("before", running_maximum_fit(ratios, t1_s))):
-                fits[method].append({"v": {n: round(x, 3) for n, x in costs.v.items()}, "repetitions": len(ratios[2])})
+            repetitions = measure_times(target.time_forward, list(range(1, 10)))
+            every += repetitions
+            for method, costs in (("current", fit_costs(repetitions)), ("before", median_of_ratios_fit(repetitions))):
+                fits[method].append({"v": {n: round(x, 3) for n, x in costs.v.items()}, "repetitions": len(repetitions)})
             log(f"load {load}: v(9) now {fits['current'][-1]['v'][9]}, before {fits['before'][-1]['v'][9]}")
     finally:
         stop_load(procs)
     spread = {method: {f"v{n}_max_over_min": round(max(f["v"][n] for f in rows) / min(f["v"][n] for f in rows), 3)
                        for n in (5, 9)} for method, rows in fits.items()}
-    return {"load": load, "torch_threads": torch.get_num_threads(), "calibrations": fits, "spread": spread}
+    return {"load": load, "torch_threads": torch.get_num_threads(), "calibrations": fits, "spread": spread,
+            "mean_ratio": mean_ratio(every)}
+
+
+def mean_ratio(repetitions: list[dict[int, list[float]]]) -> dict[int, float]:
+    """v(n) as the ratio of mean seconds over every calibration's timings: what a run pays on average, the
+    quantity both fits estimate (time-slicing delays every width alike)."""
+    one = statistics.mean(t for r in repetitions for t in r[1])
+    return {n: round(statistics.mean(r[n][0] for r in repetitions) / one, 3) for n in range(2, 10)}
 
 
 def in_child(load: int, calibrations: int) -> dict:

@@ -54,10 +54,12 @@ MODEL_CACHE_FORMAT = 3
 #: widths exist; plans of version 1 (no prefix) never chose them. `exactspec cache clear --what stale` removes them.
 CPU_PLAN_VERSION = 2
 
-#: The method of a cost calibration record (its key's "version"). 2: v(n) made non-decreasing by a monotone
-#: least-squares fit; 1 took a running maximum, which ratcheted noisy wide forwards upward. A record of
-#: another version is never read; `exactspec cache clear --what stale` removes it.
-CALIBRATION_VERSION = 2
+#: The method of a cost calibration record (its key's "version"). 3: each width's undisturbed forwards (the
+#: median of those within 15 % of its fastest), more repetitions while noisy; 2 took the median of per-
+#: repetition ratios, which time-slicing on a busy CPU scattered (v(9) 1.36-1.85); 1 took a running maximum,
+#: which ratcheted noisy wide forwards upward. A record of another version is never read; `exactspec cache
+#: clear --what stale` removes it.
+CALIBRATION_VERSION = 3
 
 #: A converted model's folder holds this file (also the mark of pre-0.3 entries, which sat at the root).
 MODEL_SOURCE_FILE = "exactspec_source.json"

@@ -3,12 +3,13 @@
 v(n) = seconds of a target forward scoring n tokens / seconds of one scoring 1 token.  Why robust: on a
 shared CPU one forward can take 10x its usual time, so a single timing per width (what this replaced)
 could make drafting look hopeless or free.  Each repetition times width 1, every other width in a
-rotated order, then width 1 again; v(n) is the median over repetitions of t(n) / (mean of that
-repetition's two width-1 times), so slow drifts of the machine cancel, and its noise is the standard
-error of that median (from the MAD).  Why cached: the measurement takes seconds idle and tens of
-seconds on a busy machine; the result depends only on the machine, torch and its thread count, the
-model, dtype, device, CPU kernel plan and batch size, which make the key (as the CPU kernel plan is
-cached in `cpu_matmul`).  The run's own timers refine the cached values online (`k_policy`).
+rotated order, then width 1 again; v(n) is the ratio of each width's undisturbed cost (the median of
+its forwards within 15 % of its fastest, `undisturbed_log_seconds`) to width 1's, with the standard
+error of the two medians; repetitions go on while a width may not yet have run undisturbed.  Why cached: the measurement takes
+seconds idle and tens of seconds on a busy machine; the result depends only on the machine, torch and
+its thread count, the model, dtype, device, CPU kernel plan and batch size, which make the key (as the
+CPU kernel plan is cached in `cpu_matmul`).  The run's own timers refine the cached values online
+(`k_policy`).
 
 Three guards against a calibration that no longer describes the machine: v(n) is made non-decreasing in
 n by a least-squares monotone fit (`fit_costs`); each record
@@ -51,61 +52,106 @@ def non_decreasing(values: list[float], weights: list[float]) -> list[float]:
     return [mean for mean, _, count in blocks for _ in range(count)]
 
 
-def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int = 7, min_reps: int = 3,
-                  budget_s: float = 20.0, progress: Callable[[str], None] | None = None) -> Costs:
+#: A forward within this factor of its width's fastest ran undisturbed (`undisturbed_log_seconds`).
+UNDISTURBED = 1.15
+#: Repetitions continue past `reps` (up to `max_reps`, within the budget) while the largest standard error is
+#: above this: with both cores busy 7 repetitions put v(9) 10 % (rms) off, 14 put it 4 % off; idle, 7
+#: repetitions' largest is ~3 % (2.5 % rms off).
+TARGET_NOISE = 0.04
+#: ... or while some width may not yet have run undisturbed once: widths x (share of disturbed forwards) **
+#: (forwards per width) above this.  Idle ~17 % of forwards are disturbed here (7 repetitions suffice), with
+#: both cores busy ~75 % (21 repetitions, the most).
+MISSED_UNDISTURBED = 0.002
+
+
+def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int = 7, max_reps: int = 21,
+                  min_reps: int = 3, budget_s: float = 20.0, progress: Callable[[str], None] | None = None) -> Costs:
     """v(n) for every width from `time_one(n)` (seconds of one forward of n tokens), interleaved and robust.
 
-    Stops after `min_reps` repetitions once `budget_s` is spent (a very busy machine); `progress` receives
-    a line when it starts and one per repetition.
+    `reps` repetitions, then more (up to `max_reps`) while the estimate is noisier than TARGET_NOISE; stops
+    after `min_reps` once `budget_s` is spent (a very busy machine); `progress` receives a line when it
+    starts and one per repetition.
     """
-    ratios, ones = measure_ratios(time_one, widths, reps, min_reps, budget_s, progress)
-    return fit_costs(ratios, statistics.median(ones))
+    repetitions = measure_times(time_one, widths, reps, max_reps, min_reps, budget_s, progress)
+    return fit_costs(repetitions)
 
 
-def measure_ratios(time_one: Callable[[int], float], widths: list[int], reps: int = 7, min_reps: int = 3,
-                   budget_s: float = 20.0, progress: Callable[[str], None] | None = None
-                   ) -> tuple[dict[int, list[float]], list[float]]:
-    """`measure_costs`' raw data: per width n > 1 each repetition's t(n) / (mean of its two width-1 times),
-    in order, and every width-1 time."""
+def measure_times(time_one: Callable[[int], float], widths: list[int], reps: int = 7, max_reps: int = 21,
+                  min_reps: int = 3, budget_s: float = 20.0, progress: Callable[[str], None] | None = None
+                  ) -> list[dict[int, list[float]]]:
+    """`measure_costs`' raw data: per repetition, the seconds of each width (width 1 twice: first and last)."""
     if 1 not in widths:
         raise ValueError(f"widths must include 1, got {widths!r}")
     others = sorted(set(widths) - {1})
     if progress is not None:
         progress(f"calibrating the cost policy: v(n) for n = 1..{max(widths)}, {reps} interleaved repetitions "
-                 f"(once per machine, model and thread count; cached)")
+                 f"or more on a busy machine (once per machine, model and thread count; cached)")
     for n in [1, *others]:  # warm-up, dropped
         time_one(n)
-    ratios: dict[int, list[float]] = {n: [] for n in others}
-    ones: list[float] = []
+    repetitions: list[dict[int, list[float]]] = []
     start = time.perf_counter()
-    for rep in range(reps):
+    for rep in range(max(reps, max_reps)):
         shift = rep % max(1, len(others))
-        order = others[shift:] + others[:shift]
         before = time_one(1)
-        seconds = {n: time_one(n) for n in order}
-        after = time_one(1)
-        ones += [before, after]
-        for n, t in seconds.items():
-            ratios[n].append(t / ((before + after) / 2))
+        seconds = {n: [time_one(n)] for n in others[shift:] + others[:shift]}
+        repetitions.append({1: [before, time_one(1)], **seconds})
         spent = time.perf_counter() - start
         if progress is not None:
-            progress(f"calibrating the cost policy: {rep + 1}/{reps} repetitions done, {spent:.1f} s")
+            progress(f"calibrating the cost policy: {rep + 1} repetitions done, {spent:.1f} s")
         if rep + 1 >= min_reps and spent > budget_s:
             break
-    return ratios, ones
+        if rep + 1 >= reps and _settled(repetitions):
+            break
+    return repetitions
 
 
-def fit_costs(ratios: dict[int, list[float]], t1_s: float) -> Costs:
-    """Costs from each width's ratios: the robust centre and its error, made non-decreasing in n.
+def _settled(repetitions: list[dict[int, list[float]]]) -> bool:
+    """Is the estimate within TARGET_NOISE, with every width likely to have run undisturbed at least once?"""
+    pooled = _pooled(repetitions)
+    disturbed = [s > min(seconds) * UNDISTURBED for seconds in pooled.values() for s in seconds]
+    share = sum(disturbed) / len(disturbed)
+    noise = max(fit_costs(repetitions).v_noise.values())
+    return noise <= TARGET_NOISE and len(pooled) * share ** len(repetitions) <= MISSED_UNDISTURBED
 
-    Scoring more tokens is never cheaper (a noisy v(2) < 1 once pinned the policy to k = 1).  Why a
-    least-squares monotone fit and not a running maximum: the maximum of noisy medians ratchets upward,
-    so under load every wide forward looked dearer than it was."""
-    widths = sorted(ratios)
-    centres = [robust_centre([math.log(r) for r in ratios[n]]) for n in widths]
-    fitted = non_decreasing([c for c, _ in centres], [1 / e**2 for _, e in centres])
+
+def undisturbed_log_seconds(seconds: list[float]) -> tuple[float, float]:
+    """(log of the median of the forwards within UNDISTURBED of the fastest, its standard error): what the
+    width costs when it runs.
+
+    Why not the median of all: on a CPU shared with other processes a forward either runs undisturbed or is
+    descheduled for about as long again (both cores busy: ~75 % of forwards here); the median then lands in
+    either mode, and four calibrations in a row ran v(9) from 1.36 to 1.85.  A delay by time-slicing scales
+    every width alike, so the undisturbed ratio is also the ratio of mean costs, what a run pays
+    (benchmarks/bench_calibration_spread.py measures both)."""
+    fastest = min(seconds)
+    return robust_centre([math.log(s) for s in seconds if s <= fastest * UNDISTURBED])
+
+
+def _pooled(repetitions: list[dict[int, list[float]]]) -> dict[int, list[float]]:
+    """Every width's seconds over all `repetitions`."""
+    pooled: dict[int, list[float]] = {}
+    for repetition in repetitions:
+        for n, seconds in repetition.items():
+            pooled.setdefault(n, []).extend(seconds)
+    return pooled
+
+
+def fit_costs(repetitions: list[dict[int, list[float]]]) -> Costs:
+    """Costs from the timings: each width's undisturbed cost over width 1's, made non-decreasing in n.
+
+    The standard error combines the two undisturbed medians' (their spread; that every width ran undisturbed
+    at least once is `measure_times`' stopping rule).  Scoring more tokens is never cheaper (a noisy v(2) < 1
+    once pinned the policy to k = 1).  Why a weighted least-squares monotone fit and not a running maximum:
+    the maximum of noisy estimates ratchets upward, so under load every wide forward looked dearer than it was."""
+    pooled = _pooled(repetitions)
+    one, one_error = undisturbed_log_seconds(pooled.pop(1))
+    widths = sorted(pooled)
+    centres = [undisturbed_log_seconds(pooled[n]) for n in widths]
+    errors = [math.hypot(error, one_error) for _, error in centres]
+    fitted = non_decreasing([centre - one for centre, _ in centres], [1 / e**2 for e in errors])
     v = {1: 1.0, **{n: math.exp(max(log_v, 0.0)) for n, log_v in zip(widths, fitted)}}  # clipped at v(1): still the fit
-    return Costs(v, 0.0, {1: 0.0, **{n: e for n, (_, e) in zip(widths, centres)}}, t1_s=t1_s)
+    t1_s = statistics.median(t for repetition in repetitions for t in repetition[1])
+    return Costs(v, 0.0, {1: 0.0, **dict(zip(widths, errors))}, t1_s=t1_s)
 
 
 def busy_cores_now() -> int:

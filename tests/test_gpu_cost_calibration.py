@@ -36,17 +36,26 @@ def test_measurement_is_interleaved_and_a_slow_outlier_moves_nothing():
     assert costs.t1_s == pytest.approx(0.01)
     order = calls["order"][4:]  # after the warm-up pass: 1, rotated widths, 1 per repetition
     assert order[:5] == [1, 2, 3, 5, 1] and order[5:10] == [1, 3, 5, 2, 1]
-    assert len(lines) == 8 and "cached" in lines[0] and lines[-1].startswith("calibrating the cost policy: 7/7")
+    assert len(lines) == 8 and "cached" in lines[0] and lines[-1].startswith("calibrating the cost policy: 7 repetitions")
 
 
 def test_noise_reflects_the_spread_and_the_budget_stops_early():
+    """The standard error follows the undisturbed forwards' jitter (not the delays); a spent budget stops at
+    the minimum of three repetitions, and a quiet machine stops at `reps`."""
     import random
 
     rng = random.Random(0)
-    costs = cc.measure_costs(lambda n: 0.01 * n * math.exp(rng.gauss(0, 0.3)), [1, 2, 4], reps=9, budget_s=0.0)
-    assert 0.05 < costs.v_noise[2] < 0.6  # three repetitions (the minimum) of 30 % noise
-    quiet = cc.measure_costs(lambda n: 0.01 * n, [1, 2, 4], reps=3)
-    assert quiet.v_noise[2] == MIN_LOG_NOISE and quiet.v[4] == pytest.approx(4.0)
+    jittery = cc.measure_costs(lambda n: 0.01 * n * (1 + abs(rng.gauss(0, 0.1))), [1, 2, 4], reps=7)
+    assert 2 * MIN_LOG_NOISE < jittery.v_noise[2] < 0.2  # 10 % jitter
+    steady = cc.measure_costs(time_sliced_clock({1: 1.0, 2: 2.0, 4: 4.0}, 0, 0.5), [1, 2, 4], reps=7)
+    assert steady.v_noise[2] < jittery.v_noise[2]  # 2 % jitter, half the forwards descheduled
+    stopped: list[str] = []
+    cc.measure_costs(time_sliced_clock({1: 1.0, 2: 2.0, 4: 4.0}, 0, 0.8), [1, 2, 4], reps=9, budget_s=0.0,
+                     progress=stopped.append)
+    assert len(stopped) == 1 + 3  # the announcement, then three repetitions
+    counted: list[str] = []
+    quiet = cc.measure_costs(lambda n: 0.01 * n, [1, 2, 4], reps=3, progress=counted.append)
+    assert quiet.v_noise[2] == pytest.approx(math.hypot(MIN_LOG_NOISE, MIN_LOG_NOISE)) and quiet.v[4] == pytest.approx(4.0) and len(counted) == 4
     with pytest.raises(ValueError, match="widths must include 1"):
         cc.measure_costs(lambda n: 0.01, [2, 3])
 
@@ -95,19 +104,42 @@ def test_non_decreasing_pools_adjacent_violators_by_weight():
     assert cc.non_decreasing([0.0, 0.4, 0.1], [1, 3, 1]) == pytest.approx([0.0, 0.325, 0.325])
 
 
-def test_a_flat_but_noisy_machine_is_not_ratcheted_upward():
-    """v(n) = 1.2 for every n >= 2 under 20 % timing noise: the fitted v(9) stays near 1.2 over 20 seeds (a
-    running maximum of nine noisy medians put it well above)."""
+def time_sliced_clock(true_v: dict[int, float], seed: int, disturbed: float):
+    """time_one(n) = 0.01 s x v(n) x (1 + 2 % jitter), and in a share `disturbed` of the calls descheduled for
+    60-140 % as long again: what a forward meets on a CPU whose cores other processes keep busy."""
     import random
+
+    rng = random.Random(seed)
+
+    def time_one(n: int) -> float:
+        delay = rng.uniform(0.6, 1.4) if rng.random() < disturbed else 0.0
+        return 0.01 * true_v[n] * (1 + abs(rng.gauss(0, 0.02))) * (1 + delay)
+
+    return time_one
+
+
+def test_a_flat_but_noisy_machine_is_not_ratcheted_upward():
+    """v(n) = 1.2 for every n >= 2, half the forwards descheduled: the fitted v(9) stays near 1.2 over 20
+    seeds (median 1.20; the median of per-repetition ratios that this replaced gave 1.34)."""
     import statistics
 
-    fitted = []
+    flat = {n: 1.0 if n == 1 else 1.2 for n in range(1, 10)}
+    fitted = [cc.measure_costs(time_sliced_clock(flat, seed, 0.5), list(range(1, 10)), reps=7).v[9] for seed in range(20)]
+    assert statistics.median(fitted) < 1.25, fitted
+
+
+@pytest.mark.parametrize("disturbed", [0.0, 0.5, 0.8])
+def test_a_time_sliced_machine_is_measured_at_its_undisturbed_cost(disturbed):
+    """Up to 80 % of forwards descheduled (both cores busy here): v(5) and v(9) within 6 % over 20 seeds
+    (2.5 % at worst), with repetitions added while a width may not have run undisturbed.  The median of
+    per-repetition ratios that this replaced was up to x1.37 off at 50 % and x1.49 at 80 % on this clock."""
+    true_v = {n: 1.0 + 0.05 * (n - 1) for n in range(1, 10)}
+    worst = 0.0
     for seed in range(20):
-        rng = random.Random(seed)
-        costs = cc.measure_costs(lambda n: 0.01 * (1.0 if n == 1 else 1.2) * math.exp(rng.gauss(0, 0.2)),
-                                 list(range(1, 10)), reps=7)
-        fitted.append(costs.v[9])
-    assert statistics.median(fitted) < 1.3, fitted
+        costs = cc.measure_costs(time_sliced_clock(true_v, seed, disturbed), list(range(1, 10)), reps=7)
+        worst = max(worst, *(abs(math.log(costs.v[n] / true_v[n])) for n in (5, 9)))
+        assert costs.v_noise[9] < 0.1
+    assert worst < 0.06
 
 
 def test_a_calibration_taken_with_other_cores_busy_is_measured_again(tmp_path, monkeypatch):
