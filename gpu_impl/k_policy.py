@@ -22,9 +22,15 @@ POLICIES = ("fixed", "grow-shrink", "cost")
 MIN_LOG_NOISE = 0.01
 #: Least standard error granted to a calibration once the run has its own evidence (it may be stale).
 STALE_NOISE = 0.05
-#: Relative error granted to the plain-step reference of the run's cost ratios (a median of few rounds, or
-#: the calibration's t1_s from another process) when deciding whether the run contradicts the calibration.
+#: Relative error granted to the plain-step reference of the run's cost ratios, a median of the run's own
+#: plain rounds, when deciding whether the run contradicts the calibration.
 REFERENCE_NOISE = 0.05
+#: ... and to the calibration's t1_s, the reference until the run has three plain rounds: a step timed in
+#: another process minutes before.  Runs minutes apart differed by 7-11 % in plain speed (standard deviation
+#: of log tokens/s per configuration in benchmarks/results/cost_policy.json); at 0.05 a run that drafted
+#: every round in a slower minute counted as contradicting the calibration, which was measured again after it
+#: (9 of 105 policy runs there, 3-27 s each).
+UNIT_DRIFT_NOISE = 0.10
 #: Acceptance draws come from the posterior with its counts multiplied by this (a tempered posterior):
 #: plain Thompson sampling explores more than a 10-40-round answer repays.  Chosen with the prior (mean 0.6,
 #: weight 1) by sweeps on simulated machines and drafts (prior mean 0.5-0.7, weight 1-4, sharpness 1-12; the
@@ -312,12 +318,14 @@ class CostModelK:
 
     def _contradicted(self) -> bool:
         """Do the run's timers (five drafted rounds at least) put v(n) beyond `stale_z` standard errors of
-        their own, the calibration's and the plain reference's (REFERENCE_NOISE) combined?"""
+        their own, the calibration's and the plain reference's (REFERENCE_NOISE for the run's own plain
+        rounds, UNIT_DRIFT_NOISE for the calibration's t1_s) combined?"""
         if len(self.shifts()) < 5:
             return False
         shift, noise = self._pooled_shift()
         calibration_noise = max(self.prior.v_noise.values())
-        return abs(shift) > self.stale_z * math.sqrt(noise**2 + calibration_noise**2 + REFERENCE_NOISE**2)
+        reference_noise = REFERENCE_NOISE if len(self.plain_seconds) >= 3 else UNIT_DRIFT_NOISE
+        return abs(shift) > self.stale_z * math.sqrt(noise**2 + calibration_noise**2 + reference_noise**2)
 
     def costs(self) -> Costs:
         """What the run learned, as the next call's starting point."""
