@@ -85,7 +85,7 @@ def measure_times(time_one: Callable[[int], float], widths: list[int], reps: int
     others = sorted(set(widths) - {1})
     if progress is not None:
         progress(f"calibrating the cost policy: v(n) for n = 1..{max(widths)}, {reps} interleaved repetitions "
-                 f"or more on a busy machine (once per machine, model and thread count; cached)")
+                 f"(up to {max(reps, max_reps)} on a busy machine; once per machine, model and thread count; cached)")
     for n in [1, *others]:  # warm-up, dropped
         time_one(n)
     repetitions: list[dict[int, list[float]]] = []
@@ -97,7 +97,7 @@ def measure_times(time_one: Callable[[int], float], widths: list[int], reps: int
         repetitions.append({1: [before, time_one(1)], **seconds})
         spent = time.perf_counter() - start
         if progress is not None:
-            progress(f"calibrating the cost policy: {rep + 1} repetitions done, {spent:.1f} s")
+            progress(f"calibrating the cost policy: repetition {rep + 1} done, {spent:.1f} s")
         if rep + 1 >= min_reps and spent > budget_s:
             break
         if rep + 1 >= reps and _settled(repetitions):

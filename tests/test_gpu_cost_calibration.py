@@ -36,7 +36,7 @@ def test_measurement_is_interleaved_and_a_slow_outlier_moves_nothing():
     assert costs.t1_s == pytest.approx(0.01)
     order = calls["order"][4:]  # after the warm-up pass: 1, rotated widths, 1 per repetition
     assert order[:5] == [1, 2, 3, 5, 1] and order[5:10] == [1, 3, 5, 2, 1]
-    assert len(lines) == 8 and "cached" in lines[0] and lines[-1].startswith("calibrating the cost policy: 7 repetitions")
+    assert len(lines) == 8 and "cached" in lines[0] and lines[-1].startswith("calibrating the cost policy: repetition 7 done")
 
 
 def test_noise_reflects_the_spread_and_the_budget_stops_early():
