@@ -8,8 +8,8 @@ timings (7 interleaved repetitions, up to 21 on a busy machine) are fitted twice
 `gpu_impl.cost_calibration` fits them now (each width's undisturbed forwards) and as it did before
 (calibration version 2: the median of per-repetition ratios, made non-decreasing), so both fits see the
 same timings.  Reports v(n) per calibration and fit, and per fit the spread of v(9) and v(5) (max / min over
-calibrations), and v(n) as the ratio of mean seconds over all of a load's timings (`mean_ratio`: what a run
-pays on average).  Writes benchmarks/results/calibration_spread.json.
+calibrations), and v(n) as the ratio of mean seconds over all of a load's timings (`mean_ratio`: what
+forwards timed back to back pay on average).  Writes benchmarks/results/calibration_spread.json.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def calibrate_under(load: int, calibrations: int) -> dict:
 
 
 def mean_ratio(repetitions: list[dict[int, list[float]]]) -> dict[int, float]:
-    """v(n) as the ratio of mean seconds over every calibration's timings: what a run pays on average, the
-    quantity both fits estimate (time-slicing delays every width alike)."""
+    """v(n) as the ratio of mean seconds over every calibration's timings: what forwards timed back to back
+    pay on average, the quantity both fits estimate."""
     one = statistics.mean(t for r in repetitions for t in r[1])
     return {n: round(statistics.mean(r[n][0] for r in repetitions) / one, 3) for n in range(2, 10)}
 

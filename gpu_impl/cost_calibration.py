@@ -5,11 +5,12 @@ shared CPU one forward can take 10x its usual time, so a single timing per width
 could make drafting look hopeless or free.  Each repetition times width 1, every other width in a
 rotated order, then width 1 again; v(n) is the ratio of each width's undisturbed cost (the median of
 its forwards within 15 % of its fastest, `undisturbed_log_seconds`) to width 1's, with the standard
-error of the two medians; repetitions go on while a width may not yet have run undisturbed.  Why cached: the measurement takes
-seconds idle and tens of seconds on a busy machine; the result depends only on the machine, torch and
-its thread count, the model, dtype, device, CPU kernel plan and batch size, which make the key (as the
-CPU kernel plan is cached in `cpu_matmul`).  The run's own timers refine the cached values online
-(`k_policy`).
+error of the two medians; repetitions go on while a width may not yet have run undisturbed.  Why
+cached: the measurement takes seconds idle and tens of seconds on a busy machine; the result depends
+only on the machine, torch and its thread count, the model, dtype, device, CPU kernel plan and batch
+size, which make the key (as the CPU kernel plan is cached in `cpu_matmul`).  The run's own timers
+refine the cached values online (`k_policy`): with every core busy a whole round pays more than its
+forward timed back to back (benchmarks/README.md).
 
 Three guards against a calibration that no longer describes the machine: v(n) is made non-decreasing in
 n by a least-squares monotone fit (`fit_costs`); each record
@@ -120,9 +121,9 @@ def undisturbed_log_seconds(seconds: list[float]) -> tuple[float, float]:
 
     Why not the median of all: on a CPU shared with other processes a forward either runs undisturbed or is
     descheduled for about as long again (both cores busy: ~75 % of forwards here); the median then lands in
-    either mode, and four calibrations in a row ran v(9) from 1.36 to 1.85.  A delay by time-slicing scales
-    every width alike, so the undisturbed ratio is also the ratio of mean costs, what a run pays
-    (benchmarks/bench_calibration_spread.py measures both)."""
+    either mode, and four calibrations in a row ran v(9) from 1.36 to 1.85.  Time-slicing delays forwards
+    timed back to back about in proportion, so the undisturbed ratio is also their ratio of mean seconds
+    (benchmarks/bench_calibration_spread.py measures both: 1.35-1.45 against 1.44 for v(9))."""
     fastest = min(seconds)
     return robust_centre([math.log(s) for s in seconds if s <= fastest * UNDISTURBED])
 

@@ -256,9 +256,8 @@ def test_five_drafted_rounds_beyond_the_noise_contradict_the_calibration():
 
 def test_a_slower_minute_without_plain_rounds_of_its_own_contradicts_nothing():
     """No plain round of the run's own: the unit is the calibration's t1_s, timed minutes before, and runs
-    minutes apart differ by 7-11 %.  Drafted rounds x1.3 what it predicts contradict nothing (at the own
-    rounds' 5 % they did, and the calibration was measured again after 9 of 105 runs of the benchmark); x2.5
-    still do, and so does x1.3 against three plain rounds of the run's own."""
+    minutes apart differ by 7-11 %.  Drafted rounds x1.3 what it predicts contradict nothing (with the own
+    rounds' 5 % they did); x2.5 still do, and so does x1.3 against three plain rounds of the run's own."""
     def disagrees(slower: float, own_plain_rounds: int) -> bool:
         chooser = CostModelK(Costs({n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}, 0.0, None, t1_s=0.05), k_max=4)
         for _ in range(own_plain_rounds):
