@@ -29,8 +29,8 @@ REFERENCE_NOISE = 0.05
 #: another process minutes before.  Runs minutes apart differed by 7-11 % in plain speed (standard deviation
 #: of log tokens/s per configuration in benchmarks/results/cost_policy.json), so a run that drafts every
 #: round in a slower minute is not taken for a wrong calibration.  (It did not lower how often the benchmark
-#: measured calibrations again after a run, 9 and then 11 of 105: with both cores busy a round costs more
-#: than the calibrated forward against the run's own plain rounds too; benchmarks/README.md.)
+#: measured calibrations again after a run, 9 and then 11 of 105: with both cores busy the run's timers read
+#: drafted rounds as much dearer against its own plain rounds too; benchmarks/README.md.)
 UNIT_DRIFT_NOISE = 0.10
 #: Acceptance draws come from the posterior with its counts multiplied by this (a tempered posterior):
 #: plain Thompson sampling explores more than a 10-40-round answer repays.  Chosen with the prior (mean 0.6,
