@@ -69,9 +69,9 @@ def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int
                   min_reps: int = 3, budget_s: float = 20.0, progress: Callable[[str], None] | None = None) -> Costs:
     """v(n) for every width from `time_one(n)` (seconds of one forward of n tokens), interleaved and robust.
 
-    `reps` repetitions, then more (up to `max_reps`) while the estimate is noisier than TARGET_NOISE; stops
-    after `min_reps` once `budget_s` is spent (a very busy machine); `progress` receives a line when it
-    starts and one per repetition.
+    `reps` repetitions, then more (up to `max_reps`) while the estimate is noisier than TARGET_NOISE or a
+    width may not yet have run undisturbed (`_settled`); stops after `min_reps` once `budget_s` is spent (a
+    very busy machine); `progress` receives a line when it starts and one per repetition.
     """
     repetitions = measure_times(time_one, widths, reps, max_reps, min_reps, budget_s, progress)
     return fit_costs(repetitions)
