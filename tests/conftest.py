@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -24,6 +26,31 @@ def cli_threads_as_given(monkeypatch):
     from exactspec.gpu_impl.cpu_threads import ThreadPlan
 
     monkeypatch.setattr(cli, "plan_for_this_machine", lambda threads=None: ThreadPlan(threads))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def calibrations_kept_out_of_the_users_cache(tmp_path_factory):
+    """Cost calibrations the tests take in this process (tiny random models, fake clocks, a busy machine) go to
+    a temporary folder, not the user's cache, where they would pile up (52 records after one CI rehearsal).
+
+    Only calibrations: converted models and engine builds stay shared (tens of seconds and minutes to make
+    again).  A test that sets $EXACTSPEC_CACHE itself keeps the cache it chose."""
+    try:
+        from exactspec.gpu_impl import cost_calibration
+    except ImportError:  # no torch: nothing calibrates
+        yield
+        return
+    folder = tmp_path_factory.mktemp("calibration")
+    chosen = os.environ.get("EXACTSPEC_CACHE")
+    in_cache = cost_calibration.calibration_file
+
+    def in_folder(key: dict):
+        path = in_cache(key)
+        return path if os.environ.get("EXACTSPEC_CACHE") != chosen else folder / path.name
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cost_calibration, "calibration_file", in_folder)
+        yield folder
 
 
 _DESIGN_FOLDERS = ("reference", "stat_tests", "conformance", "proofs", "gpu_impl")

@@ -170,3 +170,14 @@ def test_measure_and_store_replaces_the_cached_record(tmp_path, monkeypatch):
     fresh = cc.measure_and_store(model, 1, None, [1, 2, 3], fake_clock({1: 1.0, 2: 2.0, 3: 3.0}, spikes=set())[0])
     costs, why = cc.load_costs(cc.calibration_key(model, 1, None, [1, 2, 3]))
     assert why == "" and costs.v == fresh.v and costs.v[3] == pytest.approx(3.0)
+
+
+def test_the_suites_own_calibrations_stay_out_of_the_users_cache(calibrations_kept_out_of_the_users_cache):
+    """Without a cache of its own, a test's calibration lands in the session's temporary folder (conftest)."""
+    model = scaled_llama(2, layers=1, scale=20)
+    time_one, _ = fake_clock({1: 1.0, 2: 1.2}, spikes=set())
+    key = cc.calibration_key(model, 1, None, [1, 2])
+    assert cc.cached_costs(model, 1, None, [1, 2], time_one)[1] in {"measured", "cache"}
+    path = cc.calibration_file(key)
+    assert path.parent == calibrations_kept_out_of_the_users_cache and path.is_file()
+    assert not (cc.cache_root() / "calibration" / path.name).exists()
