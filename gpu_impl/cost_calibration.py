@@ -10,7 +10,8 @@ cached: the measurement takes seconds idle and tens of seconds on a busy machine
 only on the machine, torch and its thread count, the model, dtype, device, CPU kernel plan and batch
 size, which make the key (as the CPU kernel plan is cached in `cpu_matmul`).  The run's own timers
 refine the cached values online (`k_policy`); with every core busy they read drafted rounds as much
-dearer than the calibration does, for a reason not yet settled (benchmarks/README.md).
+dearer than the calibration does on one VM (not on another), for a reason not yet settled
+(benchmarks/README.md).
 
 Three guards against a calibration that no longer describes the machine: v(n) is made non-decreasing in
 n by a least-squares monotone fit (`fit_costs`); each record
