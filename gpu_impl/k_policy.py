@@ -305,9 +305,13 @@ class CostModelK:
         """Seconds of one plain step, the unit of every cost ratio: the median of this run's plain rounds once
         there are three (a draft-free round is one), else the calibration's own (same machine and busy cores;
         one early round alone is a poor reference: the first after the prompt runs slow), else what there is."""
-        if len(self.plain_seconds) >= 3 or (self.plain_seconds and self.prior.t1_s <= 0):
+        if self._own_unit():
             return statistics.median(self.plain_seconds)
         return self.prior.t1_s if self.prior.t1_s > 0 else None
+
+    def _own_unit(self) -> bool:
+        """Is the plain reference the run's own plain rounds (three, or any when the calibration has no t1_s)?"""
+        return len(self.plain_seconds) >= 3 or bool(self.plain_seconds and self.prior.t1_s <= 0)
 
     def shift(self) -> float:
         """The run's median log shift of v(n) from the calibration (0 before three drafted rounds)."""
@@ -325,7 +329,7 @@ class CostModelK:
             return False
         shift, noise = self._pooled_shift()
         calibration_noise = max(self.prior.v_noise.values())
-        reference_noise = REFERENCE_NOISE if len(self.plain_seconds) >= 3 else UNIT_DRIFT_NOISE
+        reference_noise = REFERENCE_NOISE if self._own_unit() else UNIT_DRIFT_NOISE
         return abs(shift) > self.stale_z * math.sqrt(noise**2 + calibration_noise**2 + reference_noise**2)
 
     def costs(self) -> Costs:

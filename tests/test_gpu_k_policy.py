@@ -269,6 +269,21 @@ def test_a_slower_minute_without_plain_rounds_of_its_own_contradicts_nothing():
     assert not disagrees(1.3, 0) and disagrees(2.5, 0) and disagrees(1.3, 3) and not disagrees(1.0, 3)
 
 
+def test_a_run_whose_unit_is_its_own_plain_round_counts_the_own_rounds_noise():
+    """With no calibrated t1_s, one plain round of the run's own is the unit (`plain_reference`), so the
+    contradiction test counts REFERENCE_NOISE (5 %) for it, not the calibration's UNIT_DRIFT_NOISE: drafted
+    rounds x1.3 what the calibration predicts contradict it (they did not while the two tests disagreed)."""
+    def disagrees(t1_s: float, own_plain_rounds: int) -> bool:
+        chooser = CostModelK(Costs({n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}, 0.0, None, t1_s=t1_s), k_max=4)
+        for _ in range(own_plain_rounds):
+            chooser.update(0, [0], 0.05, 0.0)
+        for _ in range(6):
+            chooser.update(2, [1], 0.05 * 1.2 * 1.3, 0.0)
+        return chooser.calibration_disagrees
+
+    assert disagrees(0.0, 1) and not disagrees(0.05, 1)
+
+
 def test_a_wrong_early_decision_is_revisited():
     """A noisy calibration (a busy machine) says drafting loses (v(2) = 1.6 +- 30 %); really v(n) ~ 1 and
     every draft is accepted: the explorations find it out and drafting resumes."""
