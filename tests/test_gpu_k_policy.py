@@ -254,18 +254,21 @@ def test_five_drafted_rounds_beyond_the_noise_contradict_the_calibration():
     assert chooser.summary()["v"][3] == pytest.approx(3.0) and "contradicted the calibration (v(n) x2.50" in chooser.note()
 
 
+def disagrees(slower: float, own_plain_rounds: int, t1_s: float = 0.05) -> bool:
+    """Does a calibration (v(n) = 1 + 0.1 (n - 1), plain step `t1_s`) come out contradicted by a run of
+    `own_plain_rounds` plain rounds of 0.05 s, then six k = 2 rounds `slower` times what it predicts?"""
+    chooser = CostModelK(Costs({n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}, 0.0, None, t1_s=t1_s), k_max=4)
+    for _ in range(own_plain_rounds):
+        chooser.update(0, [0], 0.05, 0.0)
+    for _ in range(6):
+        chooser.update(2, [1], 0.05 * 1.2 * slower, 0.0)
+    return chooser.calibration_disagrees
+
+
 def test_a_slower_minute_without_plain_rounds_of_its_own_contradicts_nothing():
     """No plain round of the run's own: the unit is the calibration's t1_s, timed minutes before, and runs
     minutes apart differ by 7-11 %.  Drafted rounds x1.3 what it predicts contradict nothing (with the own
     rounds' 5 % they did); x2.5 still do, and so does x1.3 against three plain rounds of the run's own."""
-    def disagrees(slower: float, own_plain_rounds: int) -> bool:
-        chooser = CostModelK(Costs({n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}, 0.0, None, t1_s=0.05), k_max=4)
-        for _ in range(own_plain_rounds):
-            chooser.update(0, [0], 0.05, 0.0)
-        for _ in range(6):
-            chooser.update(2, [1], 0.05 * 1.2 * slower, 0.0)
-        return chooser.calibration_disagrees
-
     assert not disagrees(1.3, 0) and disagrees(2.5, 0) and disagrees(1.3, 3) and not disagrees(1.0, 3)
 
 
@@ -273,15 +276,7 @@ def test_a_run_whose_unit_is_its_own_plain_round_counts_the_own_rounds_noise():
     """With no calibrated t1_s, one plain round of the run's own is the unit (`plain_reference`), so the
     contradiction test counts REFERENCE_NOISE (5 %) for it, not the calibration's UNIT_DRIFT_NOISE: drafted
     rounds x1.3 what the calibration predicts contradict it (they did not while the two tests disagreed)."""
-    def disagrees(t1_s: float, own_plain_rounds: int) -> bool:
-        chooser = CostModelK(Costs({n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}, 0.0, None, t1_s=t1_s), k_max=4)
-        for _ in range(own_plain_rounds):
-            chooser.update(0, [0], 0.05, 0.0)
-        for _ in range(6):
-            chooser.update(2, [1], 0.05 * 1.2 * 1.3, 0.0)
-        return chooser.calibration_disagrees
-
-    assert disagrees(0.0, 1) and not disagrees(0.05, 1)
+    assert disagrees(1.3, 1, t1_s=0.0) and not disagrees(1.3, 1, t1_s=0.05)
 
 
 def test_a_wrong_early_decision_is_revisited():
