@@ -7,8 +7,9 @@ the first position's stays 0.6) and each scenario (per-position acceptance, the 
 (n - 1), and an answer length or 40 rounds), the policy's mean throughput over `--seeds` seeds divided by
 the best fixed k's in 0..8, with `simulate` from tests/test_gpu_k_policy.py (the simulator the regret tests
 use).  The scenarios are the regret tests' four, the same acceptance on machines where width is nearly
-free (slope 0.03, as the packed CPU kernels made it), 23- and 64-token copies, and chat through a prompt
-lookup that finds a match in 35 % of the rounds (the others are plain steps whatever k was chosen).  Writes
+free (slope 0.03, as the packed CPU kernels made it), 23- and 64-token copies, chat through a prompt
+lookup that finds a match in 35 % of the rounds (the others are plain steps whatever k was chosen), and
+code and the demo at T = 0 as the machine measured them (results/cost_policy.json).  Writes
 benchmarks/results/policy_prior_sweep.json; LATER_PRIOR_ACCEPTANCE in gpu_impl/k_policy.py quotes it.
 """
 
@@ -42,6 +43,10 @@ SCENARIOS = [
     ("code at T = 0.7, width nearly free", [0.3, 0.9, 0.8, 0.8, 0.7, 0.7, 0.7, 0.7], 0.03, None),
     # roughly SmolLM2 chat through prompt lookup at T = 0.7 with one thread: a match in ~35 % of the rounds
     ("chat, lookup matching 35 % of rounds", [0.13] + [0.4] * 7, 0.0625, None, 0.35),
+    # as results/cost_policy.json measured SmolLM2 through prompt lookup at T = 0, idle (alpha per position in the
+    # policy's notes, v(9) = 1.27): code (64 tokens) and the README's demo (23 tokens)
+    ("code at T = 0, as measured", [0.76, 0.88, 0.88] + [0.99] * 5, 0.034, 64),
+    ("demo, as measured", [0.76, 0.88, 0.88] + [0.99] * 5, 0.034, 23),
 ]
 
 
@@ -63,14 +68,16 @@ def kept_of_best_fixed(later_prior: float, acceptance: list[float], slope: float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=200)
-    parser.add_argument("--priors", default="0.6,0.7,0.75,0.8")
+    parser.add_argument("--priors", default="0.6,0.7,0.75,0.8,0.85")
     args = parser.parse_args()
     results = {}
     for prior in [float(p) for p in args.priors.split(",")]:
         kept = {name: kept_of_best_fixed(prior, *rest[:3], args.seeds, *rest[3:]) for name, *rest in SCENARIOS}
         worst = min(kept, key=kept.get)
-        results[str(prior)] = {"kept_of_best_fixed": kept, "worst": worst, "worst_kept": kept[worst]}
-        log(f"later prior {prior}: worst {kept[worst]:.3f} ({worst}); "
+        mean = statistics.geometric_mean(kept.values())
+        results[str(prior)] = {"kept_of_best_fixed": kept, "worst": worst, "worst_kept": kept[worst],
+                               "geometric_mean_kept": mean}
+        log(f"later prior {prior}: worst {kept[worst]:.3f} ({worst}), geometric mean {mean:.3f}; "
             + ", ".join(f"{name} {value:.3f}" for name, value in kept.items()))
     path = write_result("policy_prior_sweep", {"seeds": args.seeds, "scenarios": SCENARIOS, "priors": results})
     log(f"wrote {path}")
