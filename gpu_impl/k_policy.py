@@ -260,12 +260,14 @@ class CostModelK:
         posterior means); a plain step first when there is no plain reference yet (no calibrated t1_s).
 
         The first drafted round, before any position was examined, takes the k best at the optimistic bound
-        (`factor(k, +1)`: optimism in the face of uncertainty).  Why: on a copy, a first round drawn short
-        (k = 5 where k = 8 was best) costs a whole round of the ~8 a 64-token answer takes; measured on
-        summarisation at T = 0, 9 rounds against fixed k = 8's 8, ~10 % of the run.  Where drafts fail, the
-        bound's k costs one round at v(k + 1) among the many such an answer runs, and examines every position
-        at once.  Sim (benchmarks/sim_policy_prior.py): geometric mean of 14 scenarios 0.949 -> 0.957, copies
-        and the measured code and demo +1.5-4 %, at T = 0.7 -1 %; chat where width is dear (v(9) = 3.4) -3 %."""
+        (`factor(k, +1)`: optimism in the face of uncertainty).  Why: on a copy, a round drafted short (k = 5
+        where k = 8 was best) costs a whole round of the ~8 a 64-token answer takes (summarisation at T = 0:
+        9 rounds where fixed k = 8 took 8), and the first round, drawn with no evidence at all, was often
+        short: on bench_cost_policy's copying rows at T = 0 (45 runs), rounds at k < 7 went from 1.67 to 0.80 a run.  Where drafts fail, the bound's k costs one round at v(k + 1) among the many
+        such an answer runs, and it examines every position at once.  Sim (benchmarks/sim_policy_prior.py):
+        geometric mean of 14 scenarios 0.949 -> 0.957, copies and the measured code and demo +1.5-4 %, at
+        T = 0.7 -1 %, chat where width is dear (v(9) = 3.4) -3 %.  On the machine (bench_cost_policy.py, 21
+        configurations): geometric mean of cost / best fixed k 0.950 -> 0.970 (benchmarks/README.md)."""
         if self.plain_reference() is None:
             k = 0
         elif not any(self.examined):
