@@ -44,7 +44,7 @@ DRAW_SHARPNESS = 4.0
 #: Chosen by the same simulator (benchmarks/sim_policy_prior.py on tests/test_gpu_k_policy.py's `simulate`,
 #: 200 seeds, 14 scenarios: the regret ones, 23- and 64-token copies, the same on machines where width is
 #: nearly free, as oneDNN's packed kernels made it here, chat through a prompt lookup that matches in a third
-#: of the rounds, and code and the demo at T = 0 as results/cost_policy.json measured them;
+#: of the rounds, and code and the demo at T = 0 as results/cost_policy_7daa0f3.json measured them;
 #: results/policy_prior_sweep.json).  With the optimistic first round (`choose`), 0.7 and 0.8 keep the same
 #: geometric mean of the best fixed k's throughput (0.957); 0.8 gains up to 1 % on copies and loses 1-1.5 %
 #: in chat, where width is dear.
@@ -119,6 +119,7 @@ class CostModelK:
     the rates and the cost shift from their posteriors and takes the k that maximises the drawn factor, so
     a k is tried about as often as it may be the best; the exploration this buys shrinks as the counts
     grow, and its cost is bounded by the posterior's width (a k that is surely worse is almost never drawn).
+    The first drafted round, with no evidence to draw from, is optimistic instead (`choose`).
     The unit of every cost ratio is the plain step: the calibration's t1_s until the run has three plain
     rounds of its own (`plain_reference`); every drafted round is re-read against the current unit (`shifts`).
     The draws come from the chooser's own generator (`seed`), never the sampling streams, and k depends
@@ -263,8 +264,9 @@ class CostModelK:
         (`factor(k, +1)`: optimism in the face of uncertainty).  Why: on a copy, a round drafted short (k = 5
         where k = 8 was best) costs a whole round of the ~8 a 64-token answer takes (summarisation at T = 0:
         9 rounds where fixed k = 8 took 8), and the first round, drawn with no evidence at all, was often
-        short: on bench_cost_policy's copying rows at T = 0 (45 runs), rounds at k < 7 went from 1.67 to 0.80 a run.  Where drafts fail, the bound's k costs one round at v(k + 1) among the many
-        such an answer runs, and it examines every position at once.  Sim (benchmarks/sim_policy_prior.py):
+        short: on bench_cost_policy's copying rows at T = 0 (45 runs), rounds at k < 7 went from 1.67 to
+        0.80 a run.  Where drafts fail, the bound's k costs one round at v(k + 1) among the many such an
+        answer runs, and it examines every position at once.  Sim (benchmarks/sim_policy_prior.py):
         geometric mean of 14 scenarios 0.949 -> 0.957, copies and the measured code and demo +1.5-4 %, at
         T = 0.7 -1 %, chat where width is dear (v(9) = 3.4) -3 %.  On the machine (bench_cost_policy.py, 21
         configurations): geometric mean of cost / best fixed k 0.950 -> 0.970 (benchmarks/README.md)."""
