@@ -272,12 +272,10 @@ class CostModelK:
         configurations): geometric mean of cost / best fixed k 0.950 -> 0.970 (benchmarks/README.md)."""
         if self.plain_reference() is None:
             k = 0
-        elif not any(self.examined):
-            k = max(range(self.k_max + 1), key=lambda k: (self.factor(k, +1), -k))
-            self.explorations += k != self.best_k()
         else:
-            drawn = self.drawn_factors()
-            k = max(range(self.k_max + 1), key=lambda k: (drawn[k], -k))
+            examined = any(self.examined)
+            factors = self.drawn_factors() if examined else [self.factor(k, +1) for k in range(self.k_max + 1)]
+            k = max(range(self.k_max + 1), key=lambda k: (factors[k], -k))
             self.explorations += k != self.best_k()
         self.chosen[k] += 1
         return k
