@@ -24,8 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import log, write_result  # noqa: E402
 
-from exactspec.gpu_impl.k_policy import CostModelK, Costs  # noqa: E402
-from tests.test_gpu_k_policy import simulate  # noqa: E402
+from tests.test_gpu_k_policy import throughputs  # noqa: E402
 
 #: (name, acceptance per position, slope of v(n), answer tokens or None for 40 rounds[, share of rounds with
 #: a draft to propose: prompt lookup finds no match in the others])
@@ -53,16 +52,9 @@ SCENARIOS = [
 def kept_of_best_fixed(later_prior: float, acceptance: list[float], slope: float, answer: int | None, seeds: int,
                        match_rate: float = 1.0) -> float:
     """The policy's mean throughput over the best fixed k's (0..8) on one simulated machine and draft."""
-    def true_v(n: int) -> float:
-        return 1.0 + slope * (n - 1)
-    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
-    rounds = 64 if answer else 40
-
-    def throughput(make) -> float:
-        return statistics.mean(simulate(make(s), acceptance, true_v, rounds, s, answer_tokens=answer, match_rate=match_rate)
-                               for s in range(seeds))
-    policy = throughput(lambda s: CostModelK(costs, k_max=8, seed=s, later_prior_acceptance_rate=later_prior))
-    return policy / max(throughput(lambda s, k=k: k) for k in range(9))
+    policy, fixed = throughputs(acceptance, slope, 64 if answer else 40, seeds,
+                                {"later_prior_acceptance_rate": later_prior}, answer_tokens=answer, match_rate=match_rate)
+    return policy / max(fixed)
 
 
 def main() -> int:

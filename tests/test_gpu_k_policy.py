@@ -98,6 +98,20 @@ def simulate(chooser_or_k, acceptance: list[float], true_v, rounds_: int, seed: 
     return tokens / seconds
 
 
+def throughputs(acceptance: list[float], slope: float, rounds_: int, seeds: int, policy_kwargs: dict | None = None,
+                **simulate_kwargs) -> tuple[float, list[float]]:
+    """(the cost policy's, [fixed k = 0..8's]) tokens per second, `simulate` averaged over seeds 0..seeds - 1, on a
+    machine where v(n) = 1 + slope (n - 1) and the calibration says so (t1_s = 0.05 s, 3 % noise)."""
+    def true_v(n):
+        return 1.0 + slope * (n - 1)
+    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
+
+    def mean(chooser_or_k) -> float:
+        return statistics.mean(simulate(chooser_or_k(s), acceptance, true_v, rounds_, s, **simulate_kwargs) for s in range(seeds))
+    policy = mean(lambda s: CostModelK(costs, k_max=8, seed=s, **(policy_kwargs or {})))
+    return policy, [mean(lambda s, k=k: k) for k in range(9)]
+
+
 @pytest.mark.parametrize("acceptance, slope", [
     ([0.9] * 8, 0.05),  # a long copy on a machine where width is nearly free: best k = 8
     ([0.4] + [0.9] * 7, 0.12),  # a doubtful first token, then a copy (prompt lookup)
@@ -107,12 +121,8 @@ def simulate(chooser_or_k, acceptance: list[float], true_v, rounds_: int, seed: 
 def test_regret_against_the_best_fixed_k_is_at_most_ten_percent(acceptance, slope):
     """40 rounds (a 64-token answer), calibration right but acceptance unknown: the policy's throughput over
     20 seeds is within 10 % of the best fixed k in 0..8 (k = 0: plain decoding) on the same simulated machine."""
-    def true_v(n):
-        return 1.0 + slope * (n - 1)
-    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
-    policy = statistics.mean(simulate(CostModelK(costs, k_max=8, seed=s), acceptance, true_v, 40, s) for s in range(20))
-    fixed = {k: statistics.mean(simulate(k, acceptance, true_v, 40, s) for s in range(20)) for k in range(9)}
-    assert policy >= 0.9 * max(fixed.values()), (policy, fixed)
+    policy, fixed = throughputs(acceptance, slope, 40, 20)
+    assert policy >= 0.9 * max(fixed), (policy, fixed)
 
 
 def test_rounds_without_a_draft_age_no_acceptance_count():
@@ -132,16 +142,7 @@ def test_chat_where_prompt_lookup_seldom_matches_keeps_plain_speed():
     rounds, the first draft accepted ~13 % of the time and the later ones ~40 %, v(n) = 1 + 0.0625 (n - 1):
     drafting at best breaks even, and over 40 rounds and 40 seeds the policy keeps 0.95 of plain decoding's
     throughput and of the best fixed k's."""
-    acceptance, match_rate = [0.13] + [0.4] * 7, 0.35
-
-    def true_v(n):
-        return 1.0 + 0.0625 * (n - 1)
-    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
-
-    def throughput(chooser_or_k) -> float:
-        return statistics.mean(simulate(chooser_or_k(s), acceptance, true_v, 40, s, match_rate=match_rate) for s in range(40))
-    policy = throughput(lambda s: CostModelK(costs, k_max=8, seed=s))
-    fixed = [throughput(lambda s, k=k: k) for k in range(9)]
+    policy, fixed = throughputs([0.13] + [0.4] * 7, 0.0625, 40, 40, match_rate=0.35)
     assert policy >= 0.95 * fixed[0] and policy >= 0.95 * max(fixed), (policy, fixed)
 
 
@@ -153,17 +154,8 @@ def test_a_calibration_taken_at_another_machine_speed_does_not_mislead(speed_now
     rounds, a machine x1.36 slower than the calibration kept 0.85 (the stale unit made drafting look dear, the
     policy went plain and never drafted again); one x0.75 faster kept 0.92 (0.96 now that every width is
     lifted together, not clamped one by one)."""
-    acceptance = [0.35] + [0.5] * 7
-
-    def true_v(n):
-        return 1.0 + 0.06 * (n - 1)
-    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
-
-    def throughput(chooser_or_k) -> float:
-        return statistics.mean(simulate(chooser_or_k(s), acceptance, true_v, 60, s, t1=0.05 * speed_now) for s in range(30))
-    policy = throughput(lambda s: CostModelK(costs, k_max=8, seed=s))
-    best_fixed = max(throughput(lambda s, k=k: k) for k in range(9))
-    assert policy >= 0.9 * best_fixed, (policy, best_fixed)
+    policy, fixed = throughputs([0.35] + [0.5] * 7, 0.06, 60, 30, t1=0.05 * speed_now)
+    assert policy >= 0.9 * max(fixed), (policy, fixed)
 
 
 def test_drafted_rounds_cheaper_than_the_unit_lift_every_width_together():
@@ -187,15 +179,8 @@ def test_a_short_answer_reaches_a_long_copy_early(acceptance):
     policy still keeps 0.9 of the best fixed k over 100 seeds.  (Over 300 seeds, with the later positions
     drawn together it kept 0.95 and 0.92; drawn independently, as before, 0.94 and 0.91; with the later
     positions' prior mean at 0.7 rather than 0.6, 0.96 and 0.94.)"""
-    def true_v(n):
-        return 1.0 + 0.05 * (n - 1)
-    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
-
-    def throughput(chooser_or_k) -> float:
-        return statistics.mean(simulate(chooser_or_k(s), acceptance, true_v, 64, s, answer_tokens=64) for s in range(100))
-    policy = throughput(lambda s: CostModelK(costs, k_max=8, seed=s))
-    best_fixed = max(throughput(lambda s, k=k: k) for k in range(9))
-    assert policy >= 0.9 * best_fixed, (policy, best_fixed)
+    policy, fixed = throughputs(acceptance, 0.05, 64, 100, answer_tokens=64)
+    assert policy >= 0.9 * max(fixed), (policy, fixed)
 
 
 def test_the_first_drafted_round_takes_the_optimistic_bounds_k():
@@ -213,14 +198,8 @@ def test_a_23_token_copy_is_not_slowed_by_a_short_first_round():
     """The README demo's length (23 tokens, ~3-4 rounds of k = 8) behind a copy accepted at 0.92 per draft, width
     nearly free (v(9) = 1.27, as measured idle): the policy keeps 0.95 of the best fixed k over 100 seeds.
     (With the first round drawn like the others it kept 0.925: a short first round costs one round of four.)"""
-    def true_v(n):
-        return 1.0 + 0.034 * (n - 1)
-    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
-
-    def throughput(chooser_or_k) -> float:
-        return statistics.mean(simulate(chooser_or_k(s), [0.92] * 8, true_v, 64, s, answer_tokens=23) for s in range(100))
-    policy = throughput(lambda s: CostModelK(costs, k_max=8, seed=s))
-    assert policy >= 0.95 * max(throughput(lambda s, k=k: k) for k in range(9))
+    policy, fixed = throughputs([0.92] * 8, 0.034, 64, 100, answer_tokens=23)
+    assert policy >= 0.95 * max(fixed), (policy, fixed)
 
 
 def test_later_positions_are_drawn_together():
