@@ -35,7 +35,7 @@ from dtypes_table import best_speculative  # noqa: E402
 
 import torch  # noqa: E402
 
-from exactspec.conformance.engine.llama_server import LlamaServer, ensure_llama_server  # noqa: E402
+from exactspec.conformance.engine.serve.llama_server import LlamaServer, ensure_llama_server  # noqa: E402
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 FAMILIES = {**PROMPTS, "demo": DEMO_PROMPT}

@@ -34,7 +34,7 @@ from _common import PROMPTS, encode_prompt, log, spread, write_result  # noqa: E
 import httpx  # noqa: E402
 import torch  # noqa: E402
 
-from exactspec.conformance.engine.llama_server import LlamaServer, ensure_llama_server  # noqa: E402
+from exactspec.conformance.engine.serve.llama_server import LlamaServer, ensure_llama_server  # noqa: E402
 from exactspec.conformance.paths import portable_args  # noqa: E402
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 

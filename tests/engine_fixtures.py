@@ -1,7 +1,7 @@
 """Session fixtures of the engine tests: a cached ``llama-server`` build and its plain and speculative servers.
 
 The build happens once per machine (cached under ``$EXACTSPEC_CACHE`` / ``~/.cache/exactspec``, see
-``conformance.engine.llama_server``); a missing compiler or cmake fails the tests with the tool's name,
+``conformance.engine.serve.llama_server``); a missing compiler or cmake fails the tests with the tool's name,
 it does not skip them. Every server runs on 127.0.0.1 with the embedded SmolLM2-135M GGUF, one slot, and is
 stopped by its PID at the end of the session. Import the fixtures into a test module to use them.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from exactspec.conformance.engine.llama_server import LlamaServer, ensure_llama_server
+from exactspec.conformance.engine.serve.llama_server import LlamaServer, ensure_llama_server
 
 #: Requests of the engine tests are bounded in time: a 135M model answers 32 tokens in well under this.
 REQUEST_TIMEOUT_S = 120.0

@@ -103,7 +103,7 @@ def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root
     format, a current build, the current vLLM venv, current plans, calibrations, heads and other people's
     files."""
     pytest.importorskip("httpx")  # the engine extra names the engine versions
-    from exactspec.conformance.engine import llama_server, vllm_server
+    from exactspec.conformance.engine.serve import llama_server, vllm_server
 
     _fill(root)
     current_model = root / "models" / f"m-4567-v{cache.MODEL_CACHE_FORMAT}"

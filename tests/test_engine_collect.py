@@ -27,9 +27,9 @@ from starlette.routing import Route  # noqa: E402
 
 from exactspec.cli import main as exactspec_main  # noqa: E402
 from exactspec.conformance.engine import samples  # noqa: E402
-from exactspec.conformance.engine.client import SamplerChain, parse_completion  # noqa: E402
-from exactspec.conformance.engine.jobs import Budget, plan_jobs, read_prompts, seed_list  # noqa: E402
-from exactspec.conformance.engine.mutant_server import loopback_socket  # noqa: E402
+from exactspec.conformance.engine.collect.client import SamplerChain, parse_completion  # noqa: E402
+from exactspec.conformance.engine.collect.jobs import Budget, plan_jobs, read_prompts, seed_list  # noqa: E402
+from exactspec.conformance.engine.serve.mutant_server import loopback_socket  # noqa: E402
 
 VOCAB = 6
 PROMPTS = [{"prompt_id": "a", "prompt_tokens": [1, 2, 3]}, {"prompt_id": "b", "prompt_tokens": [1, 4]}]
@@ -324,7 +324,7 @@ def test_bounds_and_plans_refuse_bad_input(tmp_path):
 
 
 def test_the_programmatic_entry_takes_prompt_dicts_and_settings(tmp_path):
-    from exactspec.conformance.engine.collect import Settings, collect_samples
+    from exactspec.conformance.engine.collect.command import Settings, collect_samples
 
     settings = Settings(chain=SamplerChain(temperature=0.0, max_tokens=2), n_seeds=3, max_requests=100,
                         time_limit_s=30.0)
@@ -378,7 +378,7 @@ def test_speculative_placeholder_positions_are_not_recorded_as_distributions():
 
 
 def test_run_bounded_stops_at_an_expected_failure_and_raises_an_unexpected_one():
-    from exactspec.conformance.engine.jobs import run_bounded
+    from exactspec.conformance.engine.collect.jobs import run_bounded
 
     written = []
 

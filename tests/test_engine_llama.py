@@ -1,6 +1,6 @@
 """A real llama.cpp ``llama-server`` in the tests: the build/start/stop helpers, then the engine itself.
 
-The unit tests exercise ``conformance.engine.llama_server`` with fake binaries (fast, no build). The
+The unit tests exercise ``conformance.engine.serve.llama_server`` with fake binaries (fast, no build). The
 ``slow`` tests use the cached build (built once per machine) and the embedded SmolLM2-135M GGUF: the
 servers answer, speculation at temperature 0 reproduces plain decoding token for token, the draft
 counters show that speculation ran, and with the same seed a sampler-match mode reproduces plain output.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from exactspec.conformance.engine import llama_server as ls
+from exactspec.conformance.engine.serve import llama_server as ls
 from tests.engine_fixtures import (  # noqa: F401  (fixtures)
     chat_prompt_tokens,
     complete,

@@ -1,4 +1,4 @@
-"""Engine-level meta-test: the engine level's mutant zoo (`conformance.engine.mutants`: exactspec's own
+"""Engine-level meta-test: the engine level's mutant zoo (`conformance.engine.serve.mutants`: exactspec's own
 generators and every generation-level mutant, served over the llama.cpp protocol, sampled by the collector and
 judged by the engine level at the quick profile), with each mutant's deviation measured.
 
@@ -21,10 +21,10 @@ pytest.importorskip("torch")
 for _module in ("uvicorn", "starlette", "httpx", "tenacity"):  # the `engine` extra
     pytest.importorskip(_module)
 
-from exactspec.conformance.engine import mutants as zoo  # noqa: E402
+from exactspec.conformance.engine.serve import mutants as zoo  # noqa: E402
 from exactspec.conformance.engine.level import certify_samples  # noqa: E402
-from exactspec.conformance.engine.mutant_backends import make_backend  # noqa: E402
-from exactspec.conformance.engine.mutant_server import EngineServer, sampling_from_request  # noqa: E402
+from exactspec.conformance.engine.serve.mutant_backends import make_backend  # noqa: E402
+from exactspec.conformance.engine.serve.mutant_server import EngineServer, sampling_from_request  # noqa: E402
 from exactspec.conformance.sequence.cases import PROMPT_A  # noqa: E402
 from exactspec.conformance.sequence.exact_law import sequence_law  # noqa: E402
 from exactspec.conformance.sequence.models import tiny_pair  # noqa: E402
@@ -246,7 +246,7 @@ def test_kill_table_keeps_each_profiles_table_apart():
 def test_measured_token_deviation_separates_exact_from_mutant(one_torch_thread):
     """The textbook loop's bounds contain 0; a mutant verified at T = 1 sits far above the standard target,
     with lower <= estimate <= upper."""
-    from exactspec.conformance.engine.zoo_deviation import measure
+    from exactspec.conformance.engine.serve.zoo_deviation import measure
 
     exact = measure("reference_loop", 3000)
     mutant = measure("mutant-target-verified-at-t1", 3000)

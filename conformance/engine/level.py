@@ -186,7 +186,7 @@ class EngineLevel(Level):
 
     def mutants(self, profile: str = "quick") -> list:
         """exactspec's generators and the generation-level mutants, served and collected at `profile` sizes."""
-        from .mutants import subjects
+        from .serve.mutants import subjects
 
         return subjects(profile)
 

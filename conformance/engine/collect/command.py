@@ -31,8 +31,8 @@ from typing import Any
 
 import httpx
 
-from ..paths import portable_args, portable_path
-from . import samples
+from ...paths import portable_args, portable_path
+from .. import samples
 from .client import EngineClient, RetryPolicy, SamplerChain
 from .jobs import Budget, Job, Outcome, check_prompts, plan_jobs, read_prompts, role_seeds, run_bounded
 from .openai_client import OpenAIEngineClient, vllm_request

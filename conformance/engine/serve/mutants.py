@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...stat_tests import detectable_tv, units_for_mean_token_tv
-from ..core.level import REJECTED, Subject
-from .client import SamplerChain
+from ....stat_tests import detectable_tv, units_for_mean_token_tv
+from ...core.level import REJECTED, Subject
+from ..collect.client import SamplerChain
 
 CHAIN = SamplerChain(temperature=0.5, top_k=3, max_tokens=4)  # T != 1 and a top-k: what most mutants need
 K = 2  # drafts per round: a bonus token and a second round inside the 4 compared positions
@@ -58,8 +58,8 @@ class ZooSizes:
 def sizes(profile: str = "quick") -> ZooSizes:
     """The zoo's sizes at `profile`: the candidate n is the smallest whose tuple check (TARGET_BINS bins) detects
     TARGET_TV and whose PIT reaches the profile's target mean per-token TV (with the reports' rounding slack)."""
-    from ..core.profiles import get_profile
-    from .pit import REPORT_ROUNDING
+    from ...core.profiles import get_profile
+    from ..pit import REPORT_ROUNDING
 
     prof = get_profile(profile)
     level, false_pass_rate, n_reference = prof.engine.total_false_fail / N_CHECKS, prof.false_pass_rate, \
@@ -76,7 +76,7 @@ def sizes(profile: str = "quick") -> ZooSizes:
 
 def settings(n_seeds: int, size: ZooSizes, seed_start: int = 1) -> Any:
     """Candidates get seeds disjoint from the reference's (independent samples; no seed coupling is claimed)."""
-    from .collect import Settings
+    from ..collect.command import Settings
 
     return Settings(chain=CHAIN, n_seeds=n_seeds, seed_start=seed_start, concurrency=4,
                     max_requests=3 * max(size.n_reference, size.n_candidate), time_limit_s=size.time_limit_s,
@@ -85,8 +85,8 @@ def settings(n_seeds: int, size: ZooSizes, seed_start: int = 1) -> Any:
 
 def backend(kind: str) -> Any:
     """The served generator `kind` on the tiny pair (a batch-rows mutant gets a concurrent companion prompt)."""
-    from ..sequence.cases import PROMPT_B
-    from ..sequence.models import tiny_pair
+    from ...sequence.cases import PROMPT_B
+    from ...sequence.models import tiny_pair
     from .mutant_backends import make_backend
 
     target, draft = tiny_pair(eos_token_id=EOS)
@@ -98,7 +98,7 @@ class SharedReference:
     """The reference server (plain loop) and its sample directory, alive until `close`."""
 
     def __init__(self, root: Path, profile: str = "quick") -> None:
-        from .collect import collect_samples
+        from ..collect.command import collect_samples
         from .mutant_server import EngineServer
 
         self.root, self.size = root, sizes(profile)
@@ -114,10 +114,10 @@ class SharedReference:
 
     def pair(self, kind: str, out_dir: Path | None = None) -> Any:
         """Serve `kind`, collect its samples, teacher-force the reference on them: the SamplePair to certify."""
-        from .collect import collect_samples
-        from .cases import SamplePair
+        from ..collect.command import collect_samples
+        from ..cases import SamplePair
         from .mutant_server import EngineServer
-        from .samples import read_samples
+        from ..samples import read_samples
 
         out = out_dir or Path(tempfile.mkdtemp(prefix=f"candidate-{kind}-", dir=self.root))
         with EngineServer(backend(kind), model_name=MODEL_NAME) as server:
@@ -150,7 +150,7 @@ def shared_reference(profile: str = "quick") -> SharedReference:
 
 def subjects(profile: str = "quick") -> list[Subject]:
     """Every generation-level mutant served (each must be rejected), then the valid rows, sized for `profile`."""
-    from ..sequence.mutants import MUTANTS
+    from ...sequence.mutants import MUTANTS
 
     def served(kind: str):
         return lambda: shared_reference(profile).pair(kind)

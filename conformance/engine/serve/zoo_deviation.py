@@ -53,7 +53,7 @@ class TargetRows:
 
     def after(self, prefix: tuple[int, ...]) -> np.ndarray:
         if prefix not in self._rows:
-            from ..sequence.models import target_rows
+            from ...sequence.models import target_rows
 
             self._rows[prefix] = target_rows(self.target, self.prompt, list(prefix) + [0], self.sampling)[-1]
         return self._rows[prefix]
@@ -104,8 +104,8 @@ def split_lower_bound(first: Sequence[Sequence[int]], second: Sequence[Sequence[
 
 def measure(kind: str, n_completions: int = 40_000, delta: float = 1e-3) -> TokenDeviation:
     """Mean per-token TV at the drafted positions 2..max_tokens of the zoo's generator `kind` (`mutants.backend`)."""
-    from ..sequence.cases import PROMPT_A
-    from ..sequence.models import tiny_pair
+    from ...sequence.cases import PROMPT_A
+    from ...sequence.models import tiny_pair
     from .mutant_server import sampling_from_request
     from .mutants import CHAIN, EOS, backend
 

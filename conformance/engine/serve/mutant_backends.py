@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ...reference.warping import SamplingParams
+from ....reference.warping import SamplingParams
 
 if TYPE_CHECKING:
-    from ..sequence.reference_loop import ReferenceLoop  # imports torch: only for the checker
+    from ...sequence.reference_loop import ReferenceLoop  # imports torch: only for the checker
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Backend:
     speculative = False
 
     def __init__(self, target: Any, k: int = 0) -> None:
-        from ..sequence.models import eos_of
+        from ...sequence.models import eos_of
 
         self.target = target
         self.k = int(k)
@@ -72,7 +72,7 @@ class Backend:
 
     def position_probs(self, prompt: Sequence[int], tokens: Sequence[int], sampling: SamplingParams) -> np.ndarray:
         """Warped target distribution (len(tokens), V) of every generated position, by teacher forcing."""
-        from ..sequence.models import target_rows
+        from ...sequence.models import target_rows
 
         with self._lock:
             return target_rows(self.target, list(prompt), list(tokens), sampling)
@@ -95,7 +95,7 @@ class PlainBackend(Backend):
     def _generate(self, prompt, max_tokens, sampling, seed):
         import torch
 
-        from ...gpu_impl.plain import generate_plain
+        from ....gpu_impl.plain import generate_plain
 
         ids = torch.tensor([prompt], dtype=torch.long)
         result = generate_plain(self.target, ids, max_tokens, sampling=sampling, seed=seed, eos_token_id=self.eos)
@@ -170,8 +170,8 @@ class GpuImplBackend(Backend):
         self._generators: dict[str, Any] = {}
 
     def _generator(self, sampling: SamplingParams) -> Any:
-        from ...gpu_impl import SpeculativeGenerator
-        from ...gpu_impl.drafts import ModelDraft
+        from ....gpu_impl import SpeculativeGenerator
+        from ....gpu_impl.drafts import ModelDraft
 
         key = repr(sampling)
         if key not in self._generators:
@@ -193,8 +193,8 @@ def make_backend(kind: str, target: Any, draft: Any = None, k: int = 0,
                  companion: Sequence[int] | None = None) -> Backend:
     """A backend by name: "plain", "gpu_impl", "reference_loop", or a mutant's ``name`` from
     ``conformance.sequence.mutants`` (MUTANTS and BENIGN)."""
-    from ..sequence.mutants import BENIGN, MUTANTS
-    from ..sequence.reference_loop import ReferenceLoop
+    from ...sequence.mutants import BENIGN, MUTANTS
+    from ...sequence.reference_loop import ReferenceLoop
 
     if kind == "plain":
         return PlainBackend(target)

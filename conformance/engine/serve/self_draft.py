@@ -103,8 +103,8 @@ def early_exit_hf_dir(source: str | os.PathLike, blocks: int, out: str | os.Path
 
 def self_draft(blocks: int = DEFAULT_BLOCKS) -> dict[str, Path]:
     """{"gguf": ..., "hf_dir": ...}: the embedded SmolLM2's early-exit self-draft, built once and cached."""
-    from ...cache import content_hash
-    from ...gpu_impl.models import converted_checkpoint_dir, default_gguf_path, models_dir
+    from ....cache import content_hash
+    from ....gpu_impl.models import converted_checkpoint_dir, default_gguf_path, models_dir
 
     gguf_source = default_gguf_path()
     root = models_dir() / f"self-draft-{gguf_source.stem}-{content_hash(gguf_source)[:16]}-{blocks}blocks"

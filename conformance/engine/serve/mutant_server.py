@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .mutant_backends import Backend, Generated
-from ...reference.warping import SamplingParams
+from ....reference.warping import SamplingParams
 
 LLAMA_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
 NEUTRAL = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0,

