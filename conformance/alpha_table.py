@@ -13,13 +13,16 @@ holds, by the test's kind:
   <= the nominal one, which is the value the table sums. A point-mass law is a hard check (every sample must hit
   it), and a test no observation reaches does not run: false-fail rate 0;
 * ``ks`` (randomized PIT values: the rule level's varying-row cases, the sequence level, tree positions whose
-  rows differ by prefix, the engine level): KS with the exact finite-n law of its statistic (`scipy.stats.kstwo`)
+  rows differ by prefix): KS with the exact finite-n law of its statistic (`scipy.stats.kstwo`)
   on continuous PIT values, i.i.d. uniform under exactness: realised = nominal. Their number never depends on the
   tokens: which positions are tested depends on earlier tokens only, and a sequence that stopped (EOS) or a
   position without a report gives a fresh uniform draw instead;
+* ``sequential`` (the engine level's law checks): e-processes, each a nonnegative supermartingale under
+  exactness; Ville's inequality bounds the chance one ever reaches 1/rate, so the rate holds at every look of a
+  run that stops when it likes (proofs/ARGUMENT.md, C15); ``fisher``: Fisher's exact one-sided test;
 * ``binomial`` (the acceptance-rate check): an exact two-sided binomial test: realised <= nominal;
-* ``permutation`` and ``multinomial`` (engine level, n is the sample files': rows for one sampling prompt with
-  every check, P prompts divide the per-check rate by P): valid at any n (theorems);
+* ``permutation`` and ``multinomial``: valid at any n (theorems). Engine level rows are for one sampling prompt
+  with every check (n is the sample files'; P prompts divide the per-check rate by P);
 * hard checks (contract, invariants, greedy equality, zero-probability tokens): false-fail rate 0, not listed.
 
 Confirmatory tests (rule and tree levels, run only after a standard-rule check failed on a case) take the rate
@@ -59,7 +62,10 @@ STATED_KINDS: dict[str, tuple[str, str]] = {
                     "Clifford 1991) at level/2, Bonferroni; pooled-sample bins; valid at any n under exchangeability",
                     "proven bound"),
     "multinomial": ("exact multinomial test: enumeration (<= 200k outcomes) or Monte-Carlo p-value (1+e)/(1+B), "
-                    "valid at any n (failure: INCONCLUSIVE, not NOT_EXACT)", "proven bound")}
+                    "valid at any n (failure: INCONCLUSIVE, not NOT_EXACT)", "proven bound"),
+    "sequential": ("e-process (a nonnegative supermartingale under exactness) against 1/rate: Ville's inequality, "
+                   "valid at every look and under any stopping rule", "proven bound"),
+    "fisher": ("Fisher's exact test, one-sided (conditional on the margins, <= nominal)", "proven bound")}
 #: Guarantee of a row's tail: "exact", "proven bound", "asymptotic only" (unproven at finite n), "hard (0)".
 GUARANTEES = ("exact", "proven bound", "asymptotic only", "hard (0)")
 #: Largest window of outcomes enumerated for an exact realised rate (else the nominal rate is the bound).
@@ -135,7 +141,7 @@ def _cases(level: Any, profile: Any) -> list:
         return level.select_cases(profile)
     from .engine.cases import EngineCase
 
-    return [EngineCase(name="prompt_1", greedy=False, positions=profile.engine.positions, pit=True, reported=True)]
+    return [EngineCase(name="prompt_1", greedy=False, positions=profile.engine.positions)]
 
 
 def level_rows(level_name: str, profile_name: str) -> tuple[list[dict], float]:

@@ -31,7 +31,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "proofs": ("exactspec.proofs.cli", "run every machine check of the correctness argument"),
     "calibrate": ("exactspec.conformance.calibrate", "run a known-exact implementation R times on salted seeds: each check's rejection rate at 1e-2 / 1e-3"),
     "cache": ("exactspec.cache_cli", "what exactspec caches on this machine (models, kernel plans, ...): info, clear"),
-    "engine": ("exactspec.conformance.engine.collect.command", "engine level: `exactspec engine collect` samples a serving engine's reference and candidate endpoints"),
+    "engine": ("exactspec.conformance.engine.cli", "engine level: `exactspec engine certify` certifies a serving engine in one command (`serve` starts llama.cpp or vLLM, `collect` samples files)"),
 }
 
 INTERNAL_ERROR_HINT = ("exactspec: internal error (a bug in exactspec, not in your implementation). Please report it "

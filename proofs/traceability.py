@@ -22,7 +22,7 @@ from .registry import CheckResult, all_checks, check, expect, run_guarded
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 ARGUMENT = Path(__file__).resolve().parent / "ARGUMENT.md"
 
-_LOCATION = re.compile(r"`((?:reference|gpu_impl|conformance)/[\w/]+\.py):([\w.]+)`")
+_LOCATION = re.compile(r"`((?:reference|gpu_impl|conformance|stat_tests)/[\w/]+\.py):([\w.]+)`")
 _CHECK_NAME = re.compile(r"`check:(\w+)`")
 _TEST_FILE = re.compile(r"`((?:conformance(?:/\w+)?|tests)/test_\w+\.py)`( \(planned\))?")
 _PROJECT_NAME = re.compile(r"""(?ms)^\[project\]\s*$(?:(?!^\[).)*?^name\s*=\s*["']exactspec["']""")
@@ -98,7 +98,7 @@ def _check_test_files(rows: list[tuple[str, str]], base: Path, checkout: bool) -
     return found
 
 
-@check("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "C13", "C14")
+@check("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "C13", "C14", "C15", "C16")
 def traceability(text: str | None = None, base: Path | None = None) -> CheckResult:
     """Every code location in ARGUMENT.md's traceability table exists, every named check exists, every claim has a row."""
     base = PACKAGE_ROOT if base is None else Path(base)

@@ -27,10 +27,11 @@ from .lr_gof import assert_multinomial_lr, min_discrepancy_multinomial_lr, min_n
 from .lr_tail import lr_critical_value, lr_pvalue, lr_tail_bound
 from .permutation import permutation_homogeneity, pooled_bins
 from .pit import pit_uniformity_test, pit_values
-from .pit_power import detectable_mean_token_tv, units_for_mean_token_tv
 from .power import chisquare_power, detectable_tv, required_samples
 from .result import TestResult
+from .coupling import CouplingBound, assert_coupled_within, coupling_bound, min_num_seeds_coupling
 from .rounds import mean_tokens_test, tokens_per_round_test
+from .sequential import DriftStream, drift_bound, drift_test, min_discrepancy_drift, min_num_samples_drift
 from .two_sample import two_sample_chisquare
 
 __all__ = [
@@ -39,7 +40,9 @@ __all__ = [
     "two_sample_chisquare", "required_samples", "detectable_tv", "chisquare_power",
     "ErrorBudget", "clopper_pearson", "rejection_rate", "permutation_homogeneity", "pooled_bins", "plan_gof", "lr_gof_or_zero", "pit_ks_or_fail", "assert_multinomial_lr", "min_discrepancy_multinomial_lr",
     "min_num_samples_multinomial_lr", "lr_pvalue", "lr_tail_bound", "lr_critical_value",
-    "detectable_mean_token_tv", "units_for_mean_token_tv", "rare_event_test",
+    "rare_event_test",
+    "DriftStream", "drift_test", "drift_bound", "min_discrepancy_drift", "min_num_samples_drift",
+    "CouplingBound", "assert_coupled_within", "coupling_bound", "min_num_seeds_coupling",
 ]
 
 

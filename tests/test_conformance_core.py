@@ -113,11 +113,10 @@ def test_profile_is_keyword_only_and_validated():
     with pytest.raises(TypeError):
         Profile("x", "d", 1e-3, quick.rule, quick.sequence, quick.engine)  # noqa: positional on purpose
     with pytest.raises(TypeError):
-        EngineSettings(1e-3, 4, 10.0, 40)  # noqa: positional on purpose
+        EngineSettings(1e-3, 4, 0.15)  # noqa: positional on purpose
     with pytest.raises(ValueError, match="total_false_fail"):
         RuleSettings(**{**quick.rule.__dict__, "total_false_fail": 2.0})
-    for name, bad in (("total_false_fail", 0.0), ("positions", 0), ("min_expected", -1.0), ("max_bins", 2.5),
-                      ("target_tv", 0.0)):
+    for name, bad in (("total_false_fail", 0.0), ("positions", 0), ("target_tv", 0.0)):
         with pytest.raises(ValueError, match=name):
             EngineSettings(**{**quick.engine.__dict__, name: bad})
     with pytest.raises(ValueError, match="false_pass_rate"):
@@ -287,16 +286,17 @@ def test_engine_run_produces_exactly_the_budgeted_checks(tmp_path, profile):
     from exactspec.conformance.engine.level import EngineCase
 
     result = _engine_run(tmp_path, profile, n=200)
-    cases = [EngineCase(c["name"], c["greedy"], c["positions"], c["pit"], c["reported_first_token"])
-             for c in result.cases]
+    cases = [EngineCase(c["name"], c["greedy"], c["positions"], c["law_checks"]) for c in result.cases]
     names = [r.check for r in result.records if r.statistical]
     assert names == [n for c in cases for n in planned_names("engine", c)]
     budget = budget_for("engine", profile, cases)
     assert len(names) == result.budget["n_checks"] == budget.n_checks > 0
     assert budget.total_false_fail == get_profile(profile).engine.total_false_fail
     assert {r.result.false_fail_rate for r in result.statistical} == {budget.per_check_false_fail_rate}
-    greedy = EngineCase("g", True, 4, True, True)
+    greedy = EngineCase("g", True, 4)
     assert planned_names("engine", greedy) == [] and budget_for("engine", profile, [greedy]).n_checks == 1
+    varying = EngineCase("g", True, 4, reference_varies=True)
+    assert planned_names("engine", varying) == ["greedy_spread"]
 
 
 def test_engine_run_refuses_undeclared_records():
@@ -305,7 +305,7 @@ def test_engine_run_refuses_undeclared_records():
     from exactspec.conformance.engine.level import EngineCase
     from exactspec.conformance.engine.registry import ENGINE_CHECKS
 
-    case = EngineCase("p0", False, 2, False, False)
+    case = EngineCase("p0", False, 2)
     checks = tuple(replace(c, run=lambda sample, rate, profile: []) for c in ENGINE_CHECKS)
     with pytest.raises(RuntimeError, match="declared"):
         run_registered(checks, case, case, 1e-3, get_profile("quick"))
@@ -355,9 +355,8 @@ def test_engine_report_validates_and_uses_the_core_writer(tmp_path):
     assert doc["verdict"] == "INCONCLUSIVE" and doc["verdict_text"] == VERDICT_TEXT["INCONCLUSIVE"]
     assert doc["passed"] is False and doc["inconclusive"] and doc["profile"]["target_tv"] == 0.15
     assert "engine level total false-fail" in doc["profile"]["promise"]
-    assert doc["profile"]["settings"] == {"total_false_fail": 1e-3, "positions": 4, "min_expected": 10.0,
-                                          "max_bins": 40, "target_tv": 0.15}
-    assert doc["engine"]["ruled_out"]["target"] == 0.15 and doc["engine"]["ruled_out"]["largest"] > 0.15
+    assert doc["profile"]["settings"] == {"total_false_fail": 1e-3, "positions": 4, "target_tv": 0.15}
+    assert doc["engine"]["ruled_out"]["target"] == 0.15 and doc["engine"]["ruled_out"]["largest"] > 0
     assert doc["engine"]["speculation_evidence"]["observed"] is False
     assert "INCONCLUSIVE" in (tmp_path / "cert" / "CERTIFICATE.md").read_text()
     broken = {**doc, "engine": "not an object"}

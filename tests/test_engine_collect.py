@@ -126,9 +126,10 @@ def prompts_file(tmp_path):
     return path
 
 
-def collect(prompts, out_dir, *extra: str, reference=None, candidate=None) -> int:
+def collect(prompts, out_dir, *extra: str, reference=None, candidate=None, random_seeds: bool = False) -> int:
+    """`exactspec engine collect`; seeds 1, 2, ... unless `random_seeds` (the default of the command)."""
     argv = ["engine", "collect", "--prompts", str(prompts), "--out-dir", str(out_dir), "--retry-wait-s", "0.01",
-            "--temperature", "0.7", "--max-tokens", "3", *extra]
+            "--temperature", "0.7", "--max-tokens", "3", *extra, *([] if random_seeds else ["--consecutive-seeds"])]
     argv += ["--reference-url", reference] if reference else []
     argv += ["--candidate-url", candidate] if candidate else []
     return exactspec_main(argv)
@@ -171,6 +172,29 @@ def test_both_endpoints_same_seeds_pinned_chain_and_valid_files(prompts_file, tm
     assert {c.request["seed"] for c in ref.completions} == set(range(1, 6))
 
 
+def test_seeds_are_drawn_at_random_by_a_key_both_files_record_and_later_runs_extend(prompts_file, tmp_path):
+    """The default design: seeds uniform without replacement on llama.cpp's seed space, the same list at both ends,
+    the key in both headers; a resumed run with more seeds keeps the key and extends the same list."""
+    from exactspec.conformance.engine.collect.design import random_seeds
+
+    out = tmp_path / "out"
+    with serve(FakeLlama()) as ref_url, serve(FakeLlama(speculative=True)) as cand_url:
+        assert collect(prompts_file, out, "--seeds", "3", reference=ref_url, candidate=cand_url, random_seeds=True) == 0
+        first = samples.read_samples(out / "candidate.jsonl")
+        assert collect(prompts_file, out, "--seeds", "5", reference=ref_url, candidate=cand_url, random_seeds=True) == 0
+    ref, cand = (samples.read_samples(out / f"{role}.jsonl") for role in ("reference", "candidate"))
+    design = cand.header.design
+    assert design == ref.header.design and design["seeds"]["kind"] == "random" and design["concurrency"] == 4
+    assert cand.header.random_seeds == 2**32 - 1 == design["seeds"]["space"]
+    expected = random_seeds(design["seeds"]["key"], 2**32 - 1, 5)
+    assert len(set(expected)) == 5 and expected[:3] == random_seeds(design["seeds"]["key"], 2**32 - 1, 3)
+    for sample in (ref, cand):
+        for pid in ("a", "b"):
+            got = sorted((c.index, c.seed) for c in sample.completions if c.prompt_id == pid)
+            assert got == list(enumerate(expected))
+    assert {c.seed for c in first.completions} == set(expected[:3])
+
+
 def test_resume_skips_written_records_and_discards_a_half_line(prompts_file, tmp_path):
     fake = FakeLlama()
     out = tmp_path / "out"
@@ -180,8 +204,9 @@ def test_resume_skips_written_records_and_discards_a_half_line(prompts_file, tmp
         assert len(samples.read_samples(out / "reference.jsonl").completions) == 3
         with (out / "reference.jsonl").open("a") as handle:
             handle.write('{"kind": "completion", "prompt_id": "a", "se')  # an interrupted write
-        assert collect(prompts_file, out, "--seeds", "4", reference=url) == 0
-        assert collect(prompts_file, out, "--seeds", "4", reference=url) == 0  # nothing left: no request
+        assert collect(prompts_file, out, "--seeds", "4", "--concurrency", "1", reference=url) == 0
+        assert collect(prompts_file, out, "--seeds", "4", "--concurrency", "1", reference=url) == 0  # nothing left
+        assert collect(prompts_file, out, "--seeds", "4", reference=url) == 2  # another load: another design
     final = samples.read_samples(out / "reference.jsonl")
     assert keys(final) == sorted((p["prompt_id"], s, 0) for p in PROMPTS for s in range(1, 5))
     assert len(fake.bodies) == 8, "every (prompt, seed) requested exactly once over the three runs"

@@ -1,8 +1,8 @@
 """The engine level's offline certification (`exactspec certify-samples`), on synthetic sample files drawn
-from toy autoregressive laws (numpy only): the sample-file reader, the permutation test's invariances and
-calibration, the randomized PIT on top-N + tail reports, the hard checks, and one verdict per kind of
-candidate (correct, shifted first token, wrong at position 3 only, unsupported token, T=0 divergence,
-never drafted)."""
+from toy autoregressive laws (numpy only): the sample-file reader, the PIT on top-N + tail reports within the
+tolerance, the hard checks, the two certification routes (coupling, law), the void rules, and one verdict per kind
+of candidate (correct, shifted first token, wrong at position 3 only, unsupported token, T=0 divergence, never
+drafted, exact but not coupled, context-dependent residual)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from exactspec.conformance.engine import hard, pit
+from exactspec.conformance.engine import hard
 from exactspec.conformance.engine.certify_samples import main as certify_main
+from exactspec.conformance.engine.law_stream import categories, pit_value
 from exactspec.conformance.engine.level import certify_samples
 from exactspec.conformance.core import get_profile, get_level
-from exactspec.conformance.engine.samples import Completion, Header, PrefixProbs, read_samples, write_samples
-from exactspec.stat_tests import pit_uniformity_test
-from exactspec.stat_tests.permutation import permutation_homogeneity, pooled_bins
+from exactspec.conformance.engine.samples import Completion, Counters, Header, PrefixProbs, read_samples, write_samples
 from tests.test_conformance_core import SCHEMA, schema_errors
 
 V, EOS, TOP_N, MAX_TOKENS = 6, 5, 4, 5
@@ -112,13 +111,16 @@ def sample(law, pid: str, seed: int, stream: int, greedy: bool = False) -> list[
     return tokens
 
 
-def header(role: str, defaults: dict, coupled: bool = False) -> Header:
+RANDOM = {"seeds": {"kind": "random", "space": 2**32 - 1, "key": "ab"}, "concurrency": 4}
+
+
+def header(role: str, defaults: dict, coupled: bool = False, design: dict | None = None) -> Header:
     spec = {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": coupled} \
         if role == "candidate" else None
     return Header(role=role, engine={"name": "toy", "version": "1", "base_url": "http://127.0.0.1:1", "flags": [],
                                      "speculation": spec},
                   model={"name": "toy-6", "sha256": None}, request_defaults=defaults, prompts=dict(PROMPTS),
-                  created="2026-12-01T00:00:00+00:00", exactspec_version="test")
+                  created="2026-12-01T00:00:00+00:00", exactspec_version="test", design=design)
 
 
 def completions(law, reported_law, n: int, stream: int, draft_n: int, greedy: bool = False,
@@ -147,24 +149,28 @@ def prefix_records(reference_law, cand: list[Completion], depth: int = 4) -> lis
 
 
 def make_files(tmp_path, candidate_law=base_law, *, n: int = 800, draft_n: int = 7, top_k: int = 0,
-               greedy: bool = False, mutate=None):
-    """Write REF.jsonl and CAND.jsonl; `mutate(list_of_candidate_completions)` edits the candidate's tokens."""
+               greedy: bool = False, mutate=None, coupled: bool = False, design: dict | None = None,
+               reference_law=None):
+    """Write REF.jsonl and CAND.jsonl; `mutate(list_of_candidate_completions)` edits the candidate's tokens.
+    `coupled`: the candidate is drawn at the reference's seeds with the reference's randomness (a seed-coupled
+    engine); otherwise at disjoint seeds (or, with a `design`, the same seeds and fresh randomness)."""
     defaults = {"temperature": 0.0 if greedy else 1.0, "top_k": top_k, "top_p": 1.0, "min_p": 0.0,
                 "max_tokens": MAX_TOKENS, "n_probs": TOP_N, "post_sampling_probs": True}
-    ref_law = cached(truncated(base_law, top_k) if top_k else base_law)
+    ref_law = cached(reference_law or (truncated(base_law, top_k) if top_k else base_law))
     candidate_law = cached(candidate_law)
     ref = completions(ref_law, ref_law, n, stream=0, draft_n=0, greedy=greedy)
-    cand = completions(candidate_law, ref_law, n, stream=1, draft_n=draft_n, greedy=greedy, seed_start=n)  # disjoint
+    cand = completions(candidate_law, ref_law, n, stream=0 if coupled else 1, draft_n=draft_n, greedy=greedy,
+                       seed_start=0 if coupled or design else n)
     if mutate is not None:
         cand = mutate(cand)
     ref_path, cand_path = tmp_path / "ref.jsonl", tmp_path / "cand.jsonl"
-    write_samples(ref_path, header("reference", defaults), ref + prefix_records(ref_law, cand))
-    write_samples(cand_path, header("candidate", defaults), cand)
+    write_samples(ref_path, header("reference", defaults, design=design), ref + prefix_records(ref_law, cand))
+    write_samples(cand_path, header("candidate", defaults, coupled, design=design), cand)
     return ref_path, cand_path
 
 
-#: The quick profile with a target mean per-token TV of 0.4, which 300 completions per prompt reach:
-#: most tests here are about what the checks catch, not about the target (tested on its own below).
+#: The quick profile with a target per-token TV of 0.4, which 300 completions per prompt reach: most tests here
+#: are about what the checks catch, not about the target (tested on its own below).
 QUICK_LOOSE = dataclasses.replace(get_profile("quick"), engine=dataclasses.replace(get_profile("quick").engine,
                                                                                    target_tv=0.4))
 
@@ -177,31 +183,30 @@ def certify(ref_path, cand_path, profile=QUICK_LOOSE):
 # The verdict of each kind of candidate
 # --------------------------------------------------------------------------------------------------
 
-def test_correct_candidate_is_certified_at_quick_and_the_report_states_n_level_and_detectable_tv(tmp_path):
-    result = certify(*make_files(tmp_path, n=1900), "quick")
+def test_correct_candidate_is_certified_at_quick_by_the_law_route_and_the_report_states_n_rates_and_bound(tmp_path):
+    """n = 800 per prompt; quick (alpha 1e-3 over 8 checks, target 0.15): the law route's bound reaches it."""
+    result = certify(*make_files(tmp_path, n=800), "quick")
     assert result.verdict == "CERTIFIED", result.reasons
     stat = result.statistical
-    assert len(stat) == result.budget["n_checks"] == 2 * (4 + 1 + 1 + 1 + 1)
+    assert len(stat) == result.budget["n_checks"] == 2 * 4
     level = result.budget["per_check_false_fail_rate"]
-    assert level == pytest.approx(1e-3 / 16) and result.budget["within_budget"]
-    for record in stat:
-        assert record.result.n > 0 and record.result.false_fail_rate == level
-        details = record.result.details
-        assert np.isfinite(record.result.detectable_tv) or details.get("detectable_kolmogorov") or \
-            details.get("detectable_rate")
-    pit_record = next(r for r in stat if r.check == "pit_ks")
-    assert pit_record.result.details["completions"] == 1900 and pit_record.result.details["positions"] == [2, 4]
-    assert pit_record.result.details["detectable_mean_token_tv"] <= 0.15
-    assert result.extra["engine"]["speculation_evidence"]["draft_n"] == 7 * 3800
+    assert level == pytest.approx(1e-3 / 8) and result.budget["within_budget"]
+    assert all(r.result.n > 0 and r.result.false_fail_rate == level for r in stat)
+    drift = next(r for r in stat if r.check == "law_drift")
+    assert drift.result.details["completions"] == 800 and drift.result.details["positions"] == [2, 4]
+    routes = result.extra["engine"]["ruled_out"]["per_prompt"]
+    assert all(entry["reached"] and entry["best"]["route"] == "law" for entry in routes.values())
+    assert all(entry["best"]["bound"] <= 0.15 and entry["best"]["kind"] == "realised" for entry in routes.values())
+    assert result.extra["engine"]["speculation_evidence"]["draft_n"] == 7 * 1600
 
 
-def test_a_pit_too_weak_for_the_target_is_inconclusive_and_says_how_many_completions_would_do(tmp_path):
-    result = certify(*make_files(tmp_path, n=400), "quick")
+def test_a_law_route_short_of_the_target_is_inconclusive_and_says_how_many_completions_would_do(tmp_path):
+    result = certify(*make_files(tmp_path, n=150), "quick")
     assert result.verdict == "INCONCLUSIVE" and not result.failed
     weak = [reason for reason in result.reasons if "underpowered" in reason]
-    assert len(weak) == 2 and "target is 0.15" in weak[0]
+    assert len(weak) == 2 and "target mean per-token TV is 0.15" in weak[0]
     needed = int(re.search(r"about (\d+) completions", weak[0]).group(1))
-    assert 1500 < needed < 2500
+    assert 200 < needed < 2000
 
 
 def _failed(result) -> set[tuple[str, str]]:
@@ -209,17 +214,35 @@ def _failed(result) -> set[tuple[str, str]]:
 
 
 def test_shifted_first_token_is_not_exact(tmp_path):
-    result = certify(*make_files(tmp_path, shifted_at(1)))
+    """Position 1's prefix comes back every completion: the context bettors see a shift there."""
+    result = certify(*make_files(tmp_path, shifted_at(1), n=300))
     assert result.verdict == "NOT_EXACT"
-    assert ("p0", "position_1_permutation") in _failed(result) and ("p1", "position_1_permutation") in _failed(result)
+    assert {("p0", "context_law"), ("p1", "context_law")} <= _failed(result)
 
 
-def test_wrong_only_at_position_3_is_caught_there_and_not_at_position_1(tmp_path):
-    result = certify(*make_files(tmp_path, shifted_at(3)))
+def test_wrong_only_at_position_3_is_caught(tmp_path):
+    result = certify(*make_files(tmp_path, shifted_at(3), n=800))
     assert result.verdict == "NOT_EXACT"
-    failed = _failed(result)
-    assert ("p0", "position_3_permutation") in failed and {("p0", "pit_ks"), ("p1", "pit_ks")} & failed
-    assert not {check for _, check in failed} & {"position_1_permutation", "position_2_permutation"}
+    assert {("p0", "law_drift"), ("p0", "context_law")} & _failed(result)
+
+
+def _residual_from_p(pid, prefix):
+    """A draft sharper than the target after an even last token and flatter after an odd one, with the residual
+    drawn from p instead of norm(max(0, p - q)): per-token TV ~0.1, the pooled PIT drift cancels."""
+    p = base_law(pid, prefix)
+    if not prefix:
+        return p
+    q = p ** (3.0 if prefix[-1] % 2 == 0 else 0.3)
+    q /= q.sum()
+    overlap = np.minimum(p, q)
+    return overlap + (1 - overlap.sum()) * p
+
+
+def test_a_residual_whose_direction_changes_with_the_context_is_caught(tmp_path):
+    """The review's class: the direction of the deviation depends on the context. Prefixes come back, so the
+    context bettors catch it where the pooled drift cannot."""
+    result = certify(*make_files(tmp_path, _residual_from_p, n=800))
+    assert result.verdict == "NOT_EXACT" and ("p0", "context_law") in _failed(result)
 
 
 def test_unsupported_token_fails_the_hard_support_check(tmp_path):
@@ -240,11 +263,11 @@ def test_a_candidate_that_leaks_tokens_its_reference_excludes_fails_near_zero_to
     assert result.verdict == "NOT_EXACT"
     near = [r for r in result.records if r.check == "near_zero_tokens"]
     assert near and all(not r.passed for r in near) and not any(r.check == "reported_support" for r in result.records)
-    assert near[0].result.details["examples"] and near[0].result.details["detectable_rate"] < 0.03
+    assert near[0].result.details["examples"] and near[0].result.details["hits"] > 0
 
 
 def test_supported_candidate_under_top_k_passes_the_support_check(tmp_path):
-    result = certify(*make_files(tmp_path, truncated(base_law, TOP_N), top_k=TOP_N))
+    result = certify(*make_files(tmp_path, truncated(base_law, TOP_N), n=300, top_k=TOP_N))
     assert result.verdict == "CERTIFIED", result.reasons
     assert all(r.passed for r in result.records if r.check == "reported_support")
 
@@ -272,8 +295,35 @@ def test_greedy_equal_outputs_are_certified(tmp_path):
     assert result.verdict == "CERTIFIED" and {r.check for r in result.records} == {"greedy_equality"}
 
 
+def _vary(every: int, offset: int = 0):
+    """Completions whose last token changes at one seed in `every` (an engine whose T = 0 output is not fixed)."""
+    def mutate(completions):
+        return [replace(c, tokens=(*c.tokens[:-1], (c.tokens[-1] + 1) % EOS)) if (c.seed + offset) % every == 0 else c
+                for c in completions]
+    return mutate
+
+
+def test_greedy_is_judged_against_the_references_own_spread(tmp_path):
+    """A reference that varies at T = 0 (one seed in 5): a candidate varying as often passes the spread test
+    (Fisher's exact, one-sided); one varying at every other seed fails it."""
+    def run(candidate_every: int, name: str):
+        (tmp_path / name).mkdir()
+        ref_path, cand_path = make_files(tmp_path / name, n=200, greedy=True, mutate=_vary(candidate_every, 1))
+        _edit(ref_path, edit_record=lambda r: {**r, "tokens": _vary(5)([_as_completion(r)])[0].tokens}
+              if r["kind"] == "completion" else r)
+        return certify(ref_path, cand_path)
+    same = run(5, "same")
+    assert same.verdict == "CERTIFIED" and {r.check for r in same.records} == {"greedy_spread"}
+    worse = run(2, "worse")
+    assert worse.verdict == "NOT_EXACT" and {check for _, check in _failed(worse)} == {"greedy_spread"}
+
+
+def _as_completion(record: dict) -> Completion:
+    return Completion(record["prompt_id"], record["seed"], tuple(record["tokens"]))
+
+
 def test_candidate_that_never_drafted_is_inconclusive_with_exit_status_4(tmp_path):
-    ref_path, cand_path = make_files(tmp_path, n=1900, draft_n=0)
+    ref_path, cand_path = make_files(tmp_path, n=800, draft_n=0)
     result = certify(ref_path, cand_path, "quick")
     assert result.verdict == "INCONCLUSIVE" and result.reasons == [
         "speculation not observed: the candidate's draft counters are all 0 or absent"]
@@ -287,30 +337,91 @@ def test_candidate_that_never_drafted_is_inconclusive_with_exit_status_4(tmp_pat
     assert doc["engine"]["speculation_evidence"]["observed"] is False
 
 
-def test_reference_whose_reports_disagree_with_its_samples_makes_the_run_inconclusive(tmp_path):
-    """Reports from a different law than the one sampled (too hot at every position): the reference's self-check
-    fails and voids the PIT."""
-    lying = flattened(base_law, 0.6)
+def test_counters_read_around_batches_are_speculation_evidence(tmp_path):
+    ref_path, cand_path = make_files(tmp_path, n=800, draft_n=0)
+    with cand_path.open("a") as handle:
+        handle.write(json.dumps(Counters(40, 12, 800, "/metrics").to_dict()) + "\n")
+    result = certify(ref_path, cand_path, "quick")
+    assert result.verdict == "CERTIFIED", result.reasons
+    evidence = result.extra["engine"]["speculation_evidence"]
+    assert evidence["draft_n"] == 40 and evidence["batches"] == 1 and evidence["acceptance_rate"] == 0.3
 
+
+def test_reference_whose_reports_disagree_with_its_samples_voids_every_check_that_reads_them(tmp_path):
+    """Reports from a different law than the one sampled (too hot at every position): the reference's self-check
+    fails, and every check reading the reports is void: INCONCLUSIVE, never NOT_EXACT."""
+    result = certify(*_lying_files(tmp_path))
+    assert ("p0", "reference_law") in _failed(result) and result.verdict == "INCONCLUSIVE"
+    assert {"p0/reference_law", "p0/law_drift", "p0/context_law", "p0/near_zero_tokens"} <= set(result.voided)
+    assert not any(r.check == "reference_law" for r in result.counted)
+    assert any("disagree with its reports" in reason for reason in result.reasons)
+
+
+def _lying_files(tmp_path):
+    lying = flattened(base_law, 0.6)
     defaults = {"temperature": 1.0, "top_k": 0, "max_tokens": MAX_TOKENS, "n_probs": TOP_N}
-    ref = completions(base_law, lying, 800, stream=0, draft_n=0)
-    cand = completions(base_law, lying, 800, stream=1, draft_n=5)
+    ref = completions(base_law, lying, 400, stream=0, draft_n=0)
+    cand = completions(base_law, lying, 400, stream=1, draft_n=5, seed_start=400)
     write_samples(tmp_path / "r.jsonl", header("reference", defaults), ref + prefix_records(lying, cand))
     write_samples(tmp_path / "c.jsonl", header("candidate", defaults), cand)
-    result = certify(tmp_path / "r.jsonl", tmp_path / "c.jsonl")
-    assert ("p0", "reference_pit") in _failed(result)
-    assert result.verdict == "INCONCLUSIVE"
-    assert "p0/reference_pit" in result.voided and "p0/pit_ks" in result.voided
-    assert not any(r.check == "reference_pit" for r in result.counted)
-    assert any("reported probabilities disagree" in reason for reason in result.reasons)
+    return tmp_path / "r.jsonl", tmp_path / "c.jsonl"
 
 
-def test_seed_coupling_and_determinism_checks_name_the_divergence():
+def test_teacher_forced_reports_beyond_the_tolerance_from_decode_time_void_the_reports(tmp_path):
+    """The reference's reports while sampling and when teacher-forced differ (0.01 moved between its top two after
+    one prefix): the report tolerance premise is contradicted, the checks that read the reports are void."""
+    ref_path, cand_path = make_files(tmp_path, n=300)
+
+    def move(record):
+        if record["kind"] == "prefix_probs" and record["prompt_id"] == "p0" and len(record["prefix_tokens"]) == 1:
+            record["top_probs"][0][1] -= 0.01
+            record["top_probs"][1][1] += 0.01
+        return record
+    _edit(ref_path, edit_record=move)
+    result = certify(ref_path, cand_path)
+    assert result.verdict == "INCONCLUSIVE" and "p0" in result.invalid and "p1" not in result.invalid
+    assert any("premise is contradicted" in reason for reason in result.reasons)
+    assert result.extra["engine"]["ruled_out"]["per_prompt"]["p0"]["routes"] == []
+
+
+def test_coupling_certifies_a_seed_coupled_engine_from_random_seeds(tmp_path):
+    """Random seeds (design), the same at both ends, outputs equal seed for seed: the coupling route reaches the
+    standard target (0.05) with 330 seeds (320 needed at beta / 2), where the law route could not."""
+    result = certify(*make_files(tmp_path, n=330, coupled=True, design=RANDOM), "standard")
+    assert result.verdict == "CERTIFIED", result.reasons
+    for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values():
+        assert entry["best"]["route"] == "coupling" and entry["best"]["mismatches"] == 0
+        assert entry["best"]["bound"] <= 0.05 and entry["best"]["kind"] == "expected"
+        law = next(r for r in entry["routes"] if r["route"] == "law")
+        assert law["bound"] > 0.05
+
+
+def test_consecutive_seeds_give_no_coupling_route(tmp_path):
+    result = certify(*make_files(tmp_path, n=300, coupled=True), "standard")
+    assert all(r["route"] == "law" for e in result.extra["engine"]["ruled_out"]["per_prompt"].values()
+               for r in e["routes"])
+
+
+def test_an_exact_engine_that_is_not_seed_coupled_declared_coupled_is_never_not_exact(tmp_path):
+    """Every seed mismatches (fresh randomness at the candidate): the coupling is disproved, exactness is not.
+    The law checks decide (here: CERTIFIED at quick); no record fails."""
+    ref_path, cand_path = make_files(tmp_path, n=800, design=RANDOM)
+    _edit(cand_path, edit_header=lambda h: {**h, "engine": {**h["engine"], "speculation": {
+        **h["engine"]["speculation"], "expect_seed_coupled": True}}})
+    result = certify(ref_path, cand_path, "quick")
+    assert result.verdict == "CERTIFIED" and not result.failed
+    coupling = next(r for e in result.extra["engine"]["ruled_out"]["per_prompt"].values() for r in e["routes"]
+                    if r["route"] == "coupling")
+    assert coupling["mismatches"] > 600 and coupling["needed"] is None
+    assert any("seed coupling" in note and "disproved" in note for note in result.notes)
+
+
+def test_seed_coupling_evidence_and_determinism_name_the_divergence():
     ref = [Completion("p0", seed, (1, 2, seed)) for seed in range(4)]
-    assert hard.seed_coupling(ref, list(ref)).passed
+    assert hard.coupling_pairs(ref, list(ref)) == (4, 0, None)
     cand = [*ref[:2], Completion("p0", 2, (1, 3, 2)), ref[3]]
-    failed = hard.seed_coupling(ref, cand)
-    assert not failed.passed and "seed 2: position 2: reference 2, candidate 3" in failed.message
+    shared, mismatched, first = hard.coupling_pairs(ref, cand)
+    assert (shared, mismatched) == (4, 1) and "position 2: reference 2, candidate 3" in first["what"]
     assert hard.determinism(ref)["seed_deterministic"] is None  # no repeat records: unknown
     repeats = ref + [Completion("p0", 1, (1, 2, 1), repeat=1), Completion("p0", 3, (0,), repeat=1)]
     assert hard.determinism(repeats) == {"repeats": 2, "seed_deterministic": False, "differing_seeds": [3]}
@@ -324,84 +435,14 @@ def test_speculation_evidence_sums_the_draft_counters():
     assert not hard.speculation_evidence([Completion("p0", 0, (1,), timings={"draft_n": 0})])["observed"]
 
 
-# --------------------------------------------------------------------------------------------------
-# The permutation test
-# --------------------------------------------------------------------------------------------------
-
-def _law_sample(rng, probs, n):
-    return [int(x) for x in rng.choice(len(probs), size=n, p=probs)]
-
-
-def test_permutation_pvalue_is_invariant_to_relabelling_and_record_order():
-    rng = np.random.default_rng(5)
-    a = _law_sample(rng, [0.5, 0.3, 0.15, 0.05], 300)
-    b = _law_sample(rng, [0.45, 0.3, 0.15, 0.1], 500)
-    p = permutation_homogeneity(a, b, 0.01, rng=1).p_value
-    assert permutation_homogeneity(b, a, 0.01, rng=1).p_value == p
-    assert permutation_homogeneity(list(rng.permutation(a)), list(rng.permutation(b)), 0.01, rng=1).p_value == p
-    assert 0 < p < 1
-    c = _law_sample(rng, [0.4, 0.3, 0.2, 0.1], 300)  # equal sizes: the smaller-sample rule has a tie
-    assert permutation_homogeneity(a, c, 0.01, rng=2).p_value == permutation_homogeneity(c, a, 0.01, rng=2).p_value
-
-
-def test_pooled_bins_do_not_depend_on_which_sample_saw_a_category_first():
-    a, b = [3, 1, 1, 2], [2, 2, 3, 1, 9]
-    _, _, bins = pooled_bins(a, b, min_pooled=1)
-    assert bins == pooled_bins(b[::-1], a[::-1], min_pooled=1)[2] == [[1], [2], [3], [9]]
-    assert pooled_bins(a, b, min_pooled=3)[2] == [[1], [2], [3, 9]]
-    assert pooled_bins(a, b, min_pooled=4)[2] == [[1, 2, 3, 9]]  # a short rare remainder joins the previous bin
-
-
-def test_permutation_pvalues_under_the_null_are_uniform_ish_and_a_shifted_law_is_rejected():
-    rng = np.random.default_rng(11)
-    law = [0.4, 0.3, 0.2, 0.1]
-    results = [permutation_homogeneity(_law_sample(rng, law, 200), _law_sample(rng, law, 200), 0.1, rng=seed)
-               for seed in range(300)]
-    permutation = np.array([r.details["p_value_permutation"] for r in results])  # the Monte-Carlo p alone
-    assert 0.4 < permutation.mean() < 0.6
-    assert 0.12 < np.mean(permutation <= 0.2) < 0.28 and np.mean(permutation <= 0.05) < 0.09
-    reported = np.array([r.p_value for r in results])  # 2 min(bound, permutation): valid, conservative
-    assert np.mean(reported <= 0.1) <= 0.1 and np.mean([r.passed for r in results]) >= 0.9
-    shifted = [0.25, 0.3, 0.2, 0.25]
-    result = permutation_homogeneity(_law_sample(rng, law, 1000), _law_sample(rng, shifted, 1000), 1e-4)
-    assert not result.passed and result.p_value <= 1e-4 and result.detectable_tv < 0.2
-
-
-# --------------------------------------------------------------------------------------------------
-# The randomized PIT on top-N + tail reports
-# --------------------------------------------------------------------------------------------------
-
-def _pit_sample(law, n, seed):
-    """Tokens of `law` and the reports of base_law for the same prefixes (the simulated engine)."""
-    tokens, reports = [], []
-    for s in range(n):
-        seq = sample(law, "p0", s, 100 + seed)
-        for t, token in enumerate(seq):
-            tokens.append(token)
-            reports.append(tuple(map(tuple, report(base_law("p0", tuple(seq[:t]))))))
-    return tokens, reports
-
-
-def test_pit_uniforms_pass_under_the_null_and_a_biased_candidate_fails():
-    pvalues = []
-    for seed in range(20):
-        tokens, reports = _pit_sample(base_law, 150, seed)
-        u = pit.pit_uniforms(tokens, reports, np.random.default_rng(seed))
-        assert u.min() >= 0 and u.max() <= 1
-        pvalues.append(pit_uniformity_test(u, 0.01).p_value)
-    assert np.mean(np.array(pvalues) < 0.05) <= 0.2 and np.mean(pvalues) > 0.3
-    tokens, reports = _pit_sample(flattened(base_law), 300, 0)
-    biased = pit_uniformity_test(pit.pit_uniforms(tokens, reports, np.random.default_rng(0)), 1e-3)
-    assert not biased.passed and biased.details["detectable_kolmogorov"] < 0.2
-
-
-def test_pit_places_unlisted_tokens_in_the_tail_category():
+def test_pit_values_place_unlisted_tokens_in_the_tail_and_stay_in_the_unit_interval():
     top = ((4, 0.5), (2, 0.3))  # tail mass 0.2 holds every other token
-    u = pit.pit_uniforms([7] * 200, [top] * 200, np.random.default_rng(0))
-    assert u.min() >= 0.8 and u.max() <= 1.0
-    ids, probs = pit.categories(top)
-    assert ids == [4, 2] and probs.tolist() == pytest.approx([0.5, 0.3, 0.2])
-
+    cats = categories(top)
+    assert cats.ids == (4, 2) and cats.probs.tolist() == pytest.approx([0.5, 0.3, 0.2])
+    assert pit_value(cats, 7, 0.5) == (2, pytest.approx(0.9)) and pit_value(cats, 4, 1.0) == (0, pytest.approx(0.5))
+    assert cats.near_zero_set() == () and cats.stratum == 1
+    high = categories(((0, 0.6 + 4e-6), (1, 0.4 + 4e-6)))  # sums over 1: tail reported 0, envelope still > 0
+    assert high.probs[-1] == 0.0 and high.envelope[-1] > 0 and pit_value(high, 5, 0.3)[1] == 1.0
 
 # --------------------------------------------------------------------------------------------------
 # The sample files, the registry, the command line
@@ -441,9 +482,9 @@ def test_mismatched_or_swapped_files_are_usage_errors(tmp_path, capsys):
 
 def test_cli_exit_status_0_and_1(tmp_path):
     (tmp_path / "good").mkdir(), (tmp_path / "bad").mkdir()
-    good = make_files(tmp_path / "good", n=1900)  # the quick profile's target needs ~1,800 per prompt
+    good = make_files(tmp_path / "good", n=800)  # the quick profile's target needs a few hundred per prompt
     assert certify_main([*map(str, good), "--profile", "quick", "--out", str(tmp_path / "c0")]) == 0
-    bad = make_files(tmp_path / "bad", shifted_at(1))
+    bad = make_files(tmp_path / "bad", shifted_at(1), n=300)
     assert certify_main([*map(str, bad), "--profile", "quick", "--out", str(tmp_path / "c1")]) == 1
 
 
@@ -452,7 +493,15 @@ def test_every_declared_engine_check_has_a_distinct_name_and_profile():
     assert len({c.name for c in checks}) == len(checks)
     for name in ("quick", "standard", "full"):
         settings = get_profile(name).to_dict("engine")["settings"]
-        assert settings["positions"] >= 3 and settings["max_bins"] >= 40
+        assert settings["positions"] >= 3 and 0 < settings["target_tv"] < 0.2
+    assert {plan.test for check in checks for plan in check.plan(_any_case(), get_profile("quick"))} == {
+        "sequential", "fisher"}
+
+
+def _any_case():
+    from exactspec.conformance.engine.cases import EngineCase
+
+    return EngineCase(name="x", greedy=False, positions=4)
 
 
 _BLOCKED_RUN = """
@@ -474,7 +523,7 @@ print("BLOCKED-OK")
 
 
 def test_certify_samples_runs_without_torch_and_httpx(tmp_path):
-    ref_path, cand_path = make_files(tmp_path, n=1900)
+    ref_path, cand_path = make_files(tmp_path, n=800)
     done = subprocess.run([sys.executable, "-c", _BLOCKED_RUN, str(ref_path), str(cand_path), str(tmp_path / "c")],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0 and "BLOCKED-OK" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
@@ -525,7 +574,7 @@ def test_a_record_whose_request_is_not_its_headers_law_names_file_line_and_field
 
 
 def test_resume_is_refused_across_engine_builds():
-    from exactspec.conformance.engine.samples import design_differences
+    from exactspec.conformance.engine.sample_store import design_differences
 
     old = header("candidate", {"temperature": 1.0})
     new = replace(old, engine={**old.engine, "version": "2"})
@@ -540,61 +589,41 @@ def test_a_dropped_prompt_is_inconclusive(tmp_path):
     assert any(reason.startswith("p1: dropped") for reason in result.reasons)
 
 
-def test_a_pit_that_cannot_run_is_inconclusive(tmp_path):
+def test_law_checks_that_cannot_run_are_inconclusive(tmp_path):
     ref_path, cand_path = make_files(tmp_path, n=300)
     _edit(ref_path, edit_record=lambda r: {**r, "probs_kind": "raw"} if r["kind"] == "prefix_probs" else r)
     _edit(ref_path, edit_header=_defaults(temperature=0.7))
     _edit(cand_path, edit_header=_defaults(temperature=0.7))
     result = certify(ref_path, cand_path)
-    assert result.verdict == "INCONCLUSIVE" and "pit_ks" not in {r.check for r in result.records}
-    assert any("the PIT did not run" in reason and "raw" in reason for reason in result.reasons)
+    assert result.verdict == "INCONCLUSIVE" and "law_drift" not in {r.check for r in result.records}
+    assert any("the law checks did not run" in reason and "raw" in reason for reason in result.reasons)
 
 
-def test_a_check_that_ran_on_nothing_is_inconclusive(tmp_path):
-    """Seed coupling declared, but the candidate's seeds are shifted: no shared seed, a check on n = 0."""
-    ref_path, cand_path = make_files(tmp_path, n=300)
-
-    def coupled(head):
-        head["engine"]["speculation"]["expect_seed_coupled"] = True
-        return head
-    _edit(cand_path, edit_header=coupled, edit_record=lambda r: {**r, "seed": r["seed"] + 1000})
-    result = certify(ref_path, cand_path)
-    assert result.verdict == "INCONCLUSIVE"
-    assert any("seed_coupling ran on nothing (n = 0)" in reason for reason in result.reasons)
-
-
-def test_two_sample_tests_never_compare_a_seed_with_itself():
-    """Seeds in both files are shared out (an engine may couple its randomness to the seed)."""
-    from exactspec.conformance.engine.checks import independent_samples
-
-    ref = [Completion("p0", seed, (seed,)) for seed in range(6)]
-    cand = [Completion("p0", seed, (seed,)) for seed in range(3, 9)]
-    kept_ref, kept_cand = independent_samples(ref, cand)
-    assert {c.seed for c in kept_ref} == {0, 1, 2, 3, 5} and {c.seed for c in kept_cand} == {4, 6, 7, 8}
-    assert not {c.seed for c in kept_ref} & {c.seed for c in kept_cand}
-
-
-def test_reports_wrong_at_a_deeper_prefix_void_the_pit_instead_of_blaming_the_candidate(tmp_path):
+def test_reports_wrong_at_a_deeper_prefix_void_the_checks_instead_of_blaming_the_candidate(tmp_path):
     """Both samples exact, but the reference misreports every distribution after a prefix of length >= 1 (its
-    top two probabilities swapped): its own tokens fail `reference_pit`, so the candidate's PIT is void and the
-    run is INCONCLUSIVE, never NOT_EXACT."""
+    top two probabilities swapped) and nowhere else: its own tokens fail `reference_law` (and the decode-time
+    reports disagree), so every check that reads the reports is void and the run is INCONCLUSIVE, never NOT_EXACT
+    (not even by near_zero_tokens, which read the same reports)."""
     ref_path, cand_path = make_files(tmp_path, n=600)
 
     def misreport(record):
         if record["kind"] == "prefix_probs" and record["prefix_tokens"]:
             top = record["top_probs"]
             top[0][1], top[1][1] = top[1][1], top[0][1]
+        if record["kind"] == "completion":
+            for row in record["top_probs"][1:]:
+                row[0][1], row[1][1] = row[1][1], row[0][1]
         return record
     _edit(ref_path, edit_record=misreport)
     result = certify(ref_path, cand_path)
     checks = {(r.case, r.check): r for r in result.records}
-    assert not checks[("p0", "reference_pit")].passed and not checks[("p0", "pit_ks")].passed
-    assert result.verdict == "INCONCLUSIVE" and "p0/pit_ks" in result.voided
-    assert any("reported probabilities disagree" in reason for reason in result.reasons)
+    assert not checks[("p0", "reference_law")].passed
+    assert result.verdict == "INCONCLUSIVE" and {"p0/law_drift", "p0/near_zero_tokens"} <= set(result.voided)
+    assert not result.failed or all(f"{r.case}/{r.check}" in result.voided for r in result.failed)
 
 
 # --------------------------------------------------------------------------------------------------
-# Rounded reports (#23): rounding within the stated tolerance never fails a check; more than it is INCONCLUSIVE
+# Reports within the tolerance never fail a check; beyond it they are an input error
 # --------------------------------------------------------------------------------------------------
 
 def _full_reports_rounded_high(by: float):
@@ -611,8 +640,8 @@ def _full_reports_rounded_high(by: float):
 
 
 def test_reports_rounded_high_and_a_token_they_do_not_list_never_fail_a_check(tmp_path):
-    """Every report sums to 1 + 6e-6 (tail reported 0) and one candidate token is unlisted: before the tolerance,
-    a token of reported probability 0 failed the PIT outright; now it is a PIT value of 1, within the slack."""
+    """Every report sums to 1 + 6e-6 (tail reported 0) and one candidate token is unlisted: a PIT value of 1, within
+    the slack, and the tail's envelope is positive, so no bettor loses everything on it."""
     ref_path, cand_path = make_files(tmp_path, n=300)
     _edit(ref_path, edit_record=_full_reports_rounded_high(1e-6))
 
@@ -623,9 +652,9 @@ def test_reports_rounded_high_and_a_token_they_do_not_list_never_fail_a_check(tm
         return record
     _edit(cand_path, edit_record=unlisted_second_token)
     result = certify(ref_path, cand_path)
-    assert result.verdict == "CERTIFIED", result.reasons
-    record = next(r for r in result.records if r.case == "p0" and r.check == "pit_ks")
-    assert record.passed and record.result.details["slack"] == pytest.approx(V * pit.REPORT_ROUNDING)
+    assert not result.failed, result.reasons
+    record = next(r for r in result.records if r.case == "p0" and r.check == "law_drift")
+    assert record.result.details["mean_slack"] == pytest.approx(1e-3 + V * 1e-5)
 
 
 def test_a_report_beyond_the_rounding_tolerance_is_an_error_naming_file_line_and_field(tmp_path):
@@ -639,17 +668,9 @@ def test_a_report_beyond_the_rounding_tolerance_is_an_error_naming_file_line_and
             record["top_probs"].append([5, 0.1])
         return record
     _edit(ref_path, edit_record=one_report_over)
-    with pytest.raises(ValueError, match=r"ref.jsonl: line \d+: field 'top_probs': .*more than rounding explains"):
+    with pytest.raises(ValueError, match=r"ref.jsonl: line \d+: field 'top_probs': .*more than the report tolerance"):
         read_samples(ref_path)
     assert certify_main([str(ref_path), str(cand_path), "--out", str(tmp_path / "c")]) == 2
-
-
-def test_the_pit_of_rounded_reports_stays_within_the_slack():
-    top = [[0, 0.6 + 4e-6], [1, 0.4 + 4e-6]]  # sums to 1 + 8e-6 < 1 + 2 x REPORT_ROUNDING: tail reported 0
-    u = pit.pit_uniforms([0, 1, 5], [top] * 3, np.random.default_rng(0))
-    assert u.max() <= 1.0 and u[2] == 1.0  # the unlisted token: the end of [0, 1]
-    ids, probs = pit.categories(top)
-    assert ids == [0, 1] and probs[-1] == 0.0 and probs.sum() > 1
 
 
 def test_the_certificate_states_each_prompts_entropy(tmp_path):

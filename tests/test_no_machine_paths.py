@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from exactspec.conformance import paths
-from exactspec.conformance.engine import samples
+from exactspec.conformance.engine import sample_store, samples
 from exactspec.conformance.engine.collect.command import Settings, build_header
 from exactspec.conformance.paths import is_machine_path, portable_args, portable_json, portable_path
 
@@ -206,7 +206,7 @@ def test_flag_lists_and_json_documents(cache):
 
 def test_sample_headers_record_the_same_portable_flags_in_both_roles(cache):
     gguf = str(_model(cache, "SmolLM2.gguf"))
-    settings = Settings(engine_flags=("-m", gguf, "-c", "2048"), candidate_flags=("-m", gguf, "-md", gguf))
+    settings = Settings(engine_flags=("-m", gguf, "-c", "2048"), candidate_flags=("-m", gguf, "-md", gguf), seed_key="ab")
     props = {"model_path": gguf, "model_alias": gguf, "build_info": "b1"}
     ref, cand = (build_header(role, "http://127.0.0.1:1", settings, props, {"p": [1, 2]})
                  for role in ("reference", "candidate"))
@@ -220,13 +220,13 @@ def test_sample_headers_record_the_same_portable_flags_in_both_roles(cache):
 
 def test_a_file_written_with_absolute_flags_still_resumes(cache, tmp_path):
     gguf = str(_model(cache))
-    settings = Settings(engine_flags=("-m", gguf))
+    settings = Settings(engine_flags=("-m", gguf), seed_key="ab")
     new = build_header("reference", "http://127.0.0.1:1", settings, {}, {"p": [1]})
     old = dataclasses.replace(new, engine={**new.engine, "flags": ["-m", gguf]})
-    assert samples.design_differences(old, new) == []
+    assert sample_store.design_differences(old, new) == []
     path = tmp_path / "reference.jsonl"
     samples.write_samples(path, old, [])
-    samples.start_or_resume(path, new)  # no ValueError: the same design
+    sample_store.start_or_resume(path, new)  # no ValueError: the same design
 
 
 def test_provenance_names_the_implementation_and_command_line_portably():
@@ -243,32 +243,23 @@ def test_provenance_names_the_implementation_and_command_line_portably():
 
 
 def test_engine_certificates_record_the_command_and_flags_portably(cache, tmp_path, monkeypatch):
-    """benchmarks/engine_certificates.py: command.txt's collect command, the notes' flags and build path."""
+    """benchmarks/engine_certificates.py: the certify command it runs carries this machine's paths; the one it
+    records in command.txt names them portably."""
     import importlib.util
-    import shlex
-    from types import SimpleNamespace
 
     spec = importlib.util.spec_from_file_location("engine_certificates", REPO / "benchmarks" / "engine_certificates.py")
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up
     spec.loader.exec_module(module)
-    gguf = _model(cache)
-    plain = SimpleNamespace(base_url="http://127.0.0.1:1", model=gguf, flags=["-m", str(gguf), "-t", "1"])
-    cand = SimpleNamespace(base_url="http://127.0.0.1:2", model=gguf,
-                           flags=["-m", str(gguf), "-md", str(gguf), "--spec-type", "draft-simple"])
-    config, prompts = module.CONFIGS["draft-greedy-t0.7"], tmp_path / "engine-cert-x" / "prompts.jsonl"
-    ran = module._collect_args(config, Path("docs/x"), prompts, plain, cand, 10, 60)
-    recorded = module._collect_args(config, Path("docs/x"), prompts, plain, cand, 10, 60, portable=True)
-    assert ran[ran.index("--prompts") + 1] == str(prompts) and str(gguf) in ran[ran.index("--engine-flags") + 1]
-    assert recorded[recorded.index("--prompts") + 1] == "tmp:prompts.jsonl"
-    assert shlex.split(recorded[recorded.index("--candidate-flags") + 1]) == [
-        "-m", "cache:models/toy.gguf", "-md", "cache:models/toy.gguf", "--spec-type", "draft-simple"]
-    assert recorded[recorded.index("--model-sha256") + 1] == hashlib.sha256(b"GGUF").hexdigest()
-    run = {"collect_args": recorded, "collect_seconds": 1.0,
-           "server_flags": {"reference": portable_args(plain.flags), "candidate": portable_args(cand.flags)}}
-    notes = module._notes("draft-greedy-t0.7", config, run, 10)
-    assert "cache:llama.cpp/" in notes[0] and "-m cache:models/toy.gguf" in notes[1]
-    assert machine_paths("\n".join(notes) + "\n" + shlex.join(recorded)) == []
+    gguf = str(_model(cache))
+    certify = ["/usr/bin/exactspec", "engine", "certify", "--reference-url", "http://127.0.0.1:1", "--engine-flags",
+               f"-m {gguf} -t 1", "--candidate-flags", f"-md {gguf} --spec-type draft-simple"]
+    ran = module._certify_args(module.CONFIGS["draft-greedy-t0.7"], certify, Path("docs/x"))
+    assert gguf in ran[ran.index("--engine-flags") + 1] and ran[ran.index("--max-tokens") + 1] == "8"
+    recorded = module._portable(ran)
+    assert recorded.startswith("exactspec engine certify") and machine_paths(recorded) == []
+    assert "cache:models/toy.gguf" in recorded
+
 
 
 def test_files_under_the_current_directory_are_dot_relative(tmp_path, monkeypatch):

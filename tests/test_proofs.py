@@ -20,7 +20,7 @@ from exactspec.proofs import checks_acceptance, checks_engine, checks_loop, chec
 from exactspec.proofs.kernels import F0, F1
 
 CHECKS = registry.all_checks()
-ALL_CLAIMS = {f"C{i}" for i in range(1, 15)}
+ALL_CLAIMS = {f"C{i}" for i in range(1, 17)}
 
 
 @pytest.fixture(scope="module")
@@ -209,14 +209,25 @@ def test_float32_bound_is_not_vacuous():
     assert float(float_tv_bound(49152, 8, Fraction(1, 2**53), Fraction(1, 2**53))) < 1e-9
 
 
-def test_rounding_slack_bound_can_fail():
-    """PIT values off by 0.1 % (far more than N r) are caught."""
-    import numpy as np
+def test_the_engine_checks_can_fail(monkeypatch):
+    """PIT values off by 1 % (far more than rho + N a) are caught; a context bettor staking against the envelope's
+    cushion (its q inflated) breaks the supermartingale bound; a psi one tenth too small breaks Fan's inequality."""
+    from exactspec.conformance.engine import law_checks, law_stream
+    from exactspec.proofs import checks_sequential
+    from exactspec.stat_tests import sequential
 
-    from exactspec.conformance.engine import pit
-
-    shrunk = lambda tokens, reports, rng: np.asarray(pit.pit_uniforms(tokens, reports, rng)) * 0.999  # noqa: E731
-    assert _failed(checks_engine.rounding_slack_bound(pit_uniforms=shrunk, cases=50))
+    original = law_stream.pit_value
+    monkeypatch.setattr(law_stream, "pit_value", lambda cats, token, draw: (original(cats, token, draw)[0],
+                                                                             original(cats, token, draw)[1] * 0.99))
+    assert _failed(checks_engine.tolerance_envelope_and_slack(cases=50))
+    monkeypatch.setattr(law_stream, "pit_value", original)
+    grouped = law_checks._grouped
+    monkeypatch.setattr(law_checks, "_grouped", lambda cats, c: (lambda m, e, g: (m, e * 0.9, g))(*grouped(cats, c)))
+    assert _failed(checks_engine.context_bettor_supermartingale(cases=100))
+    monkeypatch.setattr(law_checks, "_grouped", grouped)
+    psi = sequential.psi
+    monkeypatch.setattr(sequential, "psi", lambda lam: 0.9 * psi(lam))
+    assert _failed(checks_sequential.fan_inequality(points=501))
 
 
 def test_traceability_can_fail():
@@ -320,7 +331,7 @@ def test_warped_probs_matches_the_oracle_bit_for_bit():
 
 def _installed_tree(root: Path) -> Path:
     """A copy of the package as a wheel installs it: the package folders, no pyproject.toml, no tests/."""
-    for folder in ("reference", "gpu_impl", "conformance", "proofs"):
+    for folder in ("reference", "gpu_impl", "conformance", "proofs", "stat_tests"):
         shutil.copytree(traceability.PACKAGE_ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 

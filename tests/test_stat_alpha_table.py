@@ -59,12 +59,12 @@ def test_exact_realised_rate_is_below_level_and_close_to_it():
 
 
 def test_no_check_rests_on_an_asymptotic_tail():
-    """Every level's table has no asymptotic-only check: the engine's PIT and a tree position whose rows differ
-    by prefix are exact KS on a fixed number of PIT values; the engine's permutation tests are proven at any n;
+    """Every level's table has no asymptotic-only check: a tree position whose rows differ by prefix is exact KS on
+    a fixed number of PIT values; the engine's checks are e-processes (Ville's inequality) proven at every look;
     the confirmatory tests stay inside the budget; an unknown check kind is refused."""
     rows = {r["check"]: r for r in alpha_table.level_rows("engine", "quick")[0]}
-    assert rows["pit_ks"]["guarantee"] == "exact"
-    assert rows["position_1_permutation"]["guarantee"] == "proven bound" and rows["position_1_permutation"]["n"] is None
+    assert set(rows) == {"law_drift", "context_law", "near_zero_tokens", "reference_law"}
+    assert all(r["guarantee"] == "proven bound" and "Ville" in r["how"] and r["n"] is None for r in rows.values())
     tree = {(r["case"], r["check"]): r for r in alpha_table.level_rows("tree", "quick")[0]}
     assert tree[("wor_w3_d2", "position_2")]["guarantee"] == "exact"  # rows by path: the PIT's exact KS
     assert tree[("wor_w3_d2", "position_2")]["how"].startswith("exact (KS")

@@ -12,9 +12,10 @@ make *different promises under the same profile name*:
 - every statistical check of the rule and sequence levels' exact laws is the likelihood-ratio test of
   `stat_tests.lr_tail` (exact tail for <= 3 bins, Agrawal's bound otherwise): its false-fail rate is proven
   at the per-check rate it runs at, so no ``tail_safety`` factor is needed (docs/alpha-table.md);
-- engine level: total false-fail rate 1e-3 / 1e-4 / 1e-5 over positions 1..4 / 6 / 8; target mean per-token
-  TV 0.15 / 0.05 / 0.02 at the drafted positions (monotone deviations, `stat_tests.pit_power`): n is what the
-  sample files hold, and a run whose PIT cannot reach the target is INCONCLUSIVE, stating the completions needed;
+- engine level: total false-fail rate 1e-3 / 1e-4 / 1e-5 over positions 1..4 / 6 / 8, every check anytime-valid;
+  target per-token TV 0.15 / 0.05 / 0.02, certified by coupling or by the law checks (`engine.routes`): n is what
+  the sample files hold (`exactspec engine certify` grows it in rounds), and a run short of the target is
+  INCONCLUSIVE, stating the completions needed;
 - tree level: total false-fail rate 1e-4 / 1e-6 / 1e-6; target binned TV 0.08 / 0.05 / 0.02 per case.
 
 ``Profile.describe()`` states every promise in one line; ``get_profile(name)`` is the only lookup.
@@ -99,19 +100,14 @@ class EngineSettings:
     """Engine level (a serving engine's sample files): n is the files'; the profile fixes the error rate and
     what is compared."""
 
-    total_false_fail: float  # P(any statistical check of the run fails | candidate exact) <= this
-    positions: int  # per-position marginals 1..positions and the tuple of the first `positions` tokens
-    min_expected: float  # pooled bins: expected count in the smaller sample >= this
-    max_bins: int  # cap on pooled bins per check
-    target_tv: float  # the candidate's PIT must detect a mean per-token TV >= this (monotone deviations)
+    total_false_fail: float  # P(any statistical check of the run ever fails | candidate exact) <= this
+    positions: int  # the law checks read positions 1..positions (the drift 2..positions)
+    target_tv: float  # a CERTIFIED rules out a per-token TV >= this (by coupling or by the law checks: engine.routes)
 
     def __post_init__(self) -> None:
         _check_rate(self.total_false_fail, "total_false_fail")
         _check_rate(self.target_tv, "target_tv")
         _check_positive_int(self.positions, "positions")
-        _check_positive_int(self.max_bins, "max_bins")
-        if not (isinstance(self.min_expected, (int, float)) and float(self.min_expected) > 0):
-            raise ValueError(f"min_expected must be a positive number, got {self.min_expected!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,8 +169,9 @@ class Profile:
         return (f"profile {self.name}: rule level total false-fail <= {r.total_false_fail:g}, detects binned TV "
                 f">= {r.target_tv:g} per case; sequence level total false-fail <= {s.total_false_fail:g}, detects "
                 f"binned TV >= {s.target_tv:g} on the sequence law; engine level total false-fail <= "
-                f"{e.total_false_fail:g}, compares positions 1..{e.positions}, detects mean per-token TV >= {e.target_tv:g} "
-                f"at drafted positions (monotone deviations; else INCONCLUSIVE); "
+                f"{e.total_false_fail:g} (anytime-valid), positions 1..{e.positions}, certifies a per-token TV <= "
+                f"{e.target_tv:g} (coupling: expected, any direction; law: realised, monotone per confidence stratum; "
+                f"else INCONCLUSIVE); "
                 f"tree level total false-fail <= {t.total_false_fail:g}, detects binned TV >= {t.target_tv:g} per case; "
                 f"power >= {1 - self.false_pass_rate:g} per check. {self.description}")
 
@@ -199,7 +196,7 @@ PROFILES: dict[str, Profile] = {
         # models); the PIT cases one generate call per sample, so the batch-1 path's law is certified too
         sequence=SequenceSettings(total_false_fail=1e-3, target_tv=0.15, max_bins=16, pit_sequences=150,
                                   real_sequences=20, greedy_prompts=2, rows_per_call=32, pit_rows_per_call=1),
-        engine=EngineSettings(total_false_fail=1e-3, positions=4, min_expected=10.0, max_bins=40, target_tv=0.15),
+        engine=EngineSettings(total_false_fail=1e-3, positions=4, target_tv=0.15),
         tree=TreeSettings(total_false_fail=1e-4, target_tv=0.08, max_bins=40, max_rounds=20_000,
                           invariant_rounds=100)),
     "standard": Profile(
@@ -209,7 +206,7 @@ PROFILES: dict[str, Profile] = {
                           hypothesis_rounds=60),
         sequence=SequenceSettings(total_false_fail=1e-4, target_tv=0.06, max_bins=24, pit_sequences=500,
                                   real_sequences=60, greedy_prompts=4, rows_per_call=32),
-        engine=EngineSettings(total_false_fail=1e-4, positions=6, min_expected=10.0, max_bins=60, target_tv=0.05),
+        engine=EngineSettings(total_false_fail=1e-4, positions=6, target_tv=0.05),
         tree=_DEFAULT_TREE),
     "full": Profile(
         name="full", false_pass_rate=1e-3,
@@ -219,7 +216,7 @@ PROFILES: dict[str, Profile] = {
                           hypothesis_rounds=100),
         sequence=SequenceSettings(total_false_fail=1e-5, target_tv=0.03, max_bins=40, pit_sequences=3000,
                                   real_sequences=200, greedy_prompts=8, rows_per_call=64),
-        engine=EngineSettings(total_false_fail=1e-5, positions=8, min_expected=10.0, max_bins=100, target_tv=0.02),
+        engine=EngineSettings(total_false_fail=1e-5, positions=8, target_tv=0.02),
         tree=TreeSettings(total_false_fail=1e-6, target_tv=0.02, max_bins=120, max_rounds=600_000,
                           invariant_rounds=1000)),
 }

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .level import Level
 
 #: Test kinds whose false-fail guarantee the alpha table knows (`alpha_table.TEST_KINDS`).
-TEST_KINDS = ("lr", "ks", "binomial", "binomial_upper", "permutation", "multinomial")
+TEST_KINDS = ("lr", "ks", "binomial", "binomial_upper", "permutation", "multinomial", "sequential", "fisher")
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,14 @@ class SamplePair:
 
 @dataclass(frozen=True, eq=False)
 class EngineCase:
-    """One prompt, and which checks its data allow (decided from the files' structure, before any test)."""
+    """One prompt, and which checks its data allow (decided from the files' structure and the reference alone,
+    before any test of the candidate)."""
 
     name: str
-    greedy: bool  # temperature 0: the hard equality check replaces the statistical ones
-    positions: int
-    pit: bool  # the reference holds post-sampling prefix_probs for this prompt
-    reported: bool  # the reference reported post-sampling first-token probabilities
+    greedy: bool  # temperature 0: equality (or the spread test) replaces the law checks
+    positions: int  # m: the law checks read positions 1..m (the drift 2..m)
+    law: bool = True  # the reference reported the prefixes of the candidate's tokens (teacher forcing)
+    reference_reported: bool = True  # the reference reported its own prefixes (its self-check can run)
+    reference_varies: bool = False  # temperature 0 and the reference's output differs between seeds
     data: Any = field(default=None, repr=False)  # checks.PromptData: the prompt's completions and reports
     notes: list[str] = field(default_factory=list, repr=False)  # what its hard checks had to say

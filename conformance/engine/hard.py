@@ -1,10 +1,13 @@
 """The engine level's hard checks (false-fail rate 0) and its non-statistical evidence.
 
-- greedy equality: at temperature 0 every candidate completion equals the reference's;
-- seed coupling: an engine that declares ``expect_seed_coupled`` gives the same tokens for the same seed;
+- greedy equality: at temperature 0, when the reference gives one output whatever the seed, every candidate
+  completion equals it (a reference that varies is judged statistically: `stat_checks.greedy_spread_check`);
 - support: no candidate token outside the reported support when the support is fully reported;
+- coupling (evidence, never a failure): at the seeds both files hold, how often the two outputs differ
+  (`coupling_pairs`; a certification route, `routes`);
 - determinism (evidence, not a verdict): the same seed asked twice gives the same completion;
-- speculation evidence: the candidate's draft counters (llama.cpp ``timings.draft_n``) are > 0.
+- speculation evidence: the candidate's draft counters (llama.cpp ``timings.draft_n``, or ``counters`` records
+  read around batches) are > 0.
 
 Each check returns a `stat_tests.TestResult` built by the core's `hard_result`; a failure names the
 first divergence (seed, position, tokens).
@@ -15,7 +18,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..core.records import hard_result
-from .samples import Completion, PrefixProbs, TopProbs
+from .samples import Completion, Counters, PrefixProbs, TopProbs
 from ...stat_tests import TestResult
 
 DRAFT_COUNTERS = ("draft_n", "draft_n_accepted")  # llama.cpp's timings fields
@@ -35,31 +38,37 @@ def _describe(j: int, ref: Sequence[int], cand: Sequence[int]) -> str:
 
 
 def greedy_equality(reference: Sequence[Completion], candidate: Sequence[Completion]) -> TestResult:
-    """Temperature 0: every candidate completion equals the reference's first (by seed) completion."""
+    """Temperature 0, the reference's output the same at every seed: every candidate completion equals it."""
     name = "greedy_equality"
-    ref = sorted(reference, key=lambda c: c.seed)[0].tokens
-    ref_varies = [c.seed for c in reference if c.tokens != ref]
+    ref = reference_output(reference)
+    if ref is None:
+        raise ValueError("greedy_equality: the reference varies with the seed; use the statistical greedy_spread")
     for c in sorted(candidate, key=lambda c: c.seed):
         j = first_divergence(ref, c.tokens)
         if j is not None:
             return hard_result(name, False, len(candidate), f"seed {c.seed}: {_describe(j, ref, c.tokens)}",
-                               {"seed": c.seed, "position": j + 1, "reference_varies_with_seed": ref_varies[:5]})
-    note = f" (the reference itself varies at seeds {ref_varies[:5]})" if ref_varies else ""
+                               {"seed": c.seed, "position": j + 1})
     return hard_result(name, True, len(candidate), f"all {len(candidate)} candidate completions equal the "
-                       f"reference's {len(ref)} tokens{note}", {"reference_varies_with_seed": ref_varies[:5]})
+                       f"reference's one output ({len(ref)} tokens, the same at its {len(reference)} seeds)")
 
 
-def seed_coupling(reference: Sequence[Completion], candidate: Sequence[Completion]) -> TestResult:
-    """Declared seed coupling: same seed, same tokens (the first divergence is reported)."""
-    name = "seed_coupling"
+def reference_output(reference: Sequence[Completion]) -> tuple[int, ...] | None:
+    """The reference's one output when every completion of it is the same, else None (it varies)."""
+    outputs = {c.tokens for c in reference}
+    return next(iter(outputs)) if len(outputs) == 1 else None
+
+
+def coupling_pairs(reference: Sequence[Completion], candidate: Sequence[Completion]) -> tuple[int, int, dict | None]:
+    """(seeds both hold, seeds whose outputs differ, the first such difference) over the repeat-0 completions."""
     by_seed = {c.seed: c.tokens for c in reference}
     shared = [c for c in sorted(candidate, key=lambda c: c.seed) if c.seed in by_seed]
-    for c in shared:
+    mismatched = [c for c in shared if c.tokens != by_seed[c.seed]]
+    first = None
+    if mismatched:
+        c = mismatched[0]
         j = first_divergence(by_seed[c.seed], c.tokens)
-        if j is not None:
-            return hard_result(name, False, len(shared), f"seed {c.seed}: {_describe(j, by_seed[c.seed], c.tokens)}",
-                               {"seed": c.seed, "position": j + 1})
-    return hard_result(name, True, len(shared), f"{len(shared)} shared seeds give identical tokens")
+        first = {"seed": c.seed, "position": (j or 0) + 1, "what": _describe(j or 0, by_seed[c.seed], c.tokens)}
+    return len(shared), len(mismatched), first
 
 
 def determinism(completions: Sequence[Completion]) -> dict:
@@ -109,8 +118,9 @@ def support_check(candidate: Sequence[Completion], prefix_reports: dict[tuple[in
     return hard_result(name, True, checked, f"{checked} (token, report) pairs inside the fully reported support")
 
 
-def speculation_evidence(candidate: Sequence[Completion]) -> dict:
-    """The candidate's summed draft counters; speculation is observed iff drafted tokens > 0."""
+def speculation_evidence(candidate: Sequence[Completion], counters: Sequence[Counters] = ()) -> dict:
+    """The candidate's summed draft counters, per completion (`timings`) and per batch (`counters` records);
+    speculation is observed iff drafted tokens > 0."""
     totals = {key: 0 for key in DRAFT_COUNTERS}
     reporting = 0
     for c in candidate:
@@ -121,6 +131,11 @@ def speculation_evidence(candidate: Sequence[Completion]) -> dict:
             value = timings.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
                 totals[key] += int(value)
+    for batch in counters:
+        totals["draft_n"] += batch.draft_n
+        totals["draft_n_accepted"] += batch.draft_n_accepted
+        reporting += batch.completions
     drafted, accepted = totals["draft_n"], totals["draft_n_accepted"]
     return {**totals, "completions": len(candidate), "completions_reporting": reporting,
-            "observed": drafted > 0, "acceptance_rate": accepted / drafted if drafted else None}
+            "batches": len(counters), "observed": drafted > 0,
+            "acceptance_rate": accepted / drafted if drafted else None}

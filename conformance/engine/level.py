@@ -2,10 +2,12 @@
 sample files, its plain mode (the reference) and its speculative mode (the candidate).
 
 What is certified is a `SamplePair`; a case is one prompt (`EngineCase`, carrying its data). Per prompt the hard
-checks (`checks.hard_checks`), then the statistical checks of `registry.ENGINE_CHECKS`. What only this level
-knows: when a run is INCONCLUSIVE (speculation never observed; the reference's reported probabilities disagree
-with its own samples, which voids that prompt's PIT; inputs that cannot support a certificate; a PIT too weak
-for the profile's target mean per-token TV). Every case runs in this process on the one pair.
+checks (`checks.hard_checks`), then the statistical checks of `registry.ENGINE_CHECKS` (all anytime-valid but the
+greedy spread test). What only this level knows: which prompts' reports are void (the reference's own tokens
+disagree with them, or decode-time and teacher-forced reports differ by more than the tolerance allows: the checks
+that read them are then voided, never blamed on the candidate); whether a sampled prompt reached the profile's
+target by a certification route (`routes`); and the other reasons a run is INCONCLUSIVE (speculation never
+observed, inputs that cannot support a certificate).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from ..core.level import Level
 from ..core.profiles import Profile, get_profile
 from ..core.records import CheckRecord
 from ..core.report import SuiteResult
-from ...stat_tests import units_for_mean_token_tv
-from .registry import ENGINE_CHECKS, REFERENCE_SELF_CHECKS
 from .cases import EngineCase, SamplePair
+from .registry import ENGINE_CHECKS, REFERENCE_SELF_CHECKS, REPORT_READERS
+from .routes import LAW_CLASS, prompt_routes, shortfall
 from .samples import SampleFile
 
 LEVEL_NAME = "engine"
@@ -28,8 +30,8 @@ NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all
 
 
 def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord]) -> list[str]:
-    """Why the files cannot support a certificate even when no check fails: a prompt dropped by one side, a PIT
-    that did not run, seed coupling disabled by non-determinism, a check that ran on nothing."""
+    """Why the files cannot support a certificate even when no check fails: a prompt dropped by one side, law checks
+    that could not run on a sampled prompt, a check that ran on nothing."""
     reasons = []
     ref, cand = pair.reference.by_prompt(), pair.candidate.by_prompt()
     for pid in sorted(set(pair.reference.header.prompts) | set(pair.candidate.header.prompts)):
@@ -37,75 +39,81 @@ def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord]) -> 
         if (n_ref == 0) != (n_cand == 0):
             reasons.append(f"{pid}: dropped: the reference holds {n_ref} completions of it, the candidate {n_cand}")
     for case in cases:
-        if not case.greedy and not (case.pit and case.positions > 1):
+        if not case.greedy and not (case.law and case.positions > 1):
             why = (f"its {case.data.unusable_reports} reports are raw, and the sampler chain warps" if
                    case.data.unusable_reports else "no drafted position (max_tokens 1)" if case.positions < 2 else
-                   "the reference holds no report for its prefixes (teacher forcing)")
-            reasons.append(f"{case.name}: the PIT did not run: {why}")
-        reasons += [f"{case.name}: {note}" for note in case.notes if "seed-coupling check is disabled" in note]
+                   "the reference holds no report for the candidate's prefixes (teacher forcing)")
+            reasons.append(f"{case.name}: the law checks did not run: {why}")
     reasons += [f"{r.case}: {r.check} ran on nothing (n = 0)" for r in records if r.result.n == 0]
     return reasons
 
 
-def power_reasons(records: list[CheckRecord], profile: Profile) -> list[str]:
-    """The prompts whose candidate PIT cannot detect the profile's target mean per-token TV, with the number of
-    completions that would (`stat_tests.units_for_mean_token_tv` at the same values per completion and slack)."""
-    reasons, target = [], profile.engine.target_tv
-    for r in records:
-        details = r.result.details or {}
-        detectable = details.get("detectable_mean_token_tv")
-        if r.check != "pit_ks" or detectable is None or detectable <= target:
-            continue
-        needed = units_for_mean_token_tv(target, float(details["values_per_completion"]), r.result.false_fail_rate,
-                                         profile.false_pass_rate, float(details.get("slack", 0.0)))
-        reasons.append(f"{r.case}: underpowered: the PIT of {details['completions']} candidate completions detects "
-                       f"a mean per-token TV >= {detectable:.3g} at the drafted positions, the {profile.name} profile's "
-                       f"target is {target:g}: about {needed} completions of this prompt (reference teacher-forced "
-                       "on them) would reach it")
-    return reasons
+def invalid_reports(records: list[CheckRecord], cases: list) -> dict[str, str]:
+    """{prompt: why} for the prompts whose reports are not the law the reference samples: its own tokens disagree
+    with them (`reference_law` failed), or decode-time and teacher-forced reports differ beyond the tolerance."""
+    out = {r.case: "the reference's own tokens disagree with its reports (reference_law failed)"
+           for r in records if r.check in REFERENCE_SELF_CHECKS and not r.passed}
+    for case in cases:
+        premise = case.data.premise
+        if premise is not None and not premise.holds and case.name not in out:
+            where = premise.where or {}
+            out[case.name] = (f"the report tolerance premise is contradicted: at seed {where.get('seed')} position "
+                              f"{where.get('position')} token {where.get('token')} the reference reported "
+                              f"{where.get('decode_time')} while sampling and {where.get('teacher_forced')} teacher-"
+                              "forced, more than twice the tolerance apart")
+    return out
 
 
-def ruled_out(records: list[CheckRecord], cases: list, profile: Profile) -> dict:
-    """What a CERTIFIED of this run rules out, per prompt: the mean per-token TV at the drafted positions its
-    PIT detects (monotone deviations, power 1 - false_pass_rate), or exact equality at temperature 0."""
-    pit = {r.case: r.result.details.get("detectable_mean_token_tv") for r in records if r.check == "pit_ks"}
-    per_prompt = {case.name: ("greedy: every candidate completion equals the reference's" if case.greedy else
-                              pit.get(case.name)) for case in cases}
-    sampled = [v for v in per_prompt.values() if isinstance(v, float)]
-    return {"metric": "mean per-token TV of the next-token law (on the reported top-N and the tail) at the drafted "
-                      "positions 2..m",
-            "class": "deviations monotone in the reference's probability (temperature, truncation, argmax pull); "
-                     "deviations whose direction changes with the context cannot be ruled out by any test "
-                     "(proofs/ARGUMENT.md, C14)",
-            "target": profile.engine.target_tv, "power": 1 - profile.false_pass_rate,
-            "per_prompt": per_prompt, "largest": max(sampled) if sampled else None}
+def ruled_out(records: list[CheckRecord], cases: list, profile: Profile, invalid: dict[str, str]) -> dict:
+    """Per prompt: what its CERTIFIED rules out (greedy equality, or the best certification route) and whether it
+    reaches the profile's target."""
+    per_prompt = {}
+    for case in cases:
+        if case.greedy:
+            per_prompt[case.name] = {"route": "greedy", "reached": True,
+                                     "what": "every candidate completion equals the reference's output" if
+                                     not case.reference_varies else "the candidate leaves the reference's modal "
+                                     "output no more often than the reference does"}
+        else:
+            per_prompt[case.name] = prompt_routes(case, records, profile, case.name not in invalid)
+    bounds = [v["best"]["bound"] for v in per_prompt.values() if v.get("best")]
+    return {"target": profile.engine.target_tv, "power": 1 - profile.false_pass_rate, "law_class": LAW_CLASS,
+            "per_prompt": per_prompt, "largest": max(bounds) if bounds else None}
 
 
-def _invalid_references(records: list[CheckRecord]) -> list[str]:
-    """The prompts whose reference's reported probabilities failed their check against its own samples."""
-    return sorted({r.case for r in records if r.check in REFERENCE_SELF_CHECKS and not r.passed})
+def power_reasons(ruled: dict, profile: Profile) -> list[str]:
+    """The sampled prompts no route brought to the target, with what would."""
+    return [shortfall(pid, entry, profile.engine.target_tv, profile.name)
+            for pid, entry in ruled["per_prompt"].items() if not entry["reached"]]
 
 
-def voided_checks(records: list[CheckRecord]) -> list[str]:
-    """"case/check" of the records whose reference is invalid: the failed reported-probability check of a
-    prompt and that prompt's PIT (they judge the reference's reports, not the candidate)."""
-    bad = set(_invalid_references(records))
-    return [f"{r.case}/{r.check}" for r in records if r.case in bad and r.check in (*REFERENCE_SELF_CHECKS, "pit_ks")]
+def coupling_notes(candidate: SampleFile, ruled: dict) -> list[str]:
+    """Where the candidate declared seed coupling and a seed mismatched: the coupling is disproved, never exactness."""
+    if not (candidate.header.speculation or {}).get("expect_seed_coupled"):
+        return []
+    notes = []
+    for pid, entry in ruled["per_prompt"].items():
+        route = next((r for r in entry.get("routes", []) if r["route"] == "coupling" and r["mismatches"]), None)
+        if route is not None:
+            notes.append(f"{pid}: the declared seed coupling is disproved ({route['mismatches']} of {route['seeds']} "
+                         f"seeds mismatched, first at seed {route['first_mismatch']['seed']}, "
+                         f"{route['first_mismatch']['what']}): not a failure of exactness; the law checks decide")
+    return notes
 
 
-def inconclusive_reasons(records: list[CheckRecord], speculation_observed: bool) -> list[str]:
-    """Why the run cannot certify even if no counted check fails."""
-    reasons = [f"{case}: the reference's reported probabilities disagree with its own samples; its PIT is void"
-               for case in _invalid_references(records)]
-    return reasons + ([] if speculation_observed else [NOT_OBSERVED])
+def voided_checks(records: list[CheckRecord], invalid: dict[str, str]) -> list[str]:
+    """"case/check" of the records that read a prompt's void reports."""
+    return [f"{r.case}/{r.check}" for r in records if r.case in invalid and r.check in REPORT_READERS]
 
 
 @dataclass
 class EngineResult(SuiteResult):
-    """A core SuiteResult at level "engine" that knows whether the candidate speculated."""
+    """A core SuiteResult at level "engine" that knows whether the candidate speculated and which reports are void."""
 
     speculation_observed: bool = False
     input_reasons: list[str] = field(default_factory=list)  # what the files hold that keeps the run from certifying
+    underpowered: list[str] = field(default_factory=list)  # sampled prompts short of the target (more samples help)
+    invalid: dict[str, str] = field(default_factory=dict)  # prompt -> why its reports are void
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -114,10 +122,11 @@ class EngineResult(SuiteResult):
         self.judge()
 
     def judge(self) -> None:
-        """Set `voided` and `inconclusive` from the records and the speculation evidence (done on construction;
-        call again after changing `records`)."""
-        self.voided = voided_checks(self.records)
-        self.inconclusive = inconclusive_reasons(self.records, self.speculation_observed) + list(self.input_reasons)
+        """Set `voided` and `inconclusive` (done on construction; call again after changing the inputs)."""
+        self.voided = voided_checks(self.records, self.invalid)
+        self.inconclusive = ([f"{pid}: {why}; the checks that read its reports are void" for pid, why in
+                              sorted(self.invalid.items())] + ([] if self.speculation_observed else [NOT_OBSERVED])
+                             + list(self.input_reasons) + list(self.underpowered))
 
     @property
     def reasons(self) -> list[str]:
@@ -151,8 +160,7 @@ class EngineLevel(Level):
         """The prompt's hard checks; the case itself (with its data) is what the statistical checks run on."""
         from .checks import hard_checks
 
-        coupled = bool((subject.candidate.header.speculation or {}).get("expect_seed_coupled"))
-        return case, hard_checks(case, coupled, case.notes)
+        return case, hard_checks(case)
 
     def case_entry(self, case: EngineCase, sample: Any, records: list[CheckRecord]) -> dict:
         from .checks import case_summary
@@ -163,7 +171,7 @@ class EngineLevel(Level):
         return EngineResult(level=LEVEL_NAME, impl=impl_name, profile=profile)
 
     def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
-        """Speculation evidence, determinism, the reasons and what the verdict ignores."""
+        """Speculation evidence, void reports, the certification routes, the reasons and what the verdict ignores."""
         from . import hard
         from .checks import engine_summary, prompts as paired_prompts
 
@@ -171,14 +179,16 @@ class EngineLevel(Level):
         skipped: list[str] = []
         paired_prompts(impl.reference, impl.candidate, skipped)
         result.notes = skipped + [n for case in cases for n in case.notes] + result.notes
-        prompts = [case.data for case in cases]
-        evidence = hard.speculation_evidence([c for data in prompts for c in data.cand])
+        evidence = hard.speculation_evidence([c for case in cases for c in case.data.cand], impl.candidate.counters)
         result.speculation_observed = evidence["observed"]
-        result.input_reasons = input_reasons(impl, cases, result.records) + power_reasons(result.records,
-                                                                                          result.profile)
+        result.invalid = invalid_reports(result.records, cases)
+        ruled = ruled_out(result.records, cases, result.profile, result.invalid)
+        result.notes += coupling_notes(impl.candidate, ruled)
+        result.input_reasons = input_reasons(impl, cases, result.records)
+        result.underpowered = power_reasons(ruled, result.profile)
         result.judge()
-        result.extra = {"engine": {**engine_summary(impl.reference, impl.candidate, evidence, prompts),
-                                   "ruled_out": ruled_out(result.records, cases, result.profile)},
+        result.extra = {"engine": {**engine_summary(impl.reference, impl.candidate, evidence,
+                                                    [case.data for case in cases]), "ruled_out": ruled},
                         "reasons": result.reasons}
 
     def summary(self, result: SuiteResult) -> str:
@@ -191,7 +201,7 @@ class EngineLevel(Level):
         return subjects(profile)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
-        return record.category == "contract" or record.check in ("position_1_permutation", "greedy_equality")
+        return record.category == "contract" or record.check in ("greedy_equality", "greedy_spread")
 
     def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
         from .report import write_engine_report

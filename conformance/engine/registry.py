@@ -1,5 +1,6 @@
-"""The engine level's statistical checks: one entry each, with its runner (on a prompt's `PromptData`) and its
-plan (n is the sample files'; the plans state each test's kind, from which the alpha table states its guarantee).
+"""The engine level's statistical checks: one entry each, with its runner (`stat_checks`, on a prompt's case) and its
+plan (n is the sample files'; each plan states its test's kind, from which the alpha table states its guarantee).
+Every check but `greedy_spread` is an e-process: valid at every look, under any stopping rule.
 """
 
 from __future__ import annotations
@@ -8,49 +9,49 @@ from typing import Any
 
 from ..core.registry import CheckPlan, StatCheck
 
-#: The reference's self-check (its own tokens at positions 1..m against its reports): a failure voids the
-#: prompt's PIT and makes the run INCONCLUSIVE.
-REFERENCE_PIT_CHECK = "reference_pit"
-REFERENCE_SELF_CHECKS = (REFERENCE_PIT_CHECK,)
+#: The reference's self-check (its own tokens against its reports): a failure voids every check that reads the
+#: prompt's reports and makes the run INCONCLUSIVE.
+REFERENCE_CHECK = "reference_law"
+REFERENCE_SELF_CHECKS = (REFERENCE_CHECK,)
+#: The checks that read the reference's reports (voided when the reports are found wrong).
+REPORT_READERS = ("law_drift", "context_law", "near_zero_tokens", "reported_support", REFERENCE_CHECK)
+
 
 def _sampling(case: Any) -> bool:
     return not case.greedy
 
 
 def _checks() -> Any:
-    from . import checks
+    from . import stat_checks
 
-    return checks
+    return stat_checks
 
 
-ENGINE_CHECKS: tuple[StatCheck, ...] = (  # a case is one prompt (level.EngineCase)
-    StatCheck(name="position_marginals", category="exactness", applies=_sampling,
-              instances=lambda c: [f"position_{j}_permutation" for j in range(1, c.positions + 1)],
-              run=lambda case, rate, prof: _checks().permutation_checks(case, rate, prof, tuple_check=False),
-              plan=lambda c, prof: [CheckPlan(f"position_{j}_permutation", "permutation")
-                                    for j in range(1, c.positions + 1)],
-              what="token at position j (or END) has the same law in both samples (permutation test)"),
-    StatCheck(name="prefix_tuple", category="exactness", applies=lambda c: _sampling(c) and c.positions > 1,
-              instances=lambda c: [f"prefix_{c.positions}_permutation"],
-              run=lambda case, rate, prof: _checks().permutation_checks(case, rate, prof, tuple_check=True),
-              plan=lambda c, prof: [CheckPlan(f"prefix_{c.positions}_permutation", "permutation")],
-              what="the first m tokens as a tuple have the same law in both samples (permutation test)"),
-    StatCheck(name="reference_pit", category="exactness", applies=lambda c: _sampling(c) and (c.pit or c.reported),
-              instances=lambda c: [REFERENCE_PIT_CHECK],
-              run=lambda case, rate, prof: _checks().reference_pit_check(case, rate, prof),
-              plan=lambda c, prof: [CheckPlan(REFERENCE_PIT_CHECK, "ks", reach=float(c.positions))],
-              what="the reference's own tokens at positions 1..m follow its reports (randomized PIT, exact KS, "
-                   "rounding slack)"),
-    StatCheck(name="near_zero_tokens", category="exactness", applies=lambda c: _sampling(c) and c.pit,
-              instances=lambda c: ["near_zero_tokens"],
-              run=lambda case, rate, prof: _checks().near_zero_check(case, rate, prof),
-              plan=lambda c, prof: [CheckPlan("near_zero_tokens", "binomial_upper", reach=float(c.positions))],
-              what="the candidate's tokens fall where the reference's report leaves mass <= 1e-4 no more often "
-                   "than that allows (one-sided binomial at a dominating rate)"),
-    StatCheck(name="pit_ks", category="exactness", applies=lambda c: _sampling(c) and c.pit and c.positions > 1,
-              instances=lambda c: ["pit_ks"],
-              run=lambda case, rate, prof: _checks().pit_check(case, rate, prof),
-              plan=lambda c, prof: [CheckPlan("pit_ks", "ks", reach=float(c.positions - 1))],
-              what="randomized PIT of the candidate's tokens at the drafted positions 2..m under the reference's "
-                   "reports is U(0,1) (exact KS, rounding slack); states the mean per-token TV it detects"),
+def _one(name: str, test: str = "sequential") -> Any:
+    """The instances and plan of a check with one test of its own name."""
+    return {"instances": lambda c: [name], "plan": lambda c, prof: [CheckPlan(name, test)]}
+
+
+ENGINE_CHECKS: tuple[StatCheck, ...] = (  # a case is one prompt (cases.EngineCase)
+    StatCheck(name="law_drift", category="exactness", applies=lambda c: _sampling(c) and c.law and c.positions > 1,
+              run=lambda case, rate, prof: _checks().law_drift_check(case, rate, prof), **_one("law_drift"),
+              what="the candidate's PIT values at positions 2..m under the reference's reports drift from 1/2 in no "
+                   "confidence stratum (e-process); states the mean per-token TV the law route rules out"),
+    StatCheck(name="context_law", category="exactness", applies=lambda c: _sampling(c) and c.law,
+              run=lambda case, rate, prof: _checks().context_law_check(case, rate, prof), **_one("context_law"),
+              what="at every prefix the candidate visits again, its tokens follow the reference's report "
+                   "(per-prefix Dirichlet bettors, e-process): deviations in any direction"),
+    StatCheck(name="near_zero_tokens", category="exactness", applies=lambda c: _sampling(c) and c.law,
+              run=lambda case, rate, prof: _checks().near_zero_check(case, rate, prof), **_one("near_zero_tokens"),
+              what="the candidate emits tokens its reference all but excludes (reported mass <= 1e-4) no more often "
+                   "than that allows (e-process)"),
+    StatCheck(name=REFERENCE_CHECK, category="exactness", applies=lambda c: _sampling(c) and c.reference_reported,
+              run=lambda case, rate, prof: _checks().reference_law_check(case, rate, prof), **_one(REFERENCE_CHECK),
+              what="the reference's own tokens at positions 1..m follow its reports (the three bettors, one "
+                   "mixture e-process); a failure voids the prompt's report checks"),
+    StatCheck(name="greedy_spread", category="exactness", applies=lambda c: c.greedy and c.reference_varies,
+              run=lambda case, rate, prof: _checks().greedy_spread_check(case, rate, prof),
+              **_one("greedy_spread", "fisher"),
+              what="temperature 0, a reference that varies with the seed: the candidate leaves the pooled modal "
+                   "output no more often than the reference (Fisher's exact test)"),
 )

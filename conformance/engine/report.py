@@ -1,8 +1,10 @@
 """The engine level's certificate: the core's writer (`core.report.write_report`, level "engine") with the
 engine's Markdown rendering.
 
-The JSON is the core's `document` of the result; the engine's own sections (`engine`: files, engines,
-model, request defaults, speculation evidence, determinism; `reasons`) come from `SuiteResult.extra`.
+The JSON is the core's `document` of the result; the engine's own sections (`engine`: files, engines, design,
+model, request defaults, speculation evidence, determinism, what each prompt's certification route rules out;
+`reasons`; and, from `exactspec engine certify`, `campaign`: rounds, minutes, concurrency) come from
+`SuiteResult.extra`.
 """
 
 from __future__ import annotations
@@ -17,14 +19,29 @@ def _fmt(value, spec: str = ".3g") -> str:
     return "—" if value is None else format(value, spec)
 
 
-def _ruled_out_line(ruled: dict) -> str:
-    """One sentence: the deviation this run's PIT detects (the largest over prompts) against the target."""
-    if ruled.get("largest") is None:
-        greedy = [p for p, v in (ruled.get("per_prompt") or {}).items() if isinstance(v, str)]
-        return ("Rules out: any difference in the greedy outputs of the prompts " + ", ".join(greedy) + "."
-                if greedy else "Rules out: no per-token deviation is stated (the PIT did not run).")
-    return (f"Rules out (w.p. >= {ruled['power']:g} per prompt): a {ruled['metric']} >= {ruled['largest']:.3g} "
-            f"(largest over prompts; the profile's target is {ruled['target']:g}), for {ruled['class']}.")
+def _route_line(pid: str, entry: dict, target: float) -> str:
+    """One prompt's statement: greedy equality, or its best route's bound, quantity and class."""
+    if entry.get("route") == "greedy":
+        return f"- {pid} (temperature 0): {entry['what']}."
+    best = entry.get("best")
+    if best is None:
+        return f"- {pid}: nothing is ruled out (no certification route ran)."
+    if best["bound"] > 1.0:
+        return f"- {pid}: nothing is ruled out yet (no route's bound is below 1; the target is {target:g})."
+    where = (f"{best['mismatches']} mismatches in {best['seeds']} random seeds, so whole completions differ in TV by "
+             f"<= {best['completion_tv']:.3g}" if best["route"] == "coupling" else
+             f"{best['values']} tokens of {best['completions']} completions, for {best['class']}")
+    return (f"- {pid}: the {best['quantity']} is <= {best['bound']:.3g} ({best['route']} route: {where}; "
+            f"probability >= {1 - best['false_pass_rate']:g}); {'reaches' if entry['reached'] else 'short of'} "
+            f"the target {target:g}.")
+
+
+def _ruled_out_lines(ruled: dict) -> list[str]:
+    """What the certificate rules out, one line per prompt."""
+    per_prompt = ruled.get("per_prompt") or {}
+    if not per_prompt:
+        return ["Rules out: nothing (no prompt was compared)."]
+    return ["Rules out:"] + [_route_line(pid, entry, ruled["target"]) for pid, entry in per_prompt.items()]
 
 
 def _entropy_line(engine: dict) -> str:
@@ -35,31 +52,56 @@ def _entropy_line(engine: dict) -> str:
             "as one outcome, so a lower bound): " + ", ".join(f"{pid} {h:.2f}" for pid, h in entropy.items()) + ".")
 
 
+def _design_line(engine: dict, campaign: dict | None) -> str:
+    """How the samples were drawn: the seeds, the candidate's concurrency, and the campaign's time and rounds."""
+    design = (engine.get("design") or {}).get("candidate") or {}
+    seeds = design.get("seeds") or {}
+    seed_text = (f"seeds drawn uniformly at random without replacement from [0, {seeds['space'] - 1}] (key "
+                 f"{seeds.get('key')}), the same at both ends" if seeds.get("kind") == "random" else
+                 "consecutive seeds (the design does not say they were drawn at random: no coupling route)")
+    concurrency = design.get("concurrency")
+    text = f"Design: {seed_text}; candidate sampled {concurrency} requests at a time" if concurrency else \
+        f"Design: {seed_text}"
+    if campaign:
+        text += (f"; collected and certified in {campaign['rounds']} rounds, {campaign['minutes']:.1f} min "
+                 f"(`exactspec engine certify`)")
+    return text + "."
+
+
+def _detectable(check: dict) -> str:
+    details = check.get("details") or {}
+    if details.get("ruled_out_tv") is not None:
+        return f"TV {_fmt(details['ruled_out_tv'])}"
+    if check.get("detectable_tv") is not None:
+        return f"TV {_fmt(check['detectable_tv'])}"
+    return "—"
+
+
 def to_markdown(doc: dict) -> str:
-    """A short human-readable certificate: verdict, reasons, evidence, budget, one row per check."""
+    """A short human-readable certificate: verdict, reasons, what is ruled out, evidence, budget, one row per check."""
     engine = doc.get("engine", {})
     evidence = engine.get("speculation_evidence", {})
     budget = doc["budget"]
     lines = [f"# exactspec engine certificate: {doc['impl']}", "",
              f"**Verdict: {doc['verdict']}** — {doc['verdict_text']}", ""]
-    lines += [f"- {reason}" for reason in doc.get("reasons", [])]
-    lines += ["", _ruled_out_line(engine.get("ruled_out") or {})]
-    lines += ["", f"Profile: {doc['profile']['promise']}", "",
+    if doc.get("reasons"):
+        lines += [f"- {reason}" for reason in doc["reasons"]] + [""]
+    lines += _ruled_out_lines(engine.get("ruled_out") or {})
+    lines += ["", f"Profile: {doc['profile']['promise']}", "", _design_line(engine, doc.get("campaign")), "",
               f"Speculation evidence: drafted {evidence.get('draft_n')} tokens, accepted "
               f"{evidence.get('draft_n_accepted')} (acceptance rate {_fmt(evidence.get('acceptance_rate'))}) over "
               f"{evidence.get('completions')} candidate completions.", "", _entropy_line(engine), "",
               f"Budget: total false-fail rate {budget['total_false_fail']:g} over {budget['n_checks']} statistical "
-              f"checks ({budget['per_check_false_fail_rate']:.3g} each); spent {budget['false_fail_rate_spent']:.3g}.",
-              "", "| prompt | check | category | n | false_fail_rate | detectable | p | result |",
+              f"checks ({budget['per_check_false_fail_rate']:.3g} each, every one anytime-valid but greedy_spread); "
+              f"spent {budget['false_fail_rate_spent']:.3g}.",
+              "", "| prompt | check | category | n | false_fail_rate | rules out | p | result |",
               "|---|---|---|---|---|---|---|---|"]
+    voided = set(doc.get("voided") or [])
     for check in doc["checks"]:
-        details = check.get("details") or {}
-        detectable = (f"TV {_fmt(check['detectable_tv'])}" if check.get("detectable_tv") is not None else
-                      f"Kolmogorov {_fmt(details['detectable_kolmogorov'])}" if details.get("detectable_kolmogorov")
-                      else f"rate {_fmt(details['detectable_rate'])}" if details.get("detectable_rate") else "—")
+        result = ("VOID" if f"{check['case']}/{check['check']}" in voided else "PASS" if check["passed"] else "FAIL")
         lines.append(f"| {check['case']} | {check['check']} | {check['category']} | {check['n']} | "
-                     f"{_fmt(check['false_fail_rate'])} | {detectable} | {_fmt(check['p_value'])} | "
-                     f"{'PASS' if check['passed'] else 'FAIL'} |")
+                     f"{_fmt(check['false_fail_rate'])} | {_detectable(check)} | {_fmt(check['p_value'])} | "
+                     f"{result} |")
     failed = [c for c in doc["checks"] if not c["passed"]]
     if failed:
         lines += ["", "## Failures", ""] + [f"- {c['case']}: {c['message']}" for c in failed]

@@ -1,11 +1,14 @@
-"""The engine level's sample file: JSON Lines, schema "exactspec.engine.samples", version 1.0.
+"""The engine level's sample file: JSON Lines, schema "exactspec.engine.samples", version 1.1.
 
-Line 1 is a header; every other line is a ``completion`` (one sampled completion of one prompt) or a
+Line 1 is a header; every other line is a ``completion`` (one sampled completion of one prompt), a
 ``prefix_probs`` record (the reference endpoint's reported next-token distribution after a prefix,
-collected by teacher forcing). The full schema is in conformance/CONTRACT.md, "Engine level".
+collected by teacher forcing) or a ``counters`` record (speculation counters read around a batch of requests,
+for engines that report them only engine-wide). The full schema is in conformance/CONTRACT.md, "Engine level".
+Version 1.1 added the ``counters`` record, a completion's ``index`` (its place in the design's seed list) and the
+header's ``design`` (how the seeds were drawn); a 1.0 file reads as before.
 
 `read_samples(path)` parses and validates a file (a ValueError names the file, the line and the field);
-`write_samples(path, header, records)` writes one. Readers ignore unknown fields, so a minor version may
+`write_samples(path, header, records)` writes one; `sample_store` appends to and resumes one. Readers ignore unknown fields, so a minor version may
 add optional ones; a different major version is refused. Torch-free and httpx-free.
 """
 
@@ -18,17 +21,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, overload
 
-from ..paths import portable_args
 from .law_params import TEACHER_FORCING, request_mismatch
 
 SCHEMA = "exactspec.engine.samples"
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 ROLES = ("reference", "candidate")
 PROBS_KINDS = ("post_sampling", "raw")
-#: The rounding tolerance of one reported probability (absolute): a top-N list may sum to at most
-#: 1 + N * REPORT_ROUNDING, and the PIT widens its critical value by that much (`pit`, proofs C14). Float32
-#: softmax outputs printed to JSON are within ~1e-7 of the engine's value; 1e-5 also covers 5 printed decimals.
-REPORT_ROUNDING = 1e-5
+#: The report tolerance (CONTRACT.md "Report tolerance"): each reported probability p' is within
+#: TOLERANCE_RELATIVE * p' + TOLERANCE_ABSOLUTE of the law the engine samples from: relative 1e-3 (float32 logits
+#: and log-probabilities through any batch shape), absolute 1e-5 (probabilities printed with 5 decimals). A top-N
+#: list may then sum to at most (1 + N a) / (1 - rho); the law checks widen every bound by it (`law_stream`).
+TOLERANCE_RELATIVE, TOLERANCE_ABSOLUTE = 1e-3, 1e-5
 
 TopProbs = tuple[tuple[int, float], ...]  # (token id, probability), as the engine reported them
 
@@ -45,16 +48,26 @@ class Header:
     created: str
     exactspec_version: str
     schema_version: str = SCHEMA_VERSION
+    design: dict | None = None  # how the seeds were drawn, and the collection's concurrency (`Design`)
 
     @property
     def speculation(self) -> dict | None:
         return self.engine.get("speculation")
+
+    @property
+    def random_seeds(self) -> int | None:
+        """The size of the seed space the seeds were drawn from uniformly (without replacement), or None when the
+        design does not say they were (consecutive seeds from an older collector)."""
+        seeds = (self.design or {}).get("seeds") or {}
+        return int(seeds["space"]) if seeds.get("kind") == "random" else None
 
     def to_dict(self) -> dict:
         d = {"kind": "header", "schema": SCHEMA, "schema_version": self.schema_version, "role": self.role,
              "engine": self.engine, "model": self.model, "request_defaults": self.request_defaults,
              "prompts": [{"prompt_id": k, "prompt_tokens": list(v)} for k, v in self.prompts.items()],
              "created": self.created, "exactspec_version": self.exactspec_version}
+        if self.design is not None:
+            d["design"] = self.design
         return d
 
 
@@ -73,9 +86,12 @@ class Completion:
     finish_reason: str | None = None
     timings: dict | None = None
     elapsed_s: float = 0.0
+    index: int | None = None  # the seed's place in the design's seed list (the order the law checks read)
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        if self.index is None:
+            del d["index"]
         d["tokens"] = list(self.tokens)
         if self.top_probs is not None:
             d["top_probs"] = [[[i, p] for i, p in row] for row in self.top_probs]
@@ -98,6 +114,20 @@ class PrefixProbs:
                 "request": self.request}
 
 
+@dataclass(frozen=True)
+class Counters:
+    """Speculation counters read around a batch of candidate requests (engines that count only engine-wide):
+    ``draft_n`` / ``draft_n_accepted`` drafted and accepted in the batch, over ``completions`` completions."""
+
+    draft_n: int
+    draft_n_accepted: int
+    completions: int
+    source: str = ""
+
+    def to_dict(self) -> dict:
+        return {"kind": "counters", **asdict(self)}
+
+
 @dataclass
 class SampleFile:
     """A parsed sample file."""
@@ -106,6 +136,7 @@ class SampleFile:
     header: Header
     completions: list[Completion]
     prefix_probs: list[PrefixProbs]
+    counters: list[Counters] = field(default_factory=list)
 
     def by_prompt(self, repeat: int | None = 0) -> dict[str, list[Completion]]:
         """Completions per prompt id (header order), only those with ``repeat == repeat`` (None: all)."""
@@ -158,9 +189,10 @@ class _Where:
             pairs.append((int(pair[0]), float(pair[1])))
         if len({i for i, _ in pairs}) != len(pairs):
             raise self.error(name, "a token id is listed twice")
-        if sum(p for _, p in pairs) > 1.0 + len(pairs) * REPORT_ROUNDING:
-            raise self.error(name, f"probabilities sum to {sum(p for _, p in pairs):.9g}, more than 1 + N x "
-                             f"{REPORT_ROUNDING:g} (N = {len(pairs)} listed): more than rounding explains")
+        allowed = (1.0 + len(pairs) * TOLERANCE_ABSOLUTE) / (1.0 - TOLERANCE_RELATIVE)
+        if sum(p for _, p in pairs) > allowed:
+            raise self.error(name, f"probabilities sum to {sum(p for _, p in pairs):.9g}, more than {allowed:.9g} "
+                             f"((1 + N a) / (1 - rho), N = {len(pairs)} listed): more than the report tolerance explains")
         return tuple(pairs)
 
     @overload
@@ -202,9 +234,26 @@ def _parse_header(record: dict, at: _Where) -> Header:
         if pid in prompts:
             raise at.error("prompts", f"prompt_id {pid!r} listed twice")
         prompts[pid] = at.token_ids(entry, "prompt_tokens")
+    design = at.get(record, "design", (dict,), optional=True)
+    if design is not None:
+        _check_design(design, at)
     return Header(role=role, engine=engine, model=model, request_defaults=at.get(record, "request_defaults", (dict,)),
                   prompts=prompts, created=at.get(record, "created", (str,)),
-                  exactspec_version=at.get(record, "exactspec_version", (str,)), schema_version=version)
+                  exactspec_version=at.get(record, "exactspec_version", (str,)), schema_version=version, design=design)
+
+
+def _check_design(design: dict, at: _Where) -> None:
+    """design.seeds: {"kind": "random", "space": N >= 2, "key": str} or {"kind": "consecutive"}; concurrency >= 1."""
+    seeds = at.get(design, "seeds", (dict,), optional=True) or {}
+    kind = seeds.get("kind", "consecutive")
+    if kind not in ("random", "consecutive"):
+        raise at.error("design.seeds.kind", f"must be 'random' or 'consecutive', got {kind!r}")
+    if kind == "random" and not (isinstance(seeds.get("space"), int) and seeds["space"] >= 2
+                                 and isinstance(seeds.get("key"), str)):
+        raise at.error("design.seeds", f"random seeds need an integer 'space' >= 2 and a string 'key', got {seeds!r}")
+    concurrency = design.get("concurrency")
+    if concurrency is not None and not (isinstance(concurrency, int) and concurrency >= 1):
+        raise at.error("design.concurrency", f"must be an integer >= 1, got {concurrency!r}")
 
 
 def _prompt_id(record: dict, header: Header, at: _Where) -> str:
@@ -237,13 +286,23 @@ def _parse_completion(record: dict, header: Header, at: _Where) -> Completion:
     if repeat < 0:
         raise at.error("repeat", f"must be >= 0, got {repeat}")
     elapsed = at.get(record, "elapsed_s", (int, float), optional=True)
+    index = at.get(record, "index", (int,), optional=True)
+    if index is not None and index < 0:
+        raise at.error("index", f"must be >= 0, got {index}")
     return Completion(prompt_id=_prompt_id(record, header, at), seed=at.get(record, "seed", (int,)), tokens=tokens,
                       repeat=repeat, request=_request(record, header, at),
                       text=at.get(record, "text", (str,), optional=True) or "", top_probs=top,
                       probs_kind=at.probs_kind(record, optional=True),
                       finish_reason=at.get(record, "finish_reason", (str,), optional=True),
                       timings=at.get(record, "timings", (dict,), optional=True),
-                      elapsed_s=float(elapsed or 0.0))
+                      elapsed_s=float(elapsed or 0.0), index=index)
+
+
+def _parse_counters(record: dict, at: _Where) -> Counters:
+    values = {name: at.get(record, name, (int,)) for name in ("draft_n", "draft_n_accepted", "completions")}
+    if any(v < 0 for v in values.values()):
+        raise at.error("draft_n", f"counters must be >= 0, got {values}")
+    return Counters(**values, source=at.get(record, "source", (str,), optional=True) or "")
 
 
 def _parse_prefix_probs(record: dict, header: Header, at: _Where) -> PrefixProbs:
@@ -272,7 +331,7 @@ def read_samples(path: str | os.PathLike) -> SampleFile:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{p}: no such sample file")
-    header, completions, prefix = None, [], []
+    header, completions, prefix, counters = None, [], [], []
     for number, record in _records(p):
         at = _Where(str(p), number)
         if header is None:
@@ -281,104 +340,26 @@ def read_samples(path: str | os.PathLike) -> SampleFile:
             completions.append(_parse_completion(record, header, at))
         elif record.get("kind") == "prefix_probs":
             prefix.append(_parse_prefix_probs(record, header, at))
+        elif record.get("kind") == "counters":
+            counters.append(_parse_counters(record, at))
         else:
-            raise at.error("kind", f"must be 'completion' or 'prefix_probs', got {record.get('kind')!r}")
+            raise at.error("kind", f"must be 'completion', 'prefix_probs' or 'counters', got {record.get('kind')!r}")
     if header is None:
         raise ValueError(f"{p}: empty sample file (no header line)")
-    return SampleFile(str(p), header, completions, prefix)
+    return SampleFile(str(p), header, completions, prefix, counters)
 
 
-def write_samples(path: str | Path, header: Header, records: Iterable[Completion | PrefixProbs]) -> Path:
+Record = Completion | PrefixProbs | Counters
+
+
+def write_samples(path: str | Path, header: Header, records: Iterable[Record]) -> Path:
     """Write `header` and `records` to `path` as JSON Lines (strict JSON: no NaN); returns the path."""
     if not isinstance(header, Header):
         raise ValueError(f"header must be a samples.Header, got {type(header).__name__}")
     p = Path(path)
     with p.open("w", encoding="utf-8") as handle:
         for record in [header, *records]:
-            if not isinstance(record, (Header, Completion, PrefixProbs)):
-                raise ValueError(f"records must be Completion or PrefixProbs, got {type(record).__name__}")
+            if not isinstance(record, (Header, Completion, PrefixProbs, Counters)):
+                raise ValueError(f"records must be Completion, PrefixProbs or Counters, got {type(record).__name__}")
             handle.write(json.dumps(record.to_dict(), allow_nan=False, separators=(",", ":")) + "\n")
     return p
-
-
-# --- Append and resume (the collector's side) -------------------------------------------------------------
-
-#: Header fields that define the sample: a file may only be resumed by a run that agrees on all of them
-#: (a different chain, prompt set or engine configuration would mix two laws in one file).
-DESIGN_FIELDS = ("role", "model", "request_defaults", "prompts")
-ENGINE_DESIGN_FIELDS = ("name", "version", "flags", "speculation")  # version: the engine's build
-
-
-@dataclass
-class ResumeState:
-    """What an existing file already holds: completion keys (prompt_id, seed, repeat), prefix keys."""
-
-    path: Path
-    completed: set[tuple[str, int, int]] = field(default_factory=set)
-    prefixes: set[tuple[str, tuple[int, ...]]] = field(default_factory=set)
-    discarded_partial_line: bool = False
-
-
-def _line(record: Header | Completion | PrefixProbs | dict) -> str:
-    data = record if isinstance(record, dict) else record.to_dict()
-    return json.dumps(data, allow_nan=False, separators=(",", ":")) + "\n"
-
-
-def append_records(path: str | Path, records: Iterable[Completion | PrefixProbs]) -> None:
-    """Append `records` to the sample file at `path`, one whole line per write, flushed."""
-    with Path(path).open("a", encoding="utf-8") as handle:
-        for record in records:
-            if not isinstance(record, (Completion, PrefixProbs)):
-                raise ValueError(f"records must be Completion or PrefixProbs, got {type(record).__name__}")
-            handle.write(_line(record))
-            handle.flush()
-
-
-def discard_partial_line(path: str | Path) -> bool:
-    """Cut a half-written last line (no final newline, from an interrupted run); True if one was cut."""
-    p = Path(path)
-    data = p.read_bytes()
-    if not data or data.endswith(b"\n"):
-        return False
-    with p.open("r+b") as handle:
-        handle.truncate(data.rfind(b"\n") + 1)
-    return True
-
-
-def _design(header: Header) -> dict:
-    """The header's design fields, normalised through JSON so a read-back header compares equal."""
-    d = header.to_dict()
-    design = {name: d[name] for name in DESIGN_FIELDS}
-    design["engine"] = {name: d["engine"].get(name) for name in ENGINE_DESIGN_FIELDS}
-    if isinstance(design["engine"]["flags"], list):  # a file written before paths were recorded portably
-        design["engine"]["flags"] = portable_args(design["engine"]["flags"])
-    return json.loads(json.dumps(design))
-
-
-def design_differences(old: Header, new: Header) -> list[str]:
-    """Names of the design fields in which two headers differ (empty: a file of `old` may be resumed)."""
-    a, b = _design(old), _design(new)
-    names = [name for name in DESIGN_FIELDS if a[name] != b[name]]
-    return names + [f"engine.{name}" for name in ENGINE_DESIGN_FIELDS if a["engine"][name] != b["engine"][name]]
-
-
-def start_or_resume(path: str | Path, header: Header, extra_header: dict | None = None) -> ResumeState:
-    """Open the sample file at `path` for appending: write `header` if it is new or empty, else check that
-    its header has the same design (ValueError naming the differing fields) and return what it holds.
-    `extra_header` adds optional fields to a new header line (readers ignore unknown fields)."""
-    p = Path(path)
-    state = ResumeState(path=p)
-    if p.exists():
-        state.discarded_partial_line = discard_partial_line(p)
-    if not p.exists() or p.stat().st_size == 0:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(_line({**header.to_dict(), **(extra_header or {})}), encoding="utf-8")
-        return state
-    existing = read_samples(p)
-    differing = design_differences(existing.header, header)
-    if differing:
-        raise ValueError(f"{p}: cannot resume: this run differs from the file's header in {', '.join(differing)} "
-                         "(use another output file)")
-    state.completed = {(c.prompt_id, c.seed, c.repeat) for c in existing.completions}
-    state.prefixes = {(r.prompt_id, r.prefix_tokens) for r in existing.prefix_probs}
-    return state

@@ -230,6 +230,13 @@ class EngineClient:
         body = await self._send("POST", "/tokenize", {"content": text, "add_special": True})
         return [int(t["id"]) if isinstance(t, dict) else int(t) for t in body["tokens"]]
 
+    async def chat_tokenize(self, messages: list[dict]) -> list[int]:
+        """A chat through the engine's chat template (`/apply-template`, with the generation prompt), then tokenised
+        with its special tokens parsed."""
+        prompt = (await self._send("POST", "/apply-template", {"messages": messages}))["prompt"]
+        body = await self._send("POST", "/tokenize", {"content": prompt, "add_special": False, "parse_special": True})
+        return [int(t["id"]) if isinstance(t, dict) else int(t) for t in body["tokens"]]
+
     async def props(self) -> dict | None:
         """GET /props (llama.cpp's version, model path, default settings), or None if it does not answer."""
         try:

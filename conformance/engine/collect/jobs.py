@@ -69,19 +69,6 @@ def seed_list(n_seeds: int, seed_start: int) -> list[int]:
     return list(range(seed_start, seed_start + n_seeds))
 
 
-def role_seeds(role: str, n_seeds: int, seed_start: int, shared_seeds: int | None) -> list[int]:
-    """The seeds one end is asked for. `shared_seeds` None: both ends get the same n_seeds seeds. K: the first K
-    seeds go to both ends (for the seed-coupling check), the others are disjoint (the reference's follow on from
-    seed_start, the candidate's start after them), so the two-sample tests compare independent samples."""
-    seeds = seed_list(n_seeds, seed_start)
-    if shared_seeds is None or role == "reference":
-        return seeds
-    if isinstance(shared_seeds, bool) or not isinstance(shared_seeds, int) or not 0 <= shared_seeds <= n_seeds:
-        raise ValueError(f"shared_seeds: {shared_seeds!r} must be an integer in [0, {n_seeds}]")
-    return seeds[:shared_seeds] + seed_list(n_seeds - shared_seeds, seed_start + n_seeds) if n_seeds > shared_seeds \
-        else seeds
-
-
 def plan_jobs(prompt_ids: list[str], seeds: list[int], repeat_fraction: float) -> list[Job]:
     """All jobs, seed-major (an early stop leaves every prompt with about as many samples); the first
     ceil(repeat_fraction * len(seeds)) seeds of each prompt are requested a second time (repeat 1)."""
@@ -92,17 +79,28 @@ def plan_jobs(prompt_ids: list[str], seeds: list[int], repeat_fraction: float) -
     return jobs + [Job(pid, seed, repeat=1) for seed in repeated for pid in prompt_ids]
 
 
+def _check_messages(messages: object, where: str) -> None:
+    ok = isinstance(messages, list) and messages and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages)
+    if not ok:
+        raise ValueError(f"{where}: 'messages' must be a non-empty list of {{\"role\": str, \"content\": str}}")
+
+
 def check_prompt(entry: object, where: str) -> dict:
-    """One prompt entry, validated: {"prompt_id", "prompt_tokens": [ids] or None, "text": str or None}."""
+    """One prompt entry, validated: {"prompt_id", and exactly one of "prompt_tokens": [ids], "text": str,
+    "messages": [{"role", "content"}] (a chat, through the engine's own chat template)}."""
     if not isinstance(entry, dict) or not isinstance(entry.get("prompt_id"), str):
         raise ValueError(f"{where}: expected an object with a string 'prompt_id'")
-    tokens, text = entry.get("prompt_tokens"), entry.get("text")
+    tokens, text, messages = entry.get("prompt_tokens"), entry.get("text"), entry.get("messages")
     if tokens is not None and not (isinstance(tokens, list) and tokens and all(
             isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens)):
         raise ValueError(f"{where}: 'prompt_tokens' must be a non-empty list of token ids >= 0")
-    if (tokens is None) == (text is None) or (text is not None and not isinstance(text, str)):
-        raise ValueError(f"{where}: give exactly one of 'prompt_tokens' (ids) and 'text' (a string)")
-    return {"prompt_id": entry["prompt_id"], "prompt_tokens": tokens, "text": text}
+    if sum(x is not None for x in (tokens, text, messages)) != 1 or (text is not None and not isinstance(text, str)):
+        raise ValueError(f"{where}: give exactly one of 'prompt_tokens' (ids), 'text' (a string) and 'messages' "
+                         "(a chat)")
+    if messages is not None:
+        _check_messages(messages, where)
+    return {"prompt_id": entry["prompt_id"], "prompt_tokens": tokens, "text": text, "messages": messages}
 
 
 def check_prompts(entries: list, source: str) -> list[dict]:
@@ -117,9 +115,10 @@ def check_prompts(entries: list, source: str) -> list[dict]:
 
 
 def read_prompts(path: str | Path) -> list[dict]:
-    """Prompts from JSON Lines: {"prompt_id", "prompt_tokens": [int]} or {"prompt_id", "text": str}.
-    Token ids are sent as they are (llama.cpp adds no BOS to a token prompt: include it if the model wants
-    one); text is tokenised by the engine itself, special tokens included, as a string prompt would be."""
+    """Prompts from JSON Lines: {"prompt_id", "prompt_tokens": [int]}, {"prompt_id", "text": str} or {"prompt_id",
+    "messages": [...]}. Token ids are sent as they are (llama.cpp adds no BOS to a token prompt: include it if the
+    model wants one); text is tokenised by the engine itself, special tokens included, as a string prompt would be;
+    messages go through the engine's chat template (with the generation prompt), then its tokenizer."""
     if not Path(path).is_file():
         raise ValueError(f"prompts: no such file {path}")
     entries = []

@@ -125,7 +125,8 @@ class OpenAIEngineClient:
             self.model = str((await self._send("GET", "/v1/models", None))["data"][0]["id"])
         return self.model
 
-    async def _draft_counters(self) -> dict[str, float]:
+    async def draft_counters(self) -> dict[str, float]:
+        """The engine-wide draft counters now (`DRAFT_METRICS`, summed over label sets)."""
         return metric_totals(await self._send("GET", "/metrics", None, text=True))
 
     async def complete(self, prompt_tokens: list[int], seed: int, chain: SamplerChain,
@@ -136,13 +137,13 @@ class OpenAIEngineClient:
         if not self.report_probs:
             body["logprobs"] = None
         async with self._lock if self.measure_drafts else _NoLock():
-            before = await self._draft_counters() if self.measure_drafts else None
+            before = await self.draft_counters() if self.measure_drafts else None
             started = time.perf_counter()
             reply = parse_openai_completion(await self._send("POST", "/v1/completions", body),
                                             chain.n_probs if self.report_probs else 0, self.probs_kind)
             reply.elapsed_s = time.perf_counter() - started
             if before is not None:
-                after = await self._draft_counters()
+                after = await self.draft_counters()
                 reply.timings = {key: int(after[key] - before[key]) for key in DRAFT_METRICS}
         return reply, body
 
@@ -150,6 +151,12 @@ class OpenAIEngineClient:
         """vLLM's own tokenisation of `text`, with its special tokens."""
         body = await self._send("POST", "/tokenize", {"model": await self._model(), "prompt": text,
                                                       "add_special_tokens": True})
+        return [int(t) for t in body["tokens"]]
+
+    async def chat_tokenize(self, messages: list[dict]) -> list[int]:
+        """A chat through vLLM's chat template (its /tokenize with messages and the generation prompt)."""
+        body = await self._send("POST", "/tokenize", {"model": await self._model(), "messages": messages,
+                                                      "add_generation_prompt": True})
         return [int(t) for t in body["tokens"]]
 
     async def props(self) -> dict | None:

@@ -226,7 +226,8 @@ class LlamaServer(LocalServer):
 
     `mode`: "plain" (no speculation), "draft" (`draft_model`, by default the same GGUF; `self_draft.self_draft()`
     gives one that disagrees; `draft_sampling` "greedy" or "probabilistic") or "ngram"; `extra_args` are appended
-    verbatim (e.g. n-gram sizes). One slot (``-np 1``) and a fixed thread count keep runs comparable.
+    verbatim (e.g. n-gram sizes). `slots` parallel slots (``-np``; concurrent requests are batched) and
+    `threads` (default: min(4, the CPU count)); `port` 0 takes a free one.
     """
 
     name, health_path = "llama-server", "/health"
@@ -235,8 +236,8 @@ class LlamaServer(LocalServer):
     def __init__(self, binary: str | os.PathLike, model: str | os.PathLike | None = None, *, mode: str = "plain",
                  draft_max: int = 4, draft_sampling: str = "greedy", extra_args: Sequence[str] = (),
                  draft_model: str | os.PathLike | None = None, threads: int | None = None, ctx_size: int = 2048,
-                 log_path: str | os.PathLike | None = None, startup_timeout_s: float = 120.0,
-                 stop_timeout_s: float = 10.0):
+                 slots: int = 1, log_path: str | os.PathLike | None = None, startup_timeout_s: float = 120.0,
+                 stop_timeout_s: float = 10.0, port: int = 0):
         self.binary = Path(binary)
         if not self.binary.is_file():
             raise ValueError(f"binary must be an existing llama-server file, got {str(binary)!r}")
@@ -248,11 +249,14 @@ class LlamaServer(LocalServer):
         draft = Path(draft_model) if draft_model is not None else self.model
         if not draft.is_file():
             raise ValueError(f"draft_model must be an existing GGUF file, got {str(draft)!r}")
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ValueError(f"slots must be an integer >= 1, got {slots!r}")
         speculation = mode_flags(mode, draft, draft_max, draft_sampling=draft_sampling)
-        self.flags = ["-m", str(self.model), *speculation, "-c", str(ctx_size),
-                      "-np", "1", "-t", str(self.threads), "--no-webui", *map(str, extra_args)]
+        self.speculation_flags = [*speculation, *map(str, extra_args)] if speculation else list(map(str, extra_args))
+        self.flags = ["-m", str(self.model), *speculation, "-c", str(ctx_size * slots),
+                      "-np", str(slots), "-t", str(self.threads), "--no-webui", *map(str, extra_args)]
         log = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="llama-server-")) / f"{mode}.log"
-        super().__init__(log, startup_timeout_s, stop_timeout_s)
+        super().__init__(log, startup_timeout_s, stop_timeout_s, port=port)
 
     def command(self) -> list[str]:
         return [str(self.binary), *self.flags, "--host", self.host, "--port", str(self.port)]

@@ -49,13 +49,15 @@ class LocalServer:
     error: type[RuntimeError] = ServerStartError
 
     def __init__(self, log_path: Path, startup_timeout_s: float, stop_timeout_s: float,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, port: int = 0) -> None:
         if startup_timeout_s <= 0 or stop_timeout_s <= 0:
             raise ValueError("startup_timeout_s and stop_timeout_s must be > 0")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an integer in 0..65535 (0: a free one), got {port!r}")
         self.log_path = Path(log_path)
         self.startup_timeout_s, self.stop_timeout_s = startup_timeout_s, stop_timeout_s
         self.env = env
-        self.host, self.port = "127.0.0.1", 0
+        self.host, self.port, self.fixed_port = "127.0.0.1", port, port
         self.pid: int | None = None
         self._process: subprocess.Popen | None = None
 
@@ -71,7 +73,7 @@ class LocalServer:
         """Start the process on a free port and wait until `health_path` answers 200 (`error` if not)."""
         if self._process is not None:
             raise self.error(f"{self.name} is already running (PID {self.pid})")
-        self.port = free_port(self.host)
+        self.port = self.fixed_port or free_port(self.host)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         command = self.command()
         with open(self.log_path, "w") as log:

@@ -129,7 +129,7 @@ class VllmServer(LocalServer):
     def __init__(self, python: str | os.PathLike, model_dir: str | os.PathLike | None = None, *, mode: str = "plain",
                  draft_dir: str | os.PathLike | None = None, num_speculative_tokens: int = 3,
                  threads: int | None = None, log_path: str | os.PathLike | None = None,
-                 startup_timeout_s: float = 300.0, stop_timeout_s: float = 20.0):
+                 startup_timeout_s: float = 300.0, stop_timeout_s: float = 20.0, port: int = 0):
         self.python = Path(python)
         if not self.python.is_file():
             raise ValueError(f"python must be the vLLM venv's python, got {str(python)!r}")
@@ -138,14 +138,15 @@ class VllmServer(LocalServer):
             raise ValueError(f"model_dir must be a Hugging Face model directory (config.json), got {str(self.model_dir)!r}")
         self.mode = mode
         spec = speculative_config(mode, Path(draft_dir) if draft_dir else self.model_dir, num_speculative_tokens)
+        self.speculation_flags = ["--speculative-config", json.dumps(spec, sort_keys=True)] if spec else []
         self.flags = ["--model", str(self.model_dir), "--served-model-name", self.model_dir.name, *BASE_FLAGS,
-                      *(["--speculative-config", json.dumps(spec, sort_keys=True)] if spec else [])]
+                      *self.speculation_flags]
         self.threads = threads or min(4, os.cpu_count() or 1)
         env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": str(self.threads),
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
                "DO_NOT_TRACK": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
         log = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="vllm-server-")) / f"{mode}.log"
-        super().__init__(log, startup_timeout_s, stop_timeout_s, env=env)
+        super().__init__(log, startup_timeout_s, stop_timeout_s, env=env, port=port)
 
     def command(self) -> list[str]:
         return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", *self.flags,

@@ -1,0 +1,192 @@
+"""`exactspec engine certify`: collect, teacher-force and certify in rounds until a verdict; the one command.
+
+    exactspec engine certify --reference-url URL --candidate-url URL --prompts FILE --out DIR
+        [--dialect llama.cpp|vllm] [--temperature T --top-k K --top-p P --min-p M --max-tokens N]
+        [--expect-seed-coupled] [--profile quick|standard|full] [--time-limit-s S] [--concurrency C]
+
+Each round asks both ends for the same seeds (drawn at random from the engine's seed space), the candidate with C
+requests in flight, then asks the reference for its report after every new candidate prefix, then certifies the
+files as `exactspec certify-samples` would and writes the certificate into DIR. Every check is anytime-valid, so the
+run stops at the first verdict: CERTIFIED, NOT_EXACT, or INCONCLUSIVE when more samples cannot help or the time
+limit is reached (the certificate then says how many completions would reach the target). Rerunning the same
+command resumes from DIR (its files and run.json). A progress line per round shows each prompt's completions, what
+each route rules out, and an estimate of the next round's time.
+
+Exit status as `exactspec certify-samples`: 0 CERTIFIED, 1 NOT_EXACT, 2 usage or input error, 3 exactspec crashed,
+4 INCONCLUSIVE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .. import samples
+from ..level import EngineResult, certify_samples
+from ..report import write_engine_report
+from .jobs import Budget, check_prompts, read_prompts
+from .rounds import next_counts, progress_line
+from .forcing import PrefixForcer, teacher_force
+from .sampling import Settings, collect_completions, resolve_seed_key
+
+RUN_FILE = "run.json"
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """What one `engine certify` run is told besides the sampling settings."""
+
+    profile: str = "standard"
+    time_limit_s: float = 3600.0
+    first_round: int = 32  # completions per prompt in round 1 (a flagrant bug is rejected there)
+    max_per_prompt: int = 50_000
+
+
+def _run_state(out: Path, settings: Settings, campaign: Campaign, prompts: list[dict]) -> dict:
+    """run.json: the design a resumed run must share (chain, dialect, profile, prompts), the counts reached so far."""
+    design = {"request_defaults": settings.request_defaults(), "dialect": settings.dialect, "profile": campaign.profile,
+              "prompts": prompts, "concurrency": settings.concurrency}
+    path = out / RUN_FILE
+    if path.exists():
+        state = json.loads(path.read_text())
+        if json.loads(json.dumps(design)) != state["design"]:
+            differing = [k for k in design if json.loads(json.dumps(design[k])) != state["design"].get(k)]
+            raise ValueError(f"{path}: cannot resume: this run differs in {', '.join(differing)} (use another --out)")
+        return state
+    return {"design": design, "counts": {p["prompt_id"]: campaign.first_round for p in prompts}, "rounds": [],
+            "seconds": 0.0}
+
+
+def _save(out: Path, state: dict) -> None:
+    tmp = out / (RUN_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1) + "\n")
+    tmp.replace(out / RUN_FILE)
+
+
+async def _collect_round(entries: list[dict], out: Path, settings: Settings, urls: dict[str, list[str]],
+                         counts: dict[str, int], budget: Budget, positions: int) -> bool:
+    """Completions at both ends up to `counts`, the candidate's new prefixes teacher-forced as they arrive (a last
+    pass catches any left over); True if complete."""
+    path = out / "reference.jsonl"
+    known = ({(r.prompt_id, r.prefix_tokens) for r in samples.read_samples(path).prefix_probs}
+             if path.exists() and path.stat().st_size else set())
+    forcer = PrefixForcer(urls["reference"], out, settings, budget, positions, known)
+    outcome, prompts = await collect_completions(urls, entries, out, settings, budget, counts=counts, quiet=True,
+                                                 forcer=forcer)
+    if outcome.left or outcome.failure:
+        _warn(outcome.failure or budget.stop_reason)
+        return False
+    candidate = samples.read_samples(out / "candidate.jsonl")
+    forced = replace(settings, teacher_positions=positions)
+    outcome = await teacher_force(urls["reference"], candidate, prompts, out, forced, budget, own=False, quiet=True)
+    if outcome.left or outcome.failure:
+        _warn(outcome.failure or budget.stop_reason)
+        return False
+    return True
+
+
+def _warn(why: str | None) -> None:
+    print(f"exactspec engine certify: collection stopped: {why or 'see above'}", file=sys.stderr)
+
+
+def _certify(out: Path, campaign: Campaign, state: dict, minutes: float) -> EngineResult:
+    result = certify_samples(samples.read_samples(out / "reference.jsonl"),
+                             samples.read_samples(out / "candidate.jsonl"), campaign.profile)
+    result.extra["campaign"] = {"rounds": len(state["rounds"]), "minutes": round(minutes, 2),
+                                "counts": dict(state["counts"]), "time_limit_s": campaign.time_limit_s,
+                                "concurrency": state["design"]["concurrency"], "history": state["rounds"]}
+    write_engine_report(result, out)
+    return result
+
+
+def run_campaign(prompts: str | Path | list[dict], out: str | Path, settings: Settings, reference_urls: list[str],
+                 candidate_urls: list[str], campaign: Campaign = Campaign()) -> EngineResult:
+    """Rounds of collection and certification until a verdict or the time limit; the last look's result."""
+    from ...core.profiles import get_profile as profile_of
+
+    entries = check_prompts(prompts, "prompts") if isinstance(prompts, list) else read_prompts(prompts)
+    if not reference_urls or not candidate_urls:
+        raise ValueError("reference_url / candidate_url: give both (each may be given several times)")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = replace(settings, seed_key=resolve_seed_key(out, settings))
+    state = _run_state(out, settings, campaign, entries)
+    positions = profile_of(campaign.profile).engine.positions
+    started, spent_before = time.monotonic(), float(state["seconds"])
+    urls = {"reference": list(reference_urls), "candidate": list(candidate_urls)}
+    result = None
+    while True:
+        left = campaign.time_limit_s - spent_before - (time.monotonic() - started)
+        budget = Budget(settings.max_requests * 1000, max(1.0, left))
+        round_start = time.monotonic()
+        complete = left > 0 and asyncio.run(_collect_round(entries, out, settings, urls, state["counts"], budget,
+                                                           positions))
+        state["seconds"] = spent_before + time.monotonic() - started
+        state["rounds"].append({"counts": dict(state["counts"]), "complete": complete,
+                                "seconds": round(time.monotonic() - round_start, 1)})
+        _save(out, state)
+        result = _certify(out, campaign, state, state["seconds"] / 60.0)
+        plan = next_counts(result, state["counts"], campaign.first_round, campaign.max_per_prompt)
+        rate = 2 * sum(state["counts"].values()) / max(1e-9, state["seconds"])
+        print(progress_line(len(state["rounds"]), state["seconds"], result, state["counts"],
+                            result.profile.engine.target_tv, rate, plan), file=sys.stderr, flush=True)
+        if plan.counts is None or not complete:
+            break
+        state["counts"] = plan.counts
+        _save(out, state)
+    return result
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..certify_samples import EXIT_CODES_HELP
+    from ...core.profiles import PROFILE_NAMES
+    from .command import add_sampling_arguments
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description, parser.epilog = __doc__, EXIT_CODES_HELP
+    add = parser.add_argument
+    add("--prompts", required=True, help='JSON Lines: {"prompt_id", "prompt_tokens": [ids]} or {"prompt_id", "text"}')
+    add("--out", required=True, help="directory for the sample files, run.json and the certificate (resumed)")
+    add("--reference-url", action="append", required=True, help="the engine with speculation off (repeatable)")
+    add("--candidate-url", action="append", required=True, help="the same engine with speculation on (repeatable)")
+    add("--profile", default="standard", choices=list(PROFILE_NAMES), help="default: standard")
+    add("--time-limit-s", type=float, default=3600.0, help="stop with INCONCLUSIVE after this long (default 3600)")
+    add("--first-round", type=int, default=32, help="completions per prompt in round 1 (default 32)")
+    add("--max-per-prompt", type=int, default=50_000, help="completions per prompt at most (default 50000)")
+    add_sampling_arguments(parser, certify=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the campaign; the exit status of its verdict."""
+    from ...certify_command import check_writable
+    from ....cli import internal_crash
+    from ..certify_samples import EXIT, EXIT_USAGE
+    from .command import settings_from
+
+    try:
+        check_writable(args.out)
+        campaign = Campaign(args.profile, args.time_limit_s, args.first_round, args.max_per_prompt)
+        settings = settings_from(args)
+        result = run_campaign(args.prompts, args.out, settings, args.reference_url, args.candidate_url, campaign)
+    except ValueError as error:
+        print(f"exactspec engine certify: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception:  # noqa: BLE001 -- input and engine errors are above; anything else is our bug
+        return internal_crash(" ".join(sys.argv))
+    print(f"exactspec engine certify: {result.impl}: {result.verdict}")
+    for reason in result.reasons:
+        print(f"  {reason}")
+    print(f"  report: {Path(args.out) / 'CERTIFICATE.md'} (+ certificate.json, reference.jsonl, candidate.jsonl)")
+    return EXIT[result.verdict]
+
+
+__all__ = ["Campaign", "run_campaign"]

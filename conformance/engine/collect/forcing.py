@@ -1,0 +1,156 @@
+"""Teacher forcing: the reference's reported next-token top-N after the prefixes the law checks need.
+
+Each request asks the reference for one token after prompt + prefix, with its top-N post-sampling probabilities;
+prefixes already reported are never asked again (the file is resumable, and the one command's rounds grow it).
+`teacher_force` asks every distinct prefix of a candidate file (and, with `own`, of the reference's own completions);
+`PrefixForcer` asks a collection's new candidate prefixes while the collection goes on, so the reference's idle
+time is used. llama.cpp's prompt cache is reused when `Settings.cache_prompt` says so: every certificate measures
+that decode-time and teacher-forced reports agree (`..law_stream.premise`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import AsyncExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .. import samples
+from ..sample_store import append_records, start_or_resume
+from .client import SamplerChain
+from .dialects import get_dialect
+from .jobs import Budget, Outcome, run_bounded
+from .sampling import REQUEST_ERRORS, Settings, build_header, record_of_request, report_outcome, resolve_seed_key
+
+PREFIX_SEED_TRIES = 8
+
+
+def _forcing(settings: Settings) -> tuple[Any, dict | None]:
+    """The chain of a teacher-forcing request (one token, the top-N) and the dialect's extra fields (the cache)."""
+    chain = replace(settings.chain, max_tokens=1, n_probs=settings.teacher_n_probs, post_sampling_probs=True)
+    extra = {"cache_prompt": True} if settings.cache_prompt and get_dialect(settings.dialect).name == "llama.cpp" \
+        else None
+    return chain, extra
+
+
+async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: SamplerChain, seed: int,
+                        job: tuple[str, tuple[int, ...]], extra: dict | None = None) -> samples.PrefixProbs:
+    """The reference's reported next-token distribution after one prefix (one token requested). The distribution
+    does not depend on the token sampled, but llama.cpp reports none when that token ends inside a UTF-8 character:
+    then up to PREFIX_SEED_TRIES seeds are tried."""
+    prompt_id, prefix = job
+    for attempt in range(PREFIX_SEED_TRIES):
+        reply, body = await client.complete([*prompts[prompt_id], *prefix], seed + attempt, chain, extra)
+        if reply.top_probs and reply.probs_kind is not None:
+            break
+    else:
+        raise ValueError(f"prefix {list(prefix)} of {prompt_id!r}: the engine reported no probabilities in "
+                         f"{PREFIX_SEED_TRIES} tries (n_probs ignored?)")
+    return samples.PrefixProbs(prompt_id=prompt_id, prefix_tokens=tuple(prefix),
+                               top_probs=tuple((int(i), float(p)) for i, p in reply.top_probs[0]),
+                               probs_kind=reply.probs_kind, request=record_of_request(body))
+
+
+class PrefixForcer:
+    """Teacher forcing alongside a collection: each new candidate completion's prefixes (positions 1..`positions`) not
+    reported yet are asked of the reference while the collection goes on, so the reference's idle time is used."""
+
+    def __init__(self, urls: list[str], out_dir: Path, settings: Settings, budget: Budget, positions: int,
+                 known: set[tuple[str, tuple[int, ...]]]) -> None:
+        self.urls, self.path, self.settings, self.budget = urls, out_dir / "reference.jsonl", settings, budget
+        self.positions, self.known = positions, known
+        self.queue: asyncio.Queue = asyncio.Queue()
+
+    def feed(self, role: str, record: samples.Completion) -> None:
+        if role != "candidate":
+            return
+        for t in range(min(self.positions, len(record.tokens))):
+            key = (record.prompt_id, record.tokens[:t])
+            if key not in self.known:
+                self.known.add(key)
+                self.queue.put_nowait(key)
+
+    def close(self) -> None:
+        self.queue.put_nowait(None)
+
+    async def run(self, prompts: dict[str, list[int]]) -> Outcome:
+        """Answer the queue until `close`, with the reference's concurrency; the first failing request stops it."""
+        settings = self.settings
+        chain, extra = _forcing(settings)
+        dialect = get_dialect(settings.dialect)
+        outcome, gate, tasks = Outcome(), asyncio.Semaphore(settings.reference_concurrency or settings.concurrency), []
+        async with AsyncExitStack() as stack:
+            clients = [await stack.enter_async_context(dialect.make_client(url, "reference", settings))
+                       for url in self.urls]
+
+            async def one(i: int, key: tuple[str, tuple[int, ...]]) -> None:
+                async with gate:
+                    if outcome.failure or not self.budget.take():
+                        return
+                    try:
+                        record = await sample_prefix(clients[i % len(clients)], prompts, chain, settings.seed_start,
+                                                     key, extra)
+                    except REQUEST_ERRORS as error:
+                        outcome.failure = outcome.failure or f"{key}: {type(error).__name__}: {error}"
+                        return
+                    append_records(self.path, [record])
+                    outcome.written += 1
+
+            while (key := await self.queue.get()) is not None:
+                tasks.append(asyncio.create_task(one(len(tasks), key)))
+            await asyncio.gather(*tasks)
+        return outcome
+
+
+def candidate_prefixes(*files: samples.SampleFile, positions: int | None = None) -> list[tuple[str, tuple[int, ...]]]:
+    """Every distinct (prompt_id, generated-prefix) of the files' completions, shortest first; only prefixes
+    shorter than `positions` (the law checks' positions 1..positions) when it is given."""
+    distinct = {(c.prompt_id, c.tokens[:j]) for f in files for c in f.completions for j in range(len(c.tokens))
+                if positions is None or j < positions}
+    return sorted(distinct, key=lambda key: (key[0], len(key[1]), key[1]))
+
+
+def read_teacher_candidate(path: Path, settings: Settings) -> samples.SampleFile:
+    """The candidate file to teacher-force, refused unless it was sampled with this run's chain."""
+    candidate = samples.read_samples(path)
+    if json.loads(json.dumps(settings.request_defaults())) != candidate.header.request_defaults:
+        raise ValueError(f"teacher_force: {path} was sampled with another chain than this run's "
+                         f"({candidate.header.request_defaults})")
+    return candidate
+
+
+async def teacher_force(urls: list[str], candidate: samples.SampleFile, prompts: dict[str, list[int]], out_dir: Path,
+                        settings: Settings, budget: Budget, own: bool = True, quiet: bool = False) -> Outcome:
+    """Append to out_dir/reference.jsonl the reference's next-token top-N after each candidate prefix (and, with
+    `own`, each of its own prefixes) it has not reported yet."""
+    for pid, tokens in candidate.header.prompts.items():
+        if list(tokens) != list(prompts.get(pid, [])):
+            raise ValueError(f"teacher_force: {candidate.path}: prompt {pid!r} is not this run's prompt")
+    chain, extra = _forcing(settings)
+    path = out_dir / "reference.jsonl"
+    dialect = get_dialect(settings.dialect)
+    key = resolve_seed_key(out_dir, settings)
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(dialect.make_client(url, "reference", settings)) for url in urls]
+        header = build_header("reference", clients[0].base_url, settings, await clients[0].props(), prompts, key)
+        state = start_or_resume(path, header)
+        files = (candidate, samples.read_samples(path)) if own else (candidate,)
+        jobs = [job for job in candidate_prefixes(*files, positions=settings.teacher_positions)
+                if job not in state.prefixes]
+
+        async def send(item):
+            i, job = item
+            return await sample_prefix(clients[i % len(clients)], prompts, chain, settings.seed_start, job, extra)
+
+        outcome = await run_bounded(list(enumerate(jobs)), send, lambda record: append_records(path, [record]),
+                                    budget, settings.reference_concurrency or settings.concurrency,
+                                    "teacher forcing", REQUEST_ERRORS)
+    if not quiet:
+        report_outcome("prefix_probs (reference)", outcome, len(state.prefixes))
+    return outcome
+
+
+__all__ = ["PREFIX_SEED_TRIES", "PrefixForcer", "candidate_prefixes", "read_teacher_candidate", "sample_prefix",
+           "teacher_force"]

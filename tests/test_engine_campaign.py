@@ -1,0 +1,114 @@
+"""`exactspec engine certify` (the one command: rounds of collection, teacher forcing and certification) and
+`exactspec engine serve`'s certify line, against fake llama.cpp servers (`tests/test_engine_collect.FakeLlama`:
+a seeded toy law, so the same seed gives the same tokens at both ends)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+from exactspec.cli import main as exactspec_main  # noqa: E402
+from exactspec.conformance.engine import samples  # noqa: E402
+from exactspec.conformance.engine.collect.campaign import Campaign, run_campaign  # noqa: E402
+from exactspec.conformance.engine.collect.rounds import RoundPlan, next_counts, projected  # noqa: E402
+from exactspec.conformance.engine.collect.sampling import Settings  # noqa: E402
+from exactspec.conformance.engine.collect.client import SamplerChain  # noqa: E402
+from tests.test_engine_collect import PROMPTS, FakeLlama, serve  # noqa: E402
+
+SETTINGS = Settings(chain=SamplerChain(temperature=0.7, max_tokens=3), teacher_n_probs=6, reference_n_probs=6,
+                    speculation={"type": "draft-model", "draft_sampling": "greedy", "expect_seed_coupled": True})
+
+
+def test_a_seed_coupled_engine_is_certified_by_coupling_in_rounds_and_a_rerun_resumes(tmp_path, capsys):
+    """Quick profile (target 0.15): the fake is seed-coupled, so the coupling route certifies once enough random
+    seeds agree; round 1 has 32 completions per prompt, later rounds grow to what the route projects."""
+    ref_fake, cand_fake = FakeLlama(), FakeLlama(speculative=True)
+    with serve(ref_fake) as ref_url, serve(cand_fake) as cand_url:
+        result = run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url], Campaign("quick", 120.0))
+        asked = len(ref_fake.bodies) + len(cand_fake.bodies)
+        again = run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url], Campaign("quick", 120.0))
+        assert len(ref_fake.bodies) + len(cand_fake.bodies) == asked, "a resumed run asks nothing already answered"
+    assert result.verdict == again.verdict == "CERTIFIED", result.reasons
+    state = json.loads((tmp_path / "run.json").read_text())
+    assert state["rounds"][0]["counts"] == {"a": 32, "b": 32} and len(state["rounds"]) >= 2
+    for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values():
+        assert entry["best"]["route"] == "coupling" and entry["best"]["mismatches"] == 0
+    doc = json.loads((tmp_path / "certificate.json").read_text())
+    assert doc["campaign"]["rounds"] == len(state["rounds"]) and doc["campaign"]["concurrency"] == 4
+    assert "collected and certified in" in (tmp_path / "CERTIFICATE.md").read_text()
+    cand = samples.read_samples(tmp_path / "candidate.jsonl")
+    assert cand.header.design["seeds"]["kind"] == "random" and all(c.index is not None for c in cand.completions)
+    ref = samples.read_samples(tmp_path / "reference.jsonl")
+    assert all(c.top_probs for c in ref.completions) and ref.prefix_probs  # decode-time and teacher-forced reports
+    assert "round 1" in capsys.readouterr().err
+
+
+def test_a_resumed_run_must_share_the_design(tmp_path):
+    with serve(FakeLlama()) as ref_url, serve(FakeLlama(speculative=True)) as cand_url:
+        run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url], Campaign("quick", 60.0))
+        with pytest.raises(ValueError, match="cannot resume: this run differs in profile"):
+            run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url], Campaign("standard", 60.0))
+
+
+def test_the_command_line_exits_with_the_verdicts_status_and_names_bad_arguments(tmp_path, capsys):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
+    with serve(FakeLlama()) as ref_url, serve(FakeLlama(speculative=True)) as cand_url:
+        argv = ["engine", "certify", "--prompts", str(prompts), "--out", str(tmp_path / "out"), "--reference-url",
+                ref_url, "--candidate-url", cand_url, "--profile", "quick", "--temperature", "0.7", "--max-tokens",
+                "3", "--teacher-n-probs", "6", "--retry-wait-s", "0.01"]
+        assert exactspec_main(argv) == 0
+        assert "CERTIFIED" in capsys.readouterr().out
+        assert exactspec_main([*argv[:-2], "--concurrency", "0"]) == 2
+        assert "concurrency" in capsys.readouterr().err
+    assert exactspec_main(["engine", "certify", "--prompts", str(tmp_path / "nope.jsonl"), "--out",
+                           str(tmp_path / "o2"), "--reference-url", "http://127.0.0.1:9", "--candidate-url",
+                           "http://127.0.0.1:9"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+class _Result:
+    """Just what `next_counts` reads of an EngineResult."""
+
+    def __init__(self, verdict: str, per_prompt: dict, observed: bool = True, input_reasons=(), invalid=None):
+        self.verdict, self.speculation_observed = verdict, observed
+        self.input_reasons, self.invalid = list(input_reasons), dict(invalid or {})
+        self.extra = {"engine": {"ruled_out": {"per_prompt": per_prompt}}}
+
+
+def test_round_plans_stop_at_verdicts_and_grow_short_prompts_towards_their_projection():
+    short = {"reached": False, "routes": [{"route": "coupling", "needed": 320}, {"route": "law", "needed": 2000}]}
+    done = {"reached": True, "routes": []}
+    assert projected(short) == 320 and projected(done) is None
+    assert next_counts(_Result("NOT_EXACT", {}), {"a": 32}, 32, 1000) == RoundPlan(None, "verdict NOT_EXACT")
+    plan = next_counts(_Result("INCONCLUSIVE", {"a": short, "b": done}), {"a": 32, "b": 32}, 32, 10_000)
+    assert plan.counts == {"a": 128, "b": 32}  # at most 4x a round; a reached prompt gets nothing more
+    plan = next_counts(_Result("INCONCLUSIVE", {"a": short}), {"a": 128}, 32, 10_000)
+    assert plan.counts == {"a": 320}
+    assert next_counts(_Result("INCONCLUSIVE", {"a": short}), {"a": 100}, 32, 100).counts is None  # at the cap
+    stuck = next_counts(_Result("INCONCLUSIVE", {"a": short}, invalid={"a": "reports void"}), {"a": 32}, 32, 1000)
+    assert stuck.counts is None and "more samples cannot help" in stuck.why
+    unobserved = next_counts(_Result("INCONCLUSIVE", {"a": done}, observed=False), {"a": 32}, 32, 1000)
+    assert unobserved.counts == {"a": 64}  # speculation not yet seen: every prompt grows
+
+
+def test_engine_serve_prints_the_certify_command_for_its_two_servers():
+    from exactspec.conformance.engine.serve.command import certify_command
+
+    class Server:
+        def __init__(self, url, flags, speculation):
+            self.base_url, self.flags, self.speculation_flags = url, flags, speculation
+
+    ref = Server("http://127.0.0.1:1", ["-m", "/x/m.gguf", "-t", "2"], [])
+    cand = Server("http://127.0.0.1:2", ["-m", "/x/m.gguf", "--spec-type", "ngram-simple", "-t", "2"],
+                  ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2"])
+    line = certify_command("llama.cpp", "ngram", "greedy", ref, cand)
+    assert line[:3] == ["exactspec", "engine", "certify"] and "--expect-seed-coupled" in line
+    assert line[line.index("--candidate-flags") + 1] == "--spec-type ngram-simple --spec-ngram-simple-size-n 2"
+    assert "--expect-seed-coupled" not in certify_command("llama.cpp", "draft", "probabilistic", ref, cand)
+    assert "--expect-seed-coupled" not in certify_command("vllm", "ngram", "greedy", ref, cand)
