@@ -95,6 +95,8 @@ def test_round_plans_stop_at_verdicts_and_grow_short_prompts_towards_their_proje
     assert stuck.counts is None and "more samples cannot help" in stuck.why
     unobserved = next_counts(_Result("INCONCLUSIVE", {"a": done}, observed=False), {"a": 32}, 32, 1000)
     assert unobserved.counts == {"a": 64}  # speculation not yet seen: every prompt grows
+    never = next_counts(_Result("INCONCLUSIVE", {"a": done}, observed=False), {"a": 128}, 32, 1000)
+    assert never.counts is None and "never drafted" in never.why
 
 
 def test_engine_serve_prints_the_certify_command_for_its_two_servers():

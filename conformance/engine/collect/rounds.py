@@ -36,6 +36,10 @@ def projected(entry: dict) -> int | None:
     return min(needs) if needs else None
 
 
+#: Completions per prompt after which a candidate that never drafted is taken not to speculate on these prompts.
+UNOBSERVED_AFTER = 128
+
+
 def next_counts(result, counts: dict[str, int], first: int, cap: int) -> RoundPlan:
     """What the next round asks of each prompt after a look at `result` (an EngineResult)."""
     if result.verdict in FINAL:
@@ -43,11 +47,13 @@ def next_counts(result, counts: dict[str, int], first: int, cap: int) -> RoundPl
     structural = list(result.input_reasons) + [f"{pid}: {why}" for pid, why in result.invalid.items()]
     if structural:
         return RoundPlan(None, "more samples cannot help: " + "; ".join(structural[:3]))
+    if not result.speculation_observed and min(counts.values()) >= UNOBSERVED_AFTER:
+        return RoundPlan(None, f"the candidate never drafted in {min(counts.values())} or more completions per prompt")
     per_prompt = result.extra.get("engine", {}).get("ruled_out", {}).get("per_prompt", {})
     grown, short = dict(counts), []
     for pid, n in counts.items():
         entry = per_prompt.get(pid, {})
-        if entry.get("reached") and result.speculation_observed:
+        if entry.get("reached") and (result.speculation_observed or n >= UNOBSERVED_AFTER):
             continue
         want = projected(entry)
         grown[pid] = min(cap, max(n + first, min(4 * n, 2 * n if want is None else want)))
