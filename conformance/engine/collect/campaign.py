@@ -13,7 +13,7 @@ command resumes from DIR (its files and run.json). A progress line per round sho
 each route rules out, and an estimate of the next round's time.
 
 Exit status as `exactspec certify-samples`: 0 CERTIFIED, 1 NOT_EXACT, 2 usage or input error, 3 exactspec crashed,
-4 INCONCLUSIVE.
+4 INCONCLUSIVE (also when the engine fails its requests before anything can be certified: no certificate then).
 """
 
 from __future__ import annotations
@@ -68,35 +68,47 @@ def _save(out: Path, state: dict) -> None:
     tmp.replace(out / RUN_FILE)
 
 
+class EngineFailure(RuntimeError):
+    """The engine failed a request (after its retries) before any prompt had completions at both ends."""
+
+
 async def _collect_round(entries: list[dict], out: Path, settings: Settings, urls: dict[str, list[str]],
-                         counts: dict[str, int], budget: Budget, positions: int) -> bool:
+                         counts: dict[str, int], budget: Budget, positions: int) -> str | None:
     """Completions at both ends up to `counts`, the candidate's new prefixes teacher-forced as they arrive (a last
-    pass catches any left over); True if complete."""
+    pass catches any left over); None if complete, else why it stopped."""
     path = out / "reference.jsonl"
     known = ({(r.prompt_id, r.prefix_tokens) for r in samples.read_samples(path).prefix_probs}
              if path.exists() and path.stat().st_size else set())
     forcer = PrefixForcer(urls["reference"], out, settings, budget, positions, known)
     outcome, prompts = await collect_completions(urls, entries, out, settings, budget, counts=counts, quiet=True,
                                                  forcer=forcer)
+    if not (outcome.left or outcome.failure):
+        candidate = samples.read_samples(out / "candidate.jsonl")
+        forced = replace(settings, teacher_positions=positions)
+        outcome = await teacher_force(urls["reference"], candidate, prompts, out, forced, budget, own=False,
+                                      quiet=True)
     if outcome.left or outcome.failure:
-        _warn(outcome.failure or budget.stop_reason)
-        return False
-    candidate = samples.read_samples(out / "candidate.jsonl")
-    forced = replace(settings, teacher_positions=positions)
-    outcome = await teacher_force(urls["reference"], candidate, prompts, out, forced, budget, own=False, quiet=True)
-    if outcome.left or outcome.failure:
-        _warn(outcome.failure or budget.stop_reason)
-        return False
-    return True
+        why = (f"a request failed: {outcome.failure}" if outcome.failure else
+               f"{budget.stop_reason or 'stopped'} with {outcome.left} requests left")
+        print(f"exactspec engine certify: collection stopped: {why}", file=sys.stderr)
+        return why
+    return None
 
 
-def _warn(why: str | None) -> None:
-    print(f"exactspec engine certify: collection stopped: {why or 'see above'}", file=sys.stderr)
-
-
-def _certify(out: Path, campaign: Campaign, state: dict, minutes: float) -> EngineResult:
-    result = certify_samples(samples.read_samples(out / "reference.jsonl"),
-                             samples.read_samples(out / "candidate.jsonl"), campaign.profile)
+def _certify(out: Path, campaign: Campaign, state: dict, minutes: float, stopped: str | None) -> EngineResult:
+    """Certify what the files hold now and write the certificate; a collection that stopped on a failing request
+    is a reason the run is INCONCLUSIVE (never a verdict on the candidate)."""
+    try:
+        result = certify_samples(samples.read_samples(out / "reference.jsonl"),
+                                 samples.read_samples(out / "candidate.jsonl"), campaign.profile)
+    except (ValueError, FileNotFoundError) as error:
+        if stopped:
+            raise EngineFailure(f"the collection stopped before the files could be certified ({stopped}): {error}")
+        raise
+    if stopped and stopped.startswith("a request failed") and result.verdict not in ("NOT_EXACT", "CONTRACT_VIOLATION"):
+        result.input_reasons.append(f"the collection stopped: {stopped}")
+        result.judge()
+        result.extra["reasons"] = result.reasons
     result.extra["campaign"] = {"rounds": len(state["rounds"]), "minutes": round(minutes, 2),
                                 "counts": dict(state["counts"]), "time_limit_s": campaign.time_limit_s,
                                 "concurrency": state["design"]["concurrency"], "history": state["rounds"]}
@@ -122,20 +134,21 @@ def run_campaign(prompts: str | Path | list[dict], out: str | Path, settings: Se
     result = None
     while True:
         left = campaign.time_limit_s - spent_before - (time.monotonic() - started)
-        budget = Budget(settings.max_requests * 1000, max(1.0, left))
+        requests = 4 * sum(state["counts"].values()) * (2 + positions)  # both ends and every prefix, with room
+        budget = Budget(requests, max(1.0, left))
         round_start = time.monotonic()
-        complete = left > 0 and asyncio.run(_collect_round(entries, out, settings, urls, state["counts"], budget,
-                                                           positions))
+        stopped = asyncio.run(_collect_round(entries, out, settings, urls, state["counts"], budget, positions)) \
+            if left > 0 else "time limit reached"
         state["seconds"] = spent_before + time.monotonic() - started
-        state["rounds"].append({"counts": dict(state["counts"]), "complete": complete,
+        state["rounds"].append({"counts": dict(state["counts"]), "complete": stopped is None,
                                 "seconds": round(time.monotonic() - round_start, 1)})
         _save(out, state)
-        result = _certify(out, campaign, state, state["seconds"] / 60.0)
+        result = _certify(out, campaign, state, state["seconds"] / 60.0, stopped)
         plan = next_counts(result, state["counts"], campaign.first_round, campaign.max_per_prompt)
         rate = 2 * sum(state["counts"].values()) / max(1e-9, state["seconds"])
         print(progress_line(len(state["rounds"]), state["seconds"], result, state["counts"],
                             result.profile.engine.target_tv, rate, plan), file=sys.stderr, flush=True)
-        if plan.counts is None or not complete:
+        if plan.counts is None or stopped:
             break
         state["counts"] = plan.counts
         _save(out, state)
@@ -180,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"exactspec engine certify: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except EngineFailure as error:
+        print(f"exactspec engine certify: INCONCLUSIVE: {error}", file=sys.stderr)
+        return EXIT["INCONCLUSIVE"]
     except Exception:  # noqa: BLE001 -- input and engine errors are above; anything else is our bug
         return internal_crash(" ".join(sys.argv))
     print(f"exactspec engine certify: {result.impl}: {result.verdict}")
@@ -189,4 +205,4 @@ def run(args: argparse.Namespace) -> int:
     return EXIT[result.verdict]
 
 
-__all__ = ["Campaign", "run_campaign"]
+__all__ = ["Campaign", "EngineFailure", "run_campaign"]
