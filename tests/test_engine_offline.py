@@ -690,3 +690,20 @@ def _minimal_doc() -> dict:
     return {"impl": "x", "verdict": "CERTIFIED", "verdict_text": "", "profile": {"promise": ""},
             "budget": {"total_false_fail": 1e-3, "n_checks": 0, "per_check_false_fail_rate": 1e-3,
                        "false_fail_rate_spent": 0.0}, "checks": []}
+
+
+def test_tokens_after_an_end_token_fail_the_hard_check(tmp_path):
+    """The reference stops on EOS (token 5); a candidate that goes on after one (an engine checking for EOS only at
+    a round's end) fails `tokens_past_end`, naming the seed and position, whatever its per-token deviation."""
+    def leak_past_eos(cand):
+        first = next(i for i, c in enumerate(cand) if c.prompt_id == "p0" and c.tokens[-1] == EOS
+                     and len(c.tokens) < MAX_TOKENS)
+        return [replace(c, tokens=(*c.tokens, 0), top_probs=None, finish_reason="length") if i == first else c
+                for i, c in enumerate(cand)]
+    result = certify(*make_files(tmp_path, n=300, mutate=leak_past_eos))
+    assert result.verdict == "NOT_EXACT" and ("p0", "tokens_past_end") in _failed(result)
+    failure = next(r for r in result.failed if r.check == "tokens_past_end")
+    assert failure.category == "invariant" and "token 5" in failure.result.message
+    (tmp_path / "clean").mkdir()
+    clean = certify(*make_files(tmp_path / "clean", n=300))
+    assert [r.passed for r in clean.records if r.check == "tokens_past_end"] == [True, True]

@@ -124,10 +124,13 @@ def _record(data: PromptData, name: str, result, category: str = "invariant") ->
 
 
 def hard_checks(case: EngineCase) -> list[CheckRecord]:
-    """Greedy equality (temperature 0, a reference with one output) and the support check."""
+    """Greedy equality (temperature 0, a reference with one output), no token past an end token, the support."""
     data, out = case.data, []
     if case.greedy and not case.reference_varies and data.ref:
         out.append(_record(data, "greedy_equality", hard.greedy_equality(data.ref, data.cand)))
+    past_end = hard.tokens_past_end(data.ref, data.cand)
+    if past_end is not None:
+        out.append(_record(data, "tokens_past_end", past_end))
     support = hard.support_check(data.cand, data.reports, data.top_k)
     if support is not None:
         out.append(_record(data, "reported_support", support))

@@ -3,6 +3,8 @@
 - greedy equality: at temperature 0, when the reference gives one output whatever the seed, every candidate
   completion equals it (a reference that varies is judged statistically: `stat_checks.greedy_spread_check`);
 - support: no candidate token outside the reported support when the support is fully reported;
+- tokens past the end: no candidate token after a token the reference stops on (an end-of-generation token: the
+  last token of its completions that stopped on it), the bug of an engine that checks for EOS only at a round's end;
 - coupling (evidence, never a failure): at the seeds both files hold, how often the two outputs differ
   (`coupling_pairs`; a certification route, `routes`);
 - determinism (evidence, not a verdict): the same seed asked twice gives the same completion;
@@ -56,6 +58,31 @@ def reference_output(reference: Sequence[Completion]) -> tuple[int, ...] | None:
     """The reference's one output when every completion of it is the same, else None (it varies)."""
     outputs = {c.tokens for c in reference}
     return next(iter(outputs)) if len(outputs) == 1 else None
+
+
+#: finish reasons that mean "stopped on an end-of-generation token" (llama.cpp's stop_type, OpenAI's finish_reason).
+END_FINISHES = ("eos", "stop")
+
+
+def end_tokens(reference: Sequence[Completion]) -> set[int]:
+    """The tokens the reference stops on: the last token of each of its completions that stopped on one (a pinned
+    chain has no stop strings, so a stop is an end-of-generation token)."""
+    return {c.tokens[-1] for c in reference if c.tokens and c.finish_reason in END_FINISHES}
+
+
+def tokens_past_end(reference: Sequence[Completion], candidate: Sequence[Completion]) -> TestResult | None:
+    """No candidate completion goes on after a token the reference stops on; None when the reference never stopped."""
+    name, ends = "tokens_past_end", end_tokens(reference)
+    if not ends:
+        return None
+    for c in sorted(candidate, key=lambda c: c.seed):
+        j = next((t for t, token in enumerate(c.tokens[:-1]) if token in ends), None)
+        if j is not None:
+            return hard_result(name, False, len(candidate), f"seed {c.seed}: position {j + 1}: token {c.tokens[j]}, "
+                               f"which ends the reference's completions, is followed by {len(c.tokens) - j - 1} more",
+                               {"seed": c.seed, "position": j + 1, "token": c.tokens[j], "end_tokens": sorted(ends)})
+    return hard_result(name, True, len(candidate), f"no candidate completion goes on after an end token "
+                       f"{sorted(ends)}", {"end_tokens": sorted(ends)})
 
 
 def coupling_pairs(reference: Sequence[Completion], candidate: Sequence[Completion]) -> tuple[int, int, dict | None]:
