@@ -51,7 +51,7 @@ def tolerance_envelope_and_slack(cases: int = 300) -> CheckResult:
             if law[-1] == 0:  # keep a positive true tail (the unlisted token) in half of the cases
                 law = [x * Fraction(999, 1000) for x in law[:-1]] + [Fraction(1, 1000)]
             report = _report(law, rng.randint(1, vocab - 1), rng, rho, a)
-            cats = categories(report, float(rho), float(a))
+            cats = categories(tuple((int(i), float(p)) for i, p in report), float(rho), float(a))
             order = list(cats.ids)
             tail = [i for i in range(vocab) if i not in set(order)]
             true_masses = [law[i] for i in order] + [sum((law[i] for i in tail), F0)]

@@ -79,7 +79,7 @@ def near_zero_factor_mean(cases: int = 2000) -> CheckResult:
             hit = b * Fraction(rng.randint(0, 1000), 1000)
             for r in NEAR_ZERO_RATES:
                 rate = Fraction(float(r))
-                mean = (1 - hit) * (1 - rate) + hit * (1 - rate + rate / b)
+                mean = Fraction((1 - hit) * (1 - rate) + hit * (1 - rate + rate / b))
                 expect(mean <= 1, f"case {case}: stake {r}: mean factor {fmt(mean)} > 1")
                 worst = max(worst, mean)
         return cases, f"{cases} (b, P(hit)) pairs x {NEAR_ZERO_RATES.size} stakes; largest mean {fmt(worst)} (<= 1)"
@@ -106,7 +106,7 @@ def coupling_inequality_exact(cases: int = 300) -> CheckResult:
             for t in range(1, length + 1):
                 laws = [Counter(o[:t] for o in outs) for outs in (ref, cand)]
                 keys = set(laws[0]) | set(laws[1])
-                distance = sum(abs(Fraction(laws[0][k] - laws[1][k], seeds)) for k in keys) / 2
+                distance = sum((abs(Fraction(laws[0][k] - laws[1][k], seeds)) for k in keys), Fraction(0)) / 2
                 expect(distance <= mismatch, f"case {case}: prefix {t}: TV {fmt(distance)} > mismatch share "
                                              f"{fmt(mismatch)}")
                 if mismatch:

@@ -150,7 +150,7 @@ def log_e_process_reject(log_e: float, false_fail_rate: float) -> bool:
     return log_e >= math.log(1.0 / a)
 
 
-def mixture_log(values: Sequence[float]) -> float:
+def mixture_log(values: Sequence[float] | np.ndarray) -> float:
     """log of the mean of exp(values): the log of an equal-weight mixture of e-processes (itself one)."""
     arr = np.asarray(values, dtype=np.float64)
     top = float(arr.max())

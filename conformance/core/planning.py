@@ -23,7 +23,7 @@ PLANNING_TAIL = "lr_bound"
 MIN_EXPECTED = 20.0
 
 
-def samples_for(law: Any, epsilon_tv: float, rate: float, profile: Profile, max_bins: int) -> tuple[int, int]:
+def samples_for(law: Any, epsilon_tv: float, rate: float, profile: Profile, max_bins: int | None) -> tuple[int, int]:
     """(n, bins): samples so the LR test on `law`, pooled to <= max_bins bins, detects binned TV >= epsilon_tv
     w.p. >= 1 - false_pass_rate at false-fail rate `rate`."""
     n, bins = plan_gof(law, epsilon_tv, rate, profile.false_pass_rate, min_expected=MIN_EXPECTED,
@@ -53,7 +53,8 @@ def plan_case(level: "Level", case: Any, profile: Profile, rate: float) -> dict:
                 "epsilon_tv": None, "false_fail_rate": rate}
     eps = level.case_epsilon(case, profile)
     settings = profile.settings(level.name)
-    sized = [(math.ceil(samples_for(p.law, eps, rate, profile, settings.max_bins)[0] / p.reach), p) for p in drivers]
+    max_bins = getattr(settings, "max_bins", None)  # the levels whose tests drive n pool to at most this many bins
+    sized = [(math.ceil(samples_for(p.law, eps, rate, profile, max_bins)[0] / p.reach), p) for p in drivers]
     n, primary = max(sized, key=lambda item: item[0])
     n = max(int(n), level.min_n)
     cap = level.max_n(profile)

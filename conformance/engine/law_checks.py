@@ -87,7 +87,7 @@ def near_zero_log_e(tokens: Sequence[StreamToken]) -> tuple[float, int, int, lis
     """log e-value of the near-zero bettors (stake r on "this token is near zero", r = 1, 1/2, ..., 2**-23, equal
     mixture), the number of near-zero tokens, of tokens with a near-zero set, and up to 5 examples."""
     log_w = np.zeros(NEAR_ZERO_RATES.size)
-    hits, trials, examples = 0, 0, []
+    hits, trials, examples = 0, 0, list[dict]()
     with np.errstate(divide="ignore"):
         for tok in tokens:
             zero_set = tok.cats.near_zero_set()

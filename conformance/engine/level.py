@@ -67,7 +67,7 @@ def invalid_reports(records: list[CheckRecord], cases: list) -> dict[str, str]:
 def ruled_out(records: list[CheckRecord], cases: list, profile: Profile, invalid: dict[str, str]) -> dict:
     """Per prompt: what its CERTIFIED rules out (greedy equality, or the best certification route) and whether it
     reaches the profile's target."""
-    per_prompt = {}
+    per_prompt: dict[str, dict] = {}
     for case in cases:
         if case.greedy:
             per_prompt[case.name] = {"route": "greedy", "reached": True,

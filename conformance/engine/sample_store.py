@@ -62,10 +62,10 @@ def discard_partial_line(path: str | Path) -> bool:
 def _design(header: Header) -> dict:
     """The header's design fields, normalised through JSON so a read-back header compares equal."""
     d = header.to_dict()
-    design = {name: d.get(name) for name in DESIGN_FIELDS}
-    design["engine"] = {name: d["engine"].get(name) for name in ENGINE_DESIGN_FIELDS}
-    if isinstance(design["engine"]["flags"], list):  # a file written before paths were recorded portably
-        design["engine"]["flags"] = portable_args(design["engine"]["flags"])
+    engine = {name: d["engine"].get(name) for name in ENGINE_DESIGN_FIELDS}
+    if isinstance(engine["flags"], list):  # a file written before paths were recorded portably
+        engine["flags"] = portable_args(engine["flags"])
+    design = {**{name: d.get(name) for name in DESIGN_FIELDS}, "engine": engine}
     return json.loads(json.dumps(design))
 
 

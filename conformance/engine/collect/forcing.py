@@ -80,7 +80,8 @@ class PrefixForcer:
         settings = self.settings
         chain, extra = _forcing(settings)
         dialect = get_dialect(settings.dialect)
-        outcome, gate, tasks = Outcome(), asyncio.Semaphore(settings.reference_concurrency or settings.concurrency), []
+        outcome, gate = Outcome(), asyncio.Semaphore(settings.reference_concurrency or settings.concurrency)
+        tasks: list[asyncio.Task] = []
         async with AsyncExitStack() as stack:
             clients = [await stack.enter_async_context(dialect.make_client(url, "reference", settings))
                        for url in self.urls]

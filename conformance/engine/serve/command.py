@@ -38,6 +38,7 @@ def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int =
     if engine not in ENGINES or mode not in MODES:
         raise ValueError(f"engine must be one of {ENGINES} and mode one of {MODES}, got {engine!r}, {mode!r}")
     threads = threads or max(1, (os.cpu_count() or 1) // 2)  # two servers share the machine: no spinning threads
+    reference: Any
     log_dir = Path(logs) if logs else None
     log = (lambda role: log_dir / f"{role}.log") if log_dir else (lambda role: None)
     if engine == "vllm":
