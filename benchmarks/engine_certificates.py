@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+from exactspec.conformance import CONTRACT_VERSION  # noqa: E402
 from exactspec.conformance.core.report import read_certificate  # noqa: E402
 from exactspec.conformance.paths import portable_args, portable_path  # noqa: E402
 
@@ -110,7 +111,8 @@ def _shrink(path: Path) -> str:
 
 
 def _certify_args(config: Config, certify: list[str], out: Path) -> list[str]:
-    return [*certify, "--prompts", str(PROMPTS), "--out", str(out), "--profile", PROFILE, "--temperature",
+    """The printed certify command (run with this venv's exactspec), the prompts, the law and the profile."""
+    return [*EXACTSPEC, *certify[1:], "--prompts", str(PROMPTS), "--out", str(out), "--profile", PROFILE, "--temperature",
             str(config.temperature), "--top-k", str(config.top_k), "--top-p", str(config.top_p), "--max-tokens",
             str(config.max_tokens), "--time-limit-s", str(int(config.time_limit_s))]
 
@@ -194,10 +196,17 @@ def _row(name: str, doc: dict) -> str:
             f"**{doc['verdict']}** | {campaign.get('minutes', 0):.1f} | {run.get('runtime_s', 0) / 60:.1f} |")
 
 
+def _current(path: Path) -> dict | None:
+    """The certificate at `path` if this contract wrote it (an older one is stale: its statements differ)."""
+    if not path.is_file():
+        return None
+    doc = read_certificate(path)
+    return doc if doc.get("contract_version") == CONTRACT_VERSION else None
+
+
 def write_index(root: Path) -> Path:
     """docs/certificates/engine/README.md: one row per certificate present, then every non-certified run's reasons."""
-    docs = {name: read_certificate(root / name / "certificate.json")
-            for name in CONFIGS if (root / name / "certificate.json").is_file()}
+    docs = {name: doc for name in CONFIGS if (doc := _current(root / name / "certificate.json")) is not None}
     lines = [INDEX_HEAD.format(profile=PROFILE).rstrip("\n")] + [_row(name, doc) for name, doc in docs.items()]
     errors = [name for name in CONFIGS if (root / name / "ENGINE_ERROR.txt").is_file()]
     missing = [name for name in CONFIGS if name not in docs and name not in errors]

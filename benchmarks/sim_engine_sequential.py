@@ -131,9 +131,9 @@ def coupling_run(pi: float, seed: int, beta: float, space: int = 2**32 - 1) -> d
 
 
 def _summary(results: list[dict], key: str) -> dict:
-    k, n = sum(bool(r[key]) for r in results), len(results)
+    k, n = sum(bool(r.get(key)) for r in results), len(results)
     low, high = clopper_pearson(k, n, 0.95)
-    done = [r["completions"] for r in results if r[key]]
+    done = [r["completions"] for r in results if r.get(key)]
     return {"rate": k / n, "count": k, "runs": n, "ci95": [low, high],
             "median_completions": float(np.median(done)) if done else None}
 
