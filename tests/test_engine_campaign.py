@@ -128,3 +128,25 @@ def test_an_engine_that_fails_its_requests_is_inconclusive_never_a_verdict(tmp_p
     assert status == 4 and not (tmp_path / "out" / "certificate.json").exists()
     err = capsys.readouterr().err
     assert "INCONCLUSIVE" in err and "request failed" in err and "400" in err
+
+
+def test_replicas_of_each_end_share_the_requests(tmp_path):
+    """Two URLs per role (replicas of one deployment): the requests are spread over them, the files are one."""
+    fakes = [FakeLlama(), FakeLlama(), FakeLlama(speculative=True), FakeLlama(speculative=True)]
+    with serve(fakes[0]) as r1, serve(fakes[1]) as r2, serve(fakes[2]) as c1, serve(fakes[3]) as c2:
+        result = run_campaign(PROMPTS, tmp_path, SETTINGS, [r1, r2], [c1, c2], Campaign("quick", 60.0))
+    assert result.verdict == "CERTIFIED", result.reasons
+    assert all(len(fake.bodies) > 10 for fake in fakes)
+    cand = samples.read_samples(tmp_path / "candidate.jsonl")
+    assert len(cand.completions) == len({(c.prompt_id, c.seed) for c in cand.completions})
+
+
+def test_the_progress_line_names_each_route_and_an_eta():
+    from exactspec.conformance.engine.collect.rounds import progress_line
+
+    entry = {"reached": False, "routes": [{"route": "coupling", "bound": 0.12, "needed": 320},
+                                          {"route": "law", "bound": 0.2, "needed": 2000}]}
+    line = progress_line(2, 120.0, _Result("INCONCLUSIVE", {"a": entry}), {"a": 128}, 0.05, 2.0,
+                         RoundPlan({"a": 320}, "short"))
+    assert line.startswith("round 2 (2.0 min): INCONCLUSIVE") and "coupling 0.12, law 0.2" in line
+    assert "next round 192 more completions per end, ~1.6 min" in line and "ETA to the target ~1.6 min" in line

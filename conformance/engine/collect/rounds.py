@@ -80,6 +80,10 @@ def progress_line(round_no: int, elapsed_s: float, result, counts: dict[str, int
     if plan.counts and rate_per_s:
         more = sum(max(0, plan.counts[p] - counts[p]) for p in counts)
         eta = f"; next round {more} more completions per end, ~{more / rate_per_s / 60:.1f} min"
+        wanted = {p: projected(per_prompt.get(p, {})) for p in counts if not per_prompt.get(p, {}).get("reached")}
+        if wanted and None not in wanted.values():
+            left = sum(max(0, int(w or 0) - counts[p]) for p, w in wanted.items())
+            eta += f"; ETA to the target ~{left / rate_per_s / 60:.1f} min"
     return (f"round {round_no} ({elapsed_s / 60:.1f} min): {result.verdict}; rules out (target {target:g}): "
             f"{prompts}{eta}")
 
