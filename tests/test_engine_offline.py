@@ -288,6 +288,8 @@ def test_greedy_divergence_is_not_exact_and_names_the_first_divergence(tmp_path)
     failure = next(r for r in result.failed)
     assert failure.check == "greedy_equality" and failure.case == "p1"
     assert "seed 23: position 2" in failure.result.message
+    ruled = result.extra["engine"]["ruled_out"]["per_prompt"]["p1"]  # a failed prompt rules nothing out
+    assert ruled["what"].startswith("nothing") and not ruled["reached"]
 
 
 def test_greedy_equal_outputs_are_certified(tmp_path):

@@ -17,7 +17,7 @@ first divergence (seed, position, tokens).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..core.records import hard_result
 from .samples import Completion, Counters, PrefixProbs, TopProbs
@@ -145,9 +145,15 @@ def support_check(candidate: Sequence[Completion], prefix_reports: dict[tuple[in
     return hard_result(name, True, checked, f"{checked} (token, report) pairs inside the fully reported support")
 
 
-def speculation_evidence(candidate: Sequence[Completion], counters: Sequence[Counters] = ()) -> dict:
+def speculation_declared(header: Any) -> bool:
+    """Whether the candidate file's header says its speculation was declared by the user (no counters to read)."""
+    return ((getattr(header, "engine", None) or {}).get("speculation") or {}).get("evidence") == "declared"
+
+
+def speculation_evidence(candidate: Sequence[Completion], counters: Sequence[Counters] = (),
+                         declared: bool = False) -> dict:
     """The candidate's summed draft counters, per completion (`timings`) and per batch (`counters` records);
-    speculation is observed iff drafted tokens > 0."""
+    speculation is observed iff drafted tokens > 0, or taken as `declared` by the user when nothing counts it."""
     totals = {key: 0 for key in DRAFT_COUNTERS}
     reporting = 0
     for c in candidate:
@@ -164,5 +170,5 @@ def speculation_evidence(candidate: Sequence[Completion], counters: Sequence[Cou
         reporting += batch.completions
     drafted, accepted = totals["draft_n"], totals["draft_n_accepted"]
     return {**totals, "completions": len(candidate), "completions_reporting": reporting,
-            "batches": len(counters), "observed": drafted > 0,
-            "acceptance_rate": accepted / drafted if drafted else None}
+            "batches": len(counters), "observed": drafted > 0 or (declared and not reporting),
+            "declared": declared and not reporting, "acceptance_rate": accepted / drafted if drafted else None}

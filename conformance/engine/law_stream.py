@@ -4,15 +4,15 @@ prefix, read as categories, its randomized PIT value and the envelope of the law
 **Reports as categories.** A report is the engine's top-N (id, p') pairs; it is read as N + 1 categories, the
 listed tokens in descending p' (ties by id), then a tail holding every unlisted token, of mass max(0, 1 - sum p').
 
-**Tolerance.** Each reported probability is taken to be within `TOLERANCE` of the engine's true one:
-|p'(x) - p(x)| <= rho p'(x) + a (rho relative, a absolute; CONTRACT.md "Report tolerance"). Then the true law is
+**Tolerance.** Each reported probability is taken to be within the report tolerance of the engine's true one:
+|p'(x) - p(x)| <= rho p'(x) + a (`samples.TOLERANCE_RELATIVE`, `TOLERANCE_ABSOLUTE`; CONTRACT.md "Report tolerance"). Then the true law is
 at most the envelope p_bar (listed: p'(1 + rho) + a; tail: max(0, 1 - sum p') + rho sum p' + N a), and the PIT
 value computed from the report is within eta = rho + N a of the exact one (proofs C14). The premise is measured
 on every run (`premise`): where the reference reported a prefix both while sampling and when teacher-forced, the
 two reports may differ by at most twice the tolerance.
 
-**Order.** Tokens are taken completion by completion in the design's seed order (`SampleFile` order by seed
-index), positions in order; a token whose prefix has no report is skipped (a choice made by its prefix alone, so
+**Order.** Tokens are taken completion by completion in the design's seed order (`checks.design_order`: by the
+completions' index in the seed list), positions in order; a token whose prefix has no report is skipped (a choice made by its prefix alone, so
 the stream stays a martingale stream). The PIT's randomization W is a hash of (prompt, seed, position): every look
 at the growing files sees the same stream.
 """

@@ -68,12 +68,13 @@ def ruled_out(records: list[CheckRecord], cases: list, profile: Profile, invalid
     """Per prompt: what its CERTIFIED rules out (greedy equality, or the best certification route) and whether it
     reaches the profile's target."""
     per_prompt: dict[str, dict] = {}
+    failed = {r.case for r in records if not r.passed}
     for case in cases:
         if case.greedy:
-            per_prompt[case.name] = {"route": "greedy", "reached": True,
-                                     "what": "every candidate completion equals the reference's output" if
-                                     not case.reference_varies else "the candidate leaves the reference's modal "
-                                     "output no more often than the reference does"}
+            what = ("every candidate completion equals the reference's output" if not case.reference_varies else
+                    "the candidate leaves the reference's modal output no more often than the reference does")
+            per_prompt[case.name] = {"route": "greedy", "reached": case.name not in failed,
+                                     "what": what if case.name not in failed else "nothing (a check of it failed)"}
         else:
             per_prompt[case.name] = prompt_routes(case, records, profile, case.name not in invalid)
     bounds = [v["best"]["bound"] for v in per_prompt.values() if v.get("best")]
@@ -84,7 +85,7 @@ def ruled_out(records: list[CheckRecord], cases: list, profile: Profile, invalid
 def power_reasons(ruled: dict, profile: Profile) -> list[str]:
     """The sampled prompts no route brought to the target, with what would."""
     return [shortfall(pid, entry, profile.engine.target_tv, profile.name)
-            for pid, entry in ruled["per_prompt"].items() if not entry["reached"]]
+            for pid, entry in ruled["per_prompt"].items() if not entry["reached"] and entry.get("route") != "greedy"]
 
 
 def coupling_notes(candidate: SampleFile, ruled: dict) -> list[str]:
@@ -179,7 +180,8 @@ class EngineLevel(Level):
         skipped: list[str] = []
         paired_prompts(impl.reference, impl.candidate, skipped)
         result.notes = skipped + [n for case in cases for n in case.notes] + result.notes
-        evidence = hard.speculation_evidence([c for case in cases for c in case.data.cand], impl.candidate.counters)
+        evidence = hard.speculation_evidence([c for case in cases for c in case.data.cand], impl.candidate.counters,
+                                             declared=hard.speculation_declared(impl.candidate.header))
         result.speculation_observed = evidence["observed"]
         result.invalid = invalid_reports(result.records, cases)
         ruled = ruled_out(result.records, cases, result.profile, result.invalid)

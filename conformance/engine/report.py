@@ -44,6 +44,15 @@ def _ruled_out_lines(ruled: dict) -> list[str]:
     return ["Rules out:"] + [_route_line(pid, entry, ruled["target"]) for pid, entry in per_prompt.items()]
 
 
+def _speculation_line(evidence: dict) -> str:
+    if evidence.get("declared"):
+        return (f"Speculation evidence: declared by the user (the engine shows no draft counters), not measured, over "
+                f"{evidence.get('completions')} candidate completions.")
+    return (f"Speculation evidence: drafted {evidence.get('draft_n')} tokens, accepted "
+            f"{evidence.get('draft_n_accepted')} (acceptance rate {_fmt(evidence.get('acceptance_rate'))}) over "
+            f"{evidence.get('completions')} candidate completions.")
+
+
 def _entropy_line(engine: dict) -> str:
     entropy = {pid: h for pid, h in (engine.get("prompt_entropy_nats") or {}).items() if h is not None}
     if not entropy:
@@ -60,7 +69,8 @@ def _design_line(engine: dict, campaign: dict | None) -> str:
                  f"{seeds.get('key')}), the same at both ends" if seeds.get("kind") == "random" else
                  "consecutive seeds (the design does not say they were drawn at random: no coupling route)")
     concurrency = design.get("concurrency")
-    text = f"Design: {seed_text}; candidate sampled {concurrency} requests at a time" if concurrency else \
+    plural = "" if concurrency == 1 else "s"
+    text = f"Design: {seed_text}; candidate sampled {concurrency} request{plural} at a time" if concurrency else \
         f"Design: {seed_text}"
     if campaign:
         text += (f"; collected and certified in {campaign['rounds']} rounds, {campaign['minutes']:.1f} min "
@@ -88,9 +98,7 @@ def to_markdown(doc: dict) -> str:
         lines += [f"- {reason}" for reason in doc["reasons"]] + [""]
     lines += _ruled_out_lines(engine.get("ruled_out") or {})
     lines += ["", f"Profile: {doc['profile']['promise']}", "", _design_line(engine, doc.get("campaign")), "",
-              f"Speculation evidence: drafted {evidence.get('draft_n')} tokens, accepted "
-              f"{evidence.get('draft_n_accepted')} (acceptance rate {_fmt(evidence.get('acceptance_rate'))}) over "
-              f"{evidence.get('completions')} candidate completions.", "", _entropy_line(engine), "",
+              _speculation_line(evidence), "", _entropy_line(engine), "",
               f"Budget: total false-fail rate {budget['total_false_fail']:g} over {budget['n_checks']} statistical "
               f"checks ({budget['per_check_false_fail_rate']:.3g} each, every one anytime-valid but greedy_spread); "
               f"spent {budget['false_fail_rate_spent']:.3g}.",

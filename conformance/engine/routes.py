@@ -25,8 +25,8 @@ from .hard import coupling_pairs
 from .stat_checks import LAW_ROUTE_SHARE
 from ...stat_tests.coupling import coupling_bound, min_num_seeds_coupling
 
-COUPLING_QUANTITY = ("expected per-token TV at every position (the candidate's next-token law at its own prefixes "
-                     "against the reference's), in any direction")
+COUPLING_QUANTITY = ("expected per-token TV at every position, in any direction (the candidate's next-token law at "
+                     "its own prefixes against the reference's)")
 LAW_QUANTITY = ("realised mean per-token TV at positions 2..m (the candidate's next-token law at the prefixes it "
                 "sampled against the reference's, on the reported top-N and the tail)")
 LAW_CLASS = ("deviations monotone in the reference's probability order at each prefix (temperature, truncation, a "

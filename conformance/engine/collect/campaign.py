@@ -4,13 +4,14 @@
         [--dialect llama.cpp|vllm] [--temperature T --top-k K --top-p P --min-p M --max-tokens N]
         [--expect-seed-coupled] [--profile quick|standard|full] [--time-limit-s S] [--concurrency C]
 
-Each round asks both ends for the same seeds (drawn at random from the engine's seed space), the candidate with C
-requests in flight, then asks the reference for its report after every new candidate prefix, then certifies the
-files as `exactspec certify-samples` would and writes the certificate into DIR. Every check is anytime-valid, so the
-run stops at the first verdict: CERTIFIED, NOT_EXACT, or INCONCLUSIVE when more samples cannot help or the time
-limit is reached (the certificate then says how many completions would reach the target). Rerunning the same
-command resumes from DIR (its files and run.json). A progress line per round shows each prompt's completions, what
-each route rules out, and an estimate of the next round's time.
+An in-process engine replaces the two URLs with ``--engine-adapter MODULE:CLASS [--adapter-option KEY=VALUE]``
+(`..adapter`). Each round asks both ends for the same seeds (drawn at random from the engine's seed space), the
+candidate with C requests in flight, then asks the reference for its report after every new candidate prefix, then
+certifies the files as `exactspec certify-samples` would and writes the certificate into DIR. Every check is
+anytime-valid, so the run stops at the first verdict: CERTIFIED, NOT_EXACT, or INCONCLUSIVE when more samples cannot
+help or the time limit is reached (the certificate then says how many completions would reach the target). Rerunning
+the same command resumes from DIR (its files and run.json). A progress line per round shows each prompt's
+completions, what each route rules out, and an estimate of the next round's time.
 
 Exit status as `exactspec certify-samples`: 0 CERTIFIED, 1 NOT_EXACT, 2 usage or input error, 3 exactspec crashed,
 4 INCONCLUSIVE (also when the engine fails its requests before anything can be certified: no certificate then).
@@ -123,7 +124,8 @@ def run_campaign(prompts: str | Path | list[dict], out: str | Path, settings: Se
 
     entries = check_prompts(prompts, "prompts") if isinstance(prompts, list) else read_prompts(prompts)
     if not reference_urls or not candidate_urls:
-        raise ValueError("reference_url / candidate_url: give both (each may be given several times)")
+        raise ValueError("reference_url / candidate_url: give both (each may be given several times), or "
+                         "--engine-adapter")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     settings = replace(settings, seed_key=resolve_seed_key(out, settings))
@@ -165,8 +167,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--prompts", required=True, help='JSON Lines: {"prompt_id", "prompt_tokens": [ids]} or {"prompt_id", "text"}')
     add("--out", required=True, help="directory for the sample files, run.json and the certificate (resumed)")
-    add("--reference-url", action="append", required=True, help="the engine with speculation off (repeatable)")
-    add("--candidate-url", action="append", required=True, help="the same engine with speculation on (repeatable)")
+    add("--reference-url", action="append", help="the engine with speculation off (repeatable)")
+    add("--candidate-url", action="append", help="the same engine with speculation on (repeatable)")
     add("--profile", default="standard", choices=list(PROFILE_NAMES), help="default: standard")
     add("--time-limit-s", type=float, default=3600.0, help="stop with INCONCLUSIVE after this long (default 3600)")
     add("--first-round", type=int, default=32, help="completions per prompt in round 1 (default 32)")
@@ -183,13 +185,14 @@ def run(args: argparse.Namespace) -> int:
     from ...certify_command import check_writable
     from ....cli import internal_crash
     from ..certify_samples import EXIT, EXIT_USAGE
-    from .command import settings_from
+    from .command import adapter_urls, settings_from
 
     try:
         check_writable(args.out)
         campaign = Campaign(args.profile, args.time_limit_s, args.first_round, args.max_per_prompt)
         settings = settings_from(args)
-        result = run_campaign(args.prompts, args.out, settings, args.reference_url, args.candidate_url, campaign)
+        reference_urls, candidate_urls = adapter_urls(args, args.reference_url, args.candidate_url)
+        result = run_campaign(args.prompts, args.out, settings, reference_urls or [], candidate_urls or [], campaign)
     except ValueError as error:
         print(f"exactspec engine certify: {error}", file=sys.stderr)
         return EXIT_USAGE

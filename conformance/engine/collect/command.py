@@ -27,8 +27,11 @@ from pathlib import Path
 
 import httpx
 
+from ..adapter import parse_options
 from .client import RetryPolicy, SamplerChain
-from .dialects import DIALECT_NAMES
+from .dialects import HTTP_DIALECTS
+from .generic_openai import parse_request_extra
+from .inprocess_client import ADAPTER_SCHEME
 from .jobs import Budget, check_prompts, read_prompts
 from .forcing import read_teacher_candidate, teacher_force
 from .sampling import Settings, build_header, collect_completions  # noqa: F401 (Settings, build_header: public here)
@@ -75,6 +78,41 @@ def collect_samples(prompts: str | Path | list[dict], out_dir: str | Path, setti
                                      Path(teacher_force) if teacher_force else None))
 
 
+def adapter_urls(args: argparse.Namespace, reference: list[str] | None,
+                 candidate: list[str] | None) -> tuple[list[str] | None, list[str] | None]:
+    """Both ends' "URLs": the given ones, or with --engine-adapter its two roles (python:MODULE:CLASS); ValueError
+    when both are given."""
+    spec = getattr(args, "engine_adapter", None)
+    if not spec:
+        return reference, candidate
+    if reference or candidate:
+        raise ValueError("--engine-adapter: give either the adapter or --reference-url/--candidate-url, not both")
+    return [ADAPTER_SCHEME + spec], [ADAPTER_SCHEME + spec]
+
+
+def _check_openai_options(args: argparse.Namespace, dialect: str) -> None:
+    """The openai dialect's options: only with it, and well-formed (ValueError naming the argument)."""
+    given = [name for name, value in (("--tokenizer", args.tokenizer), ("--draft-counter", args.draft_counter),
+                                      ("--accepted-counter", args.accepted_counter),
+                                      ("--request-extra", args.request_extra),
+                                      ("--reports", args.reports != "raw")) if value]
+    if given and dialect != "openai":
+        raise ValueError(f"{given[0]}: only with --dialect openai (this run's dialect is {dialect})")
+    parse_request_extra(args.request_extra)
+    if args.tokenizer and not Path(args.tokenizer).expanduser().exists():
+        raise ValueError(f"--tokenizer: {args.tokenizer} does not exist")
+
+
+def _counters(args: argparse.Namespace) -> tuple[str, str] | None:
+    """--draft-counter and --accepted-counter: both or neither (ValueError naming them otherwise)."""
+    named = (args.draft_counter, args.accepted_counter)
+    if any(named) and not all(named):
+        raise ValueError("--draft-counter / --accepted-counter: give both Prometheus counter names, or neither")
+    if all(named) and args.declare_speculation:
+        raise ValueError("--declare-speculation: the counters named show speculation; give one or the other")
+    return (str(named[0]), str(named[1])) if all(named) else None
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     """Settings from the parsed command line of `engine collect` or `engine certify` (ValueError naming the argument
     when one is out of range)."""
@@ -85,6 +123,14 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if args.speculation_type or certify:
         speculation = {"type": args.speculation_type or "unspecified", "draft_sampling": args.draft_sampling,
                        "expect_seed_coupled": bool(args.expect_seed_coupled)}
+        if args.declare_speculation:
+            speculation["evidence"] = "declared"
+    dialect, adapter = args.dialect, getattr(args, "engine_adapter", None)
+    if adapter:
+        if dialect not in (None, "python"):
+            raise ValueError(f"--engine-adapter: an in-process adapter speaks no HTTP dialect (--dialect {dialect})")
+        dialect = "python"
+    _check_openai_options(args, dialect or "llama.cpp")
     if args.teacher_n_probs < 1:
         raise ValueError(f"--teacher-n-probs: {args.teacher_n_probs} must be >= 1")
     return Settings(chain=chain, n_seeds=getattr(args, "seeds", 200),
@@ -95,22 +141,41 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     max_requests=getattr(args, "max_requests", 10**9),
                     time_limit_s=getattr(args, "time_limit_s", 3600.0), request_timeout_s=args.request_timeout_s,
                     retry=RetryPolicy(attempts=args.retries, initial_wait_s=args.retry_wait_s),
-                    endpoint=args.endpoint, engine_name=args.engine_name or args.dialect,
+                    endpoint=args.endpoint, engine_name=args.engine_name or adapter or dialect or "llama.cpp",
                     engine_version=args.engine_version,
                     engine_flags=tuple(shlex.split(args.engine_flags or "")),
                     candidate_flags=tuple(shlex.split(args.candidate_flags or "")), speculation=speculation,
                     model_name=args.model_name, model_sha256=args.model_sha256,
                     teacher_n_probs=args.teacher_n_probs, teacher_positions=getattr(args, "teacher_positions", None),
                     reference_n_probs=args.teacher_n_probs if certify else None,
-                    shared_seeds=getattr(args, "shared_seeds", None), dialect=args.dialect,
+                    shared_seeds=getattr(args, "shared_seeds", None), dialect=dialect or "llama.cpp",
+                    adapter_options=tuple(parse_options(getattr(args, "adapter_option", None) or []).items()),
+                    tokenizer=args.tokenizer, reports=args.reports, draft_counters=_counters(args),
+                    request_extra=args.request_extra,
                     cache_prompt=not args.no_cache_prompt if certify else args.cache_prompt)
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser, certify: bool = False) -> None:
     """The options `engine collect` and `engine certify` share: the dialect, the law, the load, the engine's identity."""
     add = parser.add_argument
-    add("--dialect", choices=DIALECT_NAMES, default="llama.cpp", help="llama.cpp's native /completion (default) or "
-        "vLLM's OpenAI server (/v1/completions with token ids; drafts read from /metrics)")
+    add("--dialect", choices=HTTP_DIALECTS, default=None, help="llama.cpp's native /completion (default), vLLM's "
+        "OpenAI server (vllm: /v1/completions with its token-id extensions; drafts from /metrics) or any "
+        "OpenAI-compatible server (openai: see --tokenizer, --reports, --draft-counter, --declare-speculation)")
+    add("--tokenizer", metavar="PATH", help="openai dialect: the model's tokenizer.json, its directory or its GGUF, to "
+        "map token strings to ids where the server returns no ids (ambiguous strings are refused)")
+    add("--reports", choices=("raw", "post_sampling"), default="raw", help="openai dialect: the server's logprobs are "
+        "the model's raw law (default) or the law sampled from after the whole chain")
+    add("--draft-counter", metavar="NAME", help="openai dialect: the Prometheus counter of drafted tokens at /metrics")
+    add("--accepted-counter", metavar="NAME", help="openai dialect: the counter of accepted draft tokens")
+    add("--declare-speculation", action="store_true", help="the candidate speculates, declared (the server shows no "
+        "counters); the certificate says so")
+    add("--request-extra", metavar="JSON", help="openai dialect: a JSON object merged into every request, for the "
+        "server's own knobs (e.g. '{\"repeat_penalty\": 1.0}'); recorded as part of the law")
+    add("--engine-adapter", metavar="MODULE:CLASS", help="certify an in-process Python engine instead of two URLs: "
+        "MODULE:CLASS is built as CLASS(role='reference'|'candidate', **options) and asked complete/report "
+        "(exactspec.conformance.engine.adapter)")
+    add("--adapter-option", action="append", metavar="KEY=VALUE", help="a keyword argument of the adapter's class "
+        "(repeatable; values are strings)")
     add("--temperature", type=float, default=1.0)
     add("--top-k", type=int, default=0, help="0 = off (default)")
     add("--top-p", type=float, default=1.0)
@@ -181,8 +246,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run `exactspec engine collect`; exit 0 done, 1 incomplete (rerun resumes), 2 bad input."""
     try:
-        return collect_samples(args.prompts, args.out_dir, settings_from(args), reference_url=args.reference_url,
-                               candidate_url=args.candidate_url, teacher_force=args.teacher_force)
+        reference_url, candidate_url = adapter_urls(args, args.reference_url, args.candidate_url)
+        return collect_samples(args.prompts, args.out_dir, settings_from(args), reference_url=reference_url,
+                               candidate_url=candidate_url, teacher_force=args.teacher_force)
     except ValueError as error:
         print(f"exactspec engine collect: error: {error}", file=sys.stderr)
         return EXIT_USAGE

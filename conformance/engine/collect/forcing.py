@@ -21,6 +21,7 @@ from .. import samples
 from ..sample_store import append_records, start_or_resume
 from .client import SamplerChain
 from .dialects import get_dialect
+from .generic_openai import UNMAPPABLE
 from .jobs import Budget, Outcome, run_bounded
 from .sampling import REQUEST_ERRORS, Settings, build_header, record_of_request, report_outcome, resolve_seed_key
 
@@ -36,15 +37,23 @@ def _forcing(settings: Settings) -> tuple[Any, dict | None]:
 
 
 async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: SamplerChain, seed: int,
-                        job: tuple[str, tuple[int, ...]], extra: dict | None = None) -> samples.PrefixProbs:
+                        job: tuple[str, tuple[int, ...]], extra: dict | None = None) -> samples.PrefixProbs | None:
     """The reference's reported next-token distribution after one prefix (one token requested). The distribution
     does not depend on the token sampled, but llama.cpp reports none when that token ends inside a UTF-8 character:
-    then up to PREFIX_SEED_TRIES seeds are tried."""
+    then up to PREFIX_SEED_TRIES seeds are tried. None when the report lists a token string the tokenizer cannot map
+    (`generic_openai.UNMAPPABLE`): the prefix stays unreported."""
     prompt_id, prefix = job
+    if callable(getattr(client, "report_after", None)):  # an in-process engine reports without sampling
+        listed, body = await client.report_after([*prompts[prompt_id], *prefix], chain)
+        return samples.PrefixProbs(prompt_id=prompt_id, prefix_tokens=tuple(prefix),
+                                   top_probs=tuple((int(i), float(p)) for i, p in listed), probs_kind="post_sampling",
+                                   request=record_of_request(body))
     for attempt in range(PREFIX_SEED_TRIES):
         reply, body = await client.complete([*prompts[prompt_id], *prefix], seed + attempt, chain, extra)
         if reply.top_probs and reply.probs_kind is not None:
             break
+        if (reply.probs_dropped or "").startswith(UNMAPPABLE):
+            return None
     else:
         raise ValueError(f"prefix {list(prefix)} of {prompt_id!r}: the engine reported no probabilities in "
                          f"{PREFIX_SEED_TRIES} tries (n_probs ignored?)")
@@ -96,7 +105,8 @@ class PrefixForcer:
                     except REQUEST_ERRORS as error:
                         outcome.failure = outcome.failure or f"{key}: {type(error).__name__}: {error}"
                         return
-                    append_records(self.path, [record])
+                    if record is not None:
+                        append_records(self.path, [record])
                     outcome.written += 1
 
             while (key := await self.queue.get()) is not None:
@@ -145,7 +155,8 @@ async def teacher_force(urls: list[str], candidate: samples.SampleFile, prompts:
             i, job = item
             return await sample_prefix(clients[i % len(clients)], prompts, chain, settings.seed_start, job, extra)
 
-        outcome = await run_bounded(list(enumerate(jobs)), send, lambda record: append_records(path, [record]),
+        outcome = await run_bounded(list(enumerate(jobs)), send,
+                                    lambda record: append_records(path, [record]) if record is not None else None,
                                     budget, settings.reference_concurrency or settings.concurrency,
                                     "teacher forcing", REQUEST_ERRORS)
     if not quiet:

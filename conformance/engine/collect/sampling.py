@@ -69,6 +69,11 @@ class Settings:
     cache_prompt: bool = False  # teacher forcing reuses the engine's prompt cache
     shared_seeds: int | None = None  # None: every seed at both ends; K: the first K only (`role_seeds`)
     dialect: str = "llama.cpp"
+    adapter_options: tuple[tuple[str, str], ...] = ()  # the python dialect's `--adapter-option key=value` pairs
+    tokenizer: str | None = None  # openai dialect: the model's tokenizer, to map token strings to ids
+    reports: str = "raw"  # openai dialect: what its logprobs are ("raw" or "post_sampling"), the user's declaration
+    draft_counters: tuple[str, str] | None = None  # openai dialect: /metrics counters (drafted, accepted)
+    request_extra: str | None = None  # openai dialect: a JSON object merged into every request
 
     def __post_init__(self) -> None:
         get_dialect(self.dialect)
@@ -81,7 +86,7 @@ class Settings:
 
     def request_defaults(self) -> dict:
         """The pinned sampler part of every request, in this dialect (a sample file's request defaults)."""
-        return get_dialect(self.dialect).request_defaults(self.chain)
+        return get_dialect(self.dialect).request_defaults(self.chain, self)
 
     def role_chain(self, role: str) -> SamplerChain:
         """The chain a role's completions are asked with: the reference reports its top-N when asked to."""
@@ -117,7 +122,8 @@ def build_header(role: str, url: str, settings: Settings, props: dict | None, pr
     key = seed_key or settings.seed_key
     if settings.seeds == "random" and not key:
         raise ValueError("seed_key: a run with random seeds needs its key (`resolve_seed_key`)")
-    design = design_record(settings.seeds, get_dialect(settings.dialect).seed_space, key, settings.concurrency)
+    in_flight = 1 if props.get("calls") == "serialised" else settings.concurrency  # an adapter that is not thread-safe
+    design = design_record(settings.seeds, get_dialect(settings.dialect).seed_space, key, in_flight)
     return samples.Header(role=role, engine=engine, model=model, request_defaults=settings.request_defaults(),
                           prompts={pid: tuple(tokens) for pid, tokens in prompts.items()},
                           created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -280,7 +286,7 @@ async def collect_completions(urls: dict[str, list[str]], entries: list[dict], o
                                                                            or settings.concurrency)
             batch = run_bounded(list(enumerate(plans[role])), send, write, budget, concurrency,
                                 f"completions ({role})", REQUEST_ERRORS)
-            metrics = role == "candidate" and dialect.speculation == "metrics" and plans[role]
+            metrics = role == "candidate" and dialect.speculation_of(settings) == "metrics" and plans[role]
             return await (_counted(role_clients, path, batch) if metrics else batch)
 
         forcing = asyncio.create_task(forcer.run(prompts)) if forcer is not None else None

@@ -1,0 +1,153 @@
+"""The generic OpenAI-compatible dialect (`collect.generic_openai`, `--dialect openai`) against a fake server that
+speaks plain OpenAI: no token ids, token strings in `logprobs.tokens` and string-keyed `top_logprobs`, drafts in a
+Prometheus counter of its own name, or nowhere. Token strings are mapped through a tokenizer.json written here
+(`collect.vocabulary`). The campaigns run at the quick profile (total false-fail rate 1e-3, anytime-valid) on the
+fake's seeded toy law, which is the same at both ends for the same seed: the coupling route certifies."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+from starlette.applications import Starlette  # noqa: E402
+from starlette.requests import Request  # noqa: E402
+from starlette.responses import JSONResponse, PlainTextResponse  # noqa: E402
+from starlette.routing import Route  # noqa: E402
+
+from exactspec.cli import main as exactspec_main  # noqa: E402
+from exactspec.conformance.engine import samples  # noqa: E402
+from exactspec.conformance.engine.collect.campaign import Campaign, run_campaign  # noqa: E402
+from exactspec.conformance.engine.collect.client import SamplerChain  # noqa: E402
+from exactspec.conformance.engine.collect.generic_openai import parse_generic_completion  # noqa: E402
+from exactspec.conformance.engine.collect.sampling import Settings  # noqa: E402
+from exactspec.conformance.engine.collect.vocabulary import Vocabulary  # noqa: E402
+from tests.test_engine_collect import PROMPTS, VOCAB, serve, toy_law  # noqa: E402
+
+NAMES = [f"w{i}" for i in range(VOCAB)]  # how the fake shows token i
+
+
+def write_tokenizer(tmp_path, names=NAMES):
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"model": {"type": "BPE", "vocab": {name: i for i, name in enumerate(names)}},
+                                "decoder": None, "added_tokens": []}))
+    return path
+
+
+class FakeOpenAI:
+    """An OpenAI-compatible look-alike: strings only, its own counter names, the same law at both ends."""
+
+    def __init__(self, speculative: bool = False, ids: bool = False) -> None:
+        self.speculative, self.ids, self.bodies, self.drafted = speculative, ids, [], 0
+        self.app = Starlette(routes=[Route("/v1/completions", self.completion, methods=["POST"]),
+                                     Route("/v1/models", self.models), Route("/metrics", self.metrics)])
+
+    async def models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"data": [{"id": "toy"}]})
+
+    async def metrics(self, request: Request) -> PlainTextResponse:
+        return PlainTextResponse(f"# TYPE spec_drafted counter\nspec_drafted_total {self.drafted}\n"
+                                 f"spec_accepted_total {self.drafted // 2}\n")
+
+    async def completion(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.bodies.append(body)
+        rng = random.Random(f"{body['seed']}/{body['prompt']}")
+        context, tokens, tops = list(body["prompt"]), [], []
+        for _ in range(body["max_tokens"]):
+            law = toy_law(context)
+            token = rng.choices(range(VOCAB), weights=law)[0]
+            key = (lambda i: f"token_id:{i}") if self.ids else (lambda i: NAMES[i])
+            listed = sorted(range(VOCAB), key=lambda i: -law[i])[:body["logprobs"] or 0]
+            tops.append({key(i): math.log(law[i]) for i in listed})
+            tokens.append(token)
+            context.append(token)
+        if self.speculative:
+            self.drafted += 4
+        logprobs = {"tokens": [NAMES[t] for t in tokens], "top_logprobs": tops if body["logprobs"] else None}
+        choice = {"text": "".join(NAMES[t] for t in tokens), "finish_reason": "length", "logprobs": logprobs}
+        if self.ids:
+            choice["token_ids"] = tokens
+        return JSONResponse({"choices": [choice]})
+
+
+def _settings(tmp_path, **overrides) -> Settings:
+    base = dict(chain=SamplerChain(temperature=0.7, max_tokens=3), teacher_n_probs=4, reference_n_probs=4,
+                dialect="openai", tokenizer=str(write_tokenizer(tmp_path)), reports="post_sampling",
+                draft_counters=("spec_drafted_total", "spec_accepted_total"), request_extra='{"repeat_penalty": 1.0}',
+                speculation={"type": "ngram", "draft_sampling": "greedy", "expect_seed_coupled": True})
+    return Settings(**{**base, **overrides})
+
+
+def test_token_strings_are_mapped_through_the_tokenizer_and_counters_read_by_name(tmp_path):
+    reference, candidate = FakeOpenAI(), FakeOpenAI(speculative=True)
+    with serve(reference) as ref_url, serve(candidate) as cand_url:
+        result = run_campaign(PROMPTS, tmp_path / "run", _settings(tmp_path), [ref_url], [cand_url],
+                              Campaign("quick", 120.0))
+    assert result.verdict == "CERTIFIED", result.reasons
+    assert all(isinstance(t, int) for t in candidate.bodies[0]["prompt"]) and candidate.bodies[0]["repeat_penalty"] == 1
+    cand = samples.read_samples(tmp_path / "run" / "candidate.jsonl")
+    assert cand.counters and sum(c.draft_n for c in cand.counters) > 0
+    assert cand.header.request_defaults["repeat_penalty"] == 1.0
+    evidence = result.extra["engine"]["speculation_evidence"]
+    assert evidence["observed"] and not evidence["declared"]
+
+
+def test_declared_speculation_is_said_and_undeclared_unobserved_speculation_is_inconclusive(tmp_path):
+    with serve(FakeOpenAI(ids=True)) as ref_url, serve(FakeOpenAI(ids=True)) as cand_url:
+        declared = _settings(tmp_path, tokenizer=None, draft_counters=None,
+                             speculation={"type": "ngram", "draft_sampling": None, "expect_seed_coupled": True,
+                                          "evidence": "declared"})
+        result = run_campaign(PROMPTS, tmp_path / "declared", declared, [ref_url], [cand_url], Campaign("quick", 120.0))
+        silent = _settings(tmp_path, tokenizer=None, draft_counters=None)
+        unseen = run_campaign(PROMPTS, tmp_path / "silent", silent, [ref_url], [cand_url], Campaign("quick", 120.0))
+    assert result.verdict == "CERTIFIED", result.reasons
+    assert "declared by the user" in (tmp_path / "declared" / "CERTIFICATE.md").read_text()
+    assert unseen.verdict == "INCONCLUSIVE" and any("speculation not observed" in r for r in unseen.reasons)
+
+
+def test_an_ambiguous_token_string_is_refused_not_guessed(tmp_path):
+    vocabulary = Vocabulary.from_path(write_tokenizer(tmp_path, ["a", "b", "a "]))
+    assert vocabulary.id_of("b", "x") == 1
+    clash = tmp_path / "clash.json"
+    clash.write_text(json.dumps({"model": {"vocab": {"a": 0, "b": 1}}, "added_tokens": [{"id": 2, "content": "a"}]}))
+    with pytest.raises(ValueError, match=r"position 1: the token string 'a' is ambiguous .* ids \[0, 2\]"):
+        parse_generic_completion({"choices": [{"logprobs": {"tokens": ["a"]}}]}, 0, "raw", Vocabulary.from_path(clash))
+    with pytest.raises(ValueError, match="'zz' is no token"):
+        vocabulary.id_of("zz", "position 3")
+    with pytest.raises(ValueError, match="give --tokenizer"):
+        parse_generic_completion({"choices": [{"logprobs": {"tokens": ["a"]}}]}, 0, "raw", None)
+
+
+def test_a_report_listing_an_unmappable_string_leaves_its_prefix_unreported(tmp_path):
+    vocabulary = Vocabulary.from_path(write_tokenizer(tmp_path))
+    body = {"choices": [{"logprobs": {"tokens": ["w1"], "top_logprobs": [{"w1": -0.1, "bytes:\\xe2": -2.0}]}}]}
+    reply = parse_generic_completion(body, 2, "post_sampling", vocabulary)
+    assert reply.tokens == [1] and reply.top_probs is None and reply.probs_dropped.startswith("unmappable report")
+
+
+def test_a_short_top_list_is_dropped_and_ids_are_read_under_their_names():
+    body = {"choices": [{"output_token_ids": [3, 1], "logprobs": {"top_logprobs": [{"token_id:3": -0.1},
+                                                                                 {"token_id:1": -0.2,
+                                                                                  "token_id:2": -9}]}}]}
+    reply = parse_generic_completion(body, 2, "raw", None)
+    assert reply.tokens == [3, 1] and reply.top_probs is None and "short" in reply.probs_dropped
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--tokenizer", "x.json"], "--tokenizer: only with --dialect openai"),
+    (["--dialect", "openai", "--draft-counter", "d"], "give both Prometheus counter names"),
+    (["--dialect", "openai", "--request-extra", "[1]"], "--request-extra: expected a JSON object"),
+    (["--dialect", "openai", "--tokenizer", "/no/such/tokenizer.json"], "does not exist"),
+])
+def test_bad_openai_options_are_usage_errors_naming_the_argument(tmp_path, capsys, extra, message):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt_id": "a", "prompt_tokens": [1]}\n')
+    code = exactspec_main(["engine", "certify", "--prompts", str(prompts), "--out", str(tmp_path / "o"),
+                           "--reference-url", "http://127.0.0.1:9", "--candidate-url", "http://127.0.0.1:9", *extra])
+    assert code == 2 and message in capsys.readouterr().err
