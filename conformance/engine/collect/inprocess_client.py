@@ -4,7 +4,9 @@ rounds, teacher forcing and certificate as an HTTP endpoint.
 
 Calls run in worker threads (the event loop keeps both ends and the teacher forcing going), serialised per adapter
 unless it says ``thread_safe``. The reference's reports while sampling (``n_probs``) and when teacher-forced both
-come from the adapter's ``report``: the two agree by construction, and the certificate's premise check says so.
+come from the adapter's ``report`` (teacher forcing samples nothing: `report_after`); they agree when the report
+depends on the prefix alone, which the certificate's premise check measures (an engine whose logits depend on how
+the prefix was evaluated fails it: llama-cpp-python's adapter evaluates as plain decoding does for that reason).
 """
 
 from __future__ import annotations

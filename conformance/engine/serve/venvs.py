@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -30,9 +31,10 @@ def exactspec_source() -> tuple[str, bool]:
 def has_exactspec(python: str | Path) -> bool:
     """Whether `python` imports this exactspec: the running one's checkout (an editable install elsewhere, say of an
     older clone, is not it)."""
-    found = subprocess.run([str(python), "-c", "import exactspec; print(exactspec.__file__)"], capture_output=True,
-                           text=True)
-    if found.returncode != 0:
+    # -I: not from the current directory (a checkout's root holds an `exactspec` folder that imports by itself)
+    found = subprocess.run([str(python), "-I", "-c", "import exactspec; print(exactspec.__file__)"],
+                           capture_output=True, text=True, cwd=tempfile.gettempdir())
+    if found.returncode != 0 or not (Path(python).parent / "exactspec").is_file():
         return False
     source, editable = exactspec_source()
     return not editable or Path(found.stdout.strip()).resolve().is_relative_to(Path(source).resolve())
