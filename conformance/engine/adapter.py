@@ -23,6 +23,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+import numpy as np
+
 ROLES = ("reference", "candidate")
 
 
@@ -55,6 +57,12 @@ class EngineAdapter(Protocol):
     def complete(self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int) -> Completion: ...
 
     def report(self, prefix_ids: list[int], sampling: Sampling, n: int) -> list[tuple[int, float]]: ...
+
+
+def top_n(probs: np.ndarray, n: int) -> list[tuple[int, float]]:
+    """A `report`'s answer from a full next-token law: its n most probable tokens (ties by id), zeros left out."""
+    order = np.lexsort((np.arange(probs.size), -probs))[:n]
+    return [(int(t), float(probs[t])) for t in order if probs[t] > 0]
 
 
 def parse_options(items: Sequence[str]) -> dict[str, str]:
@@ -109,4 +117,4 @@ def load_adapter(spec: str, role: str, options: dict[str, str] | None = None) ->
         return _INSTANCES[key]
 
 
-__all__ = ["Completion", "EngineAdapter", "Sampling", "load_adapter", "parse_options"]
+__all__ = ["Completion", "EngineAdapter", "Sampling", "load_adapter", "parse_options", "top_n"]

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .client import EngineClient, SamplerChain
 from .generic_openai import GenericOpenAIClient, openai_request, parse_request_extra
-from .inprocess_client import InProcessClient
+from .inprocess_client import InProcessClient, python_request
 from .openai_client import OpenAIEngineClient, vllm_request
 from .vocabulary import Vocabulary
 
@@ -74,12 +74,6 @@ def _generic_client(url: str, role: str, settings: Any) -> GenericOpenAIClient:
 def _adapter_client(url: str, role: str, settings: Any) -> InProcessClient:
     """An in-process adapter: the "URL" is python:module:Class (`inprocess_client.ADAPTER_SCHEME`)."""
     return InProcessClient(url.removeprefix("python:"), role, dict(settings.adapter_options))
-
-
-def python_request(chain: SamplerChain, settings: Any = None) -> dict:
-    """The law an in-process adapter is asked for (`..adapter.Sampling`) and the tokens per completion."""
-    return {"temperature": chain.temperature, "top_k": chain.top_k, "top_p": chain.top_p, "min_p": chain.min_p,
-            "max_tokens": chain.max_tokens, "ignore_eos": chain.ignore_eos}
 
 
 DIALECTS: dict[str, Dialect] = {

@@ -31,8 +31,8 @@ from typing import Any
 
 import httpx
 
-from .client import Reply, RetryPolicy, SamplerChain, send_with_retries
-from .openai_client import metric_totals
+from .client import Reply, RetryPolicy, SamplerChain
+from .openai_client import metric_totals, send_keeping_reason
 from .vocabulary import Vocabulary
 
 _TOKEN_KEY = re.compile(r"^token_id:(\d+)$")
@@ -154,13 +154,7 @@ class GenericOpenAIClient:
         await self._http.aclose()
 
     async def _send(self, method: str, path: str, body: dict | None, *, text: bool = False) -> Any:
-        def read(response: httpx.Response) -> Any:
-            if response.status_code >= 400:
-                raise httpx.HTTPStatusError(f"{response.status_code} from {method} {path}: {response.text[:500]}",
-                                            request=response.request, response=response)
-            return response.text if text else response.json()
-
-        return await send_with_retries(self, method, path, body, read)
+        return await send_keeping_reason(self, method, path, body, text=text)
 
     async def _model(self) -> str:
         async with self._model_lock:

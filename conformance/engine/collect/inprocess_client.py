@@ -28,6 +28,13 @@ def sampling_of(chain: SamplerChain) -> Sampling:
                     ignore_eos=chain.ignore_eos)
 
 
+def python_request(chain: SamplerChain, settings: Any = None) -> dict:
+    """The law an in-process adapter is asked for (`..adapter.Sampling`) and the tokens per completion: the sample
+    files' request defaults, and the law part of every recorded request."""
+    return {"temperature": chain.temperature, "top_k": chain.top_k, "top_p": chain.top_p, "min_p": chain.min_p,
+            "max_tokens": chain.max_tokens, "ignore_eos": chain.ignore_eos}
+
+
 def checked_report(listed: Any, n: int, where: str) -> list[list[float]]:
     """[[id, p], ...] from an adapter's report: at most n pairs, probabilities in [0, 1] summing to <= 1 (ValueError
     naming `where` otherwise), most probable first (ties by id)."""
@@ -78,9 +85,7 @@ class InProcessClient:
                        extra: dict | None = None) -> tuple[Reply, dict]:
         """One completion (and, when the chain asks for n_probs, the report after each of its prefixes)."""
         prompt, sampling = [int(t) for t in prompt_tokens], sampling_of(chain)
-        body = {"temperature": chain.temperature, "top_k": chain.top_k, "top_p": chain.top_p, "min_p": chain.min_p,
-                "max_tokens": chain.max_tokens, "ignore_eos": chain.ignore_eos, "n_probs": chain.n_probs,
-                "seed": int(seed), "prompt": prompt}
+        body = {**python_request(chain), "n_probs": chain.n_probs, "seed": int(seed), "prompt": prompt}
         started = time.perf_counter()
         done = await self._call("complete", prompt, int(seed), sampling, chain.max_tokens)
         tokens = [int(t) for t in done.tokens]
@@ -100,9 +105,7 @@ class InProcessClient:
     async def report_after(self, prefix: list[int], chain: SamplerChain) -> tuple[list[list[float]], dict]:
         """Teacher forcing: the adapter's report after `prefix` (nothing sampled), and the request as recorded."""
         ids, sampling = [int(t) for t in prefix], sampling_of(chain)
-        body = {"temperature": chain.temperature, "top_k": chain.top_k, "top_p": chain.top_p, "min_p": chain.min_p,
-                "max_tokens": chain.max_tokens, "ignore_eos": chain.ignore_eos, "n_probs": chain.n_probs,
-                "prompt": ids}
+        body = {**python_request(chain), "n_probs": chain.n_probs, "prompt": ids}
         listed = checked_report(await self._call("report", ids, sampling, chain.n_probs), chain.n_probs,
                                 f"prefix of {len(ids)} tokens")
         return listed, body
@@ -134,4 +137,4 @@ def _lock_of(adapter: Any) -> threading.Lock:
     return _LOCKS.setdefault(id(adapter), threading.Lock())
 
 
-__all__ = ["ADAPTER_SCHEME", "InProcessClient", "checked_report", "sampling_of"]
+__all__ = ["ADAPTER_SCHEME", "InProcessClient", "checked_report", "python_request", "sampling_of"]

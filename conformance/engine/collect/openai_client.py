@@ -45,6 +45,18 @@ def vllm_request(chain: SamplerChain) -> dict[str, Any]:
             "logprobs": chain.n_probs or None, "return_token_ids": True, "return_tokens_as_token_ids": True}
 
 
+async def send_keeping_reason(client: Any, method: str, path: str, body: dict | None, *, text: bool = False) -> Any:
+    """`send_with_retries` for OpenAI-style servers, which say why a request failed in the body: the error keeps it;
+    the decoded JSON, or the text with `text`."""
+    def read(response: httpx.Response) -> Any:
+        if response.status_code >= 400:
+            raise httpx.HTTPStatusError(f"{response.status_code} from {method} {path}: {response.text[:500]}",
+                                        request=response.request, response=response)
+        return response.text if text else response.json()
+
+    return await send_with_retries(client, method, path, body, read)
+
+
 def metric_totals(text: str, names: dict[str, str] = DRAFT_METRICS) -> dict[str, float]:
     """The named counters of a Prometheus text page, summed over their label sets (absent: 0)."""
     totals = dict.fromkeys(names, 0.0)
@@ -112,13 +124,7 @@ class OpenAIEngineClient:
         await self._http.aclose()
 
     async def _send(self, method: str, path: str, body: dict | None, *, text: bool = False) -> Any:
-        def read(response: httpx.Response) -> Any:
-            if response.status_code >= 400:  # vLLM says why in the body: keep it in the error
-                raise httpx.HTTPStatusError(f"{response.status_code} from {method} {path}: {response.text[:500]}",
-                                            request=response.request, response=response)
-            return response.text if text else response.json()
-
-        return await send_with_retries(self, method, path, body, read)
+        return await send_keeping_reason(self, method, path, body, text=text)
 
     async def _model(self) -> str:
         if self.model is None:

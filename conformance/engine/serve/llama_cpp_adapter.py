@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ....reference.warping import warp_probs
-from ..adapter import Completion, Sampling
+from ..adapter import Completion, Sampling, top_n
 
 
 def chain_law(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
@@ -131,9 +131,7 @@ class LlamaCppPython:
         """The law after the prefix, from the logits plain decoding computes there (`_evaluate`)."""
         prefix = list(prefix_ids)
         self._evaluate(prefix)
-        probs = chain_law(self.llm.scores[len(prefix) - 1], sampling)
-        order = np.lexsort((np.arange(probs.size), -probs))[:n]
-        return [(int(t), float(probs[t])) for t in order if probs[t] > 0]
+        return top_n(chain_law(self.llm.scores[len(prefix) - 1], sampling), n)
 
     def complete(self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int) -> Completion:
         self._prompts.add(tuple(prompt_ids))

@@ -21,7 +21,7 @@ import numpy as np
 from ....reference.rules import verify
 from ....reference.sampling import sample_token
 from ....reference.warping import SamplingParams
-from ..adapter import Completion, Sampling
+from ..adapter import Completion, Sampling, top_n
 
 RULES = ("standard", "sampler_match", "residual_from_p")
 
@@ -72,9 +72,7 @@ class ToyEngine:
 
     def report(self, prefix_ids: list[int], sampling: Sampling, n: int) -> list[tuple[int, float]]:
         """The target's warped next-token law after the prefix: its n most probable tokens."""
-        probs = self._law(self.logits[prefix_ids[-1]], sampling)
-        order = np.lexsort((np.arange(self.vocab), -probs))[:n]
-        return [(int(t), float(probs[t])) for t in order if probs[t] > 0]
+        return top_n(self._law(self.logits[prefix_ids[-1]], sampling), n)
 
     def complete(self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int) -> Completion:
         rng, draft_rng = np.random.default_rng(seed), np.random.default_rng([seed, 1])
