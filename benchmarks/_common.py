@@ -87,8 +87,8 @@ def encode_prompt(tokenizer: Any, text: str, chat: bool = True) -> torch.Tensor:
 
 
 def left_pad(rows: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask) of 1-D token tensors, left-padded to a common length (`gpu_impl.prompts.left_pad`)."""
-    from exactspec.gpu_impl.prompts import left_pad as pad_rows
+    """(input_ids, attention_mask) of 1-D token tensors, left-padded to a common length (`gpu_impl.loop.prompts.left_pad`)."""
+    from exactspec.gpu_impl.loop.prompts import left_pad as pad_rows
 
     return pad_rows([r.tolist() for r in rows], pad_id)
 
@@ -259,7 +259,7 @@ def draft_cost_ratio(draft_model: Any, target: Any, input_ids: torch.Tensor, rep
 @contextmanager
 def kernels(mode: str, *models: Any) -> Iterator[None]:
     """Run the models' Linear layers with the CPU kernel plan `mode` ("auto" or "stock"), as CachedModel does."""
-    from exactspec.gpu_impl.cpu_matmul import cpu_plan, planned_layers, planned_linears
+    from exactspec.gpu_impl.cost.cpu_matmul import cpu_plan, planned_layers, planned_linears
 
     linears = {id(m): m for model in models if model is not None for m in planned_layers(model, mode)[0]}
     with planned_linears(list(linears.values()), cpu_plan(mode)):

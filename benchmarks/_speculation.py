@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exactspec.gpu_impl.stats import SpecStats
+from exactspec.gpu_impl.loop.stats import SpecStats
 from exactspec.reference.speedup import expected_tokens, expected_tokens_per_position, improvement_factor
 
 
@@ -40,7 +40,7 @@ def lookup_run(model: Any, ids: Any, tokens: int, sampling: Any, contender: str,
     """One run of `contender` ("plain": `generate_plain`; "cost": the CLI's default policy and k; "k<N>": fixed k = N)
     with a fresh prompt-lookup draft (n-grams up to 3) and a fresh generator, as each CLI call has."""
     from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
-    from exactspec.gpu_impl.cli_args import DEFAULT_K
+    from exactspec.gpu_impl.cli.cli_args import DEFAULT_K
     from exactspec.gpu_impl.drafts import PromptLookupDraft
 
     if contender == "plain":

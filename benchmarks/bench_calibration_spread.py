@@ -5,7 +5,7 @@
 For each load (busy cores beside it, with the threads the CLI would choose), `--calibrations` calibrations of
 v(n), n = 1..9, on SmolLM2 after the summarisation prompt's prefill, one after another.  Each calibration's
 timings (7 interleaved repetitions, up to 21 on a busy machine) are fitted twice: as
-`gpu_impl.cost_calibration` fits them now (each width's undisturbed forwards) and as it did before
+`gpu_impl.cost.cost_calibration` fits them now (each width's undisturbed forwards) and as it did before
 (calibration version 2: the median of per-repetition ratios, made non-decreasing), so both fits see the
 same timings.  Reports v(n) per calibration and fit, and per fit the spread of v(9) and v(5) (max / min over
 calibrations), and v(n) as the ratio of mean seconds over all of a load's timings (`mean_ratio`: what
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROMPTS, encode_prompt, log, write_result  # noqa: E402
 from bench_cost_policy import start_load, stop_load  # noqa: E402
 
-from exactspec.gpu_impl.cost_calibration import fit_costs, measure_times, non_decreasing  # noqa: E402
-from exactspec.gpu_impl.k_policy import Costs, robust_centre  # noqa: E402
+from exactspec.gpu_impl.cost.cost_calibration import fit_costs, measure_times, non_decreasing  # noqa: E402
+from exactspec.gpu_impl.cost.k_policy import Costs, robust_centre  # noqa: E402
 
 
 def median_of_ratios_fit(repetitions: list[dict[int, list[float]]]) -> Costs:
@@ -89,7 +89,7 @@ def mean_ratio(repetitions: list[dict[int, list[float]]]) -> dict[int, float]:
 def in_child(load: int, calibrations: int) -> dict:
     """`calibrate_under` in a fresh process with the threads and OpenMP wait policy the CLI would choose with
     `load` cores busy (`plan_threads`; the wait policy only counts when set before torch starts)."""
-    from exactspec.gpu_impl.cpu_threads import plan_threads
+    from exactspec.gpu_impl.cost.cpu_threads import plan_threads
 
     env = dict(os.environ)
     plan = plan_threads(load, os.cpu_count() or 1, None, env.get("OMP_WAIT_POLICY"))

@@ -12,7 +12,7 @@ order; repetition r samples with seed r in every contender (at T = 0.7 each of o
 sample for that seed, since a prompt-lookup draft is verified on plain's stream: the k are compared on the
 same 5 texts; transformers' draws its own).  Every policy run uses a fresh generator, as the CLI does, so
 each starts from the cached calibration.  Each load level runs in a fresh process with the threads and
-OpenMP wait policy the CLI would choose under it (`gpu_impl.cpu_threads`), unless --threads.  Speedup = tokens/s over plain
+OpenMP wait policy the CLI would choose under it (`gpu_impl.cost.cpu_threads`), unless --threads.  Speedup = tokens/s over plain
 tokens/s of the same repetition (calibration time excluded, as the CLI reports it): plain decoding runs
 twice per repetition, half a rotation apart, and the reference is the geometric mean of the two (so every
 contender ran within three runs of a plain one); medians with min/max.
@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROMPTS, encode_prompt, hf_generate, hf_generate_kwargs, log, spread, write_result  # noqa: E402
 from _speculation import lookup_run, run_seconds  # noqa: E402
 
-from exactspec.gpu_impl.cli_args import DEFAULT_K  # noqa: E402
+from exactspec.gpu_impl.cli.cli_args import DEFAULT_K  # noqa: E402
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 #: The README main command's prompt: SmolLM2-135M completes it correctly (`return a + b`) at T = 0.
@@ -125,7 +125,7 @@ def measure(model: Any, ids: Any, sampling: SamplingParams, tokens: int, repeats
         out[f"{name}_speedup"] = spread([s / p for p, s in zip(reference, rates[name])])
     for name in ["cost", f"k{K}"]:
         out[f"{name}_alpha"] = statistics.median(r.stats.acceptance_rate for r in results[name])
-        # at T > 0 too: a prompt-lookup draft is verified on plain decoding's stream (gpu_impl.generator)
+        # at T > 0 too: a prompt-lookup draft is verified on plain decoding's stream (gpu_impl.loop.generator)
         out[f"{name}_same_tokens_as_plain"] = all(r.sequences == q.sequences for r, q in zip(results[name], results["plain"]))
     out["fixed_speedup"] = out[f"k{K}_speedup"]  # the README's fixed k = 4
     best = max(FIXED_KS, key=lambda k: out[f"k{k}_speedup"]["median"])
@@ -245,8 +245,8 @@ def measure_all(args: argparse.Namespace, cores: int) -> list[dict[str, Any]]:
 
 def _child_command(cores: int, forwarded: list[str], rows_file: Path, threads: int) -> tuple[list[str], dict[str, str]]:
     """The child's command line and environment: the threads and OpenMP wait policy the CLI would choose with
-    `cores` cores busy (`gpu_impl.cpu_threads.plan_threads`, the CLI measures the busy cores at start)."""
-    from exactspec.gpu_impl.cpu_threads import plan_threads
+    `cores` cores busy (`gpu_impl.cost.cpu_threads.plan_threads`, the CLI measures the busy cores at start)."""
+    from exactspec.gpu_impl.cost.cpu_threads import plan_threads
 
     env = dict(os.environ)
     plan = plan_threads(cores, os.cpu_count() or 1, threads or None, env.get("OMP_WAIT_POLICY"))

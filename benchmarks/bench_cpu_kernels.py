@@ -34,8 +34,8 @@ PLANS = {
 
 def measure(threads: int, repeats: int) -> dict:
     """Median ms of each width per plan at `threads` threads, plans interleaved each repetition."""
-    from exactspec.gpu_impl.cpu_matmul import cpu_plan
-    from exactspec.gpu_impl.kv import CachedModel
+    from exactspec.gpu_impl.cost.cpu_matmul import cpu_plan
+    from exactspec.gpu_impl.loop.kv import CachedModel
     from exactspec.gpu_impl.models import load_default_model
 
     torch.set_num_threads(threads)

@@ -6,7 +6,7 @@
                                                                  # OpenMP threads sleep, not spin, when idle
 
 One round of the standard rule at V = 49,152, k = 4, float32 rows (target near the draft, as after
-warping): `gpu_impl.sampler.verify_batch` with one torch.Generator and with one per row, its inverse-CDF
+warping): `gpu_impl.sampling.sampler.verify_batch` with one torch.Generator and with one per row, its inverse-CDF
 path (the CPU default) and its exponential race, against a Python loop calling
 `exactspec.reference.rules.verify` row by row on the same rows.  Interleaved repeats; median/min/max;
 the ratios are loop time / candidate time per repetition, by the wall clock (the goal's figure) and by
@@ -31,8 +31,8 @@ from _common import log, spread, write_result  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from exactspec.gpu_impl.randomness import make_generators, sample, uniform  # noqa: E402
-from exactspec.gpu_impl.sampler import verify_batch  # noqa: E402
+from exactspec.gpu_impl.sampling.randomness import make_generators, sample, uniform  # noqa: E402
+from exactspec.gpu_impl.sampling.sampler import verify_batch  # noqa: E402
 from exactspec.reference.rules import verify  # noqa: E402
 
 GOAL = {"batch": 128, "threads": 2, "ratio": 20.0}

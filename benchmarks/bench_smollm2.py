@@ -11,7 +11,7 @@ What is measured, per configuration:
 * tokens/s of our speculative decoding (fixed k, and the "cost" k policy) and of transformers' assisted
   generation with the same draft (prompt lookup: `prompt_lookup_num_tokens=k`; int8: `assistant_model=` the
   same int8 copy, constant k);
-* ours twice: with the machine's measured CPU kernel plan (`gpu_impl.cpu_matmul`, the default) and with
+* ours twice: with the machine's measured CPU kernel plan (`gpu_impl.cost.cpu_matmul`, the default) and with
   stock `F.linear` kernels, which is what transformers runs (the like-for-like comparison);
 * alpha (overall and per position), tokens per target call, c = draft cost per drafted token / target
   cost per plain step and v(k+1) = target time to score k+1 tokens / time to score 1, both from
@@ -66,7 +66,7 @@ def load() -> tuple[Any, Any]:
 def section_costs(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
     from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 
-    from exactspec.gpu_impl.cpu_matmul import cpu_plan, measure_plan
+    from exactspec.gpu_impl.cost.cpu_matmul import cpu_plan, measure_plan
 
     out: dict[str, Any] = {"section": "costs", "v": {}, "v_stock": {}, "c": {}, "c_stock": {}, "alpha_probe": []}
     path_name = "smollm2_costs"

@@ -105,7 +105,7 @@ def forward_costs(model: Any, ids: torch.Tensor, repeats: int) -> dict[str, Any]
 def context_rows(model: Any, draft_model: Any, ids: torch.Tensor, tokens: int, temperature: float, seed: int):
     """(p, q) float64 rows at every context of a continuation sampled from the target (plain decoding)."""
     from exactspec.gpu_impl import generate_plain
-    from exactspec.gpu_impl.warping import warp_probs
+    from exactspec.gpu_impl.sampling.warping import warp_probs
     from exactspec.reference.warping import SamplingParams
 
     out = generate_plain(model, ids, tokens, SamplingParams(temperature=temperature), seed=seed)

@@ -7,7 +7,7 @@ Measures, per batch size B:
 * v(n) = latency(target scores n = k+1 new tokens on top of a KV cache) / latency(target decodes 1 token);
 * c = latency(draft decodes 1 token) / latency(target decodes 1 token);
 * the cost-model speedup E[N] / (c k + v(k+1)) those imply at a few acceptance rates;
-and the throughput of the rejection sampler `gpu_impl.sampler.verify_batch` (one batched call; final token by
+and the throughput of the rejection sampler `gpu_impl.sampling.sampler.verify_batch` (one batched call; final token by
 the exponential race, the CUDA default, and by the blocked inverse CDF; one generator and one per row)
 against a per-row Python loop applying the same rule with host reads and against the NumPy oracle's
 `verify` row by row (on the host). Weights are random: latencies depend only on shapes, not values
@@ -161,8 +161,8 @@ def _sampler_candidates(p, q, tokens, g, device: str) -> dict[str, Any]:
     """Name -> zero-argument call of one verification round (each returns after its one host read)."""
     import numpy as np
 
-    from exactspec.gpu_impl.randomness import make_generators
-    from exactspec.gpu_impl.sampler import verify_batch
+    from exactspec.gpu_impl.sampling.randomness import make_generators
+    from exactspec.gpu_impl.sampling.sampler import verify_batch
     from exactspec.reference.rules import verify
 
     per_row = make_generators(range(p.shape[0]), device)
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "target_params": n_target, "draft_params": n_draft,
     }
     # sampler first while the deadline is far: it is quick; latency takes the rest of the budget
-    from exactspec.gpu_impl.categorical import method_for
+    from exactspec.gpu_impl.sampling.categorical import method_for
 
     payload["sampler_default_method"] = method_for(device)
     payload["sampler"] = sampler_section(cfg, device, deadline)

@@ -72,6 +72,9 @@ def _configs() -> dict[str, Config]:
                                                  time_limit_s=1200.0)
     out["lcp-lookup-t0"] = Config("llama-cpp-python", "prompt-lookup", 0.0)
     out["lcp-lookup-t0.7"] = Config("llama-cpp-python", "prompt-lookup", 0.7, max_tokens=8)
+    # its OpenAI server (`engine serve --engine llama-cpp-python`): raw logprobs give the sampled law under top-k only
+    out["lcp-server-t0"] = Config("llama-cpp-python", "ngram", 0.0)
+    out["lcp-server-t0.7-k40"] = Config("llama-cpp-python", "ngram", 0.7, top_k=40, max_tokens=8)
     return out
 
 
@@ -79,6 +82,11 @@ CONFIGS = _configs()
 #: Engines certified in process (`exactspec engine certify --engine-adapter`), run with their own venv's exactspec.
 IN_PROCESS = {"llama-cpp-python": ("exactspec.conformance.engine.serve.llama_cpp_adapter:LlamaCppPython",
                                    ["--speculation-type", "prompt-lookup", "--expect-seed-coupled"])}
+
+
+def _is_in_process(config: Config) -> bool:
+    """Certified in process (its adapter), not through `engine serve` (llama-cpp-python's server is the ngram mode)."""
+    return config.engine in IN_PROCESS and config.mode == "prompt-lookup"
 
 
 def _in_process(config: Config) -> list[str]:
@@ -128,8 +136,9 @@ def _shrink(path: Path) -> str:
 def _certify_args(config: Config, certify: list[str], out: Path) -> list[str]:
     """The printed certify command (run with this venv's exactspec, or the in-process engine's), the prompts, the law
     and the profile."""
-    command = certify if config.engine in IN_PROCESS else [*EXACTSPEC, *certify[1:]]
-    return [*command, "--prompts", str(PROMPTS), "--out", str(out), "--profile", PROFILE, "--temperature",
+    command = certify if _is_in_process(config) else [*EXACTSPEC, *certify[1:]]
+    reports = ["--teacher-n-probs", str(config.top_k)] if config.top_k > 20 else []  # raw top-k: all k reported
+    return [*command, *reports, "--prompts", str(PROMPTS), "--out", str(out), "--profile", PROFILE, "--temperature",
             str(config.temperature), "--top-k", str(config.top_k), "--top-p", str(config.top_p), "--max-tokens",
             str(config.max_tokens), "--time-limit-s", str(int(config.time_limit_s))]
 
@@ -146,7 +155,7 @@ def certify(name: str) -> str:
     config, out = CONFIGS[name], OUT_ROOT / name
     shutil.rmtree(out, ignore_errors=True)  # a certificate is one fresh run, never a resumed one
     start = time.monotonic()
-    if config.engine in IN_PROCESS:
+    if _is_in_process(config):
         args, serve_s = _certify_args(config, _in_process(config), out), 0.0
         start = time.monotonic()  # the build of its venv (once) is not the certificate's time
         status = subprocess.run(args).returncode
@@ -171,7 +180,7 @@ def certify(name: str) -> str:
                               "top_k": config.top_k, "top_p": config.top_p, "max_tokens": config.max_tokens,
                               "server_start_s": round(serve_s, 1), "runtime_s": seconds, "sample_files": files}
     (out / "certificate.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    served = "" if config.engine in IN_PROCESS else (f"exactspec engine serve --engine {config.engine} --mode "
+    served = "" if _is_in_process(config) else (f"exactspec engine serve --engine {config.engine} --mode "
                                                       f"{config.mode} --draft-sampling {config.draft_sampling}\n")
     (out / "command.txt").write_text(f".venv/bin/python benchmarks/engine_certificates.py --config {name}\n\n"
                                      f"# which ran:\n{served}{_portable(args)}\n")

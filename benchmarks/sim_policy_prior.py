@@ -9,8 +9,8 @@ the best fixed k's in 0..8, with `simulate` from tests/test_gpu_k_policy.py (the
 use).  The scenarios are the regret tests' four, the same acceptance on machines where width is nearly
 free (slope 0.03, as the packed CPU kernels made it), 23- and 64-token copies, chat through a prompt
 lookup that finds a match in 35 % of the rounds (the others are plain steps whatever k was chosen), and
-code and the demo at T = 0 as the machine measured them (results/cost_policy_7daa0f3.json).  Writes
-benchmarks/results/policy_prior_sweep.json; LATER_PRIOR_ACCEPTANCE in gpu_impl/k_policy.py quotes it.
+code and the demo at T = 0 as the machine measured them (cost_policy_7daa0f3.json@03759a6).  Writes
+benchmarks/results/policy_prior_sweep.json; LATER_PRIOR_ACCEPTANCE in gpu_impl/cost/k_policy.py quotes it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ SCENARIOS = [
     ("code at T = 0.7, width nearly free", [0.3, 0.9, 0.8, 0.8, 0.7, 0.7, 0.7, 0.7], 0.03, None),
     # roughly SmolLM2 chat through prompt lookup at T = 0.7 with one thread: a match in ~35 % of the rounds
     ("chat, lookup matching 35 % of rounds", [0.13] + [0.4] * 7, 0.0625, None, 0.35),
-    # as results/cost_policy_7daa0f3.json measured SmolLM2 through prompt lookup at T = 0, idle (alpha per position in the
+    # as cost_policy_7daa0f3.json@03759a6 measured SmolLM2 through prompt lookup at T = 0, idle (alpha per position in the
     # policy's notes, v(9) = 1.27): code (64 tokens) and the README's demo (23 tokens)
     ("code at T = 0, as measured", [0.76, 0.88, 0.88] + [0.99] * 5, 0.034, 64),
     ("demo, as measured", [0.76, 0.88, 0.88] + [0.99] * 5, 0.034, 23),

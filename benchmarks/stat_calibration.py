@@ -7,7 +7,7 @@ rejection rate at alpha = 0.01 and 0.001 with Clopper-Pearson 95% and 99% interv
 when nominal alpha >= the 99% interval's lower end; 99% because ~26 rates are judged).  Tail study: Pearson/G statistics simulated
 on bin counts (equivalent, since bins are fixed in advance) down to alpha = 1e-5.
 Power: least-favourable planted deviations (|q_b - p_b|/p_b constant, so Cohen's w equals
-2*TV) of TV 0.01/0.02/0.05 at the n planned by `required_samples`, vs promised 1 - false_pass_rate.
+2*TV) of TV 0.01/0.02/0.05 at the n planned by `min_num_samples_chisquare_gof`, vs promised 1 - false_pass_rate.
 Cost: wall time per test at V = 10, 1,000, 150,000 with n = 100,000.
 """
 from __future__ import annotations
@@ -84,21 +84,21 @@ def calibration(S: int) -> dict:
               f"{out[name]['rates']['0.001']['rate']:.4f} ({out[name]['seconds']} s)", flush=True)
 
     p10 = np.full(10, 0.1)
-    run("chisquare_gof pearson V=10 uniform n=1000", lambda i: st.chisquare_gof(
+    run("chisquare_gof pearson V=10 uniform n=1000", lambda i: st.assert_chisquare_gof(
         np.random.default_rng(i).choice(10, 1000, p=p10), p10, 0.01).p_value)
     pz = zipf(1000)
-    run("chisquare_gof pearson V=1000 zipf n=20000 (pooled)", lambda i: st.chisquare_gof(
+    run("chisquare_gof pearson V=1000 zipf n=20000 (pooled)", lambda i: st.assert_chisquare_gof(
         counts=np.random.default_rng(10_000 + i).multinomial(20000, pz), p=pz, false_fail_rate=0.01).p_value)
-    run("chisquare_gof g V=1000 zipf n=20000 (pooled)", lambda i: st.chisquare_gof(
+    run("chisquare_gof g V=1000 zipf n=20000 (pooled)", lambda i: st.assert_chisquare_gof(
         counts=np.random.default_rng(10_000 + i).multinomial(20000, pz), p=pz, false_fail_rate=0.01, method="g").p_value)
     pbig = zipf(150_000)
-    run("chisquare_gof pearson V=150000 zipf n=100000 (pooled)", lambda i: st.chisquare_gof(
+    run("chisquare_gof pearson V=150000 zipf n=100000 (pooled)", lambda i: st.assert_chisquare_gof(
         counts=np.random.default_rng(20_000 + i).multinomial(100_000, pbig), p=pbig, false_fail_rate=0.01).p_value)
     p4 = np.array([0.5, 0.25, 0.15, 0.1])
-    run("multinomial_exact_test exact V=4 n=20", lambda i: st.multinomial_exact_test(
+    run("multinomial_exact_test exact V=4 n=20", lambda i: st.assert_multinomial_exact(
         counts=np.random.default_rng(30_000 + i).multinomial(20, p4), p=p4, false_fail_rate=0.01).p_value)
     p8 = zipf(8)
-    run("multinomial_exact_test monte-carlo V=8 n=40 n_sim=2000", lambda i: st.multinomial_exact_test(
+    run("multinomial_exact_test monte-carlo V=8 n=40 n_sim=2000", lambda i: st.assert_multinomial_exact(
         counts=np.random.default_rng(40_000 + i).multinomial(40, p8), p=p8, false_fail_rate=0.01,
         n_sim=2000, rng=i).p_value)
 
@@ -107,17 +107,17 @@ def calibration(S: int) -> dict:
     for ordering in ("id", "prob"):
         us = [st.pit_values(x[i], T[prevs[i]], np.random.default_rng(50_000 + i), ordering) for i in range(S)]
         run(f"pit_uniformity ks ordering={ordering} Markov V=50 n=1000",
-            lambda i: st.pit_uniformity_test(us[i], 0.01).p_value)
+            lambda i: st.assert_pit_uniform(us[i], 0.01).p_value)
         run(f"pit_uniformity chisquare ordering={ordering} Markov V=50 n=1000",
-            lambda i: st.pit_uniformity_test(us[i], 0.01, method="chisquare").p_value)
+            lambda i: st.assert_pit_uniform(us[i], 0.01, method="chisquare").p_value)
 
     law = np.array([0.35, 0.25, 0.18, 0.12, 0.10])          # P(N = 1..5), k = 4
     Ns = [np.random.default_rng(60_000 + i).choice(np.arange(1, 6), 2000, p=law) for i in range(S)]
     mu = float(np.dot(np.arange(1, 6), law))
     var = float(np.dot(np.arange(1, 6) ** 2, law) - mu * mu)
-    run("tokens_per_round k=4 n=2000", lambda i: st.tokens_per_round_test(Ns[i], law, 0.01).p_value)
-    run("mean_tokens z k=4 n=2000", lambda i: st.mean_tokens_test(Ns[i], mu, var, 0.01).p_value)
-    run("two_sample_chisquare V=1000 zipf n_a=n_b=10000", lambda i: st.two_sample_chisquare(
+    run("tokens_per_round k=4 n=2000", lambda i: st.assert_tokens_per_round(Ns[i], law, 0.01).p_value)
+    run("mean_tokens z k=4 n=2000", lambda i: st.assert_mean_tokens(Ns[i], mu, var, 0.01).p_value)
+    run("two_sample_chisquare V=1000 zipf n_a=n_b=10000", lambda i: st.assert_two_sample_chisquare(
         np.random.default_rng(70_000 + i).choice(1000, 10000, p=pz),
         np.random.default_rng(80_000 + i).choice(1000, 10000, p=pz), 0.01).p_value)
     print(f"  calibration total {time.time() - t0:.1f} s", flush=True)
@@ -194,7 +194,7 @@ def power(M: int, false_pass_rate: float = 0.1, false_fail_rate: float = 1e-3) -
             bin_of, pb = pool_bins(p, n, 20.0)
             q, ratio = least_favourable(p, bin_of, pb, eps)
             rng = np.random.default_rng(int(eps * 1e4))
-            rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate).passed
+            rej = sum(not st.assert_chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate).passed
                       for _ in range(M))
             lo, hi = cp_interval(rej, M)
             out[f"{label} TV={eps}"] = {"planned_n": n, "n_bins": B, "w_over_2tv": ratio, "alpha": false_fail_rate,
@@ -206,7 +206,7 @@ def power(M: int, false_pass_rate: float = 0.1, false_fail_rate: float = 1e-3) -
     p = np.full(10, 0.1)
     for eps in (0.01, 0.02, 0.05):
         t = time.time()
-        n_eff = st.required_samples(eps, 10, false_fail_rate, false_pass_rate)
+        n_eff = st.min_num_samples_chisquare_gof(eps, 10, false_fail_rate, false_pass_rate)
         na = 2 * n_eff
         q, ratio = least_favourable(p, np.arange(10), p, eps)
         rng = np.random.default_rng(7 + int(eps * 1e4))
@@ -214,7 +214,7 @@ def power(M: int, false_pass_rate: float = 0.1, false_fail_rate: float = 1e-3) -
         for _ in range(M):
             a = np.repeat(np.arange(10), rng.multinomial(na, p))
             b = np.repeat(np.arange(10), rng.multinomial(na, q))
-            rej += not st.two_sample_chisquare(a, b, false_fail_rate, false_pass_rate=false_pass_rate).passed
+            rej += not st.assert_two_sample_chisquare(a, b, false_fail_rate, false_pass_rate=false_pass_rate).passed
         lo, hi = cp_interval(rej, M)
         out[f"two_sample_chisquare V=10 uniform TV={eps}"] = {
             "planned_n_each": na, "n_eff": n_eff, "alpha": false_fail_rate, "promised_power": promised,
@@ -241,8 +241,8 @@ def pit_ordering_power(M: int) -> dict:
             x = inverse_cdf(Q, rng.random(n))
             for o in ("id", "prob"):
                 u = st.pit_values(x, P, rng, o)
-                cnt[f"ks/{o}"] += not st.pit_uniformity_test(u, false_fail_rate).passed
-                cnt[f"chisquare/{o}"] += not st.pit_uniformity_test(u, false_fail_rate, method="chisquare").passed
+                cnt[f"ks/{o}"] += not st.assert_pit_uniform(u, false_fail_rate).passed
+                cnt[f"chisquare/{o}"] += not st.assert_pit_uniform(u, false_fail_rate, method="chisquare").passed
         for k, v in cnt.items():
             res[k] = {"power": v / M, "ci95": list(cp_interval(v, M))}
         out[f"temperature {temp} V={V} n={n} alpha={false_fail_rate}"] = res
@@ -268,10 +268,10 @@ def cost() -> dict:
         s = rng.choice(V, n, p=p)
         s2 = rng.choice(V, n, p=p)
         row = {
-            "chisquare_gof pearson": timeit(lambda: st.chisquare_gof(s, p, 1e-3)),
-            "chisquare_gof g": timeit(lambda: st.chisquare_gof(s, p, 1e-3, method="g")),
-            "zero_probability_check": timeit(lambda: st.zero_probability_check(s, p)),
-            "two_sample_chisquare (n_a=n_b=1e5)": timeit(lambda: st.two_sample_chisquare(s, s2, 1e-3)),
+            "chisquare_gof pearson": timeit(lambda: st.assert_chisquare_gof(s, p, 1e-3)),
+            "chisquare_gof g": timeit(lambda: st.assert_chisquare_gof(s, p, 1e-3, method="g")),
+            "zero_probability_check": timeit(lambda: st.assert_within_support(s, p)),
+            "two_sample_chisquare (n_a=n_b=1e5)": timeit(lambda: st.assert_two_sample_chisquare(s, s2, 1e-3)),
         }
         npit = {10: 100_000, 1000: 10_000, 150_000: 100}[V]
         P = np.tile(p, (npit, 1))
@@ -284,16 +284,16 @@ def cost() -> dict:
     law = np.array([0.35, 0.25, 0.18, 0.12, 0.10])
     N = rng.choice(np.arange(1, 6), n, p=law)
     out["V-independent (n=1e5)"] = {k: round(v, 5) for k, v in {
-        "pit_uniformity ks": timeit(lambda: st.pit_uniformity_test(u, 1e-3)),
-        "pit_uniformity chisquare": timeit(lambda: st.pit_uniformity_test(u, 1e-3, method="chisquare")),
-        "tokens_per_round": timeit(lambda: st.tokens_per_round_test(N, law, 1e-3)),
-        "mean_tokens": timeit(lambda: st.mean_tokens_test(N, 2.37, 1.8, 1e-3)),
-        "multinomial_exact_test exact V=4 n=20": timeit(lambda: st.multinomial_exact_test(
+        "pit_uniformity ks": timeit(lambda: st.assert_pit_uniform(u, 1e-3)),
+        "pit_uniformity chisquare": timeit(lambda: st.assert_pit_uniform(u, 1e-3, method="chisquare")),
+        "tokens_per_round": timeit(lambda: st.assert_tokens_per_round(N, law, 1e-3)),
+        "mean_tokens": timeit(lambda: st.assert_mean_tokens(N, 2.37, 1.8, 1e-3)),
+        "multinomial_exact_test exact V=4 n=20": timeit(lambda: st.assert_multinomial_exact(
             counts=np.array([9, 6, 3, 2]), p=[0.5, 0.25, 0.15, 0.1], false_fail_rate=1e-3)),
-        "multinomial_exact_test MC V=10 n=50 alpha=1e-3 (20000 sims)": timeit(lambda: st.multinomial_exact_test(
+        "multinomial_exact_test MC V=10 n=50 alpha=1e-3 (20000 sims)": timeit(lambda: st.assert_multinomial_exact(
             counts=np.full(10, 5), p=np.full(10, 0.1), false_fail_rate=1e-3)),
         "required_samples (cold cache)": timeit(lambda: (st.power._noncentrality.cache_clear(),
-                                                        st.required_samples(0.01, 1000, 1e-8, 1e-3))),
+                                                        st.min_num_samples_chisquare_gof(0.01, 1000, 1e-8, 1e-3))),
     }.items()}
     print(f"  cost misc: {out['V-independent (n=1e5)']}", flush=True)
     return out

@@ -39,7 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 from scipy import special, stats
@@ -47,9 +47,9 @@ from scipy import special, stats
 from ..stat_tests import min_discrepancy_multinomial_lr
 from ..stat_tests.gof import gof_bins
 from ..stat_tests.lr_tail import _window, lr_tail_bound
-from .core.levels import LEVELS, check_level, get_level
+from .core.levels import check_level, get_level, level_names
 from .core.planning import plan_case
-from .core.profiles import PROFILE_NAMES, EngineSettings, get_profile
+from .core.profiles import PROFILE_NAMES, get_profile
 from .core.registry import budget_for, planned_checks
 
 #: Test kinds whose guarantee is stated, not computed: kind -> (how, guarantee).
@@ -135,19 +135,10 @@ def check_row(level: str, case: str, check: str, law: np.ndarray | None, n: floa
             "detectable_tv": min_discrepancy_multinomial_lr(n, bins.size, rate, false_pass_rate)}
 
 
-def _cases(level: Any, profile: Any) -> list:
-    """The cases a default run of `level` plans (engine level: one sampling prompt with every check)."""
-    if level.name != "engine":
-        return level.select_cases(profile)
-    from .engine.cases import EngineCase
-
-    return [EngineCase(name="prompt_1", greedy=False, positions=profile.engine.positions)]
-
-
 def level_rows(level_name: str, profile_name: str) -> tuple[list[dict], float]:
     """Rows of every statistical check of `level_name` at `profile_name`, from the checks' own plans."""
     level, prof = get_level(level_name), get_profile(profile_name)
-    cases = _cases(level, prof)
+    cases = level.representative_cases(prof)
     rate = budget_for(level, prof, cases).per_check_false_fail_rate
     settings = prof.settings(level_name)
     rows = []
@@ -157,7 +148,7 @@ def level_rows(level_name: str, profile_name: str) -> tuple[list[dict], float]:
             for plan in check.plans(case, prof):
                 n_test = None if n is None else n * plan.reach
                 me = plan.min_expected if plan.min_expected is not None else (
-                    0.0 if isinstance(settings, EngineSettings) else settings.min_expected(int(n_test or 0)))
+                    settings.min_expected(int(n_test or 0)) if hasattr(settings, "min_expected") else 0.0)
                 law = plan.law_for(n_test) if n_test is not None else None
                 rows.append(check_row(level_name, case.name, plan.name, law, n_test, me, rate,
                                       prof.false_pass_rate, plan.test))
@@ -165,13 +156,13 @@ def level_rows(level_name: str, profile_name: str) -> tuple[list[dict], float]:
 
 
 def confirm_share(level_name: str, profile_name: str) -> dict | None:
-    """Levels with confirmatory tests (rule, tree): they run after a standard-rule failure on a case, together at
+    """Levels with confirmatory tests (`Level.has_confirmation`: rule, tree): they run after a standard-rule failure on a case, together at
     the rate of that case's standard-rule checks, so for an exact non-standard rule (its standard-rule checks fail
     on every case) the false NOT_EXACT rate is at most the sum over every statistical check: the stated total."""
-    if level_name not in ("rule", "tree"):
-        return None
     level, prof = get_level(level_name), get_profile(profile_name)
-    cases = level.select_cases(prof)
+    if not level.has_confirmation:
+        return None
+    cases = level.representative_cases(prof)
     rate = budget_for(level, prof, cases).per_check_false_fail_rate
     standard = sum(len(names) for case in cases for check, names in planned_checks(level, case)
                    if check.category == "standard_rule")
@@ -181,11 +172,11 @@ def confirm_share(level_name: str, profile_name: str) -> dict | None:
             "within_if_confirmed": rate * total <= prof.total_false_fail(level_name) * (1 + 1e-9)}
 
 
-def table(levels: Sequence[str] = LEVELS, profiles: Sequence[str] = PROFILE_NAMES) -> dict:
+def table(levels: Sequence[str] | None = None, profiles: Sequence[str] = PROFILE_NAMES) -> dict:
     """{level: {profile: {rows, n_checks, total_stated, sum_nominal, sum_realised, within, asymptotic_only}}}
     (`within`: the sums are <= the stated total; `asymptotic_only`: checks whose size is not proven)."""
     doc: dict = {}
-    for level in levels:
+    for level in level_names() if levels is None else levels:
         check_level(level)
         for profile in profiles:
             rows, total = level_rows(level, profile)
@@ -238,7 +229,7 @@ def to_markdown(doc: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="write the per-check false-fail table (Markdown + JSON)")
     parser.add_argument("--out", default="docs", help="directory for alpha-table.md / alpha-table.json")
-    parser.add_argument("--levels", nargs="+", default=list(LEVELS), choices=list(LEVELS))
+    parser.add_argument("--levels", nargs="+", default=list(level_names()), choices=list(level_names()))
     args = parser.parse_args(argv)
     doc = table(tuple(args.levels))
     out = Path(args.out)

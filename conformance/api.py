@@ -12,12 +12,10 @@ What `exactspec certify`, `exactspec certify-samples` and the pytest plugin run,
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence, cast
 
-from ..errors import AdapterLoadError
 from .core.driver import run_level
 from .core.executor import case_executor, module_file
 from .core.level import CaseOutcome
@@ -80,17 +78,6 @@ class Certificate:
         return get_level(self.level).write_report(self.result, out_dir, self.impl_spec)
 
 
-def _engine_pair(impl: Any) -> Any:
-    from .engine.cases import SamplePair
-    from .engine.samples import read_samples
-
-    if isinstance(impl, SamplePair):
-        return impl
-    if isinstance(impl, (tuple, list)) and len(impl) == 2:
-        return SamplePair(*(read_samples(p) if isinstance(p, (str, os.PathLike)) else p for p in impl))
-    raise AdapterLoadError("the engine level certifies a pair of sample files: (REFERENCE.jsonl, CANDIDATE.jsonl)")
-
-
 def _builtins(spec: Any) -> dict:
     """Generation-level builtin names ("reference", "gpu_impl", ...) for a spec without ':' (imports torch)."""
     if not isinstance(spec, str) or ":" in spec:
@@ -106,28 +93,29 @@ def resolve(impl: Any, level: str = "auto") -> tuple[str, Any, str, str | None]:
     """(level, object to certify, its name in the report, spec a worker can load it from or None)."""
     from .loader import load_adapter
 
-    if level == "engine":
-        pair = _engine_pair(impl)
-        from .engine.checks import engine_name
-
-        return "engine", pair, engine_name(pair.candidate), None
+    own = None if level == "auto" else get_level(level).own_input(impl)
+    if own is not None:  # a level that certifies something else than an adapter (the engine level's sample files)
+        return level, own[0], own[1], None
     loaded = load_adapter(impl, level=level, builtins=_builtins(impl))
     spec = impl if isinstance(impl, str) else None
     name = spec or str(getattr(loaded.adapter, "name", type(loaded.adapter).__name__))
     return loaded.level, loaded.adapter, name, spec
 
 
-def certify(impl: Any, level: str = "auto", profile: str = "standard", *, cases: Sequence[str] | None = None,
+def certify(impl: Any, level: str = "auto", profile: str = "standard", *, cases: Sequence[Any] | None = None,
             workers: int = 1, scheduler: str | None = None, fail_fast: bool = False, hypothesis: bool = True,
             progress: Callable[[CaseOutcome], None] | None = None) -> Certificate:
     """Certify `impl` at `level` ("auto": the level its adapter offers) and `profile`.
 
     `impl`: "MODULE:NAME", a generation-level builtin name, an adapter object, or (engine level) a pair of sample
-    files. `cases`: case names (default: the profile's). Cases run serially here (`workers` 1), in `workers` local
-    processes, or on the Dask cluster at `scheduler`; the verdicts and p-values are the same either way."""
+    files. `cases`: case names or case objects (default: the profile's). Cases run serially here (`workers` 1), in
+    `workers` local processes, or on the Dask cluster at `scheduler`; the verdicts and p-values are the same either
+    way."""
     level_name, obj, name, spec = resolve(impl, level)
     lvl = get_level(level_name)
-    selected = None if cases is None else lvl.select_cases(_profile(profile), obj, list(cases))
+    selected = None if cases is None else list(cases)
+    if selected is not None and all(isinstance(c, str) for c in selected):  # names: the level's cases of those names
+        selected = lvl.select_cases(_profile(profile), obj, selected)
     upload = [path for path in [module_file(spec)] if path is not None and scheduler]
     with case_executor(workers, scheduler, upload) as executor:
         result = run_level(lvl, obj, name, profile=profile, cases=selected, executor=executor, fail_fast=fail_fast,

@@ -31,7 +31,7 @@ from scipy import stats
 from ..stat_tests import rejection_rate
 from .core.driver import run_level
 from .core.executor import case_executor
-from .core.levels import LEVELS, get_level
+from .core.levels import get_level, level_names
 from .core.profiles import PROFILE_NAMES, get_profile
 from .core.records import set_seed_salt
 
@@ -58,9 +58,10 @@ def replicate_pvalues(impl_spec: str | None, profile_name: str, replicates: int,
     `impl_spec` (None: the level's reference); `on_replicate(raw so far, replicates done)` after each one."""
     from .api import resolve
 
-    if level == "engine":
-        raise ValueError("calibrate: the engine level cannot be replicated offline (its data are sample files)")
     declared = get_level(level)
+    if declared.reference_spec is None:
+        raise ValueError(f"calibrate: the {level} level cannot be replicated offline (it has no exact reference to "
+                         "run: the engine level's data are sample files)")
     profile = get_profile(profile_name)
     _, obj, name, spec = resolve(impl_spec or declared.reference_spec, level)
     if cases is None or all(isinstance(c, str) for c in cases):  # names (None: the profile's); else case objects
@@ -115,12 +116,17 @@ def summarize(raw: dict) -> dict:
             "per_check_false_fail_rate": raw["per_check_false_fail_rate"], "rounds": raw["rounds"]}
 
 
+def replicable_levels() -> list[str]:
+    """The levels with an exact reference to replicate runs of (all but the engine level)."""
+    return [name for name in level_names() if get_level(name).reference_spec is not None]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--impl", default=None, metavar="MODULE:NAME",
                         help="a known-exact implementation of the level (default: the level's exact reference)")
     parser.add_argument("--replicates", type=int, default=200, help="salted runs of the suite (default 200)")
-    parser.add_argument("--level", choices=[lv for lv in LEVELS if lv != "engine"], default="rule",
-                        help="level to calibrate (default rule; engine: see the module docstring)")
+    parser.add_argument("--level", choices=replicable_levels(), default="rule",
+                        help="level to calibrate (default rule; not engine: see the module docstring)")
     parser.add_argument("--workers", type=int, default=1, help="local worker processes for each replicate's cases")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run the cases on this Dask cluster")
     parser.add_argument("--profile", choices=PROFILE_NAMES, default="quick", help="profile (default quick)")

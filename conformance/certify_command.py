@@ -20,7 +20,7 @@ from typing import Any
 
 from ..cli import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
 from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable
-from .core.levels import LEVELS
+from .core.levels import level_names
 from .core.profiles import PROFILE_NAMES
 
 EXIT_CERTIFIED = 0
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failing case (serial runs)")
     parser.add_argument("--no-hypothesis", action="store_true", help="rule level: skip the Hypothesis-generated cases")
     parser.add_argument("--no-progress", action="store_true", help="print no line per case")
-    parser.add_argument("--level", default="auto", choices=["auto", *LEVELS],
+    parser.add_argument("--level", default="auto", choices=["auto", *level_names()],
                         help="auto (default): the sequence level if the adapter offers generate(), else the rule "
                              "level (verify()), else the tree level (verify_tree()); a level name demands it (the "
                              "engine level: exactspec certify-samples)")

@@ -10,8 +10,9 @@ it, and the seconds it took. Writes ``kill-table.json`` and ``kill-table.md`` un
 gets an expected verdict, 1 otherwise, 2 on a usage error.
 
 Every run is a full run of the level's suite (no fail-fast), so the failed checks and the first-token-only
-column are exact. Each level declares its rows (`Level.mutants`) and what a first-token-only test would see
-(`Level.first_token_failure`); the rule and tree levels import no torch, the sequence and engine levels do.
+column are exact. Each level declares its rows (`Level.mutants`: its zoo's `core.mutants.MutantSpec`s, kind
+"mutant" or "valid_variant") and what a first-token-only test would see (`Level.first_token_failure`); the rule
+and tree levels import no torch, the sequence and engine levels do.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .core.driver import run_level
-from .core.level import REJECTED, Level, Subject
-from .core.levels import LEVELS, check_level, get_level
+from .core.level import Level
+from .core.levels import check_level, get_level, level_names
+from .core.mutants import MUTANT, REJECTED, VALID_VARIANT, MutantSpec
 from .core.profiles import PROFILE_NAMES
 
 JSON_NAME, MARKDOWN_NAME = "kill-table.json", "kill-table.md"
@@ -61,14 +63,14 @@ def outcome_of(result: Any, caught_by_first_token: Callable[[Any], bool]) -> Out
         caught_by_first_token=any(caught_by_first_token(r) for r in failed))
 
 
-def run_subject(level: Level, subject: Subject, profile: str) -> Outcome:
+def run_subject(level: Level, subject: MutantSpec, profile: str) -> Outcome:
     """The level's suite (every case and check, no fail-fast) on one subject."""
     result = run_level(level, subject.make(), subject.name, profile=profile, fail_fast=False)
     return outcome_of(result, level.first_token_failure)
 
 
 # --------------------------------------------------------------------------- the table
-def select(subjects: list[Subject], kind: str, names: Sequence[str] | None, argument: str) -> list[Subject]:
+def select(subjects: list[MutantSpec], kind: str, names: Sequence[str] | None, argument: str) -> list[MutantSpec]:
     """The subjects of `kind`, restricted to `names` (None: all) in zoo order; unknown names are a ValueError."""
     of_kind = [s for s in subjects if s.kind == kind]
     if names is None:
@@ -80,18 +82,18 @@ def select(subjects: list[Subject], kind: str, names: Sequence[str] | None, argu
     return [s for s in of_kind if s.name in set(names)]
 
 
-def as_expected(subject: Subject, verdict: str) -> bool:
+def as_expected(subject: MutantSpec, verdict: str) -> bool:
     """A mutant must be rejected (and get one of its verdicts); a valid variant must get one of its verdicts."""
-    if subject.kind == "mutant" and verdict == "CERTIFIED":
+    if subject.kind == MUTANT and verdict == "CERTIFIED":
         return False
     return verdict in subject.expected or (REJECTED in subject.expected and verdict != "CERTIFIED")
 
 
-def table_row(subject: Subject, outcome: Outcome, seconds: float) -> dict:
+def table_row(subject: MutantSpec, outcome: Outcome, seconds: float) -> dict:
     """One row of the table (plain JSON); `missed_by_first_token_only` is None where nothing was caught to miss
     (valid variants, certified mutants)."""
     rejected = outcome.verdict != "CERTIFIED"
-    missed = (not outcome.caught_by_first_token) if subject.kind == "mutant" and rejected else None
+    missed = (not outcome.caught_by_first_token) if subject.kind == MUTANT and rejected else None
     return {"name": subject.name, "kind": subject.kind, "models": subject.models, "expected": list(subject.expected),
             "verdict": outcome.verdict, "as_expected": as_expected(subject, outcome.verdict),
             "failed_checks": outcome.failed_checks, "first_failure": outcome.first_failure,
@@ -99,8 +101,8 @@ def table_row(subject: Subject, outcome: Outcome, seconds: float) -> dict:
 
 
 def summarize(level: str, profile: str, rows: list[dict]) -> dict:
-    mutants = [r for r in rows if r["kind"] == "mutant"]
-    valid = [r for r in rows if r["kind"] == "valid"]
+    mutants = [r for r in rows if r["kind"] == MUTANT]
+    valid = [r for r in rows if r["kind"] == VALID_VARIANT]
     return {"level": level, "profile": profile,
             "mutants": len(mutants), "mutants_rejected": sum(r["verdict"] != "CERTIFIED" for r in mutants),
             "mutants_as_expected": sum(r["as_expected"] for r in mutants),
@@ -111,16 +113,16 @@ def summarize(level: str, profile: str, rows: list[dict]) -> dict:
 
 
 def choose(level: str, profile: str, mutants: Sequence[str] | None = None,
-           valid: Sequence[str] | None = None) -> list[Subject]:
+           valid: Sequence[str] | None = None) -> list[MutantSpec]:
     """The subjects a table of `level` at `profile` runs (names `None`: all); bad input is a ValueError."""
     check_level(level)
     if profile not in PROFILE_NAMES:
         raise ValueError(f"profile must be one of {PROFILE_NAMES}, got {profile!r}")
     subjects = get_level(level).mutants(profile)
-    return select(subjects, "mutant", mutants, "mutants") + select(subjects, "valid", valid, "valid")
+    return select(subjects, MUTANT, mutants, "mutants") + select(subjects, VALID_VARIANT, valid, "valid")
 
 
-def run_subjects(level: str, profile: str, subjects: list[Subject],
+def run_subjects(level: str, profile: str, subjects: list[MutantSpec],
                  progress: Callable[[str], None] | None = None) -> dict:
     """Run `level`'s suite at `profile` on each subject; return the table (summary + rows)."""
     declared = get_level(level)
@@ -130,7 +132,7 @@ def run_subjects(level: str, profile: str, subjects: list[Subject],
         row = table_row(subject, run_subject(declared, subject, profile), time.perf_counter() - start)
         rows.append(row)
         if progress:
-            progress(f"{row['name']:36s} {row['kind']:7s} {row['verdict']:20s} "
+            progress(f"{row['name']:36s} {row['kind']:13s} {row['verdict']:20s} "
                      f"{'ok' if row['as_expected'] else 'WRONG'} {row['seconds']:.1f} s")
     return {"summary": summarize(level, profile, rows), "rows": rows}
 
@@ -190,7 +192,7 @@ def _names(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--level", required=True, choices=LEVELS,
+    parser.add_argument("--level", required=True, choices=level_names(),
                         help="rule (verify adapters), sequence (generate), tree (verify_tree) or engine (served mutants)")
     parser.add_argument("--profile", default="quick", choices=PROFILE_NAMES, help="suite profile (default: quick)")
     parser.add_argument("--out", default=None,

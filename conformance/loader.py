@@ -4,9 +4,10 @@
     load_adapter("myseq:PlainLoop")          -> LoadedAdapter(adapter, level="sequence", ...)
     call_implementation(adapter.generate, target, draft, ...)   # any exception -> ImplementationError
 
-The level is read from what the object offers (`verify` -> rule, `generate` -> sequence); asking for a level
-the object does not offer is an error, never a silent switch. Torch-free: builtin sequence adapters are
-passed in by the caller (conformance/sequence/adapters.py).
+The level is read from what the object offers (each level's `Level.offers`; where several are offered, the one with
+the highest `auto_priority`: `generate` -> sequence before `verify` -> rule); asking for a level the object does not
+offer is an error, never a silent switch. Torch-free: builtin sequence adapters are passed in by the caller
+(conformance/sequence/adapters.py).
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from typing import Any, Callable, Mapping
 
 from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable, Unsupported
 from .core.levels import LEVELS as LEVEL_NAMES
+from .core.levels import get_level, level_names
 
-#: "auto" (the level the object offers) or a level of the one registry (`core.levels`).
+#: "auto" (the level the object offers) or a level of the one registry (`core.levels`; levels added to it later
+#: are accepted too).
 LEVELS = ("auto", *LEVEL_NAMES)
-RULE_SIGNATURE = "verify(target_probs, draft_probs, draft_tokens, rng)"
-SEQUENCE_SIGNATURE = "generate(target, draft, prompt_ids, max_new_tokens, k, sampling, seed)"
-TREE_SIGNATURE = "verify_tree(tree, rng)"
 #: Exceptions an implementation raises on purpose to say "not here" / "not this configuration": never wrapped.
 PASS_THROUGH = (ImplUnavailable, Unsupported)
 TRACEBACK_CHARS = 4000
@@ -84,16 +84,16 @@ class LoadedAdapter:
     module: str | None = None
 
 
+def adapter_levels() -> list[Any]:
+    """The levels that load adapters, highest `auto_priority` first."""
+    declared = [get_level(name) for name in level_names()]
+    return sorted((lv for lv in declared if lv.adapter_signature), key=lambda lv: -lv.auto_priority)
+
+
 def level_of(obj: Any) -> str | None:
-    """'sequence' if `obj` has a callable generate, 'rule' if it has a callable verify, 'tree' if it has only a
-    callable verify_tree, else None."""
-    if callable(getattr(obj, "generate", None)):
-        return "sequence"
-    if callable(getattr(obj, "verify", None)):
-        return "rule"
-    if callable(getattr(obj, "verify_tree", None)):
-        return "tree"
-    return None
+    """The level `obj` offers (the highest-priority one where it offers several, e.g. 'sequence' for an object
+    with both generate and verify), else None."""
+    return next((lv.name for lv in adapter_levels() if lv.offers(obj)), None)
 
 
 def import_module_from_cwd(module_name: str, spec: str) -> Any:
@@ -161,14 +161,12 @@ def _instantiate(obj: Any, spec: str) -> Any:
 def load_adapter(spec: Any, level: str = "auto", builtins: Mapping[str, Any] | None = None) -> LoadedAdapter:
     """Resolve `spec` ("MODULE:NAME", a builtin name, a class, factory or adapter object) to an adapter.
 
-    `level` "rule" or "sequence" demands that level (AdapterLoadError if the object does not offer it);
-    "auto" takes the sequence level when `generate` is offered, else the rule level. ImplUnavailable raised
-    by a factory propagates unchanged."""
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    if level == "engine":
-        raise AdapterLoadError("the engine level certifies a serving engine's sample files, not an adapter: "
-                               "exactspec certify-samples REFERENCE.jsonl CANDIDATE.jsonl")
+    `level` "auto" takes the level the object offers (`level_of`), another level demands that level
+    (AdapterLoadError if the object does not offer it). ImplUnavailable raised by a factory propagates unchanged."""
+    if level != "auto" and level not in level_names():
+        raise ValueError(f"level must be one of {('auto', *level_names())}, got {level!r}")
+    if level != "auto" and not get_level(level).adapter_signature:
+        raise AdapterLoadError(get_level(level).input_hint or f"the {level} level certifies no adapter")
     if spec is None:
         raise AdapterLoadError("no implementation given (--impl MODULE:NAME)")
     builtins = builtins or {}
@@ -177,23 +175,18 @@ def load_adapter(spec: Any, level: str = "auto", builtins: Mapping[str, Any] | N
     obj = _instantiate(obj, label)
     offered = level_of(obj)
     if offered is None:
+        wanted = [f"{lv.adapter_signature} ({lv.name} level)" for lv in map(get_level, level_names())
+                  if lv.adapter_signature]
         raise AdapterLoadError(f"--impl {label}: {type(obj).__name__} (or what it returns when called) has no callable "
-                               f"{RULE_SIGNATURE} (rule level), {SEQUENCE_SIGNATURE} (sequence level) nor "
-                               f"{TREE_SIGNATURE} (tree level)",
-                               module=module_name)
+                               f"{', '.join(wanted[:-1])} nor {wanted[-1]}", module=module_name)
     chosen = offered if level == "auto" else level
-    if chosen == "rule" and not callable(getattr(obj, "verify", None)):
-        raise AdapterLoadError(f"--impl {label}: the rule level was asked for but {type(obj).__name__} has no callable "
-                               f"{RULE_SIGNATURE} (it offers generate: use --level sequence or auto)", module=module_name)
-    if chosen == "tree" and not callable(getattr(obj, "verify_tree", None)):
-        raise AdapterLoadError(f"--impl {label}: the tree level was asked for but {type(obj).__name__} has no callable "
-                               f"{TREE_SIGNATURE}", module=module_name)
-    if chosen == "sequence" and offered != "sequence":
-        raise AdapterLoadError(f"--impl {label}: the sequence level was asked for but {type(obj).__name__} has no "
-                               f"callable {SEQUENCE_SIGNATURE} (it offers verify: use --level rule or auto)",
-                               module=module_name)
+    declared = get_level(chosen)
+    if not declared.offers(obj):
+        raise AdapterLoadError(f"--impl {label}: the {chosen} level was asked for but {type(obj).__name__} has no "
+                               f"callable {declared.adapter_signature} (it offers the {offered} level: use --level "
+                               f"{offered} or auto)", module=module_name)
     return LoadedAdapter(obj, chosen, label, module_name)
 
 
-__all__ = ["LEVELS", "LoadedAdapter", "PASS_THROUGH", "call_implementation", "implementation_error",
-           "import_module_from_cwd", "level_of", "load_adapter"]
+__all__ = ["LEVELS", "LoadedAdapter", "PASS_THROUGH", "adapter_levels", "call_implementation",
+           "implementation_error", "import_module_from_cwd", "level_of", "load_adapter"]

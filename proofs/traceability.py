@@ -1,6 +1,6 @@
 """The traceability check: the table in `ARGUMENT.md` names code and checks that exist, and every claim has a row.
 
-Code locations (`reference/laws.py:residual`, `gpu_impl/torch_verifier.py:TorchVerifier.verify`) are looked up by
+Code locations (`reference/laws.py:residual`, `gpu_impl/sampling/torch_verifier.py:TorchVerifier.verify`) are looked up by
 parsing the source file (`ast`), never by importing it, so the check needs no torch and runs the same with
 or without it. It runs in one of two modes, and says which in its output:
 

@@ -34,9 +34,10 @@ def _checked_batch(target_probs: Any, draft_probs: Any, draft_tokens: Any, batch
     return p, q, x, k
 
 
-def _emit(n_accepted: np.ndarray, draft_tokens: np.ndarray, final_tokens: np.ndarray, k: int):
-    """Pack the accepted prefix plus the final token into (B, k+1) padded with -1, and counts (B,)."""
-    batch = draft_tokens.shape[0]
+def pack_round(n_accepted: np.ndarray, draft_tokens: np.ndarray, final_tokens: np.ndarray):
+    """A batch of rounds as `verify_batch` returns it: the first n_accepted[b] drafts of row b then its final token,
+    padded with -1 to (B, k+1) int64, and the counts n_accepted + 1 (B,)."""
+    batch, k = draft_tokens.shape
     out = np.full((batch, k + 1), -1, dtype=np.int64)
     positions = np.arange(k)[None, :]
     out[:, :k] = np.where(positions < n_accepted[:, None], draft_tokens, -1)
@@ -67,7 +68,7 @@ def _standard(p: np.ndarray, q: np.ndarray, x: np.ndarray, k: int, rng: np.rando
         p[at, n_accepted],
     )
     final_tokens = inverse_cdf(final_dist, rng.random(batch))
-    return _emit(n_accepted, x, final_tokens, k)
+    return pack_round(n_accepted, x, final_tokens)
 
 
 def verify_batch(target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator):

@@ -28,8 +28,8 @@ def rejection_rate(p_values: object, level: float, confidence: float = 0.95) -> 
     return k, int(pv.size), k / pv.size, clopper_pearson(k, int(pv.size), confidence)
 
 
-def rare_event_test(count: int, n: int, rate_bound: float, false_fail_rate: float, false_pass_rate: float = 0.001,
-                    name: str = "rare_events") -> TestResult:
+def assert_rare_events(count: int, n: int, rate_bound: float, false_fail_rate: float, false_pass_rate: float = 0.001,
+                       name: str = "rare_events") -> TestResult:
     """Do `count` events in `n` trials exceed what a rate of at most `rate_bound` allows? One-sided binomial tail.
 
     Valid when each trial's event has conditional probability <= rate_bound given the earlier trials (not only
@@ -40,14 +40,9 @@ def rare_event_test(count: int, n: int, rate_bound: float, false_fail_rate: floa
     a, be = check_error_rates(false_fail_rate, false_pass_rate)
     if not (isinstance(n, int) and isinstance(count, int) and 0 <= count <= n):
         raise ValueError(f"count, n: need integers 0 <= count <= n, got {count!r}, {n!r}")
-    if not 0.0 <= rate_bound < 1.0:
-        raise ValueError(f"rate_bound must be in [0, 1), got {rate_bound!r}")
+    _check_rate_bound(rate_bound)
     p_value = float(stats.binom.sf(count - 1, n, rate_bound)) if count and n else 1.0
-    critical = int(stats.binom.isf(a, n, rate_bound)) + 1 if n else 1  # smallest count with tail <= a
-    lo, hi = rate_bound, 1.0
-    for _ in range(60):  # bisection: P(Bin(n, r) >= critical) >= 1 - be
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if n and stats.binom.sf(critical - 1, n, mid) >= 1 - be else (mid, hi)
+    critical, hi = _critical_and_detectable(n, rate_bound, a, be)
     passed = p_value >= a
     message = (f"{name}: {'PASS' if passed else 'FAIL'}: {count} events in {n} trials "
                f"(at most rate {rate_bound:.3g} allowed; p = {p_value:.3g}, false_fail_rate={a:.3g}); detects a rate "
@@ -55,3 +50,50 @@ def rare_event_test(count: int, n: int, rate_bound: float, false_fail_rate: floa
     return TestResult(name, float(count), p_value, n, a, be, float("nan"), passed, message,
                       {"rate_bound": rate_bound, "critical_count": critical, "detectable_rate": hi,
                        "detectable_metric": "rate of near-zero tokens per position"})
+
+
+def _check_rate_bound(rate_bound: float) -> None:
+    if not 0.0 <= rate_bound < 1.0:
+        raise ValueError(f"rate_bound must be in [0, 1), got {rate_bound!r}")
+
+
+def _critical_and_detectable(n: int, rate_bound: float, a: float, be: float) -> tuple[int, float]:
+    """(smallest count with tail <= a under Bin(n, rate_bound), the rate caught with probability >= 1 - be)."""
+    critical = int(stats.binom.isf(a, n, rate_bound)) + 1 if n else 1  # smallest count with tail <= a
+    lo, hi = rate_bound, 1.0
+    for _ in range(60):  # bisection: P(Bin(n, r) >= critical) >= 1 - be
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if n and stats.binom.sf(critical - 1, n, mid) >= 1 - be else (mid, hi)
+    return critical, hi
+
+
+def min_discrepancy_rare_events(n: int, rate_bound: float, false_fail_rate: float,
+                                false_pass_rate: float = 0.001) -> float:
+    """The smallest per-trial event rate that `assert_rare_events` with n trials catches with probability
+    >= 1 - false_pass_rate (its ``details['detectable_rate']``; a rate, not a TV)."""
+    a, be = check_error_rates(false_fail_rate, false_pass_rate)
+    if not (isinstance(n, int) and n >= 0):
+        raise ValueError(f"n must be an integer >= 0, got {n!r}")
+    _check_rate_bound(rate_bound)
+    return _critical_and_detectable(n, rate_bound, a, be)[1]
+
+
+def min_num_samples_rare_events(discrepancy: float, rate_bound: float, false_fail_rate: float,
+                                false_pass_rate: float = 0.001, limit: int = 10**9) -> int | None:
+    """Trials at which `min_discrepancy_rare_events` <= discrepancy (a per-trial event rate above rate_bound),
+    found by doubling then bisection; None past `limit`. The binomial lattice makes the detectable rate
+    not exactly monotone in n, so an n somewhat below the one returned may also do."""
+    _check_rate_bound(rate_bound)
+    if not rate_bound < discrepancy < 1.0:
+        raise ValueError(f"discrepancy must be in (rate_bound, 1) = ({rate_bound!r}, 1), got {discrepancy!r}")
+    hi = 1
+    while min_discrepancy_rare_events(hi, rate_bound, false_fail_rate, false_pass_rate) > discrepancy:
+        hi *= 2
+        if hi > limit:
+            return None
+    lo = hi // 2
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        ok = min_discrepancy_rare_events(mid, rate_bound, false_fail_rate, false_pass_rate) <= discrepancy
+        lo, hi = (lo, mid) if ok else (mid, hi)
+    return hi

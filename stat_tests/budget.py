@@ -15,7 +15,7 @@ import numpy as np
 from statsmodels.stats.multitest import multipletests
 
 from ..reference.validation import check_rate
-from .power import detectable_tv, required_samples
+from .power import min_discrepancy_chisquare_gof, min_num_samples_chisquare_gof
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class ErrorBudget:
     @property
     def per_check_false_fail_rate(self) -> float:
         """Bonferroni share: total_false_fail / (n_checks * tail_safety).  tail_safety = 1 is exact for tests
-        with a proven tail (`chisquare_gof(method="lr")`, KS on continuous PIT values, exact binomial), which are
+        with a proven tail (`assert_chisquare_gof(method="lr")`, KS on continuous PIT values, exact binomial), which are
         all the conformance suite runs; asymptotic chi-square tests at rates <= 1e-4 need more (their real tail was
         measured at up to 1.6x nominal, and computed at up to 16x at 8e-9 with <= 4 bins)."""
         return self.total_false_fail / (self.n_checks * self.tail_safety)
@@ -77,13 +77,13 @@ class ErrorBudget:
         return {"method": "holm", "reject": reject.tolist(), "adjusted_p": adj[: p.size].tolist(),
                 "passed": not bool(reject.any()), "total_false_fail": self.total_false_fail}
 
-    def detectable_tv(self, n: float, n_bins: int) -> float:
+    def min_discrepancy_chisquare_gof(self, n: float, n_bins: int) -> float:
         """Binned TV a chi-square check with n samples, n_bins bins detects at this budget."""
-        return detectable_tv(n, n_bins, self.per_check_false_fail_rate, self.false_pass_rate)
+        return min_discrepancy_chisquare_gof(n, n_bins, self.per_check_false_fail_rate, self.false_pass_rate)
 
-    def required_samples(self, epsilon_tv: float, n_bins: int) -> int:
+    def min_num_samples_chisquare_gof(self, epsilon_tv: float, n_bins: int) -> int:
         """Samples per check so every check detects binned TV >= epsilon_tv w.p. >= 1 - false_pass_rate."""
-        return required_samples(epsilon_tv, n_bins, self.per_check_false_fail_rate, self.false_pass_rate)
+        return min_num_samples_chisquare_gof(epsilon_tv, n_bins, self.per_check_false_fail_rate, self.false_pass_rate)
 
     def summarize(self, results) -> dict:
         """One verdict for a run: all passed?, false-fail rate actually spent (must be <= budget),

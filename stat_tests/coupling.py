@@ -49,11 +49,21 @@ def mismatch_upper_bound(mismatches: int, seeds: int, false_pass_rate: float, se
     return min(1.0, bound + (seeds / seed_space if seed_space else 0.0))
 
 
-def min_num_seeds_coupling(target_tv: float, false_pass_rate: float, mismatches: int = 0,
-                           seed_space: int | None = None, limit: int = 10**8) -> int | None:
-    """Fewest seeds at which k mismatches still certify the whole-completion TV <= target_tv (None past limit)."""
-    if not 0.0 < target_tv < 1.0:
-        raise ValueError(f"target_tv must be in (0, 1), got {target_tv!r}")
+def min_discrepancy_coupled_within(seeds: int, false_pass_rate: float, mismatches: int = 0,
+                                   seed_space: int | None = None) -> float:
+    """The expected per-token TV that k mismatches in `seeds` seeds certify (`coupling_bound(...).token_tv`): the
+    smallest target `assert_coupled_within` reaches with that many seeds. The false-pass rate is the only rate:
+    the certificate is an upper bound (no false-fail rate: a mismatch disproves the coupling, never exactness)."""
+    return coupling_bound(mismatches, seeds, false_pass_rate, seed_space).token_tv
+
+
+def min_num_samples_coupled_within(discrepancy: float, false_pass_rate: float, mismatches: int = 0,
+                                   seed_space: int | None = None, limit: int = 10**8) -> int | None:
+    """Fewest seeds at which k mismatches still certify an expected per-token TV <= discrepancy, i.e. a
+    whole-completion TV <= discrepancy / 2 (None past limit)."""
+    if not 0.0 < discrepancy < 2.0:
+        raise ValueError(f"discrepancy must be in (0, 2), got {discrepancy!r}")
+    target_tv = discrepancy / 2.0  # the whole-completion TV: token_tv = 2 x completion_tv
     lo, hi = max(1, mismatches), max(2, mismatches + 1)
     while mismatch_upper_bound(mismatches, hi, false_pass_rate, seed_space) > target_tv:
         lo, hi = hi, hi * 2
@@ -85,10 +95,11 @@ def coupling_bound(mismatches: int, seeds: int, false_pass_rate: float, seed_spa
 def assert_coupled_within(mismatches: int, seeds: int, target_token_tv: float, false_pass_rate: float,
                           seed_space: int | None = None, name: str = "coupling") -> TestResult:
     """Does the coupling certify an expected per-token TV <= target_token_tv? `passed` is True when it does.
-    Never a failure of exactness: a mismatch disproves only the coupling (the law tests then decide)."""
+    Never a failure of exactness: a mismatch disproves only the coupling (the law tests then decide).
+    Seeds needed for a target: `min_num_samples_coupled_within`; what n seeds certify: `min_discrepancy_coupled_within`."""
     bound = coupling_bound(mismatches, seeds, false_pass_rate, seed_space)
     reached = bound.token_tv <= target_token_tv
-    needed = min_num_seeds_coupling(target_token_tv / 2.0, false_pass_rate, mismatches, seed_space)
+    needed = min_num_samples_coupled_within(target_token_tv, false_pass_rate, mismatches, seed_space)
     message = (f"{name}: {mismatches} mismatches in {seeds} random seeds: whole-completion TV <= "
                f"{bound.completion_tv:.3g}, expected per-token TV <= {bound.token_tv:.3g} (probability >= "
                f"{1 - false_pass_rate:g}); " + ("reaches" if reached else f"short of (about {needed} seeds would reach)")
@@ -98,5 +109,6 @@ def assert_coupled_within(mismatches: int, seeds: int, target_token_tv: float, f
                                 "token_tv": bound.token_tv, "seeds_needed": needed, "seed_space": seed_space})
 
 
-__all__ = ["CouplingBound", "assert_coupled_within", "coupling_bound", "min_num_seeds_coupling",
+__all__ = ["CouplingBound", "assert_coupled_within", "coupling_bound", "min_discrepancy_coupled_within",
+           "min_num_samples_coupled_within",
            "mismatch_upper_bound", "spent_rate"]

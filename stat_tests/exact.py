@@ -12,7 +12,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from .gof import checked_gof_inputs
-from .power import detectable_tv
+from .power import min_discrepancy_chisquare_gof, min_num_samples_chisquare_gof
 from .result import TestResult
 
 
@@ -34,15 +34,15 @@ def _stat(x: np.ndarray, n: int, p: np.ndarray, logp: np.ndarray, kind: str) -> 
     return -(gammaln(n + 1) - np.sum(gammaln(x + 1), axis=-1) + x @ logp)
 
 
-def multinomial_exact_test(samples=None, p=None, false_fail_rate=None, *, counts=None, false_pass_rate: float = 0.001,
-                           statistic: str = "pearson", n_sim: int | None = None, rng=0,
-                           max_enumerate: int = 1_000_000,
-                           name: str = "multinomial_exact_test") -> TestResult:
+def assert_multinomial_exact(samples=None, p=None, false_fail_rate=None, *, counts=None,
+                             false_pass_rate: float = 0.001, statistic: str = "pearson", n_sim: int | None = None,
+                             rng=0, max_enumerate: int = 1_000_000, name: str = "multinomial_exact_test") -> TestResult:
     """Exact (enumeration) or Monte-Carlo multinomial GoF test on unpooled categories.
 
     ``statistic``: "pearson" orders outcomes by Pearson's X^2, "prob" by their probability.
     Monte-Carlo uses ``n_sim`` draws (default max(10_000, 20/false_fail_rate)).
-    ``detectable_tv`` uses chi-square planning on the support size (approximate here).
+    ``detectable_tv`` uses chi-square planning on the support size (approximate here):
+    `min_discrepancy_multinomial_exact`.
     """
     if statistic not in ("pearson", "prob"):
         raise ValueError(f"statistic must be 'pearson' or 'prob', got {statistic!r}")
@@ -74,7 +74,7 @@ def multinomial_exact_test(samples=None, p=None, false_fail_rate=None, *, counts
             raise ValueError(f"n_sim must be >= 1, got {n_sim}")
         if n_sim * k > 2_000_000_000:
             raise ValueError(f"false_fail_rate={a:g} needs n_sim={n_sim} Monte-Carlo draws of {k} categories: "
-                             "too many; use chisquare_gof or a larger false_fail_rate")
+                             "too many; use assert_chisquare_gof or a larger false_fail_rate")
         g = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         chunk = max(1, min(n_sim, 4_000_000 // k))
         exceed, done = 0, 0
@@ -86,10 +86,24 @@ def multinomial_exact_test(samples=None, p=None, false_fail_rate=None, *, counts
         pval = (1.0 + exceed) / (1.0 + n_sim)
         mode = {"mode": "monte_carlo", "n_sim": n_sim, "n_exceed": exceed,
                 "min_attainable_p": 1.0 / (1.0 + n_sim)}
-    d = detectable_tv(n, k, a, be)
+    d = min_discrepancy_multinomial_exact(n, k, a, be)
     passed = bool(pval >= a)
     details = {"statistic_kind": statistic, "n_categories": k,
                "detectable_metric": "TV (approximate: chi-square planning on unpooled categories)", **mode}
     msg = (f"{name}: {'PASS' if passed else 'FAIL'}: {statistic} T={t_obs:.4g} p={pval:.3g} "
            f"({mode['mode']}, false_fail_rate={a:.3g}, n={n}, {k} categories)")
     return TestResult(name, t_obs, pval, n, a, be, d, passed, msg, details)
+
+
+def min_discrepancy_multinomial_exact(n: float, support_size: int, false_fail_rate: float,
+                                      false_pass_rate: float = 0.001) -> float:
+    """TV detected w.p. >= 1 - false_pass_rate by `assert_multinomial_exact` with n samples on `support_size`
+    categories of positive p: chi-square planning on the unpooled categories (an approximation for this test)."""
+    return min_discrepancy_chisquare_gof(n, support_size, false_fail_rate, false_pass_rate)
+
+
+def min_num_samples_multinomial_exact(discrepancy: float, support_size: int, false_fail_rate: float,
+                                      false_pass_rate: float = 0.001) -> int:
+    """Samples `assert_multinomial_exact` needs to detect TV >= discrepancy on `support_size` categories
+    (chi-square planning, as `min_discrepancy_multinomial_exact`)."""
+    return min_num_samples_chisquare_gof(discrepancy, support_size, false_fail_rate, false_pass_rate)

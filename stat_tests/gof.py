@@ -15,9 +15,11 @@ chi-square otherwise; it is never smaller than the plain asymptotic p-value.  Th
 statistic uses Williams' correction G / (1 + (B+1)/(6n)).  Measured calibration down to
 false_fail_rate = 1e-5 is in benchmarks/results/stat_calibration.json; below that, raise
 min_expected (the discrepancy shrinks like 1/min_expected) or use
-`multinomial_exact_test` when n*V is small.
+`assert_multinomial_exact` when n*V is small.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from scipy import stats
@@ -28,7 +30,7 @@ from ..reference.validation import (
 
 from .binning import pool_bins
 from .lr_tail import lr_pvalue
-from .power import detectable_tv
+from .power import min_discrepancy_chisquare_gof
 from .result import TestResult
 
 
@@ -55,7 +57,7 @@ def _zero_result(counts: np.ndarray, p: np.ndarray, false_pass_rate: float, name
     bad = np.flatnonzero(zero & (counts > 0))
     n_bad = int(counts[bad].sum())
     # A deviation putting mass m on zero-probability tokens is missed w.p. (1-m)^n.
-    m_star = float(1.0 - false_pass_rate ** (1.0 / n)) if n > 0 else float("nan")
+    m_star = min_discrepancy_within_support(n, false_pass_rate) if n > 0 else float("nan")
     details = {"detectable_zero_mass": m_star, "n_zero_prob_tokens_emitted": int(bad.size),
                "detectable_metric": "mass on zero-probability tokens"}
     if bad.size:
@@ -78,12 +80,13 @@ def checked_gof_inputs(samples, counts, p, false_fail_rate, false_pass_rate, nam
     return pp, a, be, c, _zero_result(c, pp, be, name)
 
 
-def zero_probability_check(samples=None, p=None, *, counts=None, false_pass_rate: float = 0.001,
-                           name: str = "zero_probability_check") -> TestResult:
+def assert_within_support(samples=None, p=None, *, counts=None, false_pass_rate: float = 0.001,
+                          name: str = "zero_probability_check") -> TestResult:
     """Hard check: fail if any token with p == 0 appears (false-fail rate exactly 0).
 
-    The message names the offending tokens and their counts.  ``detectable_tv`` is NaN;
-    details['detectable_zero_mass'] is the zero-set mass caught w.p. >= 1 - false_pass_rate.
+    The message names the offending tokens and their counts.  ``detectable_tv`` is NaN (no TV statement);
+    details['detectable_zero_mass'] is the zero-set mass caught w.p. >= 1 - false_pass_rate
+    (`min_discrepancy_within_support`, `min_num_samples_within_support`).
     """
     pp = as_prob_vector(p, "p")
     be = check_rate(false_pass_rate, "false_pass_rate")
@@ -133,15 +136,16 @@ def gof_bins(pp: np.ndarray, n: int, min_expected: float, method: str) -> tuple[
     return bin_of_token, bin_prob
 
 
-def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, false_pass_rate: float = 0.001,
-                  min_expected: float = 20.0, method: str = "pearson",
-                  name: str = "chisquare_gof") -> TestResult:
+def assert_chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, false_pass_rate: float = 0.001,
+                         min_expected: float = 20.0, method: str = "pearson",
+                         name: str = "chisquare_gof") -> TestResult:
     """Chi-square goodness of fit of token samples (or per-token ``counts=``) to p.
 
     Runs the zero-probability hard check first (a p == 0 token fails the test outright),
     pools bins from p and n only, then Pearson ("pearson"), likelihood-ratio ("g"), or likelihood-ratio with
     a proven tail ("lr": its false-fail rate is a theorem at every n and level; see `lr_tail`).
-    ``detectable_tv`` is the binned-TV deviation detected w.p. >= 1 - false_pass_rate.
+    ``detectable_tv`` is the binned-TV deviation detected w.p. >= 1 - false_pass_rate
+    (`min_discrepancy_chisquare_gof`; n for a target: `min_num_samples_chisquare_gof`, `plan_gof`).
     """
     m = check_positive_number(min_expected, "min_expected")
     if method not in GOF_METHODS:
@@ -168,7 +172,7 @@ def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, fa
     df = B - 1
     resid = (obs - exp) / np.sqrt(exp)
     stat, pval, plain, info = _binned_statistic(method, obs, exp, bin_prob, n)
-    d = detectable_tv(n, B, a, be, tail="lr_bound" if method == "lr" else "chi2")
+    d = min_discrepancy_chisquare_gof(n, B, a, be, tail="lr_bound" if method == "lr" else "chi2")
     passed = bool(pval >= a)
     worst = int(np.argmax(np.abs(resid)))
     details = {
@@ -189,3 +193,28 @@ def chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, fa
     if not passed:
         msg += f"; worst bin {worst} (tokens {details['worst_bin_tokens'][:5]}) z={resid[worst]:+.2f}"
     return TestResult(name, stat, pval, n, a, be, d, passed, msg, details)
+
+
+def min_discrepancy_within_support(n: int, false_pass_rate: float = 0.001) -> float:
+    """Mass on zero-probability tokens that `assert_within_support` with n samples catches w.p. >= 1 -
+    false_pass_rate: a deviation putting mass m there is missed w.p. (1 - m)^n. Not a TV on bins (the hard check
+    has no false-fail rate and no binned statement)."""
+    if not (isinstance(n, (int, np.integer)) and n >= 1):
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    be = check_rate(false_pass_rate, "false_pass_rate")
+    return float(1.0 - be ** (1.0 / n))
+
+
+def min_num_samples_within_support(discrepancy: float, false_pass_rate: float = 0.001) -> int:
+    """Fewest samples at which `min_discrepancy_within_support` <= discrepancy (a mass on zero-probability tokens)."""
+    if not 0.0 < discrepancy <= 1.0:
+        raise ValueError(f"discrepancy must be in (0, 1], got {discrepancy!r}")
+    be = check_rate(false_pass_rate, "false_pass_rate")
+    if discrepancy == 1.0:
+        return 1
+    n = max(1, math.ceil(math.log(be) / math.log1p(-discrepancy)))
+    while n > 1 and min_discrepancy_within_support(n - 1, be) <= discrepancy:  # rounding of the logs
+        n -= 1
+    while min_discrepancy_within_support(n, be) > discrepancy:
+        n += 1
+    return n

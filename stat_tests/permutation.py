@@ -24,7 +24,8 @@ at most ``2h / level`` draws per check, and usually none.
 
 Power (the only approximate statement, the project's chi-square planning): the exact permutation test of
 Pearson's statistic is asymptotically the chi-square test, so at level/4 it detects binned TV
-``detectable_tv(n_eff, B, level/4, false_pass_rate/2)`` w.p. >= 1 - false_pass_rate/2; `choose_h` makes the Monte-Carlo step at
+``min_discrepancy_chisquare_gof(n_eff, B, level/4, false_pass_rate/2)`` w.p. >= 1 - false_pass_rate/2
+(`min_discrepancy_permutation_homogeneity`, `min_num_samples_permutation_homogeneity`); `choose_h` makes the Monte-Carlo step at
 level/2 lose at most false_pass_rate/2 more (a binomial bound: P(Binomial(M, level/4) >= h) <= false_pass_rate/2).
 """
 
@@ -38,7 +39,7 @@ import numpy as np
 from scipy import stats
 
 from ..reference.validation import check_error_rates, check_positive_number
-from .power import detectable_tv
+from .power import min_discrepancy_chisquare_gof, min_num_samples_chisquare_gof
 from .result import TestResult
 
 _CHUNK = 1 << 15
@@ -127,10 +128,10 @@ def permutation_pvalue(counts_a: np.ndarray, counts_b: np.ndarray, level: float,
             "stopped_early": stopped, "max_draws": max_draws, "h": h}
 
 
-def permutation_homogeneity(sample_a: Sequence[Hashable], sample_b: Sequence[Hashable], false_fail_rate: float, *,
-                            false_pass_rate: float = 0.001, min_expected: float = 10.0, max_bins: int = 60,
-                            rng: int | np.random.Generator = 0, name: str = "permutation_homogeneity"
-                            ) -> TestResult:
+def assert_permutation_homogeneity(sample_a: Sequence[Hashable], sample_b: Sequence[Hashable], false_fail_rate: float, *,
+                                   false_pass_rate: float = 0.001, min_expected: float = 10.0, max_bins: int = 60,
+                                   rng: int | np.random.Generator = 0, name: str = "permutation_homogeneity"
+                                   ) -> TestResult:
     """Do `sample_a` and `sample_b` come from one law? Exact permutation test on pooled-sample bins."""
     level, be = check_error_rates(false_fail_rate, false_pass_rate)
     m = check_positive_number(min_expected, "min_expected")
@@ -157,7 +158,7 @@ def permutation_homogeneity(sample_a: Sequence[Hashable], sample_b: Sequence[Has
     else:
         mc = permutation_pvalue(a, b, level / 2, choose_h(level / 2, be), g)
     p_value = float(min(1.0, 2 * min(bound, mc["p_value"])))
-    tv = detectable_tv(n_eff, len(bins), level / 4, be / 2)
+    tv = min_discrepancy_permutation_homogeneity(n_a, n_b, len(bins), level, be)
     passed = bool(p_value > level)
     worst = int(np.argmax(np.abs(a / n_a - b / n_b)))
     msg = (f"{name}: {'PASS' if passed else 'FAIL'}: chi2={mc['statistic']:.4g} p={p_value:.3g} "
@@ -176,3 +177,19 @@ def _show(cat: Any) -> Any:
     if isinstance(cat, tuple):
         return [_show(c) for c in cat]
     return "<end>" if cat is None else int(cat)
+
+
+def min_discrepancy_permutation_homogeneity(n_a: int, n_b: int, n_bins: int, false_fail_rate: float,
+                                            false_pass_rate: float = 0.001) -> float:
+    """Binned TV between the two laws that `assert_permutation_homogeneity` with n_a + n_b samples on n_bins
+    pooled bins detects w.p. >= 1 - false_pass_rate: chi-square planning at n_eff = n_a n_b / (n_a + n_b), level
+    false_fail_rate / 4 and false_pass_rate / 2 (the other half is the Monte-Carlo step's, see `choose_h`)."""
+    n_eff = n_a * n_b / (n_a + n_b)
+    return min_discrepancy_chisquare_gof(n_eff, n_bins, false_fail_rate / 4, false_pass_rate / 2)
+
+
+def min_num_samples_permutation_homogeneity(discrepancy: float, n_bins: int, false_fail_rate: float,
+                                            false_pass_rate: float = 0.001) -> int:
+    """Samples per side (equal sizes, so n_eff = n / 2) for `assert_permutation_homogeneity` to detect binned TV
+    >= discrepancy on n_bins pooled bins w.p. >= 1 - false_pass_rate."""
+    return 2 * min_num_samples_chisquare_gof(discrepancy, n_bins, false_fail_rate / 4, false_pass_rate / 2)

@@ -23,7 +23,8 @@ from scipy import stats
 
 from ..reference.validation import as_prob_rows, check_error_rates, check_int_array
 
-from .gof import chisquare_gof
+from .gof import assert_chisquare_gof
+from .power import min_discrepancy_chisquare_gof, min_num_samples_chisquare_gof
 from .result import TestResult
 
 _CHUNK_ELEMS = 4_000_000
@@ -33,7 +34,7 @@ def pit_values(tokens, probs, rng=None, ordering: str = "id") -> np.ndarray:
     """Randomised PIT values U (n,) for tokens (n,) under per-token distributions probs (n, V).
 
     ``rng``: numpy Generator or seed.  Raises ValueError if a token has probability 0
-    (run `zero_probability_check` for that failure mode).
+    (run `assert_within_support` for that failure mode).
     """
     if ordering not in ("id", "prob"):
         raise ValueError(f"ordering must be 'id' or 'prob', got {ordering!r}")
@@ -64,9 +65,9 @@ def pit_values(tokens, probs, rng=None, ordering: str = "id") -> np.ndarray:
     return np.clip(F + w * px, 0.0, 1.0)
 
 
-def pit_uniformity_test(u, false_fail_rate=None, *, false_pass_rate: float = 0.001, method: str = "ks",
-                        bins: int | None = None, min_expected: float = 20.0, slack: float = 0.0,
-                        name: str = "pit_uniformity") -> TestResult:
+def assert_pit_uniform(u, false_fail_rate=None, *, false_pass_rate: float = 0.001, method: str = "ks",
+                       bins: int | None = None, min_expected: float = 20.0, slack: float = 0.0,
+                       name: str = "pit_uniformity") -> TestResult:
     """Test that PIT values are iid U(0,1): Kolmogorov-Smirnov ("ks") or equal-cell
     chi-square ("chisquare", ``bins`` cells, default min(100, n // min_expected)).
 
@@ -97,7 +98,7 @@ def pit_uniformity_test(u, false_fail_rate=None, *, false_pass_rate: float = 0.0
         statistic = float(stats.kstest(uu, "uniform", method="exact").statistic)
         pvalue = float(stats.kstwo.sf(statistic - slack, n)) if statistic > slack else 1.0  # the finite-n law
         crit = float(stats.kstwo.isf(a, n)) + float(slack)
-        d = crit + math.sqrt(math.log(2.0 / be) / (2.0 * n))
+        d = min_discrepancy_pit_uniform(n, a, be, slack=slack)
         passed = bool(pvalue >= a)
         widened = f", critical value widened by slack {slack:.3g}" if slack else ""
         msg = (f"{name}: {'PASS' if passed else 'FAIL'}: KS D={statistic:.4g} p={pvalue:.3g} "
@@ -115,8 +116,49 @@ def pit_uniformity_test(u, false_fail_rate=None, *, false_pass_rate: float = 0.0
     if n / bins < min_expected:
         raise ValueError(f"u: n={n} too small for {bins} bins at min_expected={min_expected:g}")
     cell = np.minimum((uu * bins).astype(np.int64), bins - 1)
-    r = chisquare_gof(counts=np.bincount(cell, minlength=bins), p=np.full(bins, 1.0 / bins),
+    r = assert_chisquare_gof(counts=np.bincount(cell, minlength=bins), p=np.full(bins, 1.0 / bins),
                       false_fail_rate=a, false_pass_rate=be, min_expected=min_expected, name=name)
     det = dict(r.details, detectable_metric=f"TV of the law of U binned into {bins} equal cells")
     return TestResult(r.name, r.statistic, r.p_value, r.n, r.false_fail_rate, r.false_pass_rate, r.detectable_tv,
                       r.passed, r.message, det)
+
+
+def min_discrepancy_pit_uniform(n: int, false_fail_rate: float, false_pass_rate: float = 0.001, method: str = "ks",
+                                bins: int | None = None, slack: float = 0.0) -> float:
+    """What `assert_pit_uniform` on n values detects w.p. >= 1 - false_pass_rate. "ks": a Kolmogorov distance
+    (<= TV) of the law of U: the critical D (plus `slack`) plus the DKW margin sqrt(log(2 / false_pass_rate) / 2n).
+    "chisquare": the TV of U binned into `bins` equal cells (chi-square planning; `bins` required here)."""
+    a, be = check_error_rates(false_fail_rate, false_pass_rate)
+    if method == "ks":
+        crit = float(stats.kstwo.isf(a, n)) + float(slack)
+        return crit + math.sqrt(math.log(2.0 / be) / (2.0 * n))
+    if method == "chisquare":
+        if bins is None:
+            raise ValueError("bins: min_discrepancy_pit_uniform needs the cell count for method='chisquare'")
+        return min_discrepancy_chisquare_gof(n, bins, a, be)
+    raise ValueError(f"method must be 'ks' or 'chisquare', got {method!r}")
+
+
+def min_num_samples_pit_uniform(discrepancy: float, false_fail_rate: float, false_pass_rate: float = 0.001,
+                                method: str = "ks", bins: int | None = None, slack: float = 0.0,
+                                min_expected: float = 20.0, limit: int = 10**9) -> int | None:
+    """Fewest values at which `min_discrepancy_pit_uniform` <= discrepancy (None past `limit`); for "chisquare"
+    also at least bins * min_expected, the test's own floor."""
+    if not 0.0 < discrepancy <= 1.0:
+        raise ValueError(f"discrepancy must be in (0, 1], got {discrepancy!r}")
+    if method == "chisquare":
+        if bins is None:
+            raise ValueError("bins: min_num_samples_pit_uniform needs the cell count for method='chisquare'")
+        n = min_num_samples_chisquare_gof(discrepancy, bins, false_fail_rate, false_pass_rate)
+        return max(n, int(math.ceil(bins * min_expected)))
+    hi = 2
+    while min_discrepancy_pit_uniform(hi, false_fail_rate, false_pass_rate, method, slack=slack) > discrepancy:
+        hi *= 2
+        if hi > limit:
+            return None
+    lo = max(1, hi // 2)
+    while lo + 1 < hi:  # the KS critical value and the DKW margin both fall with n
+        mid = (lo + hi) // 2
+        ok = min_discrepancy_pit_uniform(mid, false_fail_rate, false_pass_rate, method, slack=slack) <= discrepancy
+        lo, hi = (lo, mid) if ok else (mid, hi)
+    return hi

@@ -13,17 +13,24 @@ is invisible.  The guarantee therefore holds for deviations of TV >= epsilon on 
 pooled partition only; a deviation of token-level TV epsilon confined inside pooled
 bins can go undetected.  Tokens with expected count >= min_expected are never pooled,
 so deviations among frequent tokens are covered at full strength.
+
+The chi-square test's triple (after TFP's statistical_testing.py): `assert_chisquare_gof` (gof.py),
+`min_discrepancy_chisquare_gof` and `min_num_samples_chisquare_gof` (here, on a given bin count), and
+`plan_gof`, which finds the bin count and n together for a given law p. The other tests' power functions
+are built on these two.
 """
 from __future__ import annotations
 
 import math
 from functools import lru_cache
 
+import numpy as np
 from scipy import optimize, stats
 from statsmodels.stats.power import GofChisquarePower
 
-from ..reference.validation import check_error_rates, check_positive_number
+from ..reference.validation import as_prob_vector, check_error_rates, check_positive_number
 
+from .binning import pool_bins
 from .lr_tail import lr_critical_value
 
 #: Which tail a planned test rejects on: "chi2" (asymptotic Pearson) or "lr_bound" (the likelihood-ratio test
@@ -70,10 +77,11 @@ def chisquare_power(n: float, effect_w: float, n_bins: int, false_fail_rate: flo
     return float(GofChisquarePower().power(effect_size=effect_w, nobs=n, alpha=false_fail_rate, n_bins=b))
 
 
-def required_samples(epsilon_tv: float, n_bins: int, false_fail_rate: float, false_pass_rate: float = 0.001,
-                     tail: str = "chi2") -> int:
-    """Smallest n so a chi-square test on n_bins bins detects every binned
-    deviation of TV >= epsilon_tv with probability >= 1 - false_pass_rate (plans with w = 2*epsilon; `tail` as in TAILS)."""
+def min_num_samples_chisquare_gof(epsilon_tv: float, n_bins: int, false_fail_rate: float,
+                                  false_pass_rate: float = 0.001, tail: str = "chi2") -> int:
+    """Smallest n so `assert_chisquare_gof` on n_bins bins detects every binned deviation of TV >= epsilon_tv
+    with probability >= 1 - false_pass_rate (plans with w = 2*epsilon; `tail` as in TAILS: "lr_bound" for
+    method="lr", i.e. `min_num_samples_multinomial_lr`)."""
     try:
         eps = float(epsilon_tv)
     except (TypeError, ValueError):
@@ -86,9 +94,10 @@ def required_samples(epsilon_tv: float, n_bins: int, false_fail_rate: float, fal
     return max(1, int(math.ceil(lam / (4.0 * eps * eps))))
 
 
-def detectable_tv(n: float, n_bins: int, false_fail_rate: float, false_pass_rate: float = 0.001, tail: str = "chi2") -> float:
-    """Smallest binned TV deviation that a chi-square test on n samples and
-    n_bins bins detects with probability >= 1 - false_pass_rate (`tail` as in TAILS).  Values > 1 mean: no guarantee."""
+def min_discrepancy_chisquare_gof(n: float, n_bins: int, false_fail_rate: float, false_pass_rate: float = 0.001,
+                                  tail: str = "chi2") -> float:
+    """Smallest binned TV deviation that `assert_chisquare_gof` on n samples and n_bins bins detects with
+    probability >= 1 - false_pass_rate (`tail` as in TAILS).  Values > 1 mean: no guarantee."""
     nn = check_positive_number(n, "n")
     b = _check_bins(n_bins)
     a, be = check_error_rates(false_fail_rate, false_pass_rate)
@@ -103,3 +112,23 @@ def _lam(n_bins: int, false_fail_rate: float, false_pass_rate: float, tail: str)
     if tail == "lr_bound":
         return noncentrality_at(n_bins - 1, lr_critical_value(false_fail_rate, n_bins), false_pass_rate)
     raise ValueError(f"tail must be one of {TAILS}, got {tail!r}")
+
+
+def plan_gof(p, epsilon_tv, false_fail_rate, false_pass_rate=0.001, min_expected=20.0, tail="chi2", max_bins=None):
+    """(n, n_bins) for `assert_chisquare_gof` against p: iterate n -> bins(n) -> n to a fixed
+    point, since pooling makes the bin count depend on n (tail="lr_bound" for method="lr").
+    With ``max_bins`` the test pools at min_expected = max(min_expected, n / max_bins). The one planner of
+    every conformance level (`conformance.core.planning`). Pearson and G need two bins of min_expected, so n
+    starts where p's mode leaves that much outside it; the LR test does not (it falls back to the mode against
+    the rest, an exact two-bin tail)."""
+    pp = as_prob_vector(p, "p")
+    floor = 0 if tail == "lr_bound" else int(np.ceil(2 * min_expected / max(1e-12, 1 - pp.max())))
+    n = max(min_num_samples_chisquare_gof(epsilon_tv, 2, false_fail_rate, false_pass_rate, tail=tail), floor)
+    for _ in range(200):  # n only grows, so the result detects epsilon_tv on the bins it is tested with
+        me = min_expected if max_bins is None else max(min_expected, n / max_bins)
+        bins = max(2, pool_bins(pp, n, me)[1].size)
+        n_new = min_num_samples_chisquare_gof(epsilon_tv, bins, false_fail_rate, false_pass_rate, tail=tail)
+        if n_new <= n:
+            return n, bins
+        n = n_new
+    raise RuntimeError("plan_gof: the sample size did not reach a fixed point")

@@ -18,7 +18,7 @@ where S_n = sum X_t and V_n = sum (X_t - X_hat_t)^2 (the same with -X for the up
 to the observed variance, and the statement holds at every n, so a run may look after every batch and stop
 when it likes (optional stopping) without changing any rate. proofs/ARGUMENT.md, C15, states and checks it.
 
-`drift_test` is the test of "every |m_t| <= eta_t" on strata with a free sign per stratum; `drift_bound` the
+`assert_drift` is the test of "every |m_t| <= eta_t" on strata with a free sign per stratum; `drift_bound` the
 matching anytime upper bound; `log_e_process_reject` the rejection rule of any log e-process (Ville).
 """
 
@@ -86,9 +86,10 @@ def drift_log_e(stream: DriftStream) -> float:
     return mixture_log(exponents.ravel())
 
 
-def drift_test(stream: DriftStream, false_fail_rate: float, name: str = "drift") -> TestResult:
+def assert_drift(stream: DriftStream, false_fail_rate: float, name: str = "drift") -> TestResult:
     """Reject "every |m_t| <= eta_t" once the drift e-process (`drift_log_e`) reaches 1/false_fail_rate (Ville):
-    anytime-valid, so the rate holds at every look and under optional stopping."""
+    anytime-valid, so the rate holds at every look and under optional stopping. Its power functions,
+    `min_discrepancy_drift` / `min_num_samples_drift`, state what a run of that size rules out (`drift_bound`)."""
     a, _ = check_error_rates(false_fail_rate, 0.001)
     log_e = drift_log_e(stream) if stream.count else 0.0
     passed = not log_e_process_reject(log_e, a)
@@ -157,5 +158,5 @@ def mixture_log(values: Sequence[float] | np.ndarray) -> float:
     return top + math.log(float(np.mean(np.exp(arr - top))))
 
 
-__all__ = ["LAMBDAS", "DriftStream", "drift_bound", "drift_log_e", "drift_test", "log_e_process_reject", "min_discrepancy_drift",
-           "min_num_samples_drift", "mixture_log", "psi", "radius"]
+__all__ = ["LAMBDAS", "DriftStream", "assert_drift", "drift_bound", "drift_log_e", "log_e_process_reject",
+           "min_discrepancy_drift", "min_num_samples_drift", "mixture_log", "psi", "radius"]

@@ -21,9 +21,9 @@ def one_torch_thread():
 @pytest.fixture(autouse=True)
 def cli_threads_as_given(monkeypatch):
     """In-process CLI runs keep this process's torch threads: the CLI's plan for a busy machine
-    (`gpu_impl.cpu_threads`, tested on its own) would otherwise set them for every later test."""
-    from exactspec.gpu_impl import cli
-    from exactspec.gpu_impl.cpu_threads import ThreadPlan
+    (`gpu_impl.cost.cpu_threads`, tested on its own) would otherwise set them for every later test."""
+    from exactspec.gpu_impl.cli import cli
+    from exactspec.gpu_impl.cost.cpu_threads import ThreadPlan
 
     monkeypatch.setattr(cli, "plan_for_this_machine", lambda threads=None: ThreadPlan(threads))
 
@@ -36,7 +36,7 @@ def calibrations_kept_out_of_the_users_cache(tmp_path_factory):
     Only calibrations: converted models and engine builds stay shared (tens of seconds and minutes to make
     again).  A test that sets $EXACTSPEC_CACHE itself keeps the cache it chose."""
     try:
-        from exactspec.gpu_impl import cost_calibration
+        from exactspec.gpu_impl.cost import cost_calibration
     except ImportError:  # no torch: nothing calibrates
         yield
         return

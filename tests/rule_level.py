@@ -25,7 +25,8 @@ def run_suite(impl: Any, name: str, profile: str | Profile = "standard", cases: 
 
 def confirmatory_records(harness: Any, case: Any, profile: Profile, records: list[CheckRecord],
                          rate: float) -> tuple[list[CheckRecord], list[str]]:
-    return LEVEL.confirm(harness, case, profile, records, rate, {})
+    reach = next((r.result.details["reach"] for r in records if "reach" in r.result.details), None)
+    return LEVEL.confirm(harness, case, profile, records, rate, {}, reach)
 
 
 def plan_rounds(case: Any, profile: Profile, rate: float) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import json
 
-from exactspec.gpu_impl import cli
+from exactspec.gpu_impl.cli import cli
 
 GREEDY = ["--tiny", "--temperature", "0", "--k-policy", "fixed", "--max-new-tokens", "6"]
 

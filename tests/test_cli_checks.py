@@ -13,7 +13,7 @@ import os
 import pytest
 import torch
 
-from exactspec.gpu_impl import cli, cli_run
+from exactspec.gpu_impl.cli import cli, cli_run
 from exactspec.gpu_impl.model_config import default_gguf_path, gguf_shape, model_shape
 
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from exactspec.cli import main as exactspec_main
-from exactspec.gpu_impl import cli
+from exactspec.gpu_impl.cli import cli
 
 
 def _run(capsys, *argv):

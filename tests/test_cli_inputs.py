@@ -8,8 +8,8 @@ import io
 
 import pytest
 
-from exactspec.gpu_impl.cli_args import add_arguments
-from exactspec.gpu_impl.cli_inputs import group_rows, read_prompts
+from exactspec.gpu_impl.cli.cli_args import add_arguments
+from exactspec.gpu_impl.cli.cli_inputs import group_rows, read_prompts
 
 
 def _args(*argv: str) -> argparse.Namespace:

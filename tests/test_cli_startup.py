@@ -10,7 +10,7 @@ import pytest
 
 import exactspec
 from exactspec.cli import main as exactspec_main
-from exactspec.gpu_impl import cli_args
+from exactspec.gpu_impl.cli import cli_args
 from exactspec.gpu_impl.drafts import registry
 
 PROBE = """
@@ -43,7 +43,7 @@ def test_version(capsys, argv):
 
 
 def test_torch_free_choices_match_their_sources():
-    from exactspec.gpu_impl.cpu_matmul import CPU_MATMUL_CHOICES
+    from exactspec.gpu_impl.cost.cpu_matmul import CPU_MATMUL_CHOICES
 
     assert cli_args.CPU_MATMUL_CHOICES == CPU_MATMUL_CHOICES
 

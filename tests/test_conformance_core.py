@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from exactspec.conformance.engine.settings import EngineSettings
 from exactspec.conformance.rule.cases import CASES_BY_NAME, SUITE_CASES
+from exactspec.conformance.rule.settings import RuleSettings
 from exactspec.conformance.core import (
     LEVELS,
     PROFILES,
     VERDICT_TEXT,
     VERDICTS,
     CheckRecord,
-    EngineSettings,
     Profile,
-    RuleSettings,
     budget_for,
     case_seed,
     get_profile,
@@ -111,7 +111,7 @@ def test_plugin_lists_the_table_names():
 def test_profile_is_keyword_only_and_validated():
     quick = PROFILES["quick"]
     with pytest.raises(TypeError):
-        Profile("x", "d", 1e-3, quick.rule, quick.sequence, quick.engine)  # noqa: positional on purpose
+        Profile("x", "d", 1e-3)  # noqa: positional on purpose
     with pytest.raises(TypeError):
         EngineSettings(1e-3, 4, 0.15)  # noqa: positional on purpose
     with pytest.raises(ValueError, match="total_false_fail"):
@@ -120,9 +120,9 @@ def test_profile_is_keyword_only_and_validated():
         with pytest.raises(ValueError, match=name):
             EngineSettings(**{**quick.engine.__dict__, name: bad})
     with pytest.raises(ValueError, match="false_pass_rate"):
-        Profile(name="x", description="d", false_pass_rate=0.0, rule=quick.rule, sequence=quick.sequence, engine=quick.engine)
-    with pytest.raises(ValueError, match="engine"):
-        Profile(name="x", description="d", false_pass_rate=1e-3, rule=quick.rule, sequence=quick.sequence, engine=quick.rule)
+        Profile(name="x", description="d", false_pass_rate=0.0)
+    with pytest.raises(ValueError, match="no settings for profile 'x'"):
+        Profile(name="x", description="d", false_pass_rate=1e-3).settings("engine")
     with pytest.raises(ValueError, match="profile"):
         get_profile("fast")
     with pytest.raises(ValueError, match="level"):

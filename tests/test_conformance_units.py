@@ -19,7 +19,7 @@ from tests.rule_level import plan_rounds, statistical_checks
 from tests.rule_level import confirmatory_records, invariant_records, statistical_records, verdict_of
 from exactspec.conformance.rule.strategies import build_case, round_cases
 from exactspec.conformance.adapters.reference import Reference
-from exactspec.stat_tests import detectable_tv
+from exactspec.stat_tests import min_discrepancy_chisquare_gof
 
 DEMO = CASES_BY_NAME["demo_uniform_draft"]
 QUICK = PROFILES["quick"]
@@ -215,7 +215,7 @@ def test_planned_n_meets_the_stated_epsilon():
         for case in CURATED:
             plan = plan_rounds(case, profile, budget.per_check_false_fail_rate)
             if not plan["capped"]:
-                assert detectable_tv(plan["n"], plan["bins"], budget.per_check_false_fail_rate, profile.false_pass_rate) <= plan["epsilon_tv"] * 1.001
+                assert min_discrepancy_chisquare_gof(plan["n"], plan["bins"], budget.per_check_false_fail_rate, profile.false_pass_rate) <= plan["epsilon_tv"] * 1.001
                 assert plan["epsilon_tv"] <= 2.5 * profile.rule.target_tv
     assert budget_for("rule", QUICK, CURATED).n_checks == sum(len(statistical_checks(c)) for c in CURATED)
 

@@ -1,9 +1,9 @@
-"""`gpu_impl.cpu_threads`: the CLI's threads and OpenMP wait policy for how busy the machine is (torch-free)."""
+"""`gpu_impl.cost.cpu_threads`: the CLI's threads and OpenMP wait policy for how busy the machine is (torch-free)."""
 
 import pytest
 
-from exactspec.gpu_impl import cpu_threads
-from exactspec.gpu_impl.cpu_threads import ThreadPlan, busy_cores, plan_threads
+from exactspec.gpu_impl.cost import cpu_threads
+from exactspec.gpu_impl.cost.cpu_threads import ThreadPlan, busy_cores, plan_threads
 
 
 @pytest.mark.parametrize("busy,cores,threads,policy,expected", [
@@ -50,7 +50,7 @@ def test_real_machine_reading_is_in_range():
 def test_the_cli_applies_the_plan_before_torch_loads(monkeypatch, capsys):
     from argparse import Namespace
 
-    from exactspec.gpu_impl import cli
+    from exactspec.gpu_impl.cli import cli
 
     monkeypatch.setenv("OMP_WAIT_POLICY", "unset by the test")
     monkeypatch.delenv("OMP_WAIT_POLICY")

@@ -5,7 +5,9 @@ The unit tests check the adapter's pieces that need no build: llama.cpp's chain 
 ``slow`` tests build the venv once (its sdist with cmake, several minutes; cached under ~/.cache/exactspec/) and run
 `exactspec engine certify --engine-adapter` there on the embedded SmolLM2-135M at the quick profile (total false-fail
 rate 1e-3, anytime-valid): at T = 0 the outputs must be equal token for token (8 tokens); at T = 0.7 one round
-shows that the engine is not seed-coupled, and that no law check fails.
+shows that the engine is not seed-coupled, and that no law check fails. The last one certifies its OpenAI server
+(`serve.llama_cpp_python_server`, two processes on 127.0.0.1 stopped by PID) through the generic dialect: text
+prompts, token strings, raw reports under top-k 40 and teacher forcing one token at a time.
 """
 
 from __future__ import annotations
@@ -74,3 +76,28 @@ def test_llama_cpp_python_sampled_speculation_is_not_seed_coupled_and_passes_the
     assert code == 4 and doc["verdict"] == "INCONCLUSIVE", err
     assert not [check for check in doc["checks"] if not check["passed"]]
     assert any("declared seed coupling is disproved" in note for note in doc["notes"]), doc["notes"]
+
+
+@pytest.mark.slow
+def test_llama_cpp_python_server_through_the_generic_dialect(venv_exactspec, tmp_path):
+    """One round (32 completions a prompt) at T = 0.7, top-k 40: the reports are the sampled law (the law route runs),
+    decode-time and teacher-forced reports agree (the premise holds), no check fails; INCONCLUSIVE, short of the
+    target."""
+    import shlex
+    import sys
+
+    from exactspec.conformance.engine.serve.command import certify_command, servers
+
+    reference, candidate = servers("llama-cpp-python", "ngram", logs=str(tmp_path / "logs"))
+    with reference, candidate:
+        command = certify_command("llama-cpp-python", "ngram", "greedy", reference, candidate)
+        exactspec = Path(sys.executable).parent / "exactspec"
+        result = subprocess.run([str(exactspec), *command[1:], "--prompts", str(PROMPTS), "--out", str(tmp_path / "c"),
+                                 "--profile", "quick", "--temperature", "0.7", "--top-k", "40", "--teacher-n-probs",
+                                 "40", "--max-tokens", "8", "--max-per-prompt", "32", "--seed-key", SEED_KEY,
+                                 "--time-limit-s", "900"], capture_output=True, text=True, timeout=1200)
+    doc = json.loads((tmp_path / "c" / "certificate.json").read_text())
+    assert result.returncode == 4 and doc["verdict"] == "INCONCLUSIVE", shlex.join(command) + result.stderr[-3000:]
+    assert not [check for check in doc["checks"] if not check["passed"]]
+    assert not [r for r in doc["reasons"] if "premise" in r or "void" in r], doc["reasons"]
+    assert {check["check"] for check in doc["checks"]} >= {"law_drift", "context_law"}, "the law route did not run"

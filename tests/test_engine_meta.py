@@ -1,6 +1,6 @@
 """Engine-level meta-test: the engine level's mutant zoo (`conformance.engine.serve.mutants`: exactspec's own
-generators and every generation-level mutant, served over the llama.cpp protocol and certified by the one command's
-rounds at the quick profile), with each mutant's per-token deviation measured.
+generators and the generation-level mutants it names, `SERVED_MUTANTS`, served over the llama.cpp protocol and
+certified by the one command's rounds at the quick profile), with each mutant's per-token deviation measured.
 
 One reference server (exactspec's plain loop, speculation off) answers for every candidate (the zoo's shared
 reference). Each mutant's mean per-token TV at the drafted positions is measured by direct simulation
@@ -23,7 +23,6 @@ from exactspec.conformance.engine.serve.mutant_server import EngineServer, sampl
 from exactspec.conformance.core.profiles import get_profile  # noqa: E402
 from exactspec.conformance.sequence.cases import PROMPT_A  # noqa: E402
 from exactspec.conformance.sequence.models import tiny_pair  # noqa: E402
-from exactspec.conformance.sequence.mutants import MUTANTS  # noqa: E402
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 PROFILE = "quick"
@@ -72,22 +71,22 @@ def test_plain_loop_against_itself(reference, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_mutant_rejected_at_or_above_the_target(mutant, reference, tmp_path, record_property):
+@pytest.mark.parametrize("name", zoo.SERVED_MUTANTS)  # the engine zoo's mutants: the ones it names
+def test_mutant_rejected_at_or_above_the_target(name, reference, tmp_path, record_property):
     """A mutant whose mean per-token TV at the drafted positions is at least the quick target (lower bound at
     1 - 1e-3 from N_SIM direct completions) is NOT_EXACT; below it, any verdict but a failure to run is allowed."""
     from exactspec.conformance.engine.serve.zoo_deviation import measure
 
-    result = serve_and_certify(mutant.name, reference, tmp_path)
-    deviation = measure(mutant.name, N_SIM)
+    result = serve_and_certify(name, reference, tmp_path)
+    deviation = measure(name, N_SIM)
     target = get_profile(PROFILE).engine.target_tv
     record_property("token_deviation", deviation.as_dict())
     if deviation.lower_bound >= target:
-        assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION"), (mutant.name, deviation, result.reasons)
+        assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION"), (name, deviation, result.reasons)
     elif result.verdict == "CERTIFIED":
-        pytest.xfail(f"{mutant.name}: per-token deviation {deviation.as_dict()} below the target {target}")
+        pytest.xfail(f"{name}: per-token deviation {deviation.as_dict()} below the target {target}")
     else:
-        assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION", "INCONCLUSIVE"), (mutant.name, result.verdict)
+        assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION", "INCONCLUSIVE"), (name, result.verdict)
 
 
 # ---- the server itself (fast) -------------------------------------------------------------------------

@@ -171,8 +171,7 @@ def make_files(tmp_path, candidate_law=base_law, *, n: int = 800, draft_n: int =
 
 #: The quick profile with a target per-token TV of 0.4, which 300 completions per prompt reach: most tests here
 #: are about what the checks catch, not about the target (tested on its own below).
-QUICK_LOOSE = dataclasses.replace(get_profile("quick"), engine=dataclasses.replace(get_profile("quick").engine,
-                                                                                   target_tv=0.4))
+QUICK_LOOSE = get_profile("quick").with_settings(engine=dataclasses.replace(get_profile("quick").engine, target_tv=0.4))
 
 
 def certify(ref_path, cand_path, profile=QUICK_LOOSE):

@@ -1,4 +1,4 @@
-"""The blocked inverse CDF (`gpu_impl.categorical`): the oracle's token for the oracle's uniform, its guard,
+"""The blocked inverse CDF (`gpu_impl.sampling.categorical`): the oracle's token for the oracle's uniform, its guard,
 its resolution across blocks, and `randomness.sample` by both methods."""
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import torch
 from scipy import stats
 
-from exactspec.gpu_impl import categorical
-from exactspec.gpu_impl.randomness import make_generators, sample
+from exactspec.gpu_impl.sampling import categorical
+from exactspec.gpu_impl.sampling.randomness import make_generators, sample
 from exactspec.reference.sampling import inverse_cdf as oracle_inverse_cdf
 
 FALSE_FAIL_RATE = 1e-3  # of the fixed-seed chi-square check

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from exactspec.gpu_impl import cost_calibration as cc
-from exactspec.gpu_impl.k_policy import MIN_LOG_NOISE, Costs
+from exactspec.gpu_impl.cost import cost_calibration as cc
+from exactspec.gpu_impl.cost.k_policy import MIN_LOG_NOISE, Costs
 from tests.tiny_models import scaled_llama
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

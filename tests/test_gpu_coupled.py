@@ -10,7 +10,7 @@ import torch
 
 from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 from exactspec.gpu_impl.drafts import ModelDraft, PromptLookupDraft
-from exactspec.gpu_impl.randomness import make_generators, rewind, stream_states
+from exactspec.gpu_impl.sampling.randomness import make_generators, rewind, stream_states
 from exactspec.reference.warping import SamplingParams
 from tests.tiny_models import scaled_llama
 

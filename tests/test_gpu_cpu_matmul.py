@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from exactspec.gpu_impl import cpu_matmul
-from exactspec.gpu_impl.cpu_matmul import KERNELS, cpu_plan, measure_plan, plain_linears, planned_linears, skinny_product
-from exactspec.gpu_impl.kv import CachedModel
+from exactspec.gpu_impl.cost import cpu_matmul
+from exactspec.gpu_impl.cost.cpu_matmul import KERNELS, cpu_plan, measure_plan, plain_linears, planned_linears, skinny_product
+from exactspec.gpu_impl.loop.kv import CachedModel
 from tests.tiny_models import scaled_llama
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

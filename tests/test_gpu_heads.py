@@ -9,7 +9,7 @@ from exactspec.cli import main as exactspec_main
 from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 from exactspec.gpu_impl.drafts import HeadsDraft
 from exactspec.gpu_impl.drafts.heads import PredictionHeads, default_heads_path, load_heads, save_heads
-from exactspec.gpu_impl.heads_training import TrainConfig, collect_states, split_rows, train_heads
+from exactspec.gpu_impl.heads.heads_training import TrainConfig, collect_states, split_rows, train_heads
 from exactspec.gpu_impl.models import tiny_llama
 from exactspec.reference.warping import SamplingParams
 from tests.test_gpu_law import ALPHA, PROMPT, VOCAB, chi_square_pvalue, joint_two_token_law

@@ -8,9 +8,10 @@ import statistics
 import pytest
 import torch
 
-from exactspec.gpu_impl import SpeculativeGenerator, cost_calibration, generate_plain
+from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
+from exactspec.gpu_impl.cost import cost_calibration
+from exactspec.gpu_impl.cost.k_policy import CostModelK, Costs, next_k
 from exactspec.gpu_impl.drafts import ModelDraft, PromptLookupDraft
-from exactspec.gpu_impl.k_policy import CostModelK, Costs, next_k
 from exactspec.reference.speedup import improvement_factor
 from exactspec.reference.warping import SamplingParams
 from tests.tiny_models import scaled_llama

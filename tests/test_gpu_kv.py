@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-import exactspec.gpu_impl.generator as generator_module
+import exactspec.gpu_impl.loop.generator as generator_module
 from exactspec.gpu_impl import SpeculativeGenerator
 from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, QuantizedSelfDraft
 from tests.tiny_models import scaled_llama
-from exactspec.gpu_impl.warping import warp
+from exactspec.gpu_impl.sampling.warping import warp
 from exactspec.reference.warping import SamplingParams
 
 SAMPLING = SamplingParams(1.0)

@@ -11,7 +11,7 @@ from scipy import stats
 from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 from exactspec.gpu_impl.drafts import ModelDraft, PromptLookupDraft
 from tests.tiny_models import scaled_llama
-from exactspec.gpu_impl.warping import warp
+from exactspec.gpu_impl.sampling.warping import warp
 from exactspec.reference.warping import SamplingParams
 
 ALPHA = 1e-3

@@ -6,9 +6,9 @@ import pytest
 import torch
 from scipy import stats
 
-from exactspec.gpu_impl import sampler
-from exactspec.gpu_impl.randomness import make_generators
-from exactspec.gpu_impl.sampler import TorchVerifier, verify_batch
+from exactspec.gpu_impl.sampling import sampler
+from exactspec.gpu_impl.sampling.randomness import make_generators
+from exactspec.gpu_impl.sampling.sampler import TorchVerifier, verify_batch
 from exactspec.reference.laws import unchecked_residual
 from exactspec.reference.sampling import inverse_cdf
 

@@ -1,6 +1,6 @@
-"""The batched torch tree verifier (`gpu_impl.tree_sampler`) and the EAGLE tree adapter.
+"""The batched torch tree verifier (`gpu_impl.sampling.tree_sampler`) and the EAGLE tree adapter.
 
-Statistical checks: Pearson chi-square (`exactspec.stat_tests.chisquare_gof`, bins pooled to >= 20
+Statistical checks: Pearson chi-square (`exactspec.stat_tests.assert_chisquare_gof`, bins pooled to >= 20
 expected, the zero-probability hard check first) of the emitted tuple against the oracle's exact law
 of the fixed tree (`reference.tree_laws.tree_law_given`), false_fail_rate (alpha) = 1e-3 per check,
 n = 40,000 rounds from one batched call at a fixed seed; each check's message states the binned TV it
@@ -16,14 +16,14 @@ import torch
 
 from exactspec.conformance.adapters.eagle_tree import EagleEvaluatePosterior
 from exactspec.conformance.adapters.gpu_tree import TorchTreeVerifier
-from exactspec.gpu_impl import sampler, tree_sampler
-from exactspec.gpu_impl.randomness import make_generators
+from exactspec.gpu_impl.sampling import sampler, tree_sampler
+from exactspec.gpu_impl.sampling.randomness import make_generators
 from exactspec.reference.laws import round_distribution
 from exactspec.reference.tree_laws import tree_law_given
 from exactspec.reference.tree_models import ContextRows
 from exactspec.reference.tree_rules import sample_tree, shape_from_branching
 from exactspec.reference.trees import DraftTree, chain_tree
-from exactspec.stat_tests import chisquare_gof, two_sample_chisquare
+from exactspec.stat_tests import assert_chisquare_gof, assert_two_sample_chisquare
 
 ALPHA = 1e-3
 N_ROUNDS = 40_000
@@ -63,7 +63,7 @@ def _gof(paths: list[tuple[int, ...]], law: dict, name: str):
     index = {outcome: i for i, outcome in enumerate(outcomes)}
     cells = np.array([index.get(tuple(path), len(outcomes)) for path in paths])
     probs = np.append(np.array([law[o] for o in outcomes], dtype=np.float64), 0.0)
-    return chisquare_gof(cells, probs / probs.sum(), ALPHA, name=name)
+    return assert_chisquare_gof(cells, probs / probs.sum(), ALPHA, name=name)
 
 
 def _batched_paths(tree: DraftTree, n: int, seed: int, dtype=torch.float32) -> list[tuple[int, ...]]:
@@ -99,7 +99,7 @@ def test_float64_rows_have_the_exact_tree_law():
 
 def test_chain_has_the_chain_law_and_matches_verify_batch():
     """The one-child tree is the chain: with drafts x_i ~ q_i drawn per row its law is the oracle's
-    `round_distribution`, and its samples are homogeneous with `gpu_impl.sampler.verify_batch`'s on the
+    `round_distribution`, and its samples are homogeneous with `gpu_impl.sampling.sampler.verify_batch`'s on the
     same drafts (two-sample chi-square, alpha 1e-3)."""
     rng = np.random.default_rng(7)
     k, vocab = 3, 4
@@ -117,7 +117,7 @@ def test_chain_has_the_chain_law_and_matches_verify_batch():
                                        torch.Generator().manual_seed(14))
     chain_paths = [tuple(r[:c]) for r, c in zip(out.tolist(), counts.tolist())]
     outcomes = {o: i for i, o in enumerate(sorted(set(paths) | set(chain_paths)))}
-    two = two_sample_chisquare([outcomes[p] for p in paths], [outcomes[p] for p in chain_paths], ALPHA)
+    two = assert_two_sample_chisquare([outcomes[p] for p in paths], [outcomes[p] for p in chain_paths], ALPHA)
     assert two.passed, two.message
 
 

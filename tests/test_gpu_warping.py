@@ -1,4 +1,4 @@
-"""exactspec.gpu_impl.warping must equal reference.warping (same kept sets, float32-close values)."""
+"""exactspec.gpu_impl.sampling.warping must equal reference.warping (same kept sets, float32-close values)."""
 
 import itertools
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from exactspec.gpu_impl.warping import warp_probs
+from exactspec.gpu_impl.sampling.warping import warp_probs
 from exactspec.reference.warping import warp_probs as oracle_warp
 
 GRID = list(

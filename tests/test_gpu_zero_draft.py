@@ -6,7 +6,7 @@ import torch
 
 from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 from exactspec.gpu_impl.drafts import PromptLookupDraft
-from exactspec.gpu_impl.stats import SpecStats, examined_and_accepted
+from exactspec.gpu_impl.loop.stats import SpecStats, examined_and_accepted
 from tests.tiny_models import scaled_llama
 from exactspec.reference.warping import SamplingParams
 

@@ -49,7 +49,7 @@ def test_mutant_free_valid_variant_certified(tmp_path):
     code = cli.main(["kill-table", "--level", "rule", "--mutants", "", "--valid", "Rule", "--out", str(tmp_path)])
     assert code == 0
     (row,) = _load(tmp_path)["rows"]
-    assert (row["name"], row["kind"], row["verdict"]) == ("Rule", "valid", "CERTIFIED")
+    assert (row["name"], row["kind"], row["verdict"]) == ("Rule", "valid_variant", "CERTIFIED")
     assert row["as_expected"] and row["failed_checks"] == [] and row["first_failure"] is None
     assert row["missed_by_first_token_only"] is None  # a valid variant has nothing to miss
     assert "| n/a |" in (tmp_path / kt.MARKDOWN_NAME).read_text()
@@ -58,9 +58,9 @@ def test_mutant_free_valid_variant_certified(tmp_path):
 def _fake_level(monkeypatch, verdicts: dict[str, str]) -> None:
     from exactspec.conformance.rule.level import LEVEL
 
-    subjects = [kt.Subject("caught", "mutant", "a bug", (kt.REJECTED,), object),
-                kt.Subject("escaped", "mutant", "another bug", ("NOT_EXACT",), object),
-                kt.Subject("fine", "valid", "no bug", ("CERTIFIED",), object)]
+    subjects = [kt.MutantSpec("caught", "mutant", "a bug", (kt.REJECTED,), object),
+                kt.MutantSpec("escaped", "mutant", "another bug", ("NOT_EXACT",), object),
+                kt.MutantSpec("fine", "valid_variant", "no bug", ("CERTIFIED",), object)]
     monkeypatch.setattr(LEVEL, "mutants", lambda profile="quick": subjects)
     monkeypatch.setattr(kt, "run_subject", lambda level, subject, profile: kt.Outcome(verdicts[subject.name], [], None,
                                                                                       False))
@@ -101,7 +101,7 @@ def test_runs_as_a_module(tmp_path):
     pytest.importorskip("torch")  # the sequence level's zoo is built on torch models
     done = subprocess.run([sys.executable, "-m", "exactspec.conformance.kill_table", "--level", "sequence",
                            "--valid", "NoSuchVariant", "--out", str(tmp_path)], capture_output=True, text=True)
-    assert done.returncode == 2 and "valid: unknown valid name(s) ['NoSuchVariant']" in done.stderr
+    assert done.returncode == 2 and "valid: unknown valid_variant name(s) ['NoSuchVariant']" in done.stderr
 
 
 @pytest.mark.parametrize("name, details, caught", [

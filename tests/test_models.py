@@ -9,7 +9,7 @@ import torch
 
 from exactspec.gpu_impl import models
 from exactspec.gpu_impl.models import ModelNotAvailableError, load_model, tiny_llama
-from exactspec.gpu_impl.vocab import check_same_vocabulary
+from exactspec.gpu_impl.loop.vocab import check_same_vocabulary
 from tests.tiny_models import tiny_llama_pair
 
 

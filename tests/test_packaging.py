@@ -81,7 +81,7 @@ def test_wheel_holds_the_exactspec_package_only(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     roots = {name.split("/")[0] for name in names}
     assert {root for root in roots if not root.endswith(".dist-info")} == {"exactspec"}
-    for module in ("reference/rules.py", "conformance/plugin.py", "proofs/ARGUMENT.md", "gpu_impl/sampler.py",
+    for module in ("reference/rules.py", "conformance/plugin.py", "proofs/ARGUMENT.md", "gpu_impl/sampling/sampler.py",
                    "conformance/CONTRACT.md"):
         assert f"exactspec/{module}" in names, module
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

@@ -11,7 +11,7 @@ from exactspec.reference.tree_laws import (completed_stream_law, depth_rows_leng
 from exactspec.reference.tree_models import ContextRows
 from exactspec.reference.tree_rules import sample_tree, shape_from_branching, verify_tree, verify_tree_batch
 from exactspec.reference.trees import DraftTree, chain_tree
-from exactspec.stat_tests import chisquare_gof
+from exactspec.stat_tests import assert_chisquare_gof
 
 UNIFORM = np.full((4, 4), 0.25)
 
@@ -91,7 +91,7 @@ def test_verify_tree_follows_its_conditional_law():
     outputs = [tuple(verify_tree(tree, rng)) for _ in range(20_000)]
     assert set(outputs) <= set(keys)
     counts = np.array([outputs.count(key) for key in keys])
-    result = chisquare_gof(counts=counts, p=np.array([law[k] for k in keys]), false_fail_rate=1e-4)
+    result = assert_chisquare_gof(counts=counts, p=np.array([law[k] for k in keys]), false_fail_rate=1e-4)
     assert result.passed, result.message
 
 

@@ -42,7 +42,7 @@ def test_gpu_impl_cost_policy_certified():
 
     With fixed k it is certified on every quick case by conformance/test_sequence_level.py, which CI runs too;
     here the cases where the policy's k (0 to 2k) meets sampling, a batch, EOS and the widest k."""
-    pytest.importorskip("exactspec.gpu_impl.generator")
+    pytest.importorskip("exactspec.gpu_impl.loop.generator")
     cases = ["t1.0_k2", "batch2_k3", "eos_k4_n4", "k8_n4", "combo_t0.8_k4_p0.9_m0.05_k3", "pit_t1.0_k4"]
     report = run_sequence_suite("gpu_impl-cost", profile="quick", cases=cases)
     assert report["passed"] and report["verdict"] == "CERTIFIED", to_markdown(report)

@@ -36,7 +36,7 @@ def _check_level(level: str) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("level", alpha_table.LEVELS)
+@pytest.mark.parametrize("level", alpha_table.level_names())
 def test_recomputed_table_within_stated_totals_and_committed(level):
     if level == "sequence":
         pytest.importorskip("torch")  # the sequence laws are enumerated on the tiny torch models

@@ -22,7 +22,7 @@ def test_gof_false_fail_rate():
     S, false_fail_rate = 1000, 0.05
     p = zipf(200)
     for method in ("pearson", "g"):
-        rej = sum(not st.chisquare_gof(counts=np.random.default_rng(i).multinomial(3000, p), p=p,
+        rej = sum(not st.assert_chisquare_gof(counts=np.random.default_rng(i).multinomial(3000, p), p=p,
                                        false_fail_rate=false_fail_rate, method=method).passed for i in range(S))
         assert rej <= max_rejections(S, false_fail_rate), (method, rej)
         assert rej >= int(stats.binom.ppf(1e-4, S, false_fail_rate * 0.5)), (method, rej)  # not absurdly conservative
@@ -36,11 +36,11 @@ def test_pit_and_rounds_false_fail_rate():
     for i in range(S):
         rng = np.random.default_rng(10_000 + i)
         u = rng.random(500)
-        rk += not st.pit_uniformity_test(u, false_fail_rate).passed
-        rc += not st.pit_uniformity_test(u, false_fail_rate, method="chisquare").passed
+        rk += not st.assert_pit_uniform(u, false_fail_rate).passed
+        rc += not st.assert_pit_uniform(u, false_fail_rate, method="chisquare").passed
         N = rng.choice(np.arange(1, 6), 500, p=law)
-        rr += not st.tokens_per_round_test(N, law, false_fail_rate).passed
-        rm += not st.mean_tokens_test(N, mu, var, false_fail_rate).passed
+        rr += not st.assert_tokens_per_round(N, law, false_fail_rate).passed
+        rm += not st.assert_mean_tokens(N, mu, var, false_fail_rate).passed
     for r in (rk, rc, rr, rm):
         assert r <= max_rejections(S, false_fail_rate)
 
@@ -48,7 +48,7 @@ def test_pit_and_rounds_false_fail_rate():
 def test_two_sample_false_fail_rate():
     S, false_fail_rate = 400, 0.05
     p = zipf(300)
-    rej = sum(not st.two_sample_chisquare(np.random.default_rng(i).choice(300, 2000, p=p),
+    rej = sum(not st.assert_two_sample_chisquare(np.random.default_rng(i).choice(300, 2000, p=p),
                                           np.random.default_rng(5000 + i).choice(300, 1500, p=p), false_fail_rate).passed
               for i in range(S))
     assert rej <= max_rejections(S, false_fail_rate)
@@ -58,10 +58,10 @@ def test_power_at_planned_n():
     """Least-favourable deviation (w = 2*TV exactly) of binned TV 0.05 at the planned n."""
     S, false_fail_rate, false_pass_rate, eps = 300, 0.01, 0.2, 0.05
     p = np.full(8, 0.125)
-    n = st.required_samples(eps, 8, false_fail_rate, false_pass_rate)
+    n = st.min_num_samples_chisquare_gof(eps, 8, false_fail_rate, false_pass_rate)
     q = p * (1 + 2 * eps * np.array([1, -1] * 4))
     rng = np.random.default_rng(77)
-    rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate).passed
+    rej = sum(not st.assert_chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate).passed
               for _ in range(S))
     assert rej >= int(stats.binom.ppf(1e-4, S, 1 - false_pass_rate)), rej
 
@@ -75,6 +75,6 @@ def test_power_pooled_zipf():
     c = 2 * eps / (pb @ np.abs(s))
     q = p * (1 + c * s[bin_of]); q /= q.sum()
     rng = np.random.default_rng(78)
-    rej = sum(not st.chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate).passed
+    rej = sum(not st.assert_chisquare_gof(counts=rng.multinomial(n, q), p=p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate).passed
               for _ in range(S))
     assert rej >= int(stats.binom.ppf(1e-4, S, 1 - false_pass_rate)), rej

@@ -13,7 +13,7 @@ def zipf(V):
 
 
 def test_pearson_hand_computed():
-    r = st.chisquare_gof(counts=[60, 40], p=[0.5, 0.5], false_fail_rate=0.01)
+    r = st.assert_chisquare_gof(counts=[60, 40], p=[0.5, 0.5], false_fail_rate=0.01)
     assert r.statistic == pytest.approx(4.0)
     assert r.p_value == pytest.approx(stats.chi2.sf(4.0, 1))
     assert r.passed and r.n == 100 and r.details["df"] == 1
@@ -24,7 +24,7 @@ def test_pearson_matches_scipy_unpooled():
     p = rng.dirichlet(np.ones(12))
     n = int(np.ceil(20 / p.min())) + 100
     c = rng.multinomial(n, p)
-    r = st.chisquare_gof(counts=c, p=p, false_fail_rate=0.01)
+    r = st.assert_chisquare_gof(counts=c, p=p, false_fail_rate=0.01)
     ref = stats.chisquare(c, n * p)
     assert r.details["n_bins"] == 12
     assert r.statistic == pytest.approx(ref.statistic, rel=1e-10)
@@ -36,7 +36,7 @@ def test_g_matches_scipy_power_divergence():
     rng = np.random.default_rng(1)
     p = np.array([0.1, 0.2, 0.3, 0.4])
     c = rng.multinomial(1000, p)
-    r = st.chisquare_gof(counts=c, p=p, false_fail_rate=0.01, method="g")
+    r = st.assert_chisquare_gof(counts=c, p=p, false_fail_rate=0.01, method="g")
     ref = stats.power_divergence(c, 1000 * p, lambda_="log-likelihood")
     assert r.statistic == pytest.approx(ref.statistic, rel=1e-10)
     assert r.details["p_value_chi2_plain"] == pytest.approx(ref.pvalue, rel=1e-8)
@@ -48,8 +48,8 @@ def test_samples_and_counts_agree():
     rng = np.random.default_rng(2)
     p = zipf(300)
     s = rng.choice(300, 5000, p=p)
-    a = st.chisquare_gof(s, p, 0.01)
-    b = st.chisquare_gof(counts=np.bincount(s, minlength=300), p=p, false_fail_rate=0.01)
+    a = st.assert_chisquare_gof(s, p, 0.01)
+    b = st.assert_chisquare_gof(counts=np.bincount(s, minlength=300), p=p, false_fail_rate=0.01)
     assert a.statistic == b.statistic and a.p_value == b.p_value
 
 
@@ -80,18 +80,18 @@ def test_pooling_independent_of_samples_and_merges_remainder():
 def test_zero_probability_hard_fail_names_token():
     p = np.array([0.5, 0.0, 0.5])
     s = np.array([0, 2, 1, 1, 0, 2, 1] + [0, 2] * 50)
-    r = st.zero_probability_check(s, p)
+    r = st.assert_within_support(s, p)
     assert not r.passed and r.p_value == 0.0 and r.statistic == 3
     assert "token 1 x3" in r.message
-    g = st.chisquare_gof(s, p, 0.01)
+    g = st.assert_chisquare_gof(s, p, 0.01)
     assert not g.passed and "token 1 x3" in g.message
-    ok = st.zero_probability_check(np.array([0, 2, 2]), p)
+    ok = st.assert_within_support(np.array([0, 2, 2]), p)
     assert ok.passed and ok.false_fail_rate == 0.0
     assert ok.details["detectable_zero_mass"] == pytest.approx(1 - 0.001 ** (1 / 3))
 
 
 def test_point_mass_p():
-    r = st.chisquare_gof(np.zeros(50, dtype=int), np.array([1.0, 0.0]), 0.01)
+    r = st.assert_chisquare_gof(np.zeros(50, dtype=int), np.array([1.0, 0.0]), 0.01)
     assert r.passed
 
 
@@ -99,28 +99,28 @@ def test_detects_gross_error_and_reports_worst_bin():
     rng = np.random.default_rng(3)
     p = np.full(10, 0.1)
     q = p.copy(); q[3] += 0.05; q[4] -= 0.05
-    r = st.chisquare_gof(rng.choice(10, 20000, p=q), p, 1e-6)
+    r = st.assert_chisquare_gof(rng.choice(10, 20000, p=q), p, 1e-6)
     assert not r.passed and r.details["worst_bin_tokens"][0] in (3, 4)
 
 
 def test_exact_multinomial_hand_case():
-    r = st.multinomial_exact_test(counts=[2, 0], p=[0.5, 0.5], false_fail_rate=0.01)
+    r = st.assert_multinomial_exact(counts=[2, 0], p=[0.5, 0.5], false_fail_rate=0.01)
     assert r.details["mode"] == "exact" and r.p_value == pytest.approx(0.5)
-    r = st.multinomial_exact_test(counts=[3, 0, 0], p=[1 / 3] * 3, false_fail_rate=0.01, statistic="prob")
+    r = st.assert_multinomial_exact(counts=[3, 0, 0], p=[1 / 3] * 3, false_fail_rate=0.01, statistic="prob")
     # P(3,0,0)=1/27 each; the 3 extreme outcomes are the least likely
     assert r.p_value == pytest.approx(3 / 27)
 
 
 def test_exact_vs_monte_carlo_agree():
     p = np.array([0.4, 0.3, 0.2, 0.1]); c = [2, 3, 7, 3]
-    ex = st.multinomial_exact_test(counts=c, p=p, false_fail_rate=0.01)
-    mc = st.multinomial_exact_test(counts=c, p=p, false_fail_rate=0.01, max_enumerate=0, n_sim=40000, rng=5)
+    ex = st.assert_multinomial_exact(counts=c, p=p, false_fail_rate=0.01)
+    mc = st.assert_multinomial_exact(counts=c, p=p, false_fail_rate=0.01, max_enumerate=0, n_sim=40000, rng=5)
     assert ex.details["mode"] == "exact" and mc.details["mode"] == "monte_carlo"
     assert mc.p_value == pytest.approx(ex.p_value, abs=0.01)
 
 
 def test_exact_test_zero_check():
-    r = st.multinomial_exact_test(counts=[1, 2, 0], p=[0.0, 0.5, 0.5], false_fail_rate=0.01)
+    r = st.assert_multinomial_exact(counts=[1, 2, 0], p=[0.0, 0.5, 0.5], false_fail_rate=0.01)
     assert not r.passed and "token 0 x1" in r.message
 
 
@@ -140,13 +140,13 @@ def test_large_vocab_is_fast():
     p = zipf(150_000)
     s = rng.choice(150_000, 100_000, p=p)
     t = time.perf_counter()
-    r = st.chisquare_gof(s, p, 1e-3)
+    r = st.assert_chisquare_gof(s, p, 1e-3)
     assert time.perf_counter() - t < 1.0 and r.details["n_bins"] > 1000
 
 
 def test_to_dict_is_json():
     import json
-    r = st.zero_probability_check(np.array([0, 1]), np.array([0.5, 0.5]))
+    r = st.assert_within_support(np.array([0, 1]), np.array([0.5, 0.5]))
     d = r.to_dict()
     assert json.loads(json.dumps(d, allow_nan=False))["detectable_tv"] is None
     assert set(d) >= {"name", "statistic", "p_value", "n", "false_fail_rate", "false_pass_rate", "detectable_tv", "passed", "message"}

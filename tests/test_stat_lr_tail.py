@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from exactspec.stat_tests import (
-    assert_multinomial_lr, chisquare_gof, lr_critical_value, lr_pvalue, lr_tail_bound, min_discrepancy_multinomial_lr,
-    min_num_samples_multinomial_lr, required_samples,
+    assert_multinomial_lr, assert_chisquare_gof, lr_critical_value, lr_pvalue, lr_tail_bound, min_discrepancy_multinomial_lr,
+    min_num_samples_multinomial_lr, min_num_samples_chisquare_gof,
 )
 from exactspec.stat_tests.lr_tail import lr_statistic
 
@@ -113,7 +113,7 @@ def test_power_at_planned_n():
 
 def test_planning_costs_more_than_asymptotic_and_bound_critical_is_exact():
     for bins in (2, 4, 40):
-        assert min_num_samples_multinomial_lr(0.05, bins, 8e-9) > required_samples(0.05, bins, 8e-9)
+        assert min_num_samples_multinomial_lr(0.05, bins, 8e-9) > min_num_samples_chisquare_gof(0.05, bins, 8e-9)
     c = lr_critical_value(8e-9, 40)
     assert lr_tail_bound(c, 40) == pytest.approx(8e-9, rel=1e-9)
     assert lr_tail_bound(c * 0.99, 40) > 8e-9
@@ -121,12 +121,12 @@ def test_planning_costs_more_than_asymptotic_and_bound_critical_is_exact():
 
 def test_gof_lr_method_reports_its_tail():
     p = np.array([0.5, 0.3, 0.2])
-    r = chisquare_gof(counts=np.array([50, 30, 20]), p=p, false_fail_rate=1e-6, method="lr")
+    r = assert_chisquare_gof(counts=np.array([50, 30, 20]), p=p, false_fail_rate=1e-6, method="lr")
     assert r.passed and r.details["tail"] == "exact" and r.p_value == pytest.approx(1.0)
-    r = chisquare_gof(counts=np.array([900, 30, 20, 50]), p=np.full(4, 0.25), false_fail_rate=1e-6, method="lr")
+    r = assert_chisquare_gof(counts=np.array([900, 30, 20, 50]), p=np.full(4, 0.25), false_fail_rate=1e-6, method="lr")
     assert not r.passed and r.details["tail"] == "bound" and r.details["false_fail_rate_is"] == "proven (Agrawal bound)"
     with pytest.raises(ValueError, match="method"):
-        chisquare_gof(counts=np.array([1, 2]), p=np.array([0.5, 0.5]), false_fail_rate=1e-3, method="exact")
+        assert_chisquare_gof(counts=np.array([1, 2]), p=np.array([0.5, 0.5]), false_fail_rate=1e-3, method="exact")
     with pytest.raises(ValueError, match="n_bins"):
         lr_tail_bound(3.0, 1)
 
@@ -153,9 +153,9 @@ def test_seed_salt_changes_every_case_seed_and_restores():
 def test_lr_with_too_few_samples_for_two_pooled_bins_tests_the_mode_against_the_rest():
     """Before: the check fell back to the zero-probability test only, so a gross deviation on a concentrated law
     (EAGLE's tokens per round on a near-equal tree: mean 1.84 against 3.995) passed. Now the exact two-bin tail."""
-    from exactspec.stat_tests import chisquare_gof
+    from exactspec.stat_tests import assert_chisquare_gof
 
     p = np.array([0.995, 0.003, 0.002])
-    moved = chisquare_gof(counts=np.array([80, 20, 0]), p=p, false_fail_rate=1e-6, method="lr", min_expected=250)
+    moved = assert_chisquare_gof(counts=np.array([80, 20, 0]), p=p, false_fail_rate=1e-6, method="lr", min_expected=250)
     assert not moved.passed and moved.details["n_bins"] == 2 and moved.details["tail"] == "exact"
-    assert chisquare_gof(counts=np.array([100, 0, 0]), p=p, false_fail_rate=1e-6, method="lr", min_expected=250).passed
+    assert assert_chisquare_gof(counts=np.array([100, 0, 0]), p=p, false_fail_rate=1e-6, method="lr", min_expected=250).passed

@@ -30,8 +30,8 @@ def test_pit_uniform_under_prefix_dependence():
         rows[t] = T[prev]; x[t] = rng.choice(V, p=T[prev]); prev = x[t]
     for o in ("id", "prob"):
         u = st.pit_values(x, rows, rng, o)
-        assert st.pit_uniformity_test(u, 1e-3).passed
-        assert st.pit_uniformity_test(u, 1e-3, method="chisquare").passed
+        assert st.assert_pit_uniform(u, 1e-3).passed
+        assert st.assert_pit_uniform(u, 1e-3, method="chisquare").passed
 
 
 def test_pit_detects_temperature_error_with_prob_ordering():
@@ -41,13 +41,13 @@ def test_pit_detects_temperature_error_with_prob_ordering():
     P = np.exp(logits); P /= P.sum(1, keepdims=True)
     Q = np.exp(logits / 1.3); Q /= Q.sum(1, keepdims=True)
     x = inverse_cdf(Q, rng.random(n))
-    r = st.pit_uniformity_test(st.pit_values(x, P, rng, "prob"), 1e-4)
+    r = st.assert_pit_uniform(st.pit_values(x, P, rng, "prob"), 1e-4)
     assert not r.passed
 
 
 def test_ks_matches_scipy_and_detectable():
     u = np.random.default_rng(11).random(500)
-    r = st.pit_uniformity_test(u, 0.01)
+    r = st.assert_pit_uniform(u, 0.01)
     ref = stats.kstest(u, "uniform")
     assert r.statistic == ref.statistic and r.p_value == ref.pvalue
     assert np.isnan(r.detectable_tv) and 0 < r.details["detectable_kolmogorov"] < 1
@@ -55,7 +55,7 @@ def test_ks_matches_scipy_and_detectable():
 
 def test_chisquare_uniformity_bins():
     u = (np.arange(1000) + 0.5) / 1000
-    r = st.pit_uniformity_test(u, 0.01, method="chisquare", bins=10)
+    r = st.assert_pit_uniform(u, 0.01, method="chisquare", bins=10)
     assert r.statistic == pytest.approx(0.0) and r.details["n_bins"] == 10
 
 
@@ -90,34 +90,34 @@ def test_pit_values_errors(kwargs, match):
 ])
 def test_pit_uniformity_errors(u, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        st.pit_uniformity_test(u, **kwargs)
+        st.assert_pit_uniform(u, **kwargs)
 
 
-# --- the KS slack and the rare-event count (stat_tests.pit, rare_event_test) ------------------------------------
+# --- the KS slack and the rare-event count (stat_tests.pit, assert_rare_events) ------------------------------------
 
 def test_a_slack_widens_the_ks_critical_value_and_never_lowers_the_p_value():
     rng = np.random.default_rng(3)
     u = rng.random(2000)
-    plain, widened = st.pit_uniformity_test(u, 1e-3), st.pit_uniformity_test(u, 1e-3, slack=1e-3)
+    plain, widened = st.assert_pit_uniform(u, 1e-3), st.assert_pit_uniform(u, 1e-3, slack=1e-3)
     assert widened.details["critical_D"] == pytest.approx(plain.details["critical_D"] + 1e-3)
     assert widened.p_value >= plain.p_value
     with pytest.raises(ValueError, match="slack"):
-        st.pit_uniformity_test(u, 1e-3, method="chisquare", slack=1e-3)
+        st.assert_pit_uniform(u, 1e-3, method="chisquare", slack=1e-3)
 
 
 def test_rare_event_test_holds_its_rate_under_dependent_trials_and_finds_a_leak():
     """Seeded: events whose conditional probability varies with the past but stays <= 3e-4 (rate bound), 4,000
     runs of 5,000 trials: the rejection rate at level 0.01 is within its Clopper-Pearson interval of <= 0.01; a
     leak at rate 5e-3 is caught in every one of 50 runs (detectable rate stated below it)."""
-    from exactspec.stat_tests import clopper_pearson, rare_event_test
+    from exactspec.stat_tests import clopper_pearson, assert_rare_events
 
     rng = np.random.default_rng(5)
     rejections = 0
     for _ in range(4000):
         rates = np.where(rng.random(5000) < 0.5, 3e-4, 1e-4)  # varying, never above the bound
         count = int((rng.random(5000) < rates).sum())
-        rejections += not rare_event_test(count, 5000, 3e-4, 0.01).passed
+        rejections += not assert_rare_events(count, 5000, 3e-4, 0.01).passed
     assert clopper_pearson(rejections, 4000, 0.99)[0] <= 0.01
-    leak = rare_event_test(0, 5000, 3e-4, 1e-4)
+    leak = assert_rare_events(0, 5000, 3e-4, 1e-4)
     assert leak.details["detectable_rate"] < 5e-3
-    assert all(not rare_event_test(int((rng.random(5000) < 5e-3).sum()), 5000, 3e-4, 1e-4).passed for _ in range(50))
+    assert all(not assert_rare_events(int((rng.random(5000) < 5e-3).sum()), 5000, 3e-4, 1e-4).passed for _ in range(50))

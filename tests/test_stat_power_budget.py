@@ -10,23 +10,23 @@ from exactspec import stat_tests as st
 @pytest.mark.parametrize("bins", [2, 10, 1000, 20000])
 @pytest.mark.parametrize("false_fail_rate,false_pass_rate", [(0.01, 0.1), (1e-8, 1e-3)])
 def test_planning_round_trip(eps, bins, false_fail_rate, false_pass_rate):
-    n = st.required_samples(eps, bins, false_fail_rate, false_pass_rate)
-    assert st.detectable_tv(n, bins, false_fail_rate, false_pass_rate) <= eps
+    n = st.min_num_samples_chisquare_gof(eps, bins, false_fail_rate, false_pass_rate)
+    assert st.min_discrepancy_chisquare_gof(n, bins, false_fail_rate, false_pass_rate) <= eps
     if n > 1:
-        assert st.detectable_tv(n - 1, bins, false_fail_rate, false_pass_rate) > eps      # n is the smallest
+        assert st.min_discrepancy_chisquare_gof(n - 1, bins, false_fail_rate, false_pass_rate) > eps      # n is the smallest
     assert st.chisquare_power(n, 2 * eps, bins, false_fail_rate) >= 1 - false_pass_rate - 1e-6
 
 
 def test_matches_statsmodels_solve_power():
-    n = st.required_samples(0.02, 20, 0.001, 0.05)
+    n = st.min_num_samples_chisquare_gof(0.02, 20, 0.001, 0.05)
     ref = GofChisquarePower().solve_power(effect_size=0.04, nobs=None, alpha=0.001, power=0.95, n_bins=20)
     assert n == int(np.ceil(ref)) or abs(n - ref) < 1.0
 
 
 def test_monotonicity():
-    assert st.required_samples(0.01, 10, 1e-6, 1e-3) > st.required_samples(0.01, 10, 1e-2, 1e-3)
-    assert st.required_samples(0.01, 100, 1e-3, 1e-3) > st.required_samples(0.01, 10, 1e-3, 1e-3)
-    assert st.detectable_tv(1e6, 10, 1e-3, 1e-3) < st.detectable_tv(1e4, 10, 1e-3, 1e-3)
+    assert st.min_num_samples_chisquare_gof(0.01, 10, 1e-6, 1e-3) > st.min_num_samples_chisquare_gof(0.01, 10, 1e-2, 1e-3)
+    assert st.min_num_samples_chisquare_gof(0.01, 100, 1e-3, 1e-3) > st.min_num_samples_chisquare_gof(0.01, 10, 1e-3, 1e-3)
+    assert st.min_discrepancy_chisquare_gof(1e6, 10, 1e-3, 1e-3) < st.min_discrepancy_chisquare_gof(1e4, 10, 1e-3, 1e-3)
 
 
 def test_plan_gof_fixed_point():
@@ -34,19 +34,19 @@ def test_plan_gof_fixed_point():
     n, bins = st.plan_gof(p, 0.02, 1e-3, 0.1)
     from exactspec.stat_tests.binning import pool_bins
     assert pool_bins(p, n, 20)[1].size == bins
-    assert st.detectable_tv(n, bins, 1e-3, 0.1) <= 0.02
+    assert st.min_discrepancy_chisquare_gof(n, bins, 1e-3, 0.1) <= 0.02
 
 
 @pytest.mark.parametrize("fn,args,match", [
-    (st.required_samples, (0.0, 10, 0.01, 0.1), "epsilon_tv"),
-    (st.required_samples, (1.5, 10, 0.01, 0.1), "epsilon_tv"),
-    (st.required_samples, (0.1, 1, 0.01, 0.1), "n_bins"),
-    (st.required_samples, (0.1, 2.5, 0.01, 0.1), "n_bins"),
-    (st.required_samples, (0.1, 10, 0.0, 0.1), "false_fail_rate"),
-    (st.required_samples, (0.1, 10, 0.01, 1.0), "false_pass_rate"),
-    (st.required_samples, (0.1, 10, 0.6, 0.5), "false_fail_rate \\+ false_pass_rate"),
-    (st.detectable_tv, (0, 10, 0.01, 0.1), "n"),
-    (st.detectable_tv, (100, 10, np.nan, 0.1), "false_fail_rate"),
+    (st.min_num_samples_chisquare_gof, (0.0, 10, 0.01, 0.1), "epsilon_tv"),
+    (st.min_num_samples_chisquare_gof, (1.5, 10, 0.01, 0.1), "epsilon_tv"),
+    (st.min_num_samples_chisquare_gof, (0.1, 1, 0.01, 0.1), "n_bins"),
+    (st.min_num_samples_chisquare_gof, (0.1, 2.5, 0.01, 0.1), "n_bins"),
+    (st.min_num_samples_chisquare_gof, (0.1, 10, 0.0, 0.1), "false_fail_rate"),
+    (st.min_num_samples_chisquare_gof, (0.1, 10, 0.01, 1.0), "false_pass_rate"),
+    (st.min_num_samples_chisquare_gof, (0.1, 10, 0.6, 0.5), "false_fail_rate \\+ false_pass_rate"),
+    (st.min_discrepancy_chisquare_gof, (0, 10, 0.01, 0.1), "n"),
+    (st.min_discrepancy_chisquare_gof, (100, 10, np.nan, 0.1), "false_fail_rate"),
 ])
 def test_planning_errors(fn, args, match):
     with pytest.raises(ValueError, match=match):
@@ -64,15 +64,15 @@ def test_error_budget_bonferroni_and_holm():
     assert h["reject"] == [True, True, False] and not h["passed"]
     assert b.bonferroni([3e-7, 1e-7, 0.9])["reject"] == [False, True, False]
     assert b.holm([0.5, 0.2])["passed"]
-    assert b.required_samples(0.01, 10) == st.required_samples(0.01, 10, 2.5e-7, 1e-3)
-    assert b.detectable_tv(1e6, 10) == st.detectable_tv(1e6, 10, 2.5e-7, 1e-3)
+    assert b.min_num_samples_chisquare_gof(0.01, 10) == st.min_num_samples_chisquare_gof(0.01, 10, 2.5e-7, 1e-3)
+    assert b.min_discrepancy_chisquare_gof(1e6, 10) == st.min_discrepancy_chisquare_gof(1e6, 10, 2.5e-7, 1e-3)
 
 
 def test_error_budget_summarize():
     b = st.ErrorBudget(1e-6, n_checks=2)
     p = np.full(10, 0.1)
-    rs = [st.chisquare_gof(np.arange(1000) % 10, p, b.per_check_false_fail_rate),
-          st.tokens_per_round_test(np.arange(1000) % 5 + 1, np.full(5, 0.2), b.per_check_false_fail_rate)]
+    rs = [st.assert_chisquare_gof(np.arange(1000) % 10, p, b.per_check_false_fail_rate),
+          st.assert_tokens_per_round(np.arange(1000) % 5 + 1, np.full(5, 0.2), b.per_check_false_fail_rate)]
     s = b.summarize(rs)
     assert s["passed"] and s["within_budget"] and s["worst_detectable_tv"] == max(r.detectable_tv for r in rs)
     assert not b.summarize(rs + rs)["within_budget"]

@@ -10,34 +10,34 @@ LAW = np.array([0.35, 0.25, 0.18, 0.12, 0.10])
 
 def test_tokens_per_round_hand_case():
     N = np.repeat(np.arange(1, 6), [350, 250, 180, 120, 100])
-    r = st.tokens_per_round_test(N, LAW, 0.01)
+    r = st.assert_tokens_per_round(N, LAW, 0.01)
     assert r.statistic == pytest.approx(0.0) and r.passed and r.name == "tokens_per_round"
     N2 = np.repeat(np.arange(1, 6), [400, 250, 180, 120, 50])
-    r2 = st.tokens_per_round_test(N2, LAW, 0.01)
+    r2 = st.assert_tokens_per_round(N2, LAW, 0.01)
     assert r2.statistic == pytest.approx(50 ** 2 / 350 + 50 ** 2 / 100)
 
 
 def test_tokens_per_round_zero_law_entry_fails():
-    r = st.tokens_per_round_test(np.array([1, 2, 3] * 30), [0.5, 0.5, 0.0], 0.01)
+    r = st.assert_tokens_per_round(np.array([1, 2, 3] * 30), [0.5, 0.5, 0.0], 0.01)
     assert not r.passed and "token 2" in r.message
 
 
 def test_mean_tokens_hand_case():
     N = np.array([1, 2, 3, 4] * 25)
-    r = st.mean_tokens_test(N, 2.0, 1.25, 0.01)
+    r = st.assert_mean_tokens(N, 2.0, 1.25, 0.01)
     z = 0.5 / np.sqrt(1.25 / 100)
     assert r.statistic == pytest.approx(z) and r.p_value == pytest.approx(2 * stats.norm.sf(z))
     assert not r.passed
-    b = st.mean_tokens_test(N, 2.5, 1.25, 0.01, method="bernstein", support=(1, 4))
+    b = st.assert_mean_tokens(N, 2.5, 1.25, 0.01, method="bernstein", support=(1, 4))
     assert b.passed and b.p_value == 1.0
-    assert b.details["detectable_mean_shift"] > st.mean_tokens_test(N, 2.5, 1.25, 0.01).details["detectable_mean_shift"]
+    assert b.details["detectable_mean_shift"] > st.assert_mean_tokens(N, 2.5, 1.25, 0.01).details["detectable_mean_shift"]
 
 
 def test_two_sample_matches_scipy_contingency():
     rng = np.random.default_rng(12)
     a = rng.choice(6, 3000, p=[0.3, 0.2, 0.2, 0.1, 0.1, 0.1])
     b = rng.choice(6, 2000, p=[0.3, 0.2, 0.2, 0.1, 0.1, 0.1])
-    r = st.two_sample_chisquare(a, b, 0.01)
+    r = st.assert_two_sample_chisquare(a, b, 0.01)
     table = np.vstack([np.bincount(a, minlength=6), np.bincount(b, minlength=6)])
     ref = stats.chi2_contingency(table, correction=False)
     assert r.details["n_bins"] == 6
@@ -49,7 +49,7 @@ def test_two_sample_pools_and_detects():
     rng = np.random.default_rng(13)
     p = 1 / np.arange(1, 2001); p /= p.sum()
     q = p.copy(); q[:10] *= 1.5; q /= q.sum()
-    r = st.two_sample_chisquare(rng.choice(2000, 20000, p=p), rng.choice(2000, 20000, p=q), 1e-4)
+    r = st.assert_two_sample_chisquare(rng.choice(2000, 20000, p=p), rng.choice(2000, 20000, p=q), 1e-4)
     assert r.details["min_bin_expected"] >= 20 - 1e-9 and not r.passed
 
 
@@ -62,7 +62,7 @@ def test_two_sample_pools_and_detects():
 ])
 def test_tokens_per_round_errors(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        st.tokens_per_round_test(*args, **kwargs)
+        st.assert_tokens_per_round(*args, **kwargs)
 
 
 @pytest.mark.parametrize("args,kwargs,match", [
@@ -76,7 +76,7 @@ def test_tokens_per_round_errors(args, kwargs, match):
 ])
 def test_mean_tokens_errors(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        st.mean_tokens_test(*args, **kwargs)
+        st.assert_mean_tokens(*args, **kwargs)
 
 
 @pytest.mark.parametrize("a,b,kwargs,match", [
@@ -88,4 +88,4 @@ def test_mean_tokens_errors(args, kwargs, match):
 ])
 def test_two_sample_errors(a, b, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        st.two_sample_chisquare(a, b, 0.01, **kwargs)
+        st.assert_two_sample_chisquare(a, b, 0.01, **kwargs)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from exactspec.stat_tests.coupling import (assert_coupled_within, coupling_bound, min_num_seeds_coupling,
+from exactspec.stat_tests.coupling import (assert_coupled_within, coupling_bound, min_num_samples_coupled_within,
                                            mismatch_upper_bound, spent_rate)
-from exactspec.stat_tests.sequential import (DriftStream, drift_bound, drift_log_e, drift_test, min_discrepancy_drift,
+from exactspec.stat_tests.sequential import (DriftStream, drift_bound, drift_log_e, assert_drift, min_discrepancy_drift,
                                              min_num_samples_drift, mixture_log, radius)
 
 
@@ -34,7 +34,7 @@ def test_an_exact_stream_is_never_rejected_and_its_bound_shrinks_like_one_over_r
     bounds = []
     for n in (500, 2000, 8000):
         stream = _stream(rng.random(n) - 0.5, rng.integers(0, 3, n))
-        assert drift_test(stream, 1e-4).passed
+        assert assert_drift(stream, 1e-4).passed
         bounds.append(drift_bound(stream, 1e-3))
     assert bounds[0] > bounds[1] > bounds[2]
     assert bounds[2] < 0.05 and bounds[0] / bounds[2] == pytest.approx(4.0, rel=0.5)
@@ -46,15 +46,15 @@ def test_a_drift_of_one_sign_per_stratum_is_rejected_though_the_pooled_drift_is_
     strata = rng.integers(0, 2, n)
     values = np.clip(rng.random(n) - 0.5 + np.where(strata == 0, 0.05, -0.05), -0.5, 0.5)
     assert abs(values.mean()) < 0.01
-    assert not drift_test(_stream(values, strata), 1e-4).passed
-    assert drift_test(_stream(values, np.zeros(n, dtype=int)), 1e-4).passed  # pooled: invisible
+    assert not assert_drift(_stream(values, strata), 1e-4).passed
+    assert assert_drift(_stream(values, np.zeros(n, dtype=int)), 1e-4).passed  # pooled: invisible
 
 
 def test_the_slack_absorbs_a_drift_within_it():
     rng = np.random.default_rng(3)  # mean drift < 0.02, slack 0.02 per value: the null holds; alpha 1e-4, n 20000
     values = np.clip(rng.random(20000) - 0.5 + 0.02, -0.5, 0.5)
-    assert drift_test(_stream(values, np.zeros(values.size, dtype=int), slack=0.02), 1e-4).passed
-    assert not drift_test(_stream(values, np.zeros(values.size, dtype=int)), 1e-4).passed
+    assert assert_drift(_stream(values, np.zeros(values.size, dtype=int), slack=0.02), 1e-4).passed
+    assert not assert_drift(_stream(values, np.zeros(values.size, dtype=int)), 1e-4).passed
 
 
 def test_the_anytime_bound_covers_the_true_drift_at_every_look():
@@ -92,9 +92,9 @@ def test_drift_log_e_grows_with_a_drift_and_stays_small_without():
 
 def test_coupling_bounds_zero_and_some_mismatches_and_spends_beta_over_k():
     assert sum(spent_rate(1e-3, k) for k in range(10_000)) <= 1e-3
-    n0 = min_num_seeds_coupling(0.025, 1e-3)
+    n0 = min_num_samples_coupled_within(0.05, 1e-3)  # per-token 0.05 = completion 0.025
     assert mismatch_upper_bound(0, n0, 1e-3) <= 0.025 < mismatch_upper_bound(0, n0 - 1, 1e-3)
-    assert min_num_seeds_coupling(0.025, 1e-3, mismatches=2) > n0
+    assert min_num_samples_coupled_within(0.05, 1e-3, mismatches=2) > n0
     # k = 0: the bound is the exact (1 - beta_0) quantile: (1 - pi)^n = beta_0
     pi = mismatch_upper_bound(0, 300, 1e-3)
     assert (1 - pi) ** 300 == pytest.approx(spent_rate(1e-3, 0), rel=1e-6)
@@ -111,5 +111,5 @@ def test_coupling_bounds_zero_and_some_mismatches_and_spends_beta_over_k():
 def test_certifying_with_k_mismatches_at_the_target_has_probability_at_most_beta_k():
     """At pi = the target, certifying with k mismatches needs <= k among the first n_k seeds: a binomial tail."""
     for k in range(4):
-        n = min_num_seeds_coupling(0.05, 1e-2, k)
+        n = min_num_samples_coupled_within(0.1, 1e-2, k)
         assert stats.binom.cdf(k, n, 0.05) <= spent_rate(1e-2, k) * (1 + 1e-9)

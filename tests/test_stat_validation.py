@@ -33,7 +33,7 @@ S = np.arange(400) % 4
 ])
 def test_chisquare_gof_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        st.chisquare_gof(**kwargs)
+        st.assert_chisquare_gof(**kwargs)
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -44,7 +44,7 @@ def test_chisquare_gof_errors(kwargs, match):
 ])
 def test_zero_check_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        st.zero_probability_check(**kwargs)
+        st.assert_within_support(**kwargs)
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -57,7 +57,7 @@ def test_zero_check_errors(kwargs, match):
 ])
 def test_exact_test_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        st.multinomial_exact_test(**kwargs)
+        st.assert_multinomial_exact(**kwargs)
 
 
 def test_one_validation_module_serves_oracle_and_stat_tests():

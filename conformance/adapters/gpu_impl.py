@@ -1,4 +1,4 @@
-"""Adapters for exactspec's PyTorch implementation (`gpu_impl.torch_verifier.TorchVerifier`).
+"""Adapters for exactspec's PyTorch implementation (`gpu_impl.sampling.torch_verifier.TorchVerifier`).
 
 Factories (zero-argument callables) so that `--impl conformance.adapters.gpu_impl:TorchCUDA` reports
 "unavailable" (a skip with the reason) on a machine without CUDA instead of failing at import. The
@@ -13,9 +13,9 @@ def _verifier(device: str, mode: str = "standard", dtype: str = "float32", metho
     try:
         import torch
 
-        from ...gpu_impl.torch_verifier import TorchVerifier
+        from ...gpu_impl.sampling.torch_verifier import TorchVerifier
     except ImportError as error:  # pragma: no cover - depends on the checkout
-        raise ImplUnavailable(f"exactspec.gpu_impl.torch_verifier.TorchVerifier cannot be imported: {error}") from error
+        raise ImplUnavailable(f"exactspec.gpu_impl.sampling.torch_verifier.TorchVerifier cannot be imported: {error}") from error
     if device == "cuda" and not torch.cuda.is_available():
         raise ImplUnavailable("torch.cuda.is_available() is False: no CUDA device to certify on")
     return TorchVerifier(device=device, mode=mode, dtype=getattr(torch, dtype), method=method)

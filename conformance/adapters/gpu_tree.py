@@ -1,7 +1,7 @@
-"""Tree-level adapters for exactspec's batched torch tree verifier (`gpu_impl.tree_sampler`).
+"""Tree-level adapters for exactspec's batched torch tree verifier (`gpu_impl.sampling.tree_sampler`).
 
 NumPy in, NumPy out, the suite's rng the only randomness: each call seeds one torch.Generator from
-`rng.integers(2**63)` (as `gpu_impl.sampler.TorchVerifier` does), so a fixed numpy seed fixes the
+`rng.integers(2**63)` (as `gpu_impl.sampling.sampler.TorchVerifier` does), so a fixed numpy seed fixes the
 result.  Trees are `exactspec.reference.trees.DraftTree`s, validated on construction by the oracle
 (parents before children, drafted tokens with q > 0, distinct siblings without replacement); a batch
 is padded to its largest tree with masks and verified in one call on the device.
@@ -30,9 +30,9 @@ class TorchTreeVerifier:
         try:
             import torch
 
-            from ...gpu_impl import tree_sampler
+            from ...gpu_impl.sampling import tree_sampler
         except ImportError as error:  # pragma: no cover - depends on the install
-            raise ImplUnavailable(f"exactspec.gpu_impl.tree_sampler cannot be imported: {error}") from error
+            raise ImplUnavailable(f"exactspec.gpu_impl.sampling.tree_sampler cannot be imported: {error}") from error
         if dtype_name not in ("float32", "float64"):
             raise ValueError(f"dtype_name must be 'float32' or 'float64', got {dtype_name!r}")
         self._torch, self._sampler = torch, tree_sampler

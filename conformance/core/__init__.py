@@ -9,9 +9,9 @@ import importlib
 from typing import Any
 
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(("LEVEL_MODULES", "LEVELS", "check_level", "get_level"), ".levels"),
-    **dict.fromkeys(("PROFILE_NAMES", "PROFILES", "EngineSettings", "Profile", "RuleSettings", "SequenceSettings",
-                     "TreeSettings", "get_profile"), ".profiles"),
+    **dict.fromkeys(("LEVEL_MODULES", "LEVELS", "check_level", "get_level", "level_names"), ".levels"),
+    **dict.fromkeys(("PROFILE_NAMES", "PROFILES", "Profile", "get_profile"), ".profiles"),
+    **dict.fromkeys(("RoundSettings", "Settings"), ".settings"),
     **dict.fromkeys(("CATEGORIES", "STATISTICAL_CATEGORIES", "VERDICT_TEXT", "VERDICTS", "CheckRecord", "case_seed",
                      "hard_failure", "hard_result", "verdict_of"), ".records"),
     **dict.fromkeys(("CheckPlan", "StatCheck", "budget_for", "planned_checks", "planned_names", "run_registered"),

@@ -47,6 +47,7 @@ class CaseTask:
     salt: str = ""
     threads: int | None = None
     confirm: tuple[CheckRecord, ...] | None = None  # set: run the level's confirmation on these records
+    sampled: Any = None  # with `confirm`: what the level's confirmation reads from the case's sample (`confirm_input`)
 
 
 def environment() -> dict:
@@ -114,6 +115,7 @@ def _case_outcome(level: Level, subject: Any, task: CaseTask, profile: Profile) 
         records.append(hard_failure(task.impl_name, task.case.name, "run", "contract", f"run: FAIL: {error}", details))
         outcome.entry = {"status": "error", "reason": str(error)[:3000]}
     outcome.records = records
+    outcome.sampled = None if sample is None else level.confirm_input(sample)
     outcome.entry = {**level.case_entry(task.case, sample, records), **outcome.entry,
                      "seconds": round(time.perf_counter() - start, 2)}
     return outcome
@@ -124,10 +126,11 @@ def run_case_task(task: CaseTask) -> CaseOutcome:
     with _salted(task.salt):
         limit_threads(task.threads)
         level, profile = get_level(task.level), get_profile(task.profile)
-        subject = level.subject(task.source.make(), task.impl_name)
+        subject = level.harness(task.source.make(), task.impl_name)
         if task.confirm is None:
             return _case_outcome(level, subject, task, profile)
-        extra, reasons = level.confirm(subject, task.case, profile, list(task.confirm), task.rate, task.plan)
+        extra, reasons = level.confirm(subject, task.case, profile, list(task.confirm), task.rate, task.plan,
+                                       task.sampled)
         return CaseOutcome(task.case.name, records=extra, inconclusive=reasons, environment=environment())
 
 
@@ -150,8 +153,8 @@ def _confirm_phase(tasks: dict[str, CaseTask], by_case: dict[str, CaseOutcome], 
     everything = [r for outcome in by_case.values() for r in outcome.records]
     if verdict_of(everything) in ("CONTRACT_VIOLATION", "NOT_EXACT"):
         return  # no exactness claim is at stake
-    needed = [replace(tasks[name], confirm=tuple(outcome.records)) for name, outcome in by_case.items()
-              if needs_confirmation(outcome.records)]
+    needed = [replace(tasks[name], confirm=tuple(outcome.records), sampled=outcome.sampled)
+              for name, outcome in by_case.items() if needs_confirmation(outcome.records)]
     for extra in run_tasks(run_case_task, needed, executor):
         by_case[extra.case].records += extra.records
         by_case[extra.case].inconclusive += extra.inconclusive
@@ -203,7 +206,7 @@ def run_level(level: Level | str, impl: Any, impl_name: str | None = None, *, pr
     if len(outcomes) < len(order):
         result.notes.append(f"stopped early (fail_fast) after case {outcomes[-1].case}")
     elif extras:
-        result.records += level.run_extras(level.subject(source.make(), impl_name), profile)
+        result.records += level.run_extras(level.harness(source.make(), impl_name), profile)
     result.seconds = time.perf_counter() - start
     notes, extra = level.about(impl)
     result.notes += notes

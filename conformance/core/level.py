@@ -12,27 +12,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Mapping, Sequence
 
-from .profiles import EngineSettings, Profile
+from .profiles import Profile
+from .mutants import REJECTED, MutantSpec  # noqa: F401 -- REJECTED: re-exported
 from .records import CheckRecord
 from .registry import StatCheck
 from .report import SuiteResult
 
 
-#: The expected verdict of a mutant that names none: any rejection counts.
-REJECTED = "any verdict but CERTIFIED"
-
-
-@dataclass(frozen=True)
-class Subject:
-    """One row of a level's kill table: a mutant or valid variant and the verdicts it must get."""
-
-    name: str
-    kind: str  # "mutant" | "valid"
-    models: str  # the real bug (or the valid technique) it models
-    expected: tuple[str, ...]
-    make: Callable[[], Any]  # builds what the level certifies (an adapter, or the engine level's sample pair)
+def named_cases(cases: Sequence[Any], names: Sequence[str] | None, level: str, where: str = "") -> list:
+    """`cases` (`names` None), else those named, in `cases`' order; a ValueError names the unknown ones."""
+    if names is None:
+        return list(cases)
+    unknown = sorted(set(names) - {c.name for c in cases})
+    if unknown:
+        raise ValueError(f"cases: unknown {level}-level case names {unknown}{where}; known: {[c.name for c in cases]}")
+    return [c for c in cases if c.name in set(names)]
 
 
 @dataclass
@@ -45,6 +41,7 @@ class CaseOutcome:
     inconclusive: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     environment: dict = field(default_factory=dict)  # exactspec / numpy / torch versions where it ran
+    sampled: Any = None  # what the level's confirmation reads from the case's sample (`Level.confirm_input`)
 
 
 class Level:
@@ -52,6 +49,16 @@ class Level:
 
     name: str = ""
     checks: tuple[StatCheck, ...] = ()
+    #: The level's settings at each profile name (`core.settings.Settings` subclasses from its `settings.py`).
+    profile_settings: Mapping[str, Any] = {}
+    #: The method an adapter of this level offers, for messages ("verify(target_probs, ...)"); None: the level
+    #: certifies something else than an adapter (`own_input`), and `input_hint` says what.
+    adapter_signature: str | None = None
+    input_hint: str = ""
+    #: Where an object offers several levels, "auto" takes the one with the highest priority.
+    auto_priority: int = 0
+    #: The level runs confirmatory tests after a standard-rule failure (`confirm`; the alpha table states their share).
+    has_confirmation: bool = False
     reference_spec: str | None = None  # "MODULE:NAME" of the level's exact reference adapter
     default_impls: tuple[str, ...] = ()  # what the pytest suite certifies at this level when no --exactspec-impl is given
     #: Smallest n the planner returns for a case with a planning check.
@@ -66,12 +73,13 @@ class Level:
         """The cases a run of `profile` uses (`names`: only those; an unknown name is a ValueError)."""
         raise NotImplementedError
 
+    def representative_cases(self, profile: Profile) -> list:
+        """The cases the alpha table states (default: those a run of `profile` selects without an implementation)."""
+        return self.select_cases(profile)
+
     def case_epsilon(self, case: Any, profile: Profile) -> float:
         """The binned TV a case's n is planned to detect (the profile's target of this level by default)."""
-        settings = profile.settings(self.name)
-        if isinstance(settings, EngineSettings):
-            raise NotImplementedError(f"level {self.name!r} has no target_tv: it must override case_epsilon")
-        return float(settings.target_tv)
+        return float(profile.settings(self.name).target_tv)
 
     def fixed_n(self, case: Any, profile: Profile) -> int | None:
         """n of a case that no registered check plans (PIT and greedy cases; None: nothing to sample)."""
@@ -82,13 +90,22 @@ class Level:
         return getattr(profile.settings(self.name), "max_rounds", None)
 
     # --- implementations ---------------------------------------------------------------------------
+    def offers(self, obj: Any) -> bool:
+        """Does `obj` offer this level's interface (`adapter_signature`)? The loader asks every level."""
+        return False
+
+    def own_input(self, impl: Any) -> tuple[Any, str] | None:
+        """(what is certified, its name) for a level that certifies something else than an adapter (the engine
+        level's pair of sample files); None: `impl` names an adapter, which the loader loads."""
+        return None
+
     def load(self, spec: str) -> Any:
         """A fresh instance of the adapter `spec` names, at this level."""
         from ..loader import load_adapter
 
         return load_adapter(spec, level=self.name).adapter
 
-    def subject(self, impl: Any, name: str) -> Any:
+    def harness(self, impl: Any, name: str) -> Any:
         """What the hooks below run on (a harness around the implementation, by default the object itself)."""
         return impl
 
@@ -98,17 +115,23 @@ class Level:
         return []
 
     def sample(self, subject: Any, case: Any, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
-        """The statistical sample of the case (None: nothing to test) and hard records about it."""
-        return None, []
+        """The statistical sample of the case (None: nothing to test) and hard records about it. By default the
+        case itself: a level whose cases carry their data (the engine level's prompts) samples nothing."""
+        return case, []
 
     def case_entry(self, case: Any, sample: Any, records: list[CheckRecord]) -> dict:
         """The case's summary in the report."""
         summary = getattr(case, "summary", None)
         return dict(summary() if callable(summary) else {}, name=case.name)
 
+    def confirm_input(self, sample: Any) -> Any:
+        """What `confirm` needs from the case's sample (plain, picklable data: the confirmation may run elsewhere)."""
+        return None
+
     def confirm(self, subject: Any, case: Any, profile: Profile, records: list[CheckRecord], rate: float,
-                plan: dict) -> tuple[list[CheckRecord], list[str]]:
-        """Confirmatory exactness records after a standard-rule failure, and reasons the case stays unsettled."""
+                plan: dict, sampled: Any = None) -> tuple[list[CheckRecord], list[str]]:
+        """Confirmatory exactness records after a standard-rule failure (`sampled`: `confirm_input` of the case's
+        sample), and reasons the case stays unsettled."""
         return [], []
 
     # --- the run -------------------------------------------------------------------------------------
@@ -135,7 +158,7 @@ class Level:
         """certificate.json and CERTIFICATE.md (and plots) of `result` under `out_dir`."""
         raise NotImplementedError
 
-    def mutants(self, profile: str = "quick") -> list[Subject]:
+    def mutants(self, profile: str = "quick") -> list[MutantSpec]:
         """The level's kill-table rows: its mutants, then its valid variants (a level whose rows collect their samples
         up front sizes them for `profile`; the others run at the profile the driver is given)."""
         return []

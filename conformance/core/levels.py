@@ -4,8 +4,11 @@ The loader, `exactspec certify`, the pytest plugin, `kill-table`, `calibrate` an
 levels from here. Declarations are imported on first use: the rule and tree levels are torch-free, the
 sequence level needs torch, the engine level reads sample files (numpy, scipy).
 
-Adding a level: a subpackage with a `level.py` whose `LEVEL` is a `core.level.Level`, one line in
-`LEVEL_MODULES`, and its settings in the profile table (`core.profiles`).
+Adding a level = a subpackage (its `level.py` whose `LEVEL` is a `core.level.Level` declaring everything about
+the level: its settings per profile, its cases, checks, reference, mutants and hooks) + one line in
+`LEVEL_MODULES`. Nothing else names a level: the loader asks each level whether it `offers` an object, the
+profiles read the levels' settings, the alpha table, calibration, kill table and pytest plugin read the
+declarations. Read the registry live (`level_names()`, `check_level`), not a copy of `LEVELS`.
 """
 
 from __future__ import annotations
@@ -23,13 +26,18 @@ LEVEL_MODULES: dict[str, str] = {
     "engine": "..engine.level",
     "tree": "..tree.level",
 }
-LEVELS: tuple[str, ...] = tuple(LEVEL_MODULES)
+LEVELS: tuple[str, ...] = tuple(LEVEL_MODULES)  # the built-in levels; level_names() also sees levels added later
+
+
+def level_names() -> tuple[str, ...]:
+    """Every registered level, in report order (read from `LEVEL_MODULES` at the call)."""
+    return tuple(LEVEL_MODULES)
 
 
 def check_level(name: object) -> str:
     """`name` if it names a level, else a ValueError listing the levels."""
     if name not in LEVEL_MODULES:
-        raise ValueError(f"level must be one of {LEVELS}, got {name!r}")
+        raise ValueError(f"level must be one of {level_names()}, got {name!r}")
     return str(name)
 
 

@@ -92,6 +92,16 @@ class StatCheck:
         return plans
 
 
+def one_test(name: str, category: str, applies: Callable[[Any], bool],
+             run: Callable[[Any, float, Profile], CheckRecord], plan: Callable[[Any, Profile], CheckPlan],
+             what: str = "", family: str | None = None) -> StatCheck:
+    """A check family of one test, `name` (the family is called `family`, by default the same): `run` returns its
+    one record, `plan` its one CheckPlan."""
+    return StatCheck(name=family or name, category=category, applies=applies, instances=lambda case: [name],
+                     run=lambda sample, rate, profile: [run(sample, rate, profile)],
+                     plan=lambda case, profile: [plan(case, profile)], what=what)
+
+
 def _checks(level: "str | Level | Sequence[StatCheck]") -> Sequence[StatCheck]:
     if isinstance(level, str):
         from .levels import get_level

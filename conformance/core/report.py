@@ -22,7 +22,7 @@ import numpy as np
 from ...stat_tests import ErrorBudget
 from ...stat_tests.result import jsonable
 
-from .levels import LEVELS
+from .levels import check_level
 from .profiles import Profile
 from .records import CATEGORIES, VERDICT_TEXT, CheckRecord, verdict_of
 
@@ -49,17 +49,20 @@ class SuiteResult:
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # level-specific top-level fields of the document
     inconclusive: list[str] = field(default_factory=list)  # why the run cannot certify though nothing counted failed
-    voided: list[str] = field(default_factory=list)  # "case/check" of records the verdict ignores (invalid reference)
 
     def __post_init__(self) -> None:
-        if self.level not in LEVELS:
-            raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
+        check_level(self.level)
 
     @property
     def counted(self) -> list[CheckRecord]:
-        """The records the verdict is taken from (all but the voided ones)."""
-        voided = set(self.voided)
-        return [r for r in self.records if f"{r.case}/{r.check}" not in voided]
+        """The records the verdict is taken from (a level's result may leave some out: `ignored`)."""
+        ignored = set(self.ignored)
+        return [r for r in self.records if f"{r.case}/{r.check}" not in ignored]
+
+    @property
+    def ignored(self) -> list[str]:
+        """"case/check" of the records the verdict ignores (none here; the engine level's void reports)."""
+        return []
 
     @property
     def verdict(self) -> str:
@@ -128,7 +131,7 @@ def document(result: SuiteResult, impl_spec: str | None = None) -> dict:
         "seconds": round(float(result.seconds), 2),
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "provenance": provenance(impl_spec or result.impl), "plan": result.plan, "cases": result.cases,
-        "notes": list(result.notes), "inconclusive": list(result.inconclusive), "voided": list(result.voided),
+        "notes": list(result.notes), "inconclusive": list(result.inconclusive), "voided": list(result.ignored),
         "checks": [r.to_dict() for r in result.records],
     }
     for key, value in result.extra.items():

@@ -25,8 +25,14 @@ exit status:
   2  usage error: bad arguments, unreadable or invalid sample file (the message names file, line and field),
      files that do not match (roles, model, prompts, sampler parameters), --out not writable
   3  exactspec itself crashed (please report it, with the traceback)
-  4  INCONCLUSIVE: nothing failed, but speculation was never observed, or the reference's reported
-     probabilities disagree with its own samples
+  4  INCONCLUSIVE: nothing failed, but the files cannot support a certificate, because
+     - the reference's reports are not the law it samples (its own tokens disagree with them, or decode-time and
+       teacher-forced reports of one prefix differ beyond the tolerance): the checks that read them are void;
+     - speculation was never observed (no draft counter moved, none declared);
+     - the input is short: a prompt one side dropped, law checks that could not run (raw reports under a warping
+       chain, max_tokens 1, no teacher-forced report of the candidate's prefixes), a check that ran on nothing;
+     - it is underpowered: what the checks rule out is short of the profile's target (the message says how many
+       completions would reach it, or that the engine is not seed-coupled and more seeds cannot)
 """
 
 

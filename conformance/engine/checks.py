@@ -137,20 +137,25 @@ def hard_checks(case: EngineCase) -> list[CheckRecord]:
     return out
 
 
-def prompts(reference: SampleFile, candidate: SampleFile, notes: list[str]) -> list[PromptData]:
-    """The prompts with completions in both files (others noted as skipped); ValueError when there are none."""
-    out = []
-    for pid in reference.header.prompts:
-        if pid not in candidate.header.prompts:
-            continue
-        data = PromptData(pid, reference, candidate)
-        if data.ref and data.cand:
-            out.append(data)
-        else:
-            notes.append(f"{pid}: skipped ({len(data.ref)} reference, {len(data.cand)} candidate completions)")
+def _paired(reference: SampleFile, candidate: SampleFile) -> list[tuple[str, int, int]]:
+    """(prompt, reference completions, candidate completions) of the prompts both headers list."""
+    ref, cand = reference.by_prompt(), candidate.by_prompt()
+    return [(pid, len(ref[pid]), len(cand[pid])) for pid in reference.header.prompts if pid in candidate.header.prompts]
+
+
+def prompts(reference: SampleFile, candidate: SampleFile) -> list[PromptData]:
+    """The prompts with completions in both files (`skipped_prompts`: the others); ValueError when there are none."""
+    out = [PromptData(pid, reference, candidate) for pid, n_ref, n_cand in _paired(reference, candidate)
+           if n_ref and n_cand]
     if not out:
         raise ValueError("no prompt has completions in both files")
     return out
+
+
+def skipped_prompts(reference: SampleFile, candidate: SampleFile) -> list[str]:
+    """A note per prompt both files list that lacks completions in one of them (it is skipped)."""
+    return [f"{pid}: skipped ({n_ref} reference, {n_cand} candidate completions)"
+            for pid, n_ref, n_cand in _paired(reference, candidate) if not (n_ref and n_cand)]
 
 
 def engine_name(sample: SampleFile) -> str:

@@ -3,7 +3,7 @@ batch and stop when it likes without changing a rate (Ville's inequality; proofs
 
 * `drift`: the stratified PIT drift. Each token's PIT value minus 1/2 is a value whose conditional mean is 0 (within
   the report's slack) when the engine samples the reported law; the strata are the report's confidence (its top-1
-  probability), each with its own sign. The e-process of `stat_tests.sequential.drift_test` rejects; its anytime
+  probability), each with its own sign. The e-process of `stat_tests.sequential.assert_drift` rejects; its anytime
   upper bound (`drift_bound`) is what a CERTIFIED rules out: for deviations monotone in the report's order at each
   prefix (temperature, truncation, a pull to the argmax, a residual that sharpens or flattens), with one direction
   per stratum, the mean per-token TV is at most twice the drift.

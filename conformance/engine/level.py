@@ -24,9 +24,24 @@ from .cases import EngineCase, SamplePair
 from .registry import ENGINE_CHECKS, REFERENCE_SELF_CHECKS, REPORT_READERS
 from .routes import LAW_CLASS, prompt_routes, shortfall
 from .samples import SampleFile
+from .settings import PROFILE_SETTINGS
 
 LEVEL_NAME = "engine"
 NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all 0 or absent"
+
+
+def sample_pair(impl: Any) -> SamplePair:
+    """`impl` as a SamplePair: one already, or (REFERENCE, CANDIDATE) sample files or paths."""
+    import os
+
+    from ...errors import AdapterLoadError
+    from .samples import read_samples
+
+    if isinstance(impl, SamplePair):
+        return impl
+    if isinstance(impl, (tuple, list)) and len(impl) == 2:
+        return SamplePair(*(read_samples(p) if isinstance(p, (str, os.PathLike)) else p for p in impl))
+    raise AdapterLoadError("the engine level certifies a pair of sample files: (REFERENCE.jsonl, CANDIDATE.jsonl)")
 
 
 def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord]) -> list[str]:
@@ -115,6 +130,7 @@ class EngineResult(SuiteResult):
     input_reasons: list[str] = field(default_factory=list)  # what the files hold that keeps the run from certifying
     underpowered: list[str] = field(default_factory=list)  # sampled prompts short of the target (more samples help)
     invalid: dict[str, str] = field(default_factory=dict)  # prompt -> why its reports are void
+    voided: list[str] = field(default_factory=list)  # "case/check" of the records that read void reports
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -130,6 +146,11 @@ class EngineResult(SuiteResult):
                              + list(self.input_reasons) + list(self.underpowered))
 
     @property
+    def ignored(self) -> list[str]:
+        """The verdict ignores the records that read a prompt's void reports."""
+        return list(self.voided)
+
+    @property
     def reasons(self) -> list[str]:
         """The verdict's reasons: the counted failures, else why the run is inconclusive (empty: CERTIFIED)."""
         failures = [f"{r.case}: {r.result.message}" for r in self.counted if not r.passed]
@@ -141,7 +162,21 @@ class EngineLevel(Level):
 
     name = LEVEL_NAME
     checks = ENGINE_CHECKS
+    profile_settings = PROFILE_SETTINGS
+    input_hint = ("the engine level certifies a serving engine's sample files, not an adapter: exactspec "
+                  "certify-samples REFERENCE.jsonl CANDIDATE.jsonl")
     per_case_instances = False
+
+    def own_input(self, impl: Any) -> tuple[SamplePair, str]:
+        """The pair of sample files `impl` is or names, and the candidate's name."""
+        from .checks import engine_name
+
+        pair = sample_pair(impl)
+        return pair, engine_name(pair.candidate)
+
+    def representative_cases(self, profile: Profile) -> list:
+        """One sampling prompt with every check (what the alpha table states: n is the files')."""
+        return [EngineCase(name="prompt_1", greedy=False, positions=profile.engine.positions)]
 
     def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list:
         """One case per prompt with completions in both files; ValueError when the files cannot be compared."""
@@ -151,17 +186,14 @@ class EngineLevel(Level):
             raise ValueError(f"the engine level certifies a SamplePair (reference, candidate), got {type(impl).__name__}")
         check_comparable(impl.reference, impl.candidate)
         defaults = impl.reference.header.request_defaults
-        cases = [data.case(profile.engine.positions, defaults) for data in prompts(impl.reference, impl.candidate, [])]
+        cases = [data.case(profile.engine.positions, defaults) for data in prompts(impl.reference, impl.candidate)]
         return [c for c in cases if names is None or c.name in set(names)]
 
-    def load(self, spec: str) -> Any:
-        raise ValueError("the engine level reads sample files: exactspec certify-samples REFERENCE CANDIDATE")
-
-    def sample(self, subject: SamplePair, case: EngineCase, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
-        """The prompt's hard checks; the case itself (with its data) is what the statistical checks run on."""
+    def invariants(self, subject: SamplePair, case: EngineCase, profile: Profile) -> list[CheckRecord]:
+        """The prompt's hard checks (the case carries its data: the statistical checks run on it, `Level.sample`)."""
         from .checks import hard_checks
 
-        return case, hard_checks(case)
+        return hard_checks(case)
 
     def case_entry(self, case: EngineCase, sample: Any, records: list[CheckRecord]) -> dict:
         from .checks import case_summary
@@ -174,11 +206,10 @@ class EngineLevel(Level):
     def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
         """Speculation evidence, void reports, the certification routes, the reasons and what the verdict ignores."""
         from . import hard
-        from .checks import engine_summary, prompts as paired_prompts
+        from .checks import engine_summary, skipped_prompts
 
         assert isinstance(result, EngineResult), "new_result makes an EngineResult"
-        skipped: list[str] = []
-        paired_prompts(impl.reference, impl.candidate, skipped)
+        skipped = skipped_prompts(impl.reference, impl.candidate)
         result.notes = skipped + [n for case in cases for n in case.notes] + result.notes
         evidence = hard.speculation_evidence([c for case in cases for c in case.data.cand], impl.candidate.counters,
                                              declared=hard.speculation_declared(impl.candidate.header))
@@ -197,10 +228,11 @@ class EngineLevel(Level):
         return f"exactspec certify-samples: {result.impl}: {result.verdict}"
 
     def mutants(self, profile: str = "quick") -> list:
-        """exactspec's generators and the generation-level mutants, served and collected at `profile` sizes."""
-        from .serve.mutants import subjects
+        """The zoo (`serve.mutants.zoo`): the generation-level mutants it names and exactspec's generators, served and
+        collected at `profile` sizes."""
+        from .serve.mutants import zoo
 
-        return subjects(profile)
+        return list(zoo(profile))
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         return record.category == "contract" or record.check in ("greedy_equality", "greedy_spread")

@@ -23,7 +23,7 @@ from ..core.records import CheckRecord
 from .cases import EngineCase
 from .hard import coupling_pairs
 from .stat_checks import LAW_ROUTE_SHARE
-from ...stat_tests.coupling import coupling_bound, min_num_seeds_coupling
+from ...stat_tests.coupling import coupling_bound, min_num_samples_coupled_within
 
 COUPLING_QUANTITY = ("expected per-token TV at every position, in any direction (the candidate's next-token law at "
                      "its own prefixes against the reference's)")
@@ -46,7 +46,7 @@ def coupling_route(case: EngineCase, profile: Profile) -> dict | None:
     beta = profile.false_pass_rate * (1.0 - LAW_ROUTE_SHARE)
     bound = coupling_bound(mismatches, shared, beta, data.seed_space)
     coupled = mismatches / shared < profile.engine.target_tv / 4.0  # else more seeds will only add mismatches
-    needed = min_num_seeds_coupling(profile.engine.target_tv / 2.0, beta, mismatches, data.seed_space) if coupled \
+    needed = min_num_samples_coupled_within(profile.engine.target_tv, beta, mismatches, data.seed_space) if coupled \
         else None
     return {"route": "coupling", "bound": bound.token_tv, "completion_tv": bound.completion_tv, "seeds": shared,
             "mismatches": mismatches, "first_mismatch": first, "needed": needed, "false_pass_rate": beta,

@@ -25,7 +25,7 @@ from .cases import EngineCase
 from .law_checks import context_log_e, drift_stream, near_zero_log_e
 from .law_stream import token_stream
 from ...stat_tests import TestResult
-from ...stat_tests.sequential import drift_bound, drift_log_e, drift_test, log_e_process_reject, mixture_log
+from ...stat_tests.sequential import drift_bound, drift_log_e, assert_drift, log_e_process_reject, mixture_log
 
 #: The law route's share of the false-pass rate (the coupling route has the other half: `routes`).
 LAW_ROUTE_SHARE = 0.5
@@ -49,7 +49,7 @@ def law_drift_check(case: Any, rate: float, profile: Profile) -> list[CheckRecor
     data = case.data
     tokens = token_stream(data.pid, data.cand, data.reports, 2, case.positions)
     stream = drift_stream(tokens)
-    result = drift_test(stream, rate, name="law_drift")
+    result = assert_drift(stream, rate, name="law_drift")
     bound = drift_bound(stream, profile.false_pass_rate * LAW_ROUTE_SHARE) if stream.count else math.inf
     beta = profile.false_pass_rate * LAW_ROUTE_SHARE
     details = {**result.details, "completions": len(data.cand), "positions": [2, case.positions],

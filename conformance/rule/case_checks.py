@@ -15,7 +15,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from ...stat_tests import TestResult, chisquare_gof, pit_ks_or_fail
+from ...stat_tests import TestResult, assert_chisquare_gof, pit_ks_or_fail
 from ...stat_tests.binning import pool_bins
 from ...stat_tests.pit import pit_values
 
@@ -72,7 +72,7 @@ def hashed_position_check(impl: str, rounds, false_fail_rate: float, profile: Pr
     bins, hashed_law = hashed_law_at(case, n, profile)
     n_hash = hashed_law.size
     counts = np.bincount(bins[rounds.tokens[:, 0]], minlength=n_hash)
-    res = chisquare_gof(counts=counts, p=hashed_law, false_fail_rate=false_fail_rate, false_pass_rate=profile.false_pass_rate,
+    res = assert_chisquare_gof(counts=counts, p=hashed_law, false_fail_rate=false_fail_rate, false_pass_rate=profile.false_pass_rate,
                         min_expected=min_expected, method="lr", name="hashed_position_1")
     token_bin, _ = pool_bins(law, float(n), min_expected)
     sizes = np.bincount(token_bin[token_bin >= 0])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...stat_tests import TestResult, lr_gof_or_zero, tokens_per_round_test, zero_probability_check
+from ...stat_tests import TestResult, lr_gof_or_zero, assert_tokens_per_round, assert_within_support
 from ...stat_tests.binning import drop_rounding_mass, pool_bins, with_unseen_category
 
 from ..core.contract import invariant_record
@@ -193,11 +193,11 @@ def count_law_check(impl: str, rounds: Rounds, false_fail_rate: float, profile: 
     n = rounds.n
     me = profile.rule.min_expected(n)
     try:
-        res = tokens_per_round_test(rounds.counts, law, false_fail_rate=false_fail_rate, false_pass_rate=profile.false_pass_rate, min_expected=me,
+        res = assert_tokens_per_round(rounds.counts, law, false_fail_rate=false_fail_rate, false_pass_rate=profile.false_pass_rate, min_expected=me,
                                     method=GOF_METHOD, name="tokens_per_round")
     except ValueError as error:
         c = np.bincount(rounds.counts - 1, minlength=law.size)
-        zr = zero_probability_check(counts=c, p=law, false_pass_rate=profile.false_pass_rate, name="tokens_per_round")
+        zr = assert_within_support(counts=c, p=law, false_pass_rate=profile.false_pass_rate, name="tokens_per_round")
         res = TestResult("tokens_per_round", zr.statistic, zr.p_value, n, false_fail_rate if zr.passed else 0.0, profile.false_pass_rate,
                          float("nan"), zr.passed, f"{zr.message} (chi-square skipped: {error})", zr.details)
     mean_obs = float(rounds.counts.mean())

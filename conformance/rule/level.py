@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 from ..adapters import DEFAULT_IMPLS
 from ..core.contract import failed, guard
-from ..core.level import Level, Subject
+from ..core.level import Level, named_cases
+from ..core.mutants import MutantSpec
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
 from ..core.planning import plan_case
@@ -25,6 +24,7 @@ from .cases import Case
 from .harness import Harness
 from .invariants import hypothesis_records, invariant_records
 from .registry import RULE_CHECKS, RuleSample
+from .settings import PROFILE_SETTINGS
 
 #: Large-vocabulary cases cost O(V) per round (a 32k row is ~10 ms on a CPU torch implementation), so
 #: their per-case target is looser by this factor; the report states the resulting detectable TV.
@@ -35,32 +35,30 @@ FIRST_TOKEN_CHECKS = frozenset(("position_1", "invariants", "invariants_statisti
                                 "single_round_path"))
 
 
-def _one_line(text: str | None) -> str:
-    return " ".join((text or "").split())
-
-
 class RuleLevel(Level):
     """See the module docstring."""
 
     name = "rule"
     checks = RULE_CHECKS
+    profile_settings = PROFILE_SETTINGS
+    adapter_signature = "verify(target_probs, draft_probs, draft_tokens, rng)"
+    auto_priority = 1
+    has_confirmation = True
     reference_spec = "exactspec.conformance.adapters.reference:Reference"
     default_impls = DEFAULT_IMPLS
+
+    def offers(self, obj: Any) -> bool:
+        return callable(getattr(obj, "verify", None))
 
     def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list[Case]:
         from .cases import SUITE_CASES
 
-        if names is None:
-            return list(SUITE_CASES)
-        unknown = sorted(set(names) - {c.name for c in SUITE_CASES})
-        if unknown:
-            raise ValueError(f"cases: unknown rule-level case names {unknown}; known: {[c.name for c in SUITE_CASES]}")
-        return [c for c in SUITE_CASES if c.name in set(names)]
+        return named_cases(SUITE_CASES, names, self.name)
 
     def case_epsilon(self, case: Case, profile: Profile) -> float:
         return profile.rule.target_tv * (LARGE_VOCAB_EPSILON_SCALE if "large_vocab" in case.tags else 1.0)
 
-    def subject(self, impl: Any, name: str) -> Harness:
+    def harness(self, impl: Any, name: str) -> Harness:
         return impl if isinstance(impl, Harness) else Harness(impl, name)
 
     def invariants(self, subject: Harness, case: Case, profile: Profile) -> list[CheckRecord]:
@@ -82,15 +80,21 @@ class RuleLevel(Level):
                                     lambda: subject.run(case, n_acc, case_seed(case.name, "acceptance")))
             if err:
                 return None, [err]
+        sample = RuleSample(name, rounds, acceptance)
         record = checks.invariant_check(name, rounds, "invariants_statistical_rounds")
-        record.result.details["reach"] = [float(np.mean(rounds.counts >= j)) for j in range(1, case.k + 2)]
+        record.result.details["reach"] = sample.reach
         record.result.details["seconds"] = rounds.seconds
-        return RuleSample(name, rounds, acceptance), [record]
+        return sample, [record]
+
+    def confirm_input(self, sample: RuleSample) -> list[float]:
+        """The share of the statistical rounds reaching each position: what sizes a confirmatory test."""
+        return sample.reach
 
     def confirm(self, subject: Harness, case: Case, profile: Profile, records: list[CheckRecord], rate: float,
-                plan: dict) -> tuple[list[CheckRecord], list[str]]:
-        """Confirmatory exactness tests sized for the deviation the failed standard-rule checks saw (`confirm`)."""
-        reach = next((r.result.details["reach"] for r in records if "reach" in r.result.details), None)
+                plan: dict, sampled: list[float] | None = None) -> tuple[list[CheckRecord], list[str]]:
+        """Confirmatory exactness tests sized for the deviation the failed standard-rule checks saw (`confirm`), on
+        rounds sized from the share of the case's rounds reaching each position (`sampled`: `confirm_input`)."""
+        reach = sampled
         if reach is None:
             return [], [f"{case.name}: no statistical rounds to size a confirmatory test from"]
         n_standard = sum(len(names) for check, names in planned_checks(self, case)
@@ -131,11 +135,10 @@ class RuleLevel(Level):
 
         return write_report(result, out_dir, impl_spec=impl_spec)
 
-    def mutants(self, profile: str = "quick") -> list[Subject]:
-        from .mutants.zoo import MUTANTS, VALID
+    def mutants(self, profile: str = "quick") -> list[MutantSpec]:
+        from .mutants.zoo import ZOO
 
-        return [Subject(cls.__name__, cls.kind, _one_line(cls.models), tuple(cls.expected), cls)
-                for cls in MUTANTS + VALID]
+        return list(ZOO)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         return record.check in FIRST_TOKEN_CHECKS or record.category == "contract"

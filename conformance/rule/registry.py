@@ -13,7 +13,7 @@ import numpy as np
 from ...stat_tests.binning import drop_rounding_mass, with_unseen_category
 from ..core.profiles import Profile
 from ..core.records import case_seed
-from ..core.registry import CheckPlan, StatCheck
+from ..core.registry import CheckPlan, StatCheck, one_test
 from . import case_checks, checks
 from .cases import Case
 from .harness import Rounds
@@ -30,6 +30,11 @@ class RuleSample:
     @property
     def case(self) -> Case:
         return self.rounds.case
+
+    @property
+    def reach(self) -> list[float]:
+        """The share of the statistical rounds that emit >= j tokens, j = 1..k+1."""
+        return [float(np.mean(self.rounds.counts >= j)) for j in range(1, self.case.k + 2)]
 
 
 def reach(case: Case) -> np.ndarray:
@@ -71,37 +76,32 @@ RULE_CHECKS: tuple[StatCheck, ...] = (
               run=lambda s, rate, prof: case_checks.pit_position_checks(s.impl, s.rounds, rate, prof),
               plan=lambda c, prof: _position_plans(c, prof, "pit_position", "ks"),
               what="rows vary by round: randomized PIT of the token at position j under its round's p_j ~ U(0,1) (KS)"),
-    StatCheck(name="hashed_position", category="exactness", applies=lambda c: c.V >= 1024 and not c.varying,
-              instances=lambda c: ["hashed_position_1"],
-              run=lambda s, rate, prof: [case_checks.hashed_position_check(s.impl, s.rounds, rate, prof)],
-              plan=lambda c, prof: [CheckPlan("hashed_position_1", "lr", law_at=lambda n: case_checks.hashed_law_at(
-                  c, n, prof)[1])],
-              what="large V: token at position 1 binned by a hash of its id (separates tokens the p-sorted bins pool)"),
-    StatCheck(name="completed_stream", category="exactness", applies=lambda c: c.stream_enumerable,
-              instances=lambda c: ["completed_stream"],
-              run=lambda s, rate, prof: [checks.completed_stream_check(s.impl, s.rounds, rate, prof,
-                                                                       case_seed(s.case.name, "stream"))],
-              plan=lambda c, prof: [CheckPlan("completed_stream", "lr", law=c.stream_law, drives_n=True)],
-              what="completed stream ~ prod_j p_j"),
-    StatCheck(name="tuple_law", category="standard_rule", applies=lambda c: c.enumerable,
-              instances=lambda c: ["tuple_law"],
-              run=lambda s, rate, prof: [checks.tuple_law_check(s.impl, s.rounds, rate, prof)],
-              plan=lambda c, prof: [CheckPlan("tuple_law", "lr", law=tuple_law(c), drives_n=True)],
-              what="emitted tuple ~ the standard rule's exact law"),
-    StatCheck(name="tokens_per_round", category="standard_rule", applies=lambda c: True,
-              instances=lambda c: ["tokens_per_round"],
-              run=lambda s, rate, prof: [checks.count_law_check(s.impl, s.rounds, rate, prof)],
-              plan=lambda c, prof: [CheckPlan("tokens_per_round", "lr", law=count_law(c))],
-              what="tokens per round ~ the standard rule's law"),
-    StatCheck(name="residual", category="standard_rule", applies=lambda c: not c.varying and c.alphas[0] < 1 - 1e-9,
-              instances=lambda c: ["residual_1"],
-              run=lambda s, rate, prof: [checks.residual_check(s.impl, s.rounds, rate, prof)],
-              plan=lambda c, prof: [CheckPlan("residual_1", "lr", law=checks.residual_law(c),
-                                              reach=float(c.count_law[0]))],
-              what="token emitted when the first draft is rejected ~ norm(max(0, p_1 - q_1)), the standard residual"),
-    StatCheck(name="acceptance_rate", category="standard_rule", applies=lambda c: "acceptance_rate" in c.tags,
-              instances=lambda c: ["acceptance_rate"],
-              run=lambda s, rate, prof: [case_checks.acceptance_rate_check(s.impl, s.acceptance, rate, prof)],
-              plan=lambda c, prof: [CheckPlan("acceptance_rate", "binomial")],
-              what="first draft accepted ~ Bernoulli(alpha_1) (exact binomial), rounds sized for a 0.5 % bias"),
+    one_test("hashed_position_1", "exactness", lambda c: c.V >= 1024 and not c.varying,
+             lambda s, rate, prof: case_checks.hashed_position_check(s.impl, s.rounds, rate, prof),
+             lambda c, prof: CheckPlan("hashed_position_1", "lr",
+                                       law_at=lambda n: case_checks.hashed_law_at(c, n, prof)[1]),
+             "large V: token at position 1 binned by a hash of its id (separates tokens the p-sorted bins pool)",
+             family="hashed_position"),
+    one_test("completed_stream", "exactness", lambda c: c.stream_enumerable,
+             lambda s, rate, prof: checks.completed_stream_check(s.impl, s.rounds, rate, prof,
+                                                                 case_seed(s.case.name, "stream")),
+             lambda c, prof: CheckPlan("completed_stream", "lr", law=c.stream_law, drives_n=True),
+             "completed stream ~ prod_j p_j"),
+    one_test("tuple_law", "standard_rule", lambda c: c.enumerable,
+             lambda s, rate, prof: checks.tuple_law_check(s.impl, s.rounds, rate, prof),
+             lambda c, prof: CheckPlan("tuple_law", "lr", law=tuple_law(c), drives_n=True),
+             "emitted tuple ~ the standard rule's exact law"),
+    one_test("tokens_per_round", "standard_rule", lambda c: True,
+             lambda s, rate, prof: checks.count_law_check(s.impl, s.rounds, rate, prof),
+             lambda c, prof: CheckPlan("tokens_per_round", "lr", law=count_law(c)),
+             "tokens per round ~ the standard rule's law"),
+    one_test("residual_1", "standard_rule", lambda c: not c.varying and c.alphas[0] < 1 - 1e-9,
+             lambda s, rate, prof: checks.residual_check(s.impl, s.rounds, rate, prof),
+             lambda c, prof: CheckPlan("residual_1", "lr", law=checks.residual_law(c), reach=float(c.count_law[0])),
+             "token emitted when the first draft is rejected ~ norm(max(0, p_1 - q_1)), the standard residual",
+             family="residual"),
+    one_test("acceptance_rate", "standard_rule", lambda c: "acceptance_rate" in c.tags,
+             lambda s, rate, prof: case_checks.acceptance_rate_check(s.impl, s.acceptance, rate, prof),
+             lambda c, prof: CheckPlan("acceptance_rate", "binomial"),
+             "first draft accepted ~ Bernoulli(alpha_1) (exact binomial), rounds sized for a 0.5 % bias"),
 )

@@ -158,7 +158,7 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
           f"- False-pass: on every case, a deviation of binned total variation >= **{rule.target_tv:g}** in the "
           f"primary law is detected with probability >= {1 - prof.false_pass_rate:g} (large-vocabulary cases: 2.5 x looser, "
           f"they cost O(V) per round); n per case was computed from this target with "
-          f"`stat_tests.required_samples`. Each check's own detectable TV is listed below.",
+          f"`stat_tests.min_num_samples_chisquare_gof`. Each check's own detectable TV is listed below.",
           "- Seeds are fixed (CRC32 of the case name): the run is deterministic.", ""]
     if data.get("measured_deviations"):
         md += ["## Measured deviations (failed statistical checks)", "",

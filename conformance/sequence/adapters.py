@@ -214,7 +214,9 @@ def load_adapter(spec: Any) -> Any:
     if spec is None:
         return None
     loaded = load_any_adapter(spec, builtins=BUILTIN)
-    return loaded.adapter if loaded.level == "sequence" else None
+    from .level import LEVEL
+
+    return loaded.adapter if LEVEL.offers(loaded.adapter) else None
 
 
 def adapter_name(adapter: Any) -> str:

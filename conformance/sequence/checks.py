@@ -1,7 +1,7 @@
 """The sequence level's check functions on generated sequences (all from `stat_tests`, each with its stated
 false-fail rate, n and detectable deviation):
 
-* exact cases -- `chisquare_gof(method="lr")` of the whole generated sequences against the enumerated law (bins
+* exact cases -- `assert_chisquare_gof(method="lr")` of the whole generated sequences against the enumerated law (bins
   pooled from p alone; an extra zero-probability category catches impossible outputs: tokens after EOS, too many
   tokens, zero-probability tokens), and one per position on the marginal law of that position (V tokens +
   'stopped'); both likelihood-ratio tests with a proven tail (`stat_tests.lr_tail`);
@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ...stat_tests import TestResult, chisquare_gof
+from ...stat_tests import TestResult, assert_chisquare_gof
 from ..core.records import hard_result
 from .exact_law import SequenceLaw
 from .models import eos_of, last_logits
@@ -73,7 +73,7 @@ def sequence_law_check(law: SequenceLaw, samples: list[list[int]], false_fail_ra
     counts, bad = law.counts(samples)
     probs = law.probs_with_impossible()
     labels = [_label(o) for o in law.outcomes] + [_label(None)]
-    result = chisquare_gof(counts=counts, p=probs, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate, method="lr",
+    result = assert_chisquare_gof(counts=counts, p=probs, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate, method="lr",
                            min_expected=min_expected, name=f"sequence_chisquare{tag}")
     evidence = {"empirical_tv_to_exact_law": _tv(counts, probs), "n_outcomes": len(law.outcomes),
                 "top_deviations": _top_deviations(labels, counts, probs),
@@ -92,7 +92,7 @@ def position_marginal_checks(law: SequenceLaw, samples: list[list[int]], false_f
         for s in samples:
             token = int(s[t]) if t < len(s) else law.vocab
             pos_counts[token if 0 <= token < law.vocab else law.vocab] += 1
-        r = chisquare_gof(counts=pos_counts, p=pos_p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate, method="lr",
+        r = assert_chisquare_gof(counts=pos_counts, p=pos_p, false_fail_rate=false_fail_rate, false_pass_rate=false_pass_rate, method="lr",
                           name=f"position_{t}_chisquare{tag}")
         results.append(r)
         if not r.passed:

@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...errors import AdapterLoadError, ContractViolation, ExactspecError
-from ..core.level import REJECTED, Level, Subject
+from ..core.level import Level, named_cases
+from ..core.mutants import MutantSpec
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed, hard_result
 from ..core.report import SuiteResult
 from ..loader import call_implementation
 from .cases import CASES, REAL_CASES, Case
 from .registry import SEQUENCE_CHECKS, case_laws
+from .settings import PROFILE_SETTINGS
 
 SUITE_VERSION = 5  # 5: quick draws its exact cases as generate_batch rows; 4: cases on the core's driver; 3: batch rows
 
@@ -117,20 +119,22 @@ class SequenceLevel(Level):
 
     name = "sequence"
     checks = SEQUENCE_CHECKS
+    profile_settings = PROFILE_SETTINGS
+    adapter_signature = "generate(target, draft, prompt_ids, max_new_tokens, k, sampling, seed)"
+    auto_priority = 2  # an object with generate and verify is certified as a whole generator
     reference_spec = "reference"
     default_impls = ("reference", "gpu_impl")
     min_n = 200
     threads = 1  # tiny models gain nothing from intra-op threads
 
+    def offers(self, obj: Any) -> bool:
+        return callable(getattr(obj, "generate", None))
+
     def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list[Case]:
         """Every case (quick: those marked in_quick); `names` may also name the real-model cases."""
         if names is None:
             return [c for c in CASES if profile.name != "quick" or c.in_quick]
-        known = {c.name: c for c in CASES + REAL_CASES}
-        unknown = sorted(set(names) - set(known))
-        if unknown:
-            raise ValueError(f"cases: unknown sequence-level case names {unknown}; known: {sorted(known)}")
-        return [c for c in CASES + REAL_CASES if c.name in set(names)]
+        return named_cases(CASES + REAL_CASES, names, self.name)
 
     def fixed_n(self, case: Case, profile: Profile) -> int | None:
         if case.level == "pit":
@@ -149,7 +153,7 @@ class SequenceLevel(Level):
                                    "sampling, seed): not a generation-level adapter")
         return adapter
 
-    def subject(self, impl: Any, name: str) -> Generator:
+    def harness(self, impl: Any, name: str) -> Generator:
         return impl if isinstance(impl, Generator) else Generator(impl, name)
 
     def sample(self, subject: Generator, case: Case, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
@@ -197,15 +201,10 @@ class SequenceLevel(Level):
 
         return write_report(result, out_dir, impl_spec)
 
-    def mutants(self, profile: str = "quick") -> list[Subject]:
-        from .mutants import BENIGN, MUTANTS
-        from .reference_loop import ReferenceLoop
+    def mutants(self, profile: str = "quick") -> list[MutantSpec]:
+        from .mutants import ZOO
 
-        one_line = lambda text: " ".join((text or "").split())  # noqa: E731
-        rows = [Subject(m.name, "mutant", one_line(m.__doc__), (REJECTED,), m) for m in MUTANTS]
-        rows.append(Subject(ReferenceLoop.name, "valid", "Valid: " + one_line(ReferenceLoop.__doc__), ("CERTIFIED",),
-                            ReferenceLoop))
-        return rows + [Subject(b.name, "valid", one_line(b.__doc__), ("CERTIFIED",), b) for b in BENIGN]
+        return list(ZOO)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         """Contract failures fail any test; greedy and zero-probability failures at position 0; position-0 laws."""

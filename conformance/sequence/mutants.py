@@ -5,6 +5,11 @@ differs from the target's; the meta-test (tests/test_sequence_meta.py) shows the
 rejects each of them under the quick profile, while the benign variants (law-preserving changes) and the
 correct implementations are certified. The rule-level suite cannot see most of these: each round here is
 settled by the exact rule, the bug is in what is fed to it or in what is done with its output.
+
+`ZOO` holds one `core.mutants.MutantSpec` per entry: the mutants (`MUTANTS`), then the valid variants (the
+reference loop and `BENIGN`). A spec's name is the class's `name`, the class name in kebab case after the
+"mutant-" or "benign-" prefix (`KvNotRolledBack` is "mutant-kv-not-rolled-back"). The engine level serves the
+mutants it names (`engine.serve.mutants.SERVED_MUTANTS`), not every entry of this zoo.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .reference_loop import ReferenceLoop, _Row
+from ..core.mutants import MutantSpec, mutant, valid_variant, zoo
 from ...reference.sampling import sample_token
 from ...reference.rules import verify
 from ...reference.warping import SamplingParams, warp_probs
@@ -40,7 +46,7 @@ class DraftTemperatureMismatch(ReferenceLoop):
         return sample_from, q
 
 
-class TargetAlwaysT1(ReferenceLoop):
+class TargetVerifiedAtT1(ReferenceLoop):
     """Target rows verified at temperature 1 with no filters, whatever was requested (warpers applied only
     when sampling a fresh token, not to the verification logits): p is the raw softmax."""
 
@@ -70,7 +76,7 @@ class QFromRawLogits(ReferenceLoop):
         return sample_from, warp_probs(logits, 1.0)
 
 
-class BonusFromRejectedRow(ReferenceLoop):
+class BonusFromWrongRow(ReferenceLoop):
     """When all k drafts are accepted, the bonus token is drawn from row k-1 (the row that judged the last
     draft, i.e. the position a rejection would have used) instead of row k: an off-by-one in picking the
     final token's row (cf. vllm-project/vllm#9730 and #8320 on which row the bonus token comes from)."""
@@ -85,7 +91,7 @@ class BonusFromRejectedRow(ReferenceLoop):
         return emitted
 
 
-class TargetSeesRejectedToken(ReferenceLoop):
+class KvNotRolledBack(ReferenceLoop):
     """Target KV cache not rolled back after a rejection: later target rows stay conditioned on the
     rejected draft token (placed before the correction token). Models openvinotoolkit/openvino.genai#4190
     (row conditioned on the rejected draft), ml-explore/mlx-lm#1109 and paiml/aprender#2014 (cache
@@ -113,7 +119,7 @@ class BatchRowsSwapped(ReferenceLoop):
         return emitted
 
 
-class SeedsReusedAcrossRounds(ReferenceLoop):
+class SeedReusedEachRound(ReferenceLoop):
     """The generator is re-seeded with the request seed at every round (e.g. torch.manual_seed(seed)
     inside the loop), so every round reuses the same uniforms: rounds are no longer independent."""
 
@@ -123,7 +129,7 @@ class SeedsReusedAcrossRounds(ReferenceLoop):
         return np.random.default_rng(row.seed)
 
 
-class ResampleFromTargetOnReject(ReferenceLoop):
+class ResampleFromP(ReferenceLoop):
     """After a rejection the correction token is drawn from p instead of norm(max(0, p - q)) -- the most
     common hand-written speculative-sampling bug (double-counts the mass the draft already offered)."""
 
@@ -137,7 +143,7 @@ class ResampleFromTargetOnReject(ReferenceLoop):
         return emitted
 
 
-class EOSCheckedOnlyAtRoundEnd(ReferenceLoop):
+class EosOnlyAtRoundEnd(ReferenceLoop):
     """EOS looked for only in the last token of a round: an EOS accepted inside the drafts is kept and
     generation continues past it (the failure transformers guards against when it crops candidates at EOS)."""
 
@@ -156,15 +162,15 @@ class EOSCheckedOnlyAtRoundEnd(ReferenceLoop):
 
 MUTANTS = [
     DraftTemperatureMismatch,
-    TargetAlwaysT1,
+    TargetVerifiedAtT1,
     TopKDraftOnly,
     QFromRawLogits,
-    BonusFromRejectedRow,
-    TargetSeesRejectedToken,
+    BonusFromWrongRow,
+    KvNotRolledBack,
     BatchRowsSwapped,
-    SeedsReusedAcrossRounds,
-    ResampleFromTargetOnReject,
-    EOSCheckedOnlyAtRoundEnd,
+    SeedReusedEachRound,
+    ResampleFromP,
+    EosOnlyAtRoundEnd,
 ]
 
 
@@ -190,3 +196,9 @@ class NoMemo(ReferenceLoop):
 
 
 BENIGN = [BonusDropped]
+
+#: The sequence level's zoo (what `exactspec kill-table --level sequence` runs): the mutants, then the valid variants.
+ZOO: tuple[MutantSpec, ...] = zoo(
+    [mutant(m.name, m.__doc__, m) for m in MUTANTS]
+    + [valid_variant(ReferenceLoop.name, "Valid: " + (ReferenceLoop.__doc__ or ""), ReferenceLoop)]
+    + [valid_variant(b.name, b.__doc__, b) for b in BENIGN])

@@ -2,7 +2,7 @@
 
 A token of warped target probability 0 is a hard failure; the PIT values (id ordering and descending-probability
 ordering), padded with fresh uniforms after an EOS so every sequence gives max_new_tokens of them, are tested
-for uniformity by `stat_tests.pit_uniformity_test` (exact KS on PIT values, never on token ids).
+for uniformity by `stat_tests.assert_pit_uniform` (exact KS on PIT values, never on token ids).
 Teacher forcing is batched (`models.target_rows_many`: one forward per group of equal-length samples).
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 from ..core.records import hard_result
 from .models import target_rows_many
 from ...reference.warping import SamplingParams
-from ...stat_tests import TestResult, pit_uniformity_test, pit_values
+from ...stat_tests import TestResult, assert_pit_uniform, pit_values
 
 
 def pit_of_samples(target: Any, prompt: Sequence[int], samples: list[list[int]], seeds: Sequence[int],
@@ -58,7 +58,7 @@ def pit_ks_checks(values: dict[str, np.ndarray], false_fail_rate: float, false_p
         if u.size < 2:
             results.append(hard_result(f"pit_ks_{ordering}", False, int(u.size), "fewer than 2 PIT values"))
             continue
-        r = pit_uniformity_test(u, false_fail_rate, false_pass_rate=false_pass_rate, method="ks", name=f"pit_ks_{ordering}")
+        r = assert_pit_uniform(u, false_fail_rate, false_pass_rate=false_pass_rate, method="ks", name=f"pit_ks_{ordering}")
         results.append(r)
         hist = np.histogram(u, bins=10, range=(0, 1))[0]
         evidence[f"pit_{ordering}"] = {"decile_counts": hist.tolist(), "expected_per_decile": u.size / 10,

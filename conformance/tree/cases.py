@@ -1,8 +1,11 @@
 """The tree level's cases: a tree shape, the drafting mode and the row model, read from JSON data.
 
-A case is data (`conformance/case_data/trees.json`): the suite draws a fresh tree from it every round
+A case is data (`conformance/case_data/trees.json`, format `case_data/trees.schema.json`, the conventions of the
+rule level's case files: a top-level `$schema`, `description` and `cases`, each case a unique `name`, the bug it is
+built to expose, `why`, and optional `tags`): the suite draws a fresh tree from it every round
 (`reference.tree_sampling.sample_trees`) and hands it to the implementation; the laws the checks compare with
-are the oracle's (`reference.tree_laws`), enumerated once per case and cached.
+are the oracle's (`reference.tree_laws`), enumerated once per case and cached. `load_tree_cases(path)` validates
+a file with ValueErrors naming the file, the case and the field, as the rule level's `load_cases` does.
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ from ...reference.tree_laws import length_law, target_stream_law, tree_round_law
 from ...reference.tree_models import ContextRows
 from ...reference.tree_sampling import check_shape, shape_from_branching
 
-CASE_FILE = Path(__file__).resolve().parent.parent / "case_data" / "trees.json"
+CASE_DATA_DIR = Path(__file__).resolve().parent.parent / "case_data"
+CASE_FILE = CASE_DATA_DIR / "trees.json"
+SCHEMA_FILE = CASE_DATA_DIR / "trees.schema.json"
+CASE_FIELDS = ("name", "why", "tags", "branching", "parent", "replacement", "quick", "model")
+REQUIRED_FIELDS = ("name", "why", "replacement", "model")
+FILE_FIELDS = ("$schema", "description", "cases")
 #: Exact enumeration of the path law is attempted up to this vocabulary size.
 MAX_ENUMERABLE_V = 12
 #: The completed stream is tested when V^(depth+1) is at most this.
@@ -34,7 +42,7 @@ class TreeCase:
     parent: np.ndarray
     replacement: bool
     model: ContextRows
-    reason: str = ""
+    why: str = ""
     quick: bool = False
     tags: tuple[str, ...] = field(default=())
 
@@ -81,7 +89,7 @@ class TreeCase:
 
     def summary(self) -> dict:
         widths = np.bincount(self.parent[1:], minlength=self.parent.size) if self.parent.size > 1 else np.zeros(1)
-        return {"name": self.name, "reason": self.reason, "nodes": int(self.parent.size - 1),
+        return {"name": self.name, "why": self.why, "nodes": int(self.parent.size - 1),
                 "depth": self.max_length - 1, "max_width": int(widths.max()), "V": self.V,
                 "replacement": self.replacement, "rows_by": self.model.by, "draft": self.model.draft}
 
@@ -93,38 +101,88 @@ def encode_stream(path: tuple[int, ...], vocab_size: int) -> int:
     return code
 
 
-def case_from_dict(entry: dict[str, Any]) -> TreeCase:
-    """A TreeCase from one JSON entry; ValueError naming the field when malformed."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-        raise ValueError(f"a tree case must be an object with a string 'name', got {entry!r:.80}")
-    name = entry["name"]
+def _checked_fields(entry: Any, source: str, index: int | None) -> str:
+    """The case's label for errors, once its fields are the schema's (`CASE_FIELDS`, `REQUIRED_FIELDS`, types)."""
+    label = f"{source}: case {index if index is not None else '?'}"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{label} must be a JSON object, got {type(entry).__name__}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{label}: field 'name' must be a non-empty string, got {name!r}")
+    where = f"{source}: case {name!r}"
+    unknown = sorted(set(entry) - set(CASE_FIELDS))
+    if unknown:
+        raise ValueError(f"{where}: unknown fields {unknown}; a case has {list(CASE_FIELDS)}")
+    missing = [f for f in REQUIRED_FIELDS if f not in entry]
+    if missing:
+        raise ValueError(f"{where}: field {missing[0]!r} is required")
+    if not isinstance(entry["why"], str):
+        raise ValueError(f"{where}: field 'why' must be a string (the bug this case reaches)")
+    tags = entry.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ValueError(f"{where}: field 'tags' must be a list of strings, got {tags!r}")
+    for flag in ("replacement", "quick"):
+        if flag in entry and not isinstance(entry[flag], bool):
+            raise ValueError(f"{where}: field {flag!r} must be true or false")
     if ("parent" in entry) == ("branching" in entry):
-        raise ValueError(f"tree case {name!r}: give exactly one of 'parent' and 'branching'")
-    parent = check_shape(entry["parent"]) if "parent" in entry else shape_from_branching(list(entry["branching"]))
-    if not isinstance(entry.get("replacement"), bool):
-        raise ValueError(f"tree case {name!r}: 'replacement' must be true or false")
+        raise ValueError(f"{where}: field 'parent' or 'branching': give exactly one of them")
+    if not isinstance(entry["model"], dict):
+        raise ValueError(f"{where}: field 'model' must be an object (reference.tree_models.ContextRows)")
+    return where
+
+
+def case_from_dict(entry: Any, source: str = "tree case", index: int | None = None) -> TreeCase:
+    """One validated TreeCase from a case-file entry; every ValueError names `source`, the case and the field."""
+    where = _checked_fields(entry, source, index)
+    field_name = "parent" if "parent" in entry else "branching"
     try:
-        model = ContextRows(**entry.get("model", {}))
-    except TypeError as error:
-        raise ValueError(f"tree case {name!r}: bad 'model': {error}") from None
+        parent = check_shape(entry["parent"]) if "parent" in entry else shape_from_branching(list(entry["branching"]))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: field {field_name!r}: {error}") from None
+    try:
+        model = ContextRows(**entry["model"])
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: field 'model': {error}") from None
     if not entry["replacement"]:
         widest = int(np.bincount(parent[1:]).max()) if parent.size > 1 else 0
         if model.min_support < widest:
-            raise ValueError(f"tree case {name!r}: drafting {widest} children without replacement needs "
-                             f"model.min_support >= {widest}, got {model.min_support}")
-    return TreeCase(name=name, parent=parent, replacement=entry["replacement"], model=model,
-                    reason=str(entry.get("reason", "")), quick=bool(entry.get("quick", False)),
-                    tags=tuple(entry.get("tags", ())))
+            raise ValueError(f"{where}: field 'model.min_support': drafting {widest} children without replacement "
+                             f"needs model.min_support >= {widest}, got {model.min_support}")
+    return TreeCase(name=entry["name"], parent=parent, replacement=entry["replacement"], model=model,
+                    why=entry["why"], quick=entry.get("quick", False), tags=tuple(entry.get("tags", ())))
+
+
+def tree_cases_from_data(data: Any, source: str) -> list[TreeCase]:
+    """Validated cases of a parsed tree-case file ({"cases": [...]}); names must be unique."""
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise ValueError(f"{source}: a case file is a JSON object with a \"cases\" list")
+    unknown = sorted(set(data) - set(FILE_FIELDS))
+    if unknown:
+        raise ValueError(f"{source}: unknown top-level fields {unknown}; a case file has {list(FILE_FIELDS)}")
+    if not data["cases"]:
+        raise ValueError(f"{source}: field 'cases' is empty")
+    cases: list[TreeCase] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(data["cases"]):
+        case = case_from_dict(entry, source, index)
+        if case.name in seen:
+            raise ValueError(f"{source}: case {case.name!r}: field 'name': duplicate name "
+                             f"(cases {seen[case.name]} and {index})")
+        seen[case.name] = index
+        cases.append(case)
+    return cases
 
 
 def load_tree_cases(path: str | Path = CASE_FILE) -> list[TreeCase]:
-    """Every case of a tree-case JSON file (names must be unique)."""
-    data = json.loads(Path(path).read_text())
-    cases = [case_from_dict(entry) for entry in data.get("cases", [])]
-    names = [c.name for c in cases]
-    if len(set(names)) != len(names):
-        raise ValueError(f"tree cases must have unique names, got {names}")
-    return cases
+    """The cases of a tree-case JSON file (format: case_data/trees.schema.json), validated; ValueError otherwise."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read the case file ({error.strerror or error})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not a valid JSON file ({error})") from None
+    return tree_cases_from_data(data, str(path))
 
 
 TREE_CASES: list[TreeCase] = load_tree_cases()

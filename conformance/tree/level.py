@@ -10,26 +10,23 @@ one. That confirmation is what lets the verdict be EXACT_NOT_STANDARD rather tha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..core.contract import determinism_check, failed, guard
-from ..core.level import Level, Subject
+from ..core.level import Level, named_cases
+from ..core.mutants import MutantSpec
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
 from ..core.report import SuiteResult
 from . import checks
 from .adapters import DEFAULT_TREE_IMPLS
 from .cases import TreeCase, cases_for
-from .harness import TreeHarness
+from .harness import TREE_SIGNATURE, TreeHarness
 from .registry import TREE_CHECKS, TreeSample
+from .settings import PROFILE_SETTINGS
 
 #: Confirmatory reruns take this many times the case's planned rounds.
 CONFIRM_FACTOR = 4
-
-
-def _constant(value: Any) -> Callable[[], Any]:
-    """A zero-argument factory returning `value` (a kill-table row's `make`)."""
-    return lambda: value
 
 
 class TreeLevel(Level):
@@ -37,20 +34,19 @@ class TreeLevel(Level):
 
     name = "tree"
     checks = TREE_CHECKS
+    profile_settings = PROFILE_SETTINGS
+    adapter_signature = TREE_SIGNATURE
+    has_confirmation = True
     reference_spec = "exactspec.conformance.tree.adapters:TreeReference"
     default_impls = DEFAULT_TREE_IMPLS
 
-    def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list[TreeCase]:
-        cases = cases_for(profile.name)
-        if names is None:
-            return cases
-        unknown = sorted(set(names) - {c.name for c in cases})
-        if unknown:
-            raise ValueError(f"cases: unknown tree-level case names {unknown} at profile {profile.name}; known: "
-                             f"{[c.name for c in cases]}")
-        return [c for c in cases if c.name in set(names)]
+    def offers(self, obj: Any) -> bool:
+        return callable(getattr(obj, "verify_tree", None))
 
-    def subject(self, impl: Any, name: str) -> TreeHarness:
+    def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list[TreeCase]:
+        return named_cases(cases_for(profile.name), names, self.name, f" at profile {profile.name}")
+
+    def harness(self, impl: Any, name: str) -> TreeHarness:
         return impl if isinstance(impl, TreeHarness) else TreeHarness(impl, name)
 
     def invariants(self, subject: TreeHarness, case: TreeCase, profile: Profile) -> list[CheckRecord]:
@@ -81,7 +77,7 @@ class TreeLevel(Level):
         return case.summary()
 
     def confirm(self, subject: TreeHarness, case: TreeCase, profile: Profile, records: list[CheckRecord],
-                rate: float, plan: dict) -> tuple[list[CheckRecord], list[str]]:
+                rate: float, plan: dict, sampled: Any = None) -> tuple[list[CheckRecord], list[str]]:
         """The case's exactness checks on CONFIRM_FACTOR x n fresh rounds, at the case's standard-rule share."""
         standard = [r for r in records if r.category == "standard_rule"]
         seed = case_seed(case.name, "tree-confirm")
@@ -105,13 +101,10 @@ class TreeLevel(Level):
 
         return write_tree_report(result, out_dir, impl_spec=impl_spec)
 
-    def mutants(self, profile: str = "quick") -> list[Subject]:
-        from .adapters import TreeReference
-        from .mutants import TREE_MUTANTS
+    def mutants(self, profile: str = "quick") -> list[MutantSpec]:
+        from .mutants import ZOO
 
-        rows = [Subject(m.name, "mutant", m.what, (m.expected,), _constant(m)) for m in TREE_MUTANTS]
-        return rows + [Subject("TreeReference", "valid", "Valid: exactspec's NumPy multi-round tree rule",
-                               ("CERTIFIED",), TreeReference)]
+        return list(ZOO)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         return record.category == "contract" or record.check in ("position_1", "invariants", "determinism")

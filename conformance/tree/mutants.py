@@ -1,9 +1,10 @@
 """Tree mutants: the oracle's walk with one real tree-verification bug each, and what the suite must say.
 
-Each mutant is an adapter offering `verify_tree(tree, rng)`, built on the oracle's one walk
+Each entry is an adapter offering `verify_tree(tree, rng)`, built on the oracle's one walk
 (`reference.tree_rules.walk_tree`) with one knob turned, and states the verdict the tree level must give
-(`expected`): NOT_EXACT for a rule whose output law differs from the target's, EXACT_NOT_STANDARD for an
-exact rule that is not the multi-round rule (EAGLE's q = 1).
+(`expected`): NOT_EXACT for a rule whose output law differs from the target's (`TREE_MUTANTS`), EXACT_NOT_STANDARD
+for an exact rule that is not the multi-round rule (EAGLE's q = 1: a valid variant, `TREE_VALID_VARIANTS`, never
+counted as a mutant). `ZOO` holds their `core.mutants.MutantSpec`s, then the oracle's (`TreeReference`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import numpy as np
 
 from ...reference.tree_rules import STANDARD, SiblingRule, walk_tree, without_token
 from ...reference.trees import DraftTree
+from ..core.mutants import MutantSpec, constant, valid_variant, zoo
+from ..core.mutants import mutant as mutant_spec
 
 #: Medusa's defaults for typical acceptance (`posterior_threshold`, `posterior_alpha`).
 MEDUSA_EPSILON, MEDUSA_DELTA = 0.09, 0.3
@@ -54,7 +57,7 @@ def _previous_index_row(tree: DraftTree, node: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TreeMutant:
-    """An adapter with one tree bug; `expected` is the verdict the suite must reach."""
+    """An adapter with one knob of the oracle's walk turned; `expected` is the verdict the suite must reach."""
 
     name: str
     expected: str
@@ -72,8 +75,6 @@ class TreeMutant:
 TREE_MUTANTS: tuple[TreeMutant, ...] = (
     TreeMutant("stale_residual", "NOT_EXACT", "the residual is not updated between siblings",
                rule=SiblingRule("stale_residual", update=_stale_update)),
-    TreeMutant("q_as_one", "EXACT_NOT_STANDARD", "EAGLE's evaluate_posterior: q treated as 1 (exact, accepts less)",
-               rule=SiblingRule("q_as_one", accept=_q_one_accept, update=_q_one_update)),
     TreeMutant("wor_as_iid", "NOT_EXACT", "without-replacement drafts verified with the with-replacement rule",
                replacement=True),
     TreeMutant("typical_acceptance", "NOT_EXACT",
@@ -85,12 +86,34 @@ TREE_MUTANTS: tuple[TreeMutant, ...] = (
 )
 
 
+#: Exact rules that are not the multi-round rule: valid variants (EXACT_NOT_STANDARD), not mutants.
+TREE_VALID_VARIANTS: tuple[TreeMutant, ...] = (
+    TreeMutant("q_as_one", "EXACT_NOT_STANDARD", "EAGLE's evaluate_posterior: q treated as 1 (exact, accepts less)",
+               rule=SiblingRule("q_as_one", accept=_q_one_accept, update=_q_one_update)),
+)
+
+
+def _reference() -> Any:
+    from .adapters import TreeReference
+
+    return TreeReference()
+
+
+#: The tree level's zoo (what `exactspec kill-table --level tree` runs): the mutants, then the valid variants.
+ZOO: tuple[MutantSpec, ...] = zoo(
+    [mutant_spec(m.name, m.what, constant(m), (m.expected,)) for m in TREE_MUTANTS]
+    + [valid_variant(m.name, "Valid but not the standard rule: " + m.what, constant(m), (m.expected,))
+       for m in TREE_VALID_VARIANTS]
+    + [valid_variant("TreeReference", "Valid: exactspec's NumPy multi-round tree rule", _reference)])
+
+
 def mutant(name: str) -> TreeMutant:
-    for candidate in TREE_MUTANTS:
+    """The mutant or valid variant called `name` (a TreeMutant record)."""
+    for candidate in TREE_MUTANTS + TREE_VALID_VARIANTS:
         if candidate.name == name:
             return candidate
-    raise ValueError(f"name must be one of {[m.name for m in TREE_MUTANTS]}, got {name!r}")
+    raise ValueError(f"name must be one of {[m.name for m in TREE_MUTANTS + TREE_VALID_VARIANTS]}, got {name!r}")
 
 
 def expected_verdicts() -> dict[str, Any]:
-    return {m.name: m.expected for m in TREE_MUTANTS}
+    return {m.name: m.expected for m in TREE_MUTANTS + TREE_VALID_VARIANTS}

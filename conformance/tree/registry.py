@@ -13,7 +13,7 @@ import numpy as np
 
 from ...stat_tests.binning import drop_rounding_mass, with_unseen_category
 from ..core.records import case_seed
-from ..core.registry import CheckPlan, StatCheck
+from ..core.registry import CheckPlan, StatCheck, one_test
 from . import checks
 from .cases import TreeCase
 from .harness import TreeRounds
@@ -65,21 +65,17 @@ TREE_CHECKS: tuple[StatCheck, ...] = (
               run=lambda s, rate, prof: checks.position_checks(s.impl, s.rounds, rate, prof),
               plan=lambda c, prof: [position_plan(c, j) for j in range(1, c.max_length + 1)],
               what="token at position j (rounds with N >= j) ~ the target row of its emitted prefix"),
-    StatCheck(name="completed_stream", category="exactness", applies=lambda c: c.stream_enumerable,
-              instances=lambda c: ["completed_stream"],
-              run=lambda s, rate, prof: [checks.completed_stream_check(s.impl, s.rounds, rate, prof,
-                                                                       case_seed(s.case.name, "tree-stream"))],
-              plan=lambda c, prof: [CheckPlan("completed_stream", "lr", law=c.stream_law,
-                                              drives_n=not c.enumerable)],
-              what="completed stream ~ the target's law"),
-    StatCheck(name="path_law", category="standard_rule", applies=lambda c: c.enumerable,
-              instances=lambda c: ["path_law"],
-              run=lambda s, rate, prof: [checks.path_law_check(s.impl, s.rounds, rate, prof)],
-              plan=lambda c, prof: [CheckPlan("path_law", "lr", law=path_law(c), drives_n=True)],
-              what="emitted path ~ the tree rule's exact law (drafts drawn)"),
-    StatCheck(name="tokens_per_round", category="standard_rule", applies=lambda c: c.enumerable,
-              instances=lambda c: ["tokens_per_round"],
-              run=lambda s, rate, prof: [checks.tokens_per_round_check(s.impl, s.rounds, rate, prof)],
-              plan=lambda c, prof: [CheckPlan("tokens_per_round", "lr", law=length_law(c))],
-              what="tokens per round ~ the tree rule's law"),
+    one_test("completed_stream", "exactness", lambda c: c.stream_enumerable,
+             lambda s, rate, prof: checks.completed_stream_check(s.impl, s.rounds, rate, prof,
+                                                                 case_seed(s.case.name, "tree-stream")),
+             lambda c, prof: CheckPlan("completed_stream", "lr", law=c.stream_law, drives_n=not c.enumerable),
+             "completed stream ~ the target's law"),
+    one_test("path_law", "standard_rule", lambda c: c.enumerable,
+             lambda s, rate, prof: checks.path_law_check(s.impl, s.rounds, rate, prof),
+             lambda c, prof: CheckPlan("path_law", "lr", law=path_law(c), drives_n=True),
+             "emitted path ~ the tree rule's exact law (drafts drawn)"),
+    one_test("tokens_per_round", "standard_rule", lambda c: c.enumerable,
+             lambda s, rate, prof: checks.tokens_per_round_check(s.impl, s.rounds, rate, prof),
+             lambda c, prof: CheckPlan("tokens_per_round", "lr", law=length_law(c)),
+             "tokens per round ~ the tree rule's law"),
 )

@@ -8,7 +8,7 @@ import torch
 
 from ...reference.warping import SamplingParams
 
-from ..randomness import Generators
+from ..sampling.randomness import Generators
 
 
 class DraftSource(ABC):

@@ -32,8 +32,8 @@ from torch import nn
 from ...cache import cache_root
 from ...reference.warping import SamplingParams
 
-from ..randomness import Generators, sample
-from ..warping import warp
+from ..sampling.randomness import Generators, sample
+from ..sampling.warping import warp
 from .base import DraftSource
 
 HEADS_FORMAT = 1

@@ -6,10 +6,10 @@ import torch
 
 from ...reference.warping import SamplingParams
 
-from ..kv import CachedModel
-from ..randomness import Generators, sample
-from ..vocab import check_same_vocabulary
-from ..warping import warp
+from ..loop.kv import CachedModel
+from ..loop.vocab import check_same_vocabulary
+from ..sampling.randomness import Generators, sample
+from ..sampling.warping import warp
 from .base import DraftSource
 
 

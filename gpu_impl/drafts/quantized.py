@@ -2,11 +2,12 @@
 
 Two backends: "int8" swaps every nn.Linear for `Int8Linear` (per-output-channel symmetric int8 weights,
 works on any device); "dynamic" uses torch.ao dynamic quantization (CPU only, int8 activations too).
-"auto" (default) picks "dynamic" on CPU and "int8" elsewhere.  Measured on the shared 2-core CPU box,
-1 thread, one-token forward of a 6-layer hidden-512 vocab-16k Llama: fp32 15.9 ms, int8 15.0 ms,
-ao dynamic 5.9 ms (before "int8" used torch's fused CPU kernel, `FUSED_INT8`).  Caveat: "dynamic" quantizes activations with one scale per forward input, so a
-row's q depends slightly on its batch-mates; the rule stays exact (q is what was sampled from) but
-batch == lone-run reproducibility holds only with "int8".  On GPU the int8 path only pays off with a fused int8 kernel (e.g. torch.compile).
+"auto" (default) picks "dynamic" on CPU, where it measured fastest
+(benchmarks/README.md#cpu-kernels-threads-and-the-quantized-draft), and "int8" elsewhere.
+Caveat: "dynamic" quantizes activations with one scale per forward input, so a row's q depends slightly
+on its batch-mates; the rule stays exact (q is what was sampled from) but batch == lone-run
+reproducibility holds only with "int8".  On GPU the int8 path only pays off with a fused int8 kernel
+(e.g. torch.compile).
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def _build_early_exit(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]
 
 def _build_model(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
     from .. import models
-    from ..vocab import check_same_vocabulary
+    from ..loop.vocab import check_same_vocabulary
     from .model_draft import ModelDraft
 
     draft_model, draft_tokenizer = models.load_model(spec.path, device=context.device, dtype=context.dtype)

@@ -24,6 +24,7 @@ import asyncio
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -95,12 +96,16 @@ def _check_openai_options(args: argparse.Namespace, dialect: str) -> None:
     given = [name for name, value in (("--tokenizer", args.tokenizer), ("--draft-counter", args.draft_counter),
                                       ("--accepted-counter", args.accepted_counter),
                                       ("--request-extra", args.request_extra),
+                                      ("--text-prompts", args.text_prompts),
+                                      ("--force-token-by-token", args.force_token_by_token),
                                       ("--reports", args.reports != "raw")) if value]
     if given and dialect != "openai":
         raise ValueError(f"{given[0]}: only with --dialect openai (this run's dialect is {dialect})")
     parse_request_extra(args.request_extra)
     if args.tokenizer and not Path(args.tokenizer).expanduser().exists():
         raise ValueError(f"--tokenizer: {args.tokenizer} does not exist")
+    if args.text_prompts and not args.tokenizer:
+        raise ValueError("--text-prompts: needs --tokenizer (the ids are sent as the text they decode to)")
 
 
 def _counters(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -151,8 +156,30 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     shared_seeds=getattr(args, "shared_seeds", None), dialect=dialect or "llama.cpp",
                     adapter_options=tuple(parse_options(getattr(args, "adapter_option", None) or []).items()),
                     tokenizer=args.tokenizer, reports=args.reports, draft_counters=_counters(args),
-                    request_extra=args.request_extra,
+                    request_extra=args.request_extra, text_prompts=args.text_prompts,
+                    token_by_token=args.force_token_by_token,
                     cache_prompt=not args.no_cache_prompt if certify else args.cache_prompt)
+
+
+def _add_openai_arguments(add: Any) -> None:
+    """The generic OpenAI dialect's options (`generic_openai`)."""
+    add("--tokenizer", metavar="PATH", help="openai dialect: the model's tokenizer.json, its directory or its GGUF, to "
+        "map token strings to ids where the server returns no ids (ambiguous strings are refused)")
+    add("--reports", choices=("raw", "post_sampling"), default="raw", help="openai dialect: the server's logprobs are "
+        "the model's raw law (default) or the law sampled from after the whole chain")
+    add("--text-prompts", action="store_true", help="openai dialect: the server takes text prompts only "
+        "(llama-cpp-python, TGI): ids are sent as the text they decode to (--tokenizer), each checked to tokenise back "
+        "to the same ids at the server's /tokenize or /extras/tokenize; prefixes that do not stay unreported")
+    add("--force-token-by-token", action="store_true", help="openai dialect: teacher forcing evaluates each forced "
+        "token alone, as decoding does, for servers that keep one KV cache across requests and whose kernels are not "
+        "batch-invariant (llama-cpp-python): requests to each reference server are serialised and shorter prefixes "
+        "asked first")
+    add("--draft-counter", metavar="NAME", help="openai dialect: the Prometheus counter of drafted tokens at /metrics")
+    add("--accepted-counter", metavar="NAME", help="openai dialect: the counter of accepted draft tokens")
+    add("--declare-speculation", action="store_true", help="the candidate speculates, declared (the server shows no "
+        "counters); the certificate says so")
+    add("--request-extra", metavar="JSON", help="openai dialect: a JSON object merged into every request, for the "
+        "server's own knobs (e.g. '{\"repeat_penalty\": 1.0}'); recorded as part of the law")
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser, certify: bool = False) -> None:
@@ -161,16 +188,7 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, certify: bool = Fals
     add("--dialect", choices=HTTP_DIALECTS, default=None, help="llama.cpp's native /completion (default), vLLM's "
         "OpenAI server (vllm: /v1/completions with its token-id extensions; drafts from /metrics) or any "
         "OpenAI-compatible server (openai: see --tokenizer, --reports, --draft-counter, --declare-speculation)")
-    add("--tokenizer", metavar="PATH", help="openai dialect: the model's tokenizer.json, its directory or its GGUF, to "
-        "map token strings to ids where the server returns no ids (ambiguous strings are refused)")
-    add("--reports", choices=("raw", "post_sampling"), default="raw", help="openai dialect: the server's logprobs are "
-        "the model's raw law (default) or the law sampled from after the whole chain")
-    add("--draft-counter", metavar="NAME", help="openai dialect: the Prometheus counter of drafted tokens at /metrics")
-    add("--accepted-counter", metavar="NAME", help="openai dialect: the counter of accepted draft tokens")
-    add("--declare-speculation", action="store_true", help="the candidate speculates, declared (the server shows no "
-        "counters); the certificate says so")
-    add("--request-extra", metavar="JSON", help="openai dialect: a JSON object merged into every request, for the "
-        "server's own knobs (e.g. '{\"repeat_penalty\": 1.0}'); recorded as part of the law")
+    _add_openai_arguments(add)
     add("--engine-adapter", metavar="MODULE:CLASS", help="certify an in-process Python engine instead of two URLs: "
         "MODULE:CLASS is built as CLASS(role='reference'|'candidate', **options) and asked complete/report "
         "(exactspec.conformance.engine.adapter)")

@@ -68,6 +68,8 @@ def _generic_client(url: str, role: str, settings: Any) -> GenericOpenAIClient:
     return GenericOpenAIClient(url, vocabulary=_vocabulary(settings.tokenizer), probs_kind=settings.reports,
                                counters=settings.draft_counters if role == "candidate" else None,
                                request_extra=parse_request_extra(settings.request_extra),
+                               text_prompts=settings.text_prompts,
+                               token_by_token=settings.token_by_token and role == "reference",
                                request_timeout_s=settings.request_timeout_s, retry=settings.retry)
 
 
@@ -87,7 +89,7 @@ DIALECTS: dict[str, Dialect] = {
     "openai": Dialect("openai", _generic_client,
                       lambda chain, settings: openai_request(chain, parse_request_extra(settings.request_extra)),
                       UINT32_SEED_SPACE, "configured",
-                      "any OpenAI-compatible /v1/completions server (token-id prompts; ids from the reply or token "
+                      "any OpenAI-compatible /v1/completions server (token-id prompts, or their text with --text-prompts; ids from the reply or token "
                       "strings mapped through --tokenizer; top-N logprobs; drafts from named /metrics counters or "
                       "declared)"),
     "python": Dialect("python", _adapter_client, python_request, UINT32_SEED_SPACE, "timings",

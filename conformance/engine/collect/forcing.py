@@ -21,7 +21,7 @@ from .. import samples
 from ..sample_store import append_records, start_or_resume
 from .client import SamplerChain
 from .dialects import get_dialect
-from .generic_openai import UNMAPPABLE
+from .generic_openai import SHORT_REPORT, UNMAPPABLE, PrefixNotText
 from .jobs import Budget, Outcome, run_bounded
 from .sampling import REQUEST_ERRORS, Settings, build_header, record_of_request, report_outcome, resolve_seed_key
 
@@ -39,9 +39,12 @@ def _forcing(settings: Settings) -> tuple[Any, dict | None]:
 async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: SamplerChain, seed: int,
                         job: tuple[str, tuple[int, ...]], extra: dict | None = None) -> samples.PrefixProbs | None:
     """The reference's reported next-token distribution after one prefix (one token requested). The distribution
-    does not depend on the token sampled, but llama.cpp reports none when that token ends inside a UTF-8 character:
-    then up to PREFIX_SEED_TRIES seeds are tried. None when the report lists a token string the tokenizer cannot map
-    (`generic_openai.UNMAPPABLE`): the prefix stays unreported."""
+    does not depend on the token sampled, but llama.cpp reports none when that token ends inside a UTF-8 character,
+    and llama-cpp-python none when it is the end token: then up to PREFIX_SEED_TRIES seeds are tried. None (the prefix
+    stays unreported, a choice made by the prefix and the reference's own draws, never by the candidate's tokens)
+    when the report lists a token string the tokenizer cannot map or two alike (`generic_openai.UNMAPPABLE`,
+    `SHORT_REPORT`), when a text-only
+    server cannot be sent the prefix (`generic_openai.PrefixNotText`), or when every try stopped on an end token."""
     prompt_id, prefix = job
     if callable(getattr(client, "report_after", None)):  # an in-process engine reports without sampling
         listed, body = await client.report_after([*prompts[prompt_id], *prefix], chain)
@@ -49,12 +52,21 @@ async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: Sampl
                                    top_probs=tuple((int(i), float(p)) for i, p in listed), probs_kind="post_sampling",
                                    request=record_of_request(body))
     for attempt in range(PREFIX_SEED_TRIES):
-        reply, body = await client.complete([*prompts[prompt_id], *prefix], seed + attempt, chain, extra)
+        try:
+            if callable(getattr(client, "complete_forced", None)):  # a server that needs its prefixes primed
+                reply, body = await client.complete_forced(prompts[prompt_id], list(prefix), seed + attempt, chain,
+                                                           extra)
+            else:
+                reply, body = await client.complete([*prompts[prompt_id], *prefix], seed + attempt, chain, extra)
+        except PrefixNotText:
+            return None
         if reply.top_probs and reply.probs_kind is not None:
             break
-        if (reply.probs_dropped or "").startswith(UNMAPPABLE):
+        if (reply.probs_dropped or "").startswith((UNMAPPABLE, SHORT_REPORT)):
             return None
     else:
+        if reply.finish_reason in ("stop", "eos") and len(reply.tokens) <= 1:
+            return None
         raise ValueError(f"prefix {list(prefix)} of {prompt_id!r}: the engine reported no probabilities in "
                          f"{PREFIX_SEED_TRIES} tries (n_probs ignored?)")
     return samples.PrefixProbs(prompt_id=prompt_id, prefix_tokens=tuple(prefix),

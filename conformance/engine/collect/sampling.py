@@ -74,6 +74,8 @@ class Settings:
     reports: str = "raw"  # openai dialect: what its logprobs are ("raw" or "post_sampling"), the user's declaration
     draft_counters: tuple[str, str] | None = None  # openai dialect: /metrics counters (drafted, accepted)
     request_extra: str | None = None  # openai dialect: a JSON object merged into every request
+    text_prompts: bool = False  # openai dialect: the server takes text prompts only (ids sent as their text)
+    token_by_token: bool = False  # openai dialect: teacher forcing evaluates each forced token alone (`token_by_token`)
 
     def __post_init__(self) -> None:
         get_dialect(self.dialect)

@@ -42,8 +42,10 @@ def piece_bytes(piece: str, byte_level: bool, byte_decoder: dict[str, int]) -> b
 class Vocabulary:
     """Token strings -> ids (see the module's docstring)."""
 
-    def __init__(self, token_bytes: list[bytes], source: str) -> None:
-        self.source, self.size = source, len(token_bytes)
+    def __init__(self, token_bytes: list[bytes], source: str, end_ids: tuple[int, ...] = ()) -> None:
+        self.source, self.size, self._bytes = source, len(token_bytes), token_bytes
+        self.end_ids = end_ids  # the model's end-of-generation ids, first the EOS (empty when the files say none)
+        self.chat_template: str | None = None  # the model's chat template (Jinja), where its files hold one
         self._by_text: dict[str, list[int]] = defaultdict(list)
         for token_id, raw in enumerate(token_bytes):
             try:
@@ -61,8 +63,46 @@ class Vocabulary:
         if not path.is_file():
             raise ValueError(f"--tokenizer: {path} is not a tokenizer.json, a model directory holding one, or a GGUF")
         if path.suffix == ".gguf":
-            return cls(*_gguf_tokens(path))
-        return cls(*_hf_tokens(path))
+            pieces, source, end_ids, template = _gguf_tokens(path)
+            vocabulary = cls(pieces, source, end_ids)
+        else:
+            vocabulary, template = cls(*_hf_tokens(path), end_ids=_hf_end_ids(path.parent)), _hf_template(path.parent)
+        vocabulary.chat_template = template
+        return vocabulary
+
+    def chat_text(self, messages: list[dict]) -> str:
+        """`messages` through the model's chat template, with the generation prompt (ValueError when it has none)."""
+        if not self.chat_template:
+            raise ValueError(f"prompts: {self.source} holds no chat template: give text or prompt_tokens")
+        try:
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+        except ImportError:
+            raise ValueError("prompts: a chat template needs jinja2 (pip install 'exactspec[engine]')") from None
+
+        def raise_exception(message: str) -> None:
+            raise ValueError(f"prompts: the chat template refuses the messages: {message}")
+
+        def shown(token_id: int | None) -> str:
+            return self._bytes[token_id].decode("utf-8", errors="replace") if token_id is not None else ""
+
+        environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        template = environment.from_string(self.chat_template)
+        return template.render(messages=messages, add_generation_prompt=True, raise_exception=raise_exception,
+                               eos_token=shown(self.end_ids[0] if self.end_ids else None), bos_token="")
+
+    def candidates(self, text: str) -> list[int]:
+        """Every token shown as `text` (none, one, or several that a server shows alike)."""
+        return sorted(self._by_text.get(text, []))
+
+    def text_of(self, token_ids: list[int]) -> str | None:
+        """The text `token_ids` decode to, or None where their bytes are not UTF-8 (an id out of range: ValueError)."""
+        outside = [int(t) for t in token_ids if not 0 <= int(t) < self.size]
+        if outside:
+            raise ValueError(f"token ids: {outside[:5]} are out of {self.source}'s range 0..{self.size - 1}")
+        try:
+            return b"".join(self._bytes[int(t)] for t in token_ids).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
 
     def id_of(self, text: str, where: str) -> int:
         """The one token shown as `text` (ValueError naming `where`, the string and the candidates otherwise)."""
@@ -95,7 +135,29 @@ def _hf_tokens(path: Path) -> tuple[list[bytes], str]:
     return pieces, str(path)
 
 
-def _gguf_tokens(path: Path) -> tuple[list[bytes], str]:
+def _hf_end_ids(directory: Path) -> tuple[int, ...]:
+    """The EOS ids a Hugging Face model directory declares (generation_config.json, then config.json)."""
+    for name in ("generation_config.json", "config.json"):
+        try:
+            found = json.loads((directory / name).read_text(encoding="utf-8")).get("eos_token_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        ids = found if isinstance(found, list) else [found]
+        if ids and all(isinstance(i, int) for i in ids):
+            return tuple(ids)
+    return ()
+
+
+def _hf_template(directory: Path) -> str | None:
+    """The chat template of a Hugging Face model directory (tokenizer_config.json), if any."""
+    try:
+        found = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8")).get("chat_template")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
+
+
+def _gguf_tokens(path: Path) -> tuple[list[bytes], str, tuple[int, ...], str | None]:
     try:
         from gguf import GGUFReader
     except ImportError:
@@ -114,7 +176,11 @@ def _gguf_tokens(path: Path) -> tuple[list[bytes], str]:
     control = (3, 4)  # llama.cpp's CONTROL and USER_DEFINED: shown as their text
     pieces = [piece.encode("utf-8") if kind in control else piece_bytes(piece, model == "gpt2", decoder)
               for piece, kind in zip(tokens, types)]
-    return pieces, str(path)
+    ends = [int(fields[key].parts[-1][0]) for key in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id")
+            if key in fields]
+    template = bytes(fields["tokenizer.chat_template"].parts[-1]).decode("utf-8") \
+        if "tokenizer.chat_template" in fields else None
+    return pieces, str(path), tuple(dict.fromkeys(ends)), template
 
 
 __all__ = ["Vocabulary", "piece_bytes"]

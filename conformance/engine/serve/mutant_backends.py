@@ -1,11 +1,11 @@
-"""Generation backends the meta-test server (`serve.py`) puts behind the engine protocol.
+"""Generation backends the meta-test server (`mutant_server.EngineServer`) puts behind the engine protocol.
 
 A backend turns one completion request (prompt token ids, max tokens, sampler chain, seed) into generated
 token ids plus llama.cpp-style draft counters, and reports the target's warped next-token distribution
 (the same `SamplingParams.warp` the samplers use, i.e. llama.cpp's ``post_sampling_probs``), so the PIT of
 a served sample is exact. Backends:
 
-* :class:`PlainBackend` -- "reference mode": exactspec's plain decoding loop (``gpu_impl.plain``), no
+* :class:`PlainBackend` -- "reference mode": exactspec's plain decoding loop (``gpu_impl.loop.plain``), no
   speculation, draft counters 0.
 * :class:`LoopBackend` -- "candidate mode" with any sequence-level loop adapter: the textbook
   ``ReferenceLoop`` or one of the generation-level mutants (``conformance.sequence.mutants``); optional
@@ -88,14 +88,14 @@ class Backend:
 
 
 class PlainBackend(Backend):
-    """Reference mode: ``gpu_impl.plain.generate_plain`` (KV cache, one forward per token)."""
+    """Reference mode: ``gpu_impl.loop.plain.generate_plain`` (KV cache, one forward per token)."""
 
     name = "plain"
 
     def _generate(self, prompt, max_tokens, sampling, seed):
         import torch
 
-        from ....gpu_impl.plain import generate_plain
+        from ....gpu_impl.loop.plain import generate_plain
 
         ids = torch.tensor([prompt], dtype=torch.long)
         result = generate_plain(self.target, ids, max_tokens, sampling=sampling, seed=seed, eos_token_id=self.eos)

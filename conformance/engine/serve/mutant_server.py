@@ -1,6 +1,6 @@
 """A small llama.cpp-shaped HTTP server for exactspec's own generators and mutants (the engine meta-test).
 
-`EngineServer(backend)` is a context manager that serves one generation backend (`served_models`) with
+`EngineServer(backend)` is a context manager that serves one generation backend (`mutant_backends`) with
 starlette + uvicorn on 127.0.0.1, on a free port, in a background thread: it waits (bounded) for
 ``/health`` and stops the server cleanly on exit. The endpoints answer in llama.cpp's shapes for the
 fields the engine level uses:

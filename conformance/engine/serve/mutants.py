@@ -1,8 +1,9 @@
-"""The engine level's mutant zoo: exactspec's own generators and every generation-level mutant
-(`conformance.sequence.mutants`), each served over llama.cpp's protocol on 127.0.0.1 (`mutant_server`) and certified
-by the one command's rounds (`collect.campaign`), as a serving engine would be. This is what
-`exactspec kill-table --level engine` runs (and `tests/test_engine_meta.py`, with the mutants' measured per-token
-deviations, `zoo_deviation`).
+"""The engine level's mutant zoo: exactspec's own generators and the generation-level mutants it names
+(`SERVED_MUTANTS`, from `conformance.sequence.mutants`), each served over llama.cpp's protocol on 127.0.0.1
+(`mutant_server`) and certified by the one command's rounds (`collect.campaign`), as a serving engine would be.
+`zoo(profile)` is its `core.mutants.MutantSpec`s: what `exactspec kill-table --level engine` runs (and
+`tests/test_engine_meta.py`, with the mutants' measured per-token deviations, `zoo_deviation`). A new
+generation-level mutant joins this zoo only when it is added to `SERVED_MUTANTS`.
 
 One reference server (exactspec's plain loop, speculation off) answers for every candidate. Every campaign of a
 process draws the same random seeds (one key), so the reference's completions and reports collected for one
@@ -18,7 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ...core.level import REJECTED, Subject
+from ...core.mutants import MutantSpec, by_name, mutant, valid_variant
+from ...core.mutants import zoo as as_zoo
 from ..collect.client import SamplerChain
 
 CHAIN = SamplerChain(temperature=0.5, top_k=3, max_tokens=4)  # T != 1 and a top-k: what most mutants need
@@ -28,6 +30,11 @@ MODEL_NAME = "tiny-llama-v6-seed14"
 SPECULATION = {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": False}
 PROMPTS = [{"prompt_id": "A", "prompt_tokens": [0, 2, 3, 4, 2, 3, 4, 2, 3]}]  # sequence.cases.PROMPT_A
 TIME_LIMIT_S = {"quick": 600.0, "standard": 1800.0, "full": 7200.0}
+#: The generation-level mutants this zoo serves (names in `sequence.mutants.ZOO`), in its order.
+SERVED_MUTANTS = ("mutant-draft-temperature-mismatch", "mutant-target-verified-at-t1", "mutant-top-k-draft-only",
+                  "mutant-q-from-raw-logits", "mutant-bonus-from-wrong-row", "mutant-kv-not-rolled-back",
+                  "mutant-batch-rows-swapped", "mutant-seed-reused-each-round", "mutant-resample-from-p",
+                  "mutant-eos-only-at-round-end")
 #: The valid rows: a backend kind, what it is, the verdict it must get.
 VALID = (("gpu_impl", "exactspec's SpeculativeGenerator (model draft), served", "CERTIFIED"),
          ("reference_loop", "the textbook speculative loop, served", "CERTIFIED"),
@@ -99,13 +106,18 @@ def shared_reference(profile: str = "quick") -> SharedReference:
     return _SHARED[profile]
 
 
-def subjects(profile: str = "quick") -> list[Subject]:
-    """Every generation-level mutant served (each must be rejected), then the valid rows, at `profile`."""
-    from ...sequence.mutants import MUTANTS
+def zoo(profile: str = "quick") -> tuple[MutantSpec, ...]:
+    """The engine level's zoo at `profile`: the served generation-level mutants (each must be rejected; what each
+    models is its sequence-level spec's), then the valid rows. ValueError when `SERVED_MUTANTS` names something
+    that is not a mutant of the sequence zoo."""
+    from ...sequence.mutants import ZOO as SEQUENCE_ZOO
 
     def served(kind: str):
         return lambda: shared_reference(profile).pair(kind)
 
-    rows = [Subject(m.name, "mutant", " ".join((m.__doc__ or "").split()), (REJECTED,), served(m.name))
-            for m in MUTANTS]
-    return rows + [Subject(kind, "valid", what, (verdict,), served(kind)) for kind, what, verdict in VALID]
+    specs = [by_name(SEQUENCE_ZOO, name) for name in SERVED_MUTANTS]
+    not_mutants = [s.name for s in specs if not s.is_mutant]
+    if not_mutants:
+        raise ValueError(f"SERVED_MUTANTS names valid variants of the sequence zoo: {not_mutants}")
+    return as_zoo([mutant(s.name, s.models, served(s.name), s.expected) for s in specs]
+                  + [valid_variant(kind, what, served(kind), (verdict,)) for kind, what, verdict in VALID])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....reference.laws import unchecked_residual
+from ....reference.rules import pack_round
 from ....reference.sampling import inverse_cdf
 
 
@@ -23,8 +24,8 @@ def normalise(r: np.ndarray, fallback: np.ndarray) -> np.ndarray:
 class Rule:
     """The standard rule (Leviathan et al. 2023, Alg. 1): override a step to make a mutant."""
 
-    #: "mutant" or "valid"
-    kind: str = "valid"
+    #: "mutant" or "valid_variant" (`core.mutants.MUTANT` / `VALID_VARIANT`)
+    kind: str = "valid_variant"
     #: The real bug (or valid technique) this models, with where it was seen.
     models: str = "the standard rule"
     #: Verdicts the suite must reach: any of these counts as a correct classification.
@@ -83,10 +84,7 @@ class Rule:
             res = self.residual(p[at, np.minimum(ri, k)], qr[at, np.minimum(ri, k - 1)])
         final = np.where(rejected[:, None], res, self.bonus(p, q, at))
         tok = self.sample(final, self.final_uniform(rng, u, n_acc))
-        out = np.full((batch, k + 1), -1, dtype=np.int64)
-        out[:, :k] = np.where(cols < n_acc[:, None], x, -1)
-        out[at, n_acc] = tok
-        counts = n_acc + 1
+        out, counts = pack_round(n_acc, x, tok)
         if not self.emit_bonus():
             full = ~rejected
             out[full, k] = -1

@@ -1,23 +1,28 @@
-"""The mutant zoo: realistic buggy verification rules, each modelling a bug seen in (or one line away
-from) real speculative-decoding code, and valid variants the suite must certify.
+"""The rule level's mutant zoo: realistic buggy verification rules, each modelling a bug seen in (or one line
+away from) real speculative-decoding code, and valid variants (exact rules) the suite must classify: the standard
+rule written differently is CERTIFIED, an exact rule that is not the standard one (sampler-match, a skipped bonus
+token) EXACT_NOT_STANDARD.
 
-Every entry is importable as ``conformance.mutants.zoo:NAME`` so it can be certified like any user
-implementation (``exactspec certify --impl conformance.mutants.zoo:SharedCoin``).
+`ZOO` holds one `core.mutants.MutantSpec` per class (its name is the class name); `MUTANTS` and `VALID` are the
+classes. Every entry is importable as ``exactspec.conformance.rule.mutants.zoo:NAME`` so it can be certified like any
+user implementation (``exactspec certify --impl exactspec.conformance.rule.mutants.zoo:SharedCoin``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .base import Rule, leading_true, normalise
 from ....reference.laws import unchecked_residual
+from ....reference.rules import pack_round
 from ....reference.sampling import inverse_cdf
+from ...core.mutants import MUTANT, VALID_VARIANT, MutantSpec, one_line, zoo
+from .base import Rule, leading_true, normalise
 
 KILLED = ("CONTRACT_VIOLATION", "NOT_EXACT")
 
 
 class Mutant(Rule):
-    kind = "mutant"
+    kind = MUTANT
     expected = KILLED
 
 
@@ -188,10 +193,10 @@ class BonusFromRowK(Mutant):
 
 
 class BonusSkipped(Rule):
-    kind = "mutant"
-    models = ("Bonus token skipped after k acceptances (emits only the k drafts). Exact -- the next round draws "
-              "that token from p_{k+1} anyway -- but loses a token per fully accepted round: the suite must "
-              "report 'exact, not the standard rule', never CERTIFIED.")
+    kind = VALID_VARIANT  # exact, not the standard rule: a valid variant, never counted as a mutant
+    models = ("Valid but not the standard rule: bonus token skipped after k acceptances (emits only the k drafts). "
+              "Exact -- the next round draws that token from p_{k+1} anyway -- but loses a token per fully accepted "
+              "round: the suite must report 'exact, not the standard rule', never CERTIFIED.")
     # INCONCLUSIVE is honest too: where the deviation from the standard rule is small (k = 8, rarely fully
     # accepted) confirming exactness at that deviation can take more rounds than the profile allows.
     expected = ("EXACT_NOT_STANDARD", "INCONCLUSIVE")
@@ -263,7 +268,7 @@ class StaleWorkspace(Mutant):
 
 # --------------------------------------------------------------------------- valid variants
 class ExponentialRace(Rule):
-    kind = "valid"
+    kind = VALID_VARIANT
     models = ("Valid: the final token drawn by an exponential race argmin_v E_v / r(v) (E_v ~ Exp(1)) instead "
               "of an inverse CDF (the Gumbel-max trick used by on-device samplers).")
 
@@ -279,7 +284,7 @@ class ExponentialRace(Rule):
 
 
 class Float32Arithmetic(Rule):
-    kind = "valid"
+    kind = VALID_VARIANT
     models = "Valid: every probability, ratio, residual and uniform in float32 (float32 uniforms in [0, 1))."
     dtype = np.float32
 
@@ -294,7 +299,7 @@ class Float32Arithmetic(Rule):
 
 
 class SamplerMatch(Rule):
-    kind = "valid"
+    kind = VALID_VARIANT
     models = ("Valid but not the standard rule: draw y_i ~ p_i and keep drafts while y_i == x_i (prompt-lookup / "
               "llama.cpp style). Exact; accepts with probability sum_x p(x) q(x) <= sum_x min(p, q).")
     expected = ("EXACT_NOT_STANDARD",)
@@ -306,17 +311,13 @@ class SamplerMatch(Rule):
         at = np.arange(batch)
         y = np.stack([inverse_cdf(p[:, j], rng.random(batch)) for j in range(k + 1)], axis=1)
         n_acc = leading_true(y[:, :k] == x)
-        out = np.full((batch, k + 1), -1, dtype=np.int64)
-        cols = np.arange(k)[None, :]
-        out[:, :k] = np.where(cols < n_acc[:, None], x, -1)
-        out[at, n_acc] = y[at, n_acc]
-        return out, n_acc + 1
+        return pack_round(n_acc, x, y[at, n_acc])
 
 
 class ScalarLoop:
     """Valid: a plain per-round Python loop with no verify_batch (exercises the suite's single-round path)."""
 
-    kind: str = "valid"
+    kind: str = VALID_VARIANT
     models: str = "Valid: the textbook loop, one round at a time, no verify_batch."
     expected: tuple[str, ...] = ("CERTIFIED",)
 
@@ -335,7 +336,16 @@ class ScalarLoop:
 MUTANTS: list[type[Rule]] = [
     SoftmaxResidual, ResidualFromP, ResidualUnnormalised, ResidualNoClamp, ResidualSignFlip, ResidualOneRowLate,
     CoinReusedForResidual, SharedCoin, InclusiveBoundary, AcceptOnGreater, NoMinBernoulli, DraftTemperatureMismatch,
-    QFloorEpsilon, TopKDraftNotInRatio, Bf16DraftLogits, BonusFromDraftRow, BonusFromRowK, BonusSkipped,
-    InverseCdfNoGuard, NearEqualShortcut, RankMappingBeyond16, StaleWorkspace]
-VALID: list[type[Rule] | type[ScalarLoop]] = [Rule, ExponentialRace, Float32Arithmetic, SamplerMatch, ScalarLoop]
-ZOO = {cls.__name__: cls for cls in MUTANTS + VALID}
+    QFloorEpsilon, TopKDraftNotInRatio, Bf16DraftLogits, BonusFromDraftRow, BonusFromRowK, InverseCdfNoGuard,
+    NearEqualShortcut, RankMappingBeyond16, StaleWorkspace]
+VALID: list[type[Rule] | type[ScalarLoop]] = [Rule, ExponentialRace, Float32Arithmetic, SamplerMatch, BonusSkipped,
+                                              ScalarLoop]
+
+
+def spec(cls: type[Rule] | type[ScalarLoop]) -> MutantSpec:
+    """The zoo entry of a rule class: its name, kind, what it models and its verdicts; `make` is the class."""
+    return MutantSpec(cls.__name__, cls.kind, one_line(cls.models), tuple(cls.expected), cls)
+
+
+#: The rule level's zoo (what `exactspec kill-table --level rule` runs): the mutants, then the valid variants.
+ZOO: tuple[MutantSpec, ...] = zoo(spec(cls) for cls in MUTANTS + VALID)

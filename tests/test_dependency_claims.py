@@ -1,0 +1,66 @@
+"""The docs say offline certification (`exactspec certify-samples`) needs NumPy, SciPy and statsmodels only (no
+torch, no httpx). Checked here against the code: the modules that command loads, with torch, httpx and
+transformers blocked, import no other third-party package, and the three are base dependencies."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CLAIMED = {"numpy", "scipy", "statsmodels"}  # as docs/engine-level.md and conformance/CONTRACT.md name them
+BLOCKED = ("torch", "httpx", "transformers")
+
+_LOAD = """
+import importlib.abc, json, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in %r:
+            raise ImportError(name + " is blocked in this test")
+        return None
+sys.meta_path.insert(0, Block())
+import exactspec.cli
+import exactspec.conformance.engine.certify_samples
+from exactspec.conformance.engine import level, report, samples  # certify_samples.main imports these lazily
+print(json.dumps(sorted(m.__file__ for name, m in sys.modules.items()
+                        if name.split(".")[0] == "exactspec" and m is not None and getattr(m, "__file__", None))))
+""" % (BLOCKED,)
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    """Top-level names of the non-stdlib, non-exactspec packages a module's source imports (anywhere in it)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n not in ("exactspec", "__future__")}
+
+
+def test_certify_samples_imports_only_the_packages_the_docs_name():
+    done = subprocess.run([sys.executable, "-c", _LOAD], capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = [Path(f) for f in json.loads(done.stdout)]
+    assert any(f.name == "certify_samples.py" for f in files)
+    used = {name: sorted(str(f) for f in files if name in _third_party_imports(f))
+            for f in files for name in _third_party_imports(f)}
+    assert set(used) <= CLAIMED, {k: v for k, v in used.items() if k not in CLAIMED}
+    assert "statsmodels" in used  # the docs must name it: stat_tests uses it on this path
+
+
+def test_the_named_packages_are_base_dependencies_and_the_docs_name_them():
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    base = {re.split(r"[<>=!~ \[]", dep, maxsplit=1)[0].lower() for dep in project["dependencies"]}
+    assert CLAIMED <= base
+    text = " ".join((REPO / "docs" / "engine-level.md").read_text().split())
+    assert "NumPy, SciPy and statsmodels" in text
+    contract = " ".join((REPO / "conformance" / "CONTRACT.md").read_text().split())
+    assert "numpy, scipy and statsmodels only" in contract
