@@ -74,7 +74,7 @@ def _configs() -> dict[str, Config]:
     out["lcp-lookup-t0.7"] = Config("llama-cpp-python", "prompt-lookup", 0.7, max_tokens=8)
     # its OpenAI server (`engine serve --engine llama-cpp-python`): raw logprobs give the sampled law under top-k only
     out["lcp-server-t0"] = Config("llama-cpp-python", "ngram", 0.0)
-    out["lcp-server-t0.7-k40"] = Config("llama-cpp-python", "ngram", 0.7, top_k=40, max_tokens=8)
+    out["lcp-server-t0.7-k40"] = Config("llama-cpp-python", "ngram", 0.7, top_k=40, max_tokens=8, time_limit_s=5400.0)
     return out
 
 

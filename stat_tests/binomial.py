@@ -8,6 +8,7 @@ from scipy import stats
 
 from ..reference.validation import check_error_rates
 from .result import TestResult
+from .search import fewest_samples
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -86,14 +87,5 @@ def min_num_samples_rare_events(discrepancy: float, rate_bound: float, false_fai
     _check_rate_bound(rate_bound)
     if not rate_bound < discrepancy < 1.0:
         raise ValueError(f"discrepancy must be in (rate_bound, 1) = ({rate_bound!r}, 1), got {discrepancy!r}")
-    hi = 1
-    while min_discrepancy_rare_events(hi, rate_bound, false_fail_rate, false_pass_rate) > discrepancy:
-        hi *= 2
-        if hi > limit:
-            return None
-    lo = hi // 2
-    while lo + 1 < hi:
-        mid = (lo + hi) // 2
-        ok = min_discrepancy_rare_events(mid, rate_bound, false_fail_rate, false_pass_rate) <= discrepancy
-        lo, hi = (lo, mid) if ok else (mid, hi)
-    return hi
+    return fewest_samples(lambda n: min_discrepancy_rare_events(n, rate_bound, false_fail_rate, false_pass_rate)
+                          <= discrepancy, 1, limit)

@@ -22,10 +22,10 @@ import numpy as np
 from scipy import stats
 
 from ..reference.validation import as_prob_rows, check_error_rates, check_int_array
-
 from .gof import assert_chisquare_gof
 from .power import min_discrepancy_chisquare_gof, min_num_samples_chisquare_gof
 from .result import TestResult
+from .search import fewest_samples
 
 _CHUNK_ELEMS = 4_000_000
 
@@ -151,14 +151,5 @@ def min_num_samples_pit_uniform(discrepancy: float, false_fail_rate: float, fals
             raise ValueError("bins: min_num_samples_pit_uniform needs the cell count for method='chisquare'")
         n = min_num_samples_chisquare_gof(discrepancy, bins, false_fail_rate, false_pass_rate)
         return max(n, int(math.ceil(bins * min_expected)))
-    hi = 2
-    while min_discrepancy_pit_uniform(hi, false_fail_rate, false_pass_rate, method, slack=slack) > discrepancy:
-        hi *= 2
-        if hi > limit:
-            return None
-    lo = max(1, hi // 2)
-    while lo + 1 < hi:  # the KS critical value and the DKW margin both fall with n
-        mid = (lo + hi) // 2
-        ok = min_discrepancy_pit_uniform(mid, false_fail_rate, false_pass_rate, method, slack=slack) <= discrepancy
-        lo, hi = (lo, mid) if ok else (mid, hi)
-    return hi
+    return fewest_samples(lambda n: min_discrepancy_pit_uniform(n, false_fail_rate, false_pass_rate, method,
+                                                                slack=slack) <= discrepancy, 2, limit)

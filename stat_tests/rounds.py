@@ -7,10 +7,10 @@ import numpy as np
 from scipy import stats
 
 from ..reference.validation import as_prob_vector, check_error_rates, check_int_array
-
 from .gof import assert_chisquare_gof, gof_bins
 from .power import min_discrepancy_chisquare_gof, plan_gof
 from .result import TestResult
+from .search import fewest_samples
 
 
 def assert_tokens_per_round(counts_N=None, law=None, false_fail_rate=None, *, false_pass_rate: float = 0.001,
@@ -126,16 +126,7 @@ def min_num_samples_mean_tokens(discrepancy: float, expected_mean: float, expect
     def shift(n: int) -> float:
         return min_discrepancy_mean_tokens(n, expected_mean, expected_variance, false_fail_rate, false_pass_rate,
                                            method, support)
-    hi = 2
-    while shift(hi) > discrepancy:
-        hi *= 2
-        if hi > limit:
-            return None
-    lo = max(2, hi // 2)
-    while lo + 1 < hi:  # both shifts fall with n; lo = hi // 2 failed (or is 2 = hi)
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if shift(mid) <= discrepancy else (mid, hi)
-    return hi
+    return fewest_samples(lambda n: shift(n) <= discrepancy, 2, limit)  # both shifts fall with n
 
 
 def min_discrepancy_tokens_per_round(n: int, law, false_fail_rate: float, false_pass_rate: float = 0.001,

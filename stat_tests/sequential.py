@@ -32,6 +32,7 @@ import numpy as np
 
 from ..reference.validation import check_error_rates
 from .result import TestResult
+from .search import fewest_samples
 
 #: The lam grid of every bound: 0.9 * 2**(-k/2), k = 0..17 (0.9 down to ~0.0028): optimal lam is about
 #: sqrt(2 log(1/delta) / V), so the grid covers V from a few values to ~2e6 within a factor sqrt(2).
@@ -132,16 +133,7 @@ def min_num_samples_drift(target: float, false_pass_rate: float, strata: int = 1
     """Fewest values at which `min_discrepancy_drift` <= target (None past `limit`)."""
     if not 0.0 < target <= 1.0:
         raise ValueError(f"target must be in (0, 1], got {target!r}")
-    hi = 1
-    while min_discrepancy_drift(hi, false_pass_rate, strata, variance) > target:
-        hi *= 2
-        if hi > limit:
-            return None
-    lo = hi // 2
-    while lo + 1 < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if min_discrepancy_drift(mid, false_pass_rate, strata, variance) <= target else (mid, hi)
-    return hi
+    return fewest_samples(lambda n: min_discrepancy_drift(n, false_pass_rate, strata, variance) <= target, 1, limit)
 
 
 def log_e_process_reject(log_e: float, false_fail_rate: float) -> bool:

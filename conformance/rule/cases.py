@@ -22,7 +22,7 @@ import numpy as np
 
 from ... import reference
 from ...reference.validation import as_prob_array, check_k
-
+from ..core.case_files import cases_from_file_data, checked_case_fields, read_case_file
 from .case_recipes import (  # noqa: F401 -- ROW_KINDS, generated_*: re-exported
     ROW_KINDS, deep_rows, dyadic_rows, generated_name, generated_rows, near_equal_rows, padded_rows, varying_rows,
     zipf_rows, zipf_top_rows,
@@ -283,24 +283,8 @@ def _case_rows(entry: dict, k: int, where: str) -> tuple[np.ndarray, np.ndarray]
 
 def case_from_entry(entry, source: str, index: int | None = None) -> Case:
     """One validated `Case` from a case-file entry; every ValueError names `source`, the case and the field."""
-    label = f"{source}: case {index if index is not None else '?'}"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{label} must be a JSON object, got {type(entry).__name__}")
-    name = entry.get("name")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{label}: field 'name' must be a non-empty string, got {name!r}")
-    where = f"{source}: case {name!r}"
-    unknown = sorted(set(entry) - set(CASE_FIELDS))
-    if unknown:
-        raise ValueError(f"{where}: unknown fields {unknown}; a case has {list(CASE_FIELDS)}")
-    missing = [f for f in REQUIRED_FIELDS if f not in entry]
-    if missing:
-        raise ValueError(f"{where}: field {missing[0]!r} is required")
-    if not isinstance(entry["why"], str):
-        raise ValueError(f"{where}: field 'why' must be a string (the bug this case reaches)")
-    tags = entry.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise ValueError(f"{where}: field 'tags' must be a list of strings, got {tags!r}")
+    where = checked_case_fields(entry, source, index, CASE_FIELDS, REQUIRED_FIELDS)
+    name, tags = entry["name"], entry.get("tags", [])
     k = check_k(entry["k"], f"{where}: field 'k'")
     p, q = _case_rows(entry, k, where)
     if "V" in entry and entry["V"] != p.shape[-1]:
@@ -312,34 +296,12 @@ def case_from_entry(entry, source: str, index: int | None = None) -> Case:
 
 def cases_from_data(data, source: str) -> list[Case]:
     """Validated cases of a parsed case file ({"cases": [...]}); names must be unique."""
-    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
-        raise ValueError(f"{source}: a case file is a JSON object with a \"cases\" list")
-    unknown = sorted(set(data) - set(FILE_FIELDS))
-    if unknown:
-        raise ValueError(f"{source}: unknown top-level fields {unknown}; a case file has {list(FILE_FIELDS)}")
-    if not data["cases"]:
-        raise ValueError(f"{source}: field 'cases' is empty")
-    cases: list[Case] = []
-    seen: dict[str, int] = {}
-    for index, entry in enumerate(data["cases"]):
-        case = case_from_entry(entry, source, index)
-        if case.name in seen:
-            raise ValueError(f"{source}: case {case.name!r}: field 'name': duplicate name "
-                             f"(cases {seen[case.name]} and {index})")
-        seen[case.name] = index
-        cases.append(case)
-    return cases
+    return cases_from_file_data(data, source, FILE_FIELDS, case_from_entry)
 
 
 def load_cases(path) -> list[Case]:
     """The cases of a JSON case file (format: case_data/cases.schema.json), validated; ValueError otherwise."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ValueError(f"{path}: cannot read the case file ({error.strerror or error})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not a valid JSON file ({error})") from None
+    data = read_case_file(path)
     return cases_from_data(data, str(path))
 
 

@@ -10,7 +10,6 @@ a file with ValueErrors naming the file, the case and the field, as the rule lev
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 from ...reference.tree_laws import length_law, target_stream_law, tree_round_law
 from ...reference.tree_models import ContextRows
 from ...reference.tree_sampling import check_shape, shape_from_branching
+from ..core.case_files import cases_from_file_data, checked_case_fields, read_case_file
 
 CASE_DATA_DIR = Path(__file__).resolve().parent.parent / "case_data"
 CASE_FILE = CASE_DATA_DIR / "trees.json"
@@ -103,24 +103,7 @@ def encode_stream(path: tuple[int, ...], vocab_size: int) -> int:
 
 def _checked_fields(entry: Any, source: str, index: int | None) -> str:
     """The case's label for errors, once its fields are the schema's (`CASE_FIELDS`, `REQUIRED_FIELDS`, types)."""
-    label = f"{source}: case {index if index is not None else '?'}"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{label} must be a JSON object, got {type(entry).__name__}")
-    name = entry.get("name")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{label}: field 'name' must be a non-empty string, got {name!r}")
-    where = f"{source}: case {name!r}"
-    unknown = sorted(set(entry) - set(CASE_FIELDS))
-    if unknown:
-        raise ValueError(f"{where}: unknown fields {unknown}; a case has {list(CASE_FIELDS)}")
-    missing = [f for f in REQUIRED_FIELDS if f not in entry]
-    if missing:
-        raise ValueError(f"{where}: field {missing[0]!r} is required")
-    if not isinstance(entry["why"], str):
-        raise ValueError(f"{where}: field 'why' must be a string (the bug this case reaches)")
-    tags = entry.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise ValueError(f"{where}: field 'tags' must be a list of strings, got {tags!r}")
+    where = checked_case_fields(entry, source, index, CASE_FIELDS, REQUIRED_FIELDS)
     for flag in ("replacement", "quick"):
         if flag in entry and not isinstance(entry[flag], bool):
             raise ValueError(f"{where}: field {flag!r} must be true or false")
@@ -154,34 +137,12 @@ def case_from_dict(entry: Any, source: str = "tree case", index: int | None = No
 
 def tree_cases_from_data(data: Any, source: str) -> list[TreeCase]:
     """Validated cases of a parsed tree-case file ({"cases": [...]}); names must be unique."""
-    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
-        raise ValueError(f"{source}: a case file is a JSON object with a \"cases\" list")
-    unknown = sorted(set(data) - set(FILE_FIELDS))
-    if unknown:
-        raise ValueError(f"{source}: unknown top-level fields {unknown}; a case file has {list(FILE_FIELDS)}")
-    if not data["cases"]:
-        raise ValueError(f"{source}: field 'cases' is empty")
-    cases: list[TreeCase] = []
-    seen: dict[str, int] = {}
-    for index, entry in enumerate(data["cases"]):
-        case = case_from_dict(entry, source, index)
-        if case.name in seen:
-            raise ValueError(f"{source}: case {case.name!r}: field 'name': duplicate name "
-                             f"(cases {seen[case.name]} and {index})")
-        seen[case.name] = index
-        cases.append(case)
-    return cases
+    return cases_from_file_data(data, source, FILE_FIELDS, case_from_dict)
 
 
 def load_tree_cases(path: str | Path = CASE_FILE) -> list[TreeCase]:
     """The cases of a tree-case JSON file (format: case_data/trees.schema.json), validated; ValueError otherwise."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ValueError(f"{path}: cannot read the case file ({error.strerror or error})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not a valid JSON file ({error})") from None
+    data = read_case_file(path)
     return tree_cases_from_data(data, str(path))
 
 
