@@ -84,10 +84,14 @@ def _mean_shift(n: int, var: float, a: float, be: float, method: str, b: float |
         sd = math.sqrt(var / n)
         return (stats.norm.isf(a / 2) + stats.norm.isf(be)) * sd
 
+    if b is None:
+        raise ValueError("method='bernstein' needs b, the bound on |N - mean|")
+    bound = b
+
     # shift s.t. (bound at the threshold) + (Bernstein miss prob) stays controlled
-    def thresh(level):
+    def thresh(level: float) -> float:
         L = math.log(2.0 / level)
-        return (b * L / 3.0 + math.sqrt((b * L / 3.0) ** 2 + 2.0 * n * var * L)) / n
+        return (bound * L / 3.0 + math.sqrt((bound * L / 3.0) ** 2 + 2.0 * n * var * L)) / n
     return thresh(a) + thresh(be)
 
 

@@ -1,4 +1,4 @@
-"""The sequence-level cases (the profiles are the core's one table: `exactspec.conformance.core.profiles`).
+"""The sequence-level cases (their profile settings: `settings.py` beside this module).
 
 Levels: ``exact`` (tiny V = 6 models, whole-sequence law enumerated), ``pit`` (any vocabulary: randomized
 PIT of every generated token under the teacher-forced target law, two vocabulary orderings), ``greedy``
