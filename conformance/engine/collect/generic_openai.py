@@ -1,21 +1,24 @@
 """The generic OpenAI-compatible dialect (``--dialect openai``): any server with ``/v1/completions`` (SGLang, TGI,
 TensorRT-LLM's trtllm-serve, llama-cpp-python, LM Studio, Ollama, vLLM without its extensions).
 
-* The request: the prompt as token ids, the law pinned as far as the OpenAI API names it (temperature, top-p, no
-  penalties, no stop strings, one choice) plus ``top_k`` and ``min_p``, which most of these servers accept, plus the
-  user's ``--request-extra`` JSON for the server's own knobs (llama-cpp-python's ``repeat_penalty`` defaults to
+* The request: the prompt as token ids, or with ``--text-prompts`` as the text they decode to, checked once to
+  tokenise back to the same ids at the server (`GenericOpenAIClient.text_of`); the law pinned as far as the OpenAI
+  API names it (temperature, top-p, no penalties, no stop strings, one choice) plus ``top_k`` and ``min_p``, plus
+  the user's ``--request-extra`` JSON for the server's own knobs (llama-cpp-python's ``repeat_penalty`` defaults to
   1.1, say). All of it is the sample files' request defaults.
 * Token ids: read from the reply where the server returns them, under the names servers use (``token_ids``,
   ``output_token_ids``, ``logprobs.token_ids``, integer ``tokens``); otherwise the ``logprobs.tokens`` strings are
-  mapped to ids through the model's tokenizer (`vocabulary.Vocabulary`, ``--tokenizer``), which refuses what is
-  ambiguous.
+  mapped to ids through the model's tokenizer (`vocabulary.Vocabulary`, ``--tokenizer``): a string naming no token is
+  refused, one naming several cuts the completion there (`AMBIGUOUS_END`); an end token the server left out is put
+  back (`_with_end`).
 * Reports: ``logprobs.top_logprobs``, keyed by ``token_id:N`` or by token strings (mapped the same way), the N most
   probable kept (an extra entry for the sampled token is dropped, so the list never depends on the token drawn). A
-  list with fewer entries than asked is dropped whole (two tokens shown alike collide in a JSON object), and so is
-  one listing a string the tokenizer cannot map: the prefix is left unreported, its tokens skipped by the law checks
-  (a choice made by the prefix alone). Whether
+  list with fewer entries than asked (two tokens shown alike collide in a JSON object) or listing a string the
+  tokenizer cannot map is dropped whole: the prefix is left unreported (a choice made by the prefix alone). Whether
   they are the law sampled from (``post_sampling``) or the model's raw law (``raw``) is the user's declaration
-  (``--reports``); raw reports serve the law checks only at T = 1 without truncation.
+  (``--reports``); raw reports become the sampled law where they determine it (`sampled_from_raw`).
+* Teacher forcing one token at a time for servers that keep one KV cache (``--force-token-by-token``:
+  `token_by_token`).
 * Speculation evidence: Prometheus counters named by the user (``--draft-counter``, ``--accepted-counter``, read at
   ``/metrics`` around each batch), or declared by the user (``--declare-speculation``); the certificate says which.
 """

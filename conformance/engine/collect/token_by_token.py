@@ -3,7 +3,7 @@ batch-invariant (llama-cpp-python's server: ``--force-token-by-token``).
 
 Such a server evaluates a request's prompt from the longest prefix it still holds: a teacher-forced prefix asked
 cold has its generated tokens evaluated in one batch, while decoding evaluated them one at a time, and the two
-logits differ in the last bits (on llama-cpp-python 0.3.36, by up to 0.017 in a reported probability). Here every
+logits differ in the last bits (measured: benchmarks/README.md, "Engine level"). Here every
 request to one server goes through one lock, the ids the server holds after each request are tracked, and a prefix
 is asked only once the server holds all of it but its last token: the missing shorter prefixes are asked first
 (`priming_prefixes`), so each forced token is evaluated alone, as in decoding. The premise check of every

@@ -54,7 +54,8 @@ class LlamaCppPythonServer(LocalServer):
         self.mode = mode
         self.speculation_flags = ["--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens",
                                   str(num_pred_tokens)] if mode == "prompt-lookup" else []
-        self.flags = ["--model", str(self.model), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+        self.flags = ["--model", str(self.model), "--model_alias", self.model.name, "--n_threads", str(threads),
+                      "--n_threads_batch", str(threads),
                       "--n_ctx", str(n_ctx), "--seed", "0", *self.speculation_flags]
         log = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="llama-cpp-python-")) / f"{mode}.log"
         super().__init__(log, startup_timeout_s, stop_timeout_s, env={"OMP_NUM_THREADS": str(threads)}, port=port)
