@@ -25,7 +25,6 @@ TensorRT-LLM's trtllm-serve, llama-cpp-python, LM Studio, Ollama, vLLM without i
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
@@ -36,7 +35,7 @@ from typing import Any
 import httpx
 
 from .client import Reply, RetryPolicy, SamplerChain
-from .openai_client import metric_totals, send_keeping_reason
+from .openai_client import OpenAIEndpoint, metric_totals
 from .token_by_token import held_after, priming_prefixes, session_of
 from .vocabulary import Vocabulary
 
@@ -199,7 +198,7 @@ def parse_generic_completion(body: dict, chain: SamplerChain, probs_kind: str, v
                  finish_reason=finish, timings=None, probs_dropped=dropped, raw=body)
 
 
-class GenericOpenAIClient:
+class GenericOpenAIClient(OpenAIEndpoint):
     """One OpenAI-compatible endpoint (`client.EngineClient`'s interface); ``async with GenericOpenAIClient(...)``."""
 
     def __init__(self, base_url: str, *, vocabulary: Vocabulary | None = None, probs_kind: str = "raw",
@@ -207,36 +206,16 @@ class GenericOpenAIClient:
                  token_by_token: bool = False,
                  request_timeout_s: float = 120.0, retry: RetryPolicy | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url: {base_url!r} is not an http(s) URL")
+        super().__init__(base_url, request_timeout_s, retry, transport)
         if probs_kind not in REPORT_KINDS:
             raise ValueError(f"--reports: {probs_kind!r} must be one of {REPORT_KINDS}")
-        self.base_url, self.vocabulary, self.probs_kind = base_url.rstrip("/"), vocabulary, probs_kind
-        self.counters = {"draft_n": counters[0], "draft_n_accepted": counters[1]} if counters else None
-        self.request_extra, self.retry, self.requests_sent = dict(request_extra or {}), retry or RetryPolicy(), 0
         if text_prompts and vocabulary is None:
             raise ValueError("--text-prompts: needs --tokenizer (the ids are sent as the text they decode to)")
+        self.vocabulary, self.probs_kind, self.request_extra = vocabulary, probs_kind, dict(request_extra or {})
+        self.counters = {"draft_n": counters[0], "draft_n_accepted": counters[1]} if counters else None
         self.text_prompts = text_prompts
         self._texts: dict[tuple[int, ...], str] = {}
         self.token_by_token = token_by_token  # `token_by_token`: one lock per server, prefixes primed
-        self.model: str | None = None
-        self._model_lock = asyncio.Lock()
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=request_timeout_s, transport=transport)
-
-    async def __aenter__(self) -> "GenericOpenAIClient":
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self._http.aclose()
-
-    async def _send(self, method: str, path: str, body: dict | None, *, text: bool = False) -> Any:
-        return await send_keeping_reason(self, method, path, body, text=text)
-
-    async def _model(self) -> str:
-        async with self._model_lock:
-            if self.model is None:
-                self.model = str((await self._send("GET", "/v1/models", None))["data"][0]["id"])
-        return self.model
 
     async def draft_counters(self) -> dict[str, float]:
         """The user-named engine-wide draft counters now (ValueError when none were named)."""

@@ -99,25 +99,20 @@ def parse_openai_completion(body: dict, n_probs: int, probs_kind: str) -> Reply:
                  finish_reason=choice.get("finish_reason"), timings=None, raw=body)
 
 
-class OpenAIEngineClient:
-    """One vLLM endpoint (`client.EngineClient`'s interface); use as ``async with OpenAIEngineClient(...)``."""
+class OpenAIEndpoint:
+    """What both OpenAI-style clients share: the URL, the HTTP client, retries, the served model's name (asked once);
+    a subclass calls ``super().__init__`` and adds its dialect."""
 
-    def __init__(self, base_url: str, *, probs_kind: str = "post_sampling", measure_drafts: bool = True,
-                 report_probs: bool = True, request_timeout_s: float = 120.0, retry: RetryPolicy | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, base_url: str, request_timeout_s: float, retry: RetryPolicy | None,
+                 transport: httpx.AsyncBaseTransport | None) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url: {base_url!r} is not an http(s) URL")
-        if probs_kind not in ("post_sampling", "raw"):
-            raise ValueError(f"probs_kind must be 'post_sampling' or 'raw', got {probs_kind!r}")
-        self.base_url, self.probs_kind, self.measure_drafts = base_url.rstrip("/"), probs_kind, measure_drafts
-        self.report_probs = report_probs
-        self.retry = retry or RetryPolicy()
-        self.requests_sent = 0
+        self.base_url, self.retry, self.requests_sent = base_url.rstrip("/"), retry or RetryPolicy(), 0
         self.model: str | None = None
-        self._lock = asyncio.Lock()
+        self._model_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=request_timeout_s, transport=transport)
 
-    async def __aenter__(self) -> "OpenAIEngineClient":
+    async def __aenter__(self) -> Any:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -127,9 +122,23 @@ class OpenAIEngineClient:
         return await send_keeping_reason(self, method, path, body, text=text)
 
     async def _model(self) -> str:
-        if self.model is None:
-            self.model = str((await self._send("GET", "/v1/models", None))["data"][0]["id"])
+        async with self._model_lock:
+            if self.model is None:
+                self.model = str((await self._send("GET", "/v1/models", None))["data"][0]["id"])
         return self.model
+
+
+class OpenAIEngineClient(OpenAIEndpoint):
+    """One vLLM endpoint (`client.EngineClient`'s interface); use as ``async with OpenAIEngineClient(...)``."""
+
+    def __init__(self, base_url: str, *, probs_kind: str = "post_sampling", measure_drafts: bool = True,
+                 report_probs: bool = True, request_timeout_s: float = 120.0, retry: RetryPolicy | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(base_url, request_timeout_s, retry, transport)
+        if probs_kind not in ("post_sampling", "raw"):
+            raise ValueError(f"probs_kind must be 'post_sampling' or 'raw', got {probs_kind!r}")
+        self.probs_kind, self.measure_drafts, self.report_probs = probs_kind, measure_drafts, report_probs
+        self._lock = asyncio.Lock()
 
     async def draft_counters(self) -> dict[str, float]:
         """The engine-wide draft counters now (`DRAFT_METRICS`, summed over label sets)."""
