@@ -22,7 +22,7 @@ from typing import Any
 from .loader import call_implementation, load_adapter
 from ..errors import ContractViolation, ExactspecError, ImplementationError, ImplUnavailable, Unsupported
 
-CONTRACT_VERSION = "1.3"
+CONTRACT_VERSION = "1.4"
 
 #: Public names imported on first access: name -> (module, attribute or None for the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {

@@ -22,7 +22,7 @@ from .core.level import CaseOutcome
 from .core.levels import get_level
 from .core.report import SuiteResult, document
 
-Verdict = Literal["CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "EXACT_NOT_STANDARD", "CERTIFIED"]
+Verdict = Literal["CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "QUALIFIED", "EXACT_NOT_STANDARD", "CERTIFIED"]
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,15 @@ EXIT_CERTIFIED = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 4
+EXIT_QUALIFIED = 5
 #: Verdict -> exit status. EXACT_NOT_STANDARD is exact (a pass); the report says it is not the standard rule.
 #: INCONCLUSIVE (the run could not decide: say, exactness not confirmed at the deviation seen) shares 4 with
 #: "unavailable", as in `certify-samples`.
+#: QUALIFIED (engine level: the target reached for a named class of deviations only) has 5 of its own: it is not
+#: the bare CERTIFIED, and not "could not decide".
 EXIT = {"CERTIFIED": EXIT_CERTIFIED, "EXACT_NOT_STANDARD": EXIT_CERTIFIED, "NOT_EXACT": EXIT_FAILED,
-        "CONTRACT_VIOLATION": EXIT_FAILED, "FAILED": EXIT_FAILED, "INCONCLUSIVE": EXIT_UNAVAILABLE}
+        "CONTRACT_VIOLATION": EXIT_FAILED, "FAILED": EXIT_FAILED, "INCONCLUSIVE": EXIT_UNAVAILABLE,
+        "QUALIFIED": EXIT_QUALIFIED}
 
 EXIT_CODES_HELP = """\
 exit status:

@@ -2,11 +2,13 @@
 (`conformance/engine/law_stream.py`, `law_checks.py`). Reports within the tolerance bound the true law by their
 envelope and move each PIT value by at most rho + N a (`tolerance_envelope_and_slack`); a monotone deviation of
 per-token TV t moves the PIT's mean by at least t / 2 (`monotone_drift_tent`); the fair-coin mixture of opposite
-deviations is the reference's law itself, not a deviation (`context_mixture_is_exact`); and the context bettors
-are test supermartingales under any law within the envelope (`context_bettor_supermartingale`)."""
+deviations is the reference's law itself, not a deviation (`context_mixture_is_exact`); the grouped context bettors
+(`context_bettor_supermartingale`) and the reference's self-check bettors, tempered likelihood ratio and per-prefix
+identity test (`reference_bettors_supermartingale`), are test supermartingales under any law within the envelope."""
 
 from __future__ import annotations
 
+import math
 import random
 from fractions import Fraction
 from typing import Sequence
@@ -193,3 +195,40 @@ def context_bettor_supermartingale(cases: int = 400) -> CheckResult:
         return checked, f"{checked} (law, counts, weight) triples; largest mean factor {worst:.12f} (<= 1)"
 
     return run_guarded("context_bettor_supermartingale", body)
+
+
+def _one_prefix_tokens(cats, categories_seen) -> list:
+    from ..conformance.engine.law_stream import StreamToken
+
+    return [StreamToken(i, i, 1, (), int(cats.ids[c]) if c < len(cats.ids) else -1, cats, int(c), 0.5, "p")
+            for i, c in enumerate(categories_seen)]
+
+
+@check("C14")
+def reference_bettors_supermartingale(cases: int = 200) -> CheckResult:
+    """The reference's self-check bettors, the code's `tempered_log_e` (factor q_theta(c) / envelope(c)) and
+    `prefix_law_log_e` (Dirichlet predictive / envelope): after any history, the next token's factor on the e-value
+    has mean <= 1 under every law within the report's tolerance."""
+    from ..conformance.engine.law_checks import prefix_law_log_e, tempered_log_e
+    from ..conformance.engine.law_stream import categories
+
+    def body():
+        rng, worst, checked = np.random.default_rng(SEED + 46), 0.0, 0
+        for case in range(cases):
+            size = int(rng.integers(2, 9))
+            true = rng.dirichlet(np.full(size, 0.5))
+            listed = int(rng.integers(1, size))
+            errors = 1.0 + rng.uniform(-1e-3, 1e-3, listed)
+            cats = categories(tuple((int(i), float(true[i] * errors[k]))
+                                    for k, i in enumerate(np.argsort(-true)[:listed])))
+            true_cats = np.append(true[list(cats.ids)], true.sum() - true[list(cats.ids)].sum())
+            history = list(rng.integers(0, cats.probs.size, size=int(rng.integers(0, 12))))
+            for name, log_e in (("tempered", tempered_log_e), ("prefix_law", prefix_law_log_e)):
+                before = log_e(_one_prefix_tokens(cats, history))
+                mean = sum(true_cats[c] * math.exp(log_e(_one_prefix_tokens(cats, history + [c])) - before)
+                           for c in range(cats.probs.size))
+                expect(mean <= 1.0 + 1e-12, f"case {case}: {name}: the next factor's mean is {mean:.15f} > 1")
+                worst, checked = max(worst, mean), checked + 1
+        return checked, f"{checked} (law, history, bettor) triples; largest mean factor {worst:.12f} (<= 1)"
+
+    return run_guarded("reference_bettors_supermartingale", body)

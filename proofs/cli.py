@@ -19,12 +19,12 @@ def run(args: argparse.Namespace) -> int:
     """List the checks, or run them (all, or `--only` these) and report; 1 if any failed."""
     if getattr(args, "list", False):
         for name, chk in all_checks().items():
-            print(f"{name:<32} {','.join(chk.claims):<12} {chk.doc}")
+            print(f"{name:<34} {','.join(chk.claims):<12} {chk.doc}")
         return 0
     results = run_checks(getattr(args, "only", None))
     for r in results:
         status = "ok  " if r.passed else "FAIL"
-        print(f"[{status}] {r.name:<30} {r.seconds:6.2f}s  {r.detail}")
+        print(f"[{status}] {r.name:<34} {r.seconds:6.2f}s  {r.detail}")
     print()
     print(claim_table(results))
     failed = [r.name for r in results if not r.passed]

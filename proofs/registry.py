@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 # The check modules, in the order of the claims they check (this is the order of every listing).
 CHECK_MODULES = ("checks_position", "checks_loop", "checks_acceptance", "checks_rules", "float32", "checks_tree",
-                 "checks_engine", "checks_sequential", "traceability")
+                 "checks_engine", "checks_sequential", "checks_any_shape", "checks_paired", "traceability")
 
 
 @dataclass

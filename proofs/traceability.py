@@ -98,7 +98,7 @@ def _check_test_files(rows: list[tuple[str, str]], base: Path, checkout: bool) -
     return found
 
 
-@check("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "C13", "C14", "C15", "C16")
+@check(*(f"C{i}" for i in range(1, 19)))
 def traceability(text: str | None = None, base: Path | None = None) -> CheckResult:
     """Every code location in ARGUMENT.md's traceability table exists, every named check exists, every claim has a row."""
     base = PACKAGE_ROOT if base is None else Path(base)

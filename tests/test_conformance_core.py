@@ -90,7 +90,7 @@ def test_one_table_states_each_levels_promise():
         assert f"rule level total false-fail <= {profile.rule.total_false_fail:g}" in line
         assert f"sequence level total false-fail <= {profile.sequence.total_false_fail:g}" in line
         assert f"engine level total false-fail <= {profile.engine.total_false_fail:g}" in line
-        assert f"positions 1..{profile.engine.positions}" in line
+        assert "positions 1..max_tokens" in line and "any shape" in line
         for level in LEVELS:
             assert profile.to_dict(level)["total_false_fail"] == profile.total_false_fail(level)
             assert profile.settings(level) is getattr(profile, level)
@@ -98,7 +98,6 @@ def test_one_table_states_each_levels_promise():
     names = ("quick", "standard", "full")
     assert [PROFILES[n].sequence.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
     assert [PROFILES[n].engine.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
-    assert [PROFILES[n].engine.positions for n in names] == [4, 6, 8]
     assert [PROFILES[n].to_dict("engine")["target_tv"] for n in names] == [0.15, 0.05, 0.02]  # mean per-token TV
 
 
@@ -113,10 +112,10 @@ def test_profile_is_keyword_only_and_validated():
     with pytest.raises(TypeError):
         Profile("x", "d", 1e-3)  # noqa: positional on purpose
     with pytest.raises(TypeError):
-        EngineSettings(1e-3, 4, 0.15)  # noqa: positional on purpose
+        EngineSettings(1e-3, 0.15)  # noqa: positional on purpose
     with pytest.raises(ValueError, match="total_false_fail"):
         RuleSettings(**{**quick.rule.__dict__, "total_false_fail": 2.0})
-    for name, bad in (("total_false_fail", 0.0), ("positions", 0), ("target_tv", 0.0)):
+    for name, bad in (("total_false_fail", 0.0), ("target_tv", 0.0)):
         with pytest.raises(ValueError, match=name):
             EngineSettings(**{**quick.engine.__dict__, name: bad})
     with pytest.raises(ValueError, match="false_pass_rate"):
@@ -136,9 +135,13 @@ def _record(category: str, passed: bool) -> CheckRecord:
 
 
 def test_one_verdict_set_worst_first():
-    assert VERDICTS == ("CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "EXACT_NOT_STANDARD", "CERTIFIED")
+    assert VERDICTS == ("CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "QUALIFIED", "EXACT_NOT_STANDARD",
+                        "CERTIFIED")
     assert set(VERDICT_TEXT) == set(VERDICTS)
     assert verdict_of([_record("exactness", True)]) == "CERTIFIED"
+    assert verdict_of([_record("exactness", True)], qualified=["monotone class only"]) == "QUALIFIED"
+    assert verdict_of([_record("exactness", True)], ["short"], ["monotone class only"]) == "INCONCLUSIVE"
+    assert verdict_of([_record("exactness", False)], qualified=["monotone class only"]) == "NOT_EXACT"
     # a standard-rule failure alone never claims exactness: only with a passed confirmatory exactness test
     assert verdict_of([_record("standard_rule", False)]) == "INCONCLUSIVE"
     confirmed = _record("exactness", True)
@@ -355,7 +358,7 @@ def test_engine_report_validates_and_uses_the_core_writer(tmp_path):
     assert doc["verdict"] == "INCONCLUSIVE" and doc["verdict_text"] == VERDICT_TEXT["INCONCLUSIVE"]
     assert doc["passed"] is False and doc["inconclusive"] and doc["profile"]["target_tv"] == 0.15
     assert "engine level total false-fail" in doc["profile"]["promise"]
-    assert doc["profile"]["settings"] == {"total_false_fail": 1e-3, "positions": 4, "target_tv": 0.15}
+    assert doc["profile"]["settings"] == {"total_false_fail": 1e-3, "target_tv": 0.15}
     assert doc["engine"]["ruled_out"]["target"] == 0.15 and doc["engine"]["ruled_out"]["largest"] > 0
     assert doc["engine"]["speculation_evidence"]["observed"] is False
     assert "INCONCLUSIVE" in (tmp_path / "cert" / "CERTIFICATE.md").read_text()

@@ -267,7 +267,7 @@ def test_provenance_and_facade_never_import_torch(tmp_path):
             "c.SamplingParams.__name__, callable(c.load_cases), callable(c.strategies.round_cases))")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "False", "False", "1.3", "ImplUnavailable", "Unsupported",
+    assert done.stdout.split() == ["True", "False", "False", "1.4", "ImplUnavailable", "Unsupported",
                                    "ExactspecError", "SamplingParams", "True", "True"]
 
 

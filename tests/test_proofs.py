@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from exactspec.proofs import checks_acceptance, checks_engine, checks_loop, checks_position, checks_rules, cli, float32, kernels, registry, traceability
+from exactspec.proofs import (checks_acceptance, checks_any_shape, checks_engine, checks_loop, checks_paired, checks_position,
+                              checks_rules, cli, float32, kernels, registry, traceability)
 from exactspec.proofs.kernels import F0, F1
 
 CHECKS = registry.all_checks()
-ALL_CLAIMS = {f"C{i}" for i in range(1, 17)}
+ALL_CLAIMS = {f"C{i}" for i in range(1, 19)}
 
 
 @pytest.fixture(scope="module")
@@ -228,6 +229,66 @@ def test_the_engine_checks_can_fail(monkeypatch):
     psi = sequential.psi
     monkeypatch.setattr(sequential, "psi", lambda lam: 0.9 * psi(lam))
     assert _failed(checks_sequential.fan_inequality(points=501))
+
+
+def test_the_reference_bettor_check_can_fail(monkeypatch):
+    """A tempered law inflated by 5 % bets more than the envelope allows: the factor's mean exceeds 1."""
+    from exactspec.conformance.engine import law_checks
+
+    tempered = law_checks._tempered
+    monkeypatch.setattr(law_checks, "_tempered", lambda cats, theta: 1.05 * tempered(cats, theta))
+    assert _failed(checks_engine.reference_bettors_supermartingale(cases=50))
+
+
+def test_the_any_shape_checks_can_fail():
+    """Dropping the rest's mass, halving the report allowance, Hoeffding's lam^2 / 8 for Bennett's phi, a prior that
+    sums to 2, and a third of the code's bound are each caught."""
+    from types import SimpleNamespace
+
+    from exactspec.conformance.engine.any_shape import any_shape_bound, prefix_weight_of
+
+    assert _failed(checks_any_shape.bins_merge_bound(cases=100, rest_term=lambda p_rest: F0))
+    assert _failed(checks_any_shape.report_set_tolerance(cases=50, tolerance=lambda cats: 0.5 * cats.eta))
+    assert _failed(checks_any_shape.bennett_factor_bernoulli(cases=5, phi=lambda lam: lam**2 / 8))
+    doubled = lambda reports: (lambda weight: (lambda prompt, prefix: 2 * weight(prompt, prefix)))(prefix_weight_of(reports))
+    assert _failed(checks_any_shape.prefix_prior_sums_to_at_most_one(cases=10, weight_of=doubled))
+
+    def third(*args):
+        result = any_shape_bound(*args)
+        return SimpleNamespace(bound=result.bound / 3, per_position={t: {"bound": v["bound"] / 3}
+                                                                     for t, v in result.per_position.items()})
+
+    assert _failed(checks_any_shape.any_shape_bound_covers_the_truth(runs=20, bound_of=third))
+
+
+def _within_unit_block_log_e(name, chosen, views, by_prompt=False):
+    """block_log_e on the within-unit pairs (C1, R1), (C2, R2): the pairing C18 (c) shows invalid."""
+    import numpy as np
+
+    from exactspec.conformance.engine import paired_checks as pc
+
+    scorer = pc.SCORERS[name](by_prompt)
+    log_w = np.zeros(pc.SCALES.size)
+    for first, second in chosen:
+        (c1, r1), (c2, r2) = views[id(first)], views[id(second)]
+        ell = [scorer.score(v) for v in (c1, r1, c2, r2)]
+        log_w += np.log(pc._sigmoid(pc.SCALES * (ell[0] - ell[1])) + pc._sigmoid(pc.SCALES * (ell[2] - ell[3])))
+        for v, role in ((c1, "candidate"), (r1, "reference"), (c2, "candidate"), (r2, "reference")):
+            scorer.learn(v, role)
+    return pc.mixture_log(log_w)
+
+
+def test_the_paired_checks_can_fail(monkeypatch):
+    """Within-unit pairs lose the mean 1; 4 units are too few for the counter-example; a sigma 1 % too large leaves
+    [0, 1]; a block_log_e on within-unit pairs is not the code's cross-pair product."""
+    from exactspec.conformance.engine import paired_checks
+
+    assert _failed(checks_paired.cross_pair_mean_is_one(cases=20, pairing="within"))
+    assert _failed(checks_paired.within_unit_pair_can_be_biased(units=4))
+    assert _failed(checks_paired.block_log_e_reads_cross_pairs(cases=10, block=_within_unit_block_log_e))
+    sigmoid = paired_checks._sigmoid
+    monkeypatch.setattr(paired_checks, "_sigmoid", lambda x: 1.01 * sigmoid(x))
+    assert _failed(checks_paired.block_factor_is_bounded(points=201))
 
 
 def test_traceability_can_fail():

@@ -63,7 +63,7 @@ def test_no_check_rests_on_an_asymptotic_tail():
     a fixed number of PIT values; the engine's checks are e-processes (Ville's inequality) proven at every look;
     the confirmatory tests stay inside the budget; an unknown check kind is refused."""
     rows = {r["check"]: r for r in alpha_table.level_rows("engine", "quick")[0]}
-    assert set(rows) == {"law_drift", "context_law", "near_zero_tokens", "reference_law"}
+    assert set(rows) == {"law_drift", "law_lr", "context_law", "near_zero_tokens", "load_law", "reference_law"}
     assert all(r["guarantee"] == "proven bound" and "Ville" in r["how"] and r["n"] is None for r in rows.values())
     tree = {(r["case"], r["check"]): r for r in alpha_table.level_rows("tree", "quick")[0]}
     assert tree[("wor_w3_d2", "position_2")]["guarantee"] == "exact"  # rows by path: the PIT's exact KS

@@ -77,7 +77,7 @@ def test_loader_and_certify_pick_the_tree_level(tmp_path):
     assert main(["--impl", "exactspec.conformance.tree.adapters:TreeReference", "--level", "tree", "--profile", "quick",
                  "--out", str(tmp_path)]) == 0
     doc = json.loads((tmp_path / "certificate.json").read_text())
-    assert doc["level"] == "tree" and doc["verdict"] == "CERTIFIED" and doc["contract_version"] == "1.3"
+    assert doc["level"] == "tree" and doc["verdict"] == "CERTIFIED" and doc["contract_version"] == "1.4"
 
 
 def test_malformed_output_is_a_contract_violation():

@@ -19,13 +19,16 @@ Verdicts (worst first), the same at every level:
 - INCONCLUSIVE        no check counted against the implementation failed, but the level states reasons the
                       run cannot certify (engine level only: speculation not observed, or the reference's
                       reported probabilities disagree with its own samples; rule/sequence never give it);
+- QUALIFIED           no check failed and the run reached its target, but only for a named class of deviations
+                      (engine level only: deviations monotone in the reference's order), not for every shape;
+                      the bare word CERTIFIED needs the any-shape bound;
 - EXACT_NOT_STANDARD  only standard-rule checks failed, and on every case where one failed a confirmatory
                       exactness test sized for the observed deviation ran and passed (rule level only);
                       without that confirmation the verdict is INCONCLUSIVE;
 - CERTIFIED           every check passed.
 
 INCONCLUSIVE sits above EXACT_NOT_STANDARD because the latter claims exactness, which an inconclusive
-run cannot support.
+run cannot support; QUALIFIED sits between them: it claims a bound for a class of deviations, not exactness.
 """
 
 from __future__ import annotations
@@ -39,14 +42,17 @@ from ...stat_tests import TestResult
 
 CATEGORIES = ("contract", "invariant", "exactness", "standard_rule")
 STATISTICAL_CATEGORIES = ("exactness", "standard_rule")
-VERDICTS = ("CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "EXACT_NOT_STANDARD", "CERTIFIED")
+VERDICTS = ("CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "QUALIFIED", "EXACT_NOT_STANDARD", "CERTIFIED")
 
 VERDICT_TEXT = {
     "CERTIFIED": ("exact, and every check passed (rule level: achieves the standard rule's acceptance; engine level: "
-                  "no deviation of the candidate from the reference detected, and speculation was observed)"),
+                  "speculation was observed, no deviation of the candidate from the reference was detected, and "
+                  "deviations of any shape are ruled out at the target over the coverage the certificate states)"),
     "EXACT_NOT_STANDARD": ("exact (no deviation from the target distribution detected), but NOT the standard rule: "
                            "its emitted tuples / tokens per round differ from Leviathan-Chen's"),
     "INCONCLUSIVE": "nothing failed, but the run cannot certify (see the reasons)",
+    "QUALIFIED": ("nothing failed, and deviations of the class the certificate names are ruled out at the target; "
+                  "deviations of any shape are not (see the reasons: what would reach the any-shape bound)"),
     "NOT_EXACT": "NOT exact: its output distribution differs from the target's (or it emits impossible tokens)",
     "CONTRACT_VIOLATION": "does not obey the interface contract (bad output, exception, or not reproducible)",
 }
@@ -124,11 +130,13 @@ def case_seed(name: str, salt: str = "") -> int:
     return zlib.crc32(key.encode())
 
 
-def verdict_of(records: Iterable[CheckRecord], inconclusive: Iterable[str] = ()) -> str:
+def verdict_of(records: Iterable[CheckRecord], inconclusive: Iterable[str] = (), qualified: Iterable[str] = ()) -> str:
     """The worst verdict the failed records imply (CERTIFIED when none failed); `inconclusive` are the
-    level's reasons the run cannot certify (non-empty: INCONCLUSIVE unless a failure implies worse)."""
-    if isinstance(inconclusive, str):
-        raise ValueError(f"inconclusive must be a list of reasons, not one string: {inconclusive!r}")
+    level's reasons the run cannot certify (non-empty: INCONCLUSIVE unless a failure implies worse); `qualified`
+    the reasons its claim covers only a class of deviations (non-empty: QUALIFIED unless worse)."""
+    if isinstance(inconclusive, str) or isinstance(qualified, str):
+        raise ValueError(f"inconclusive and qualified must be lists of reasons, not one string: {inconclusive!r}, "
+                         f"{qualified!r}")
     records = list(records)
     failed = {r.category for r in records if not r.passed}
     if "contract" in failed:
@@ -137,6 +145,8 @@ def verdict_of(records: Iterable[CheckRecord], inconclusive: Iterable[str] = ())
         return "NOT_EXACT"
     if list(inconclusive) or unconfirmed_cases(records):
         return "INCONCLUSIVE"
+    if list(qualified):
+        return "QUALIFIED"
     if "standard_rule" in failed:
         return "EXACT_NOT_STANDARD"
     return "CERTIFIED"

@@ -49,6 +49,7 @@ class SuiteResult:
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # level-specific top-level fields of the document
     inconclusive: list[str] = field(default_factory=list)  # why the run cannot certify though nothing counted failed
+    qualified: list[str] = field(default_factory=list)  # why its claim covers only a class of deviations
 
     def __post_init__(self) -> None:
         check_level(self.level)
@@ -66,7 +67,7 @@ class SuiteResult:
 
     @property
     def verdict(self) -> str:
-        return verdict_of(self.counted, self.inconclusive)
+        return verdict_of(self.counted, self.inconclusive, self.qualified)
 
     @property
     def passed(self) -> bool:

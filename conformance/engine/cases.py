@@ -10,10 +10,12 @@ from .samples import SampleFile
 
 @dataclass(frozen=True)
 class SamplePair:
-    """What the engine level certifies: the reference's and the candidate's sample files."""
+    """What the engine level certifies: the reference's and the candidate's sample files; `pooled`: the prompts are
+    certified together (many prompts, few completions each), not one by one."""
 
     reference: SampleFile
     candidate: SampleFile
+    pooled: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -27,5 +29,7 @@ class EngineCase:
     law: bool = True  # the reference reported the prefixes of the candidate's tokens (teacher forcing)
     reference_reported: bool = True  # the reference reported its own prefixes (its self-check can run)
     reference_varies: bool = False  # temperature 0 and the reference's output differs between seeds
+    member: bool = False  # a prompt of a pooled run: its hard checks run here, its statistics in the pooled case
+    load_labels: bool = False  # the candidate's completions are labelled serial and loaded (the load check runs)
     data: Any = field(default=None, repr=False)  # checks.PromptData: the prompt's completions and reports
     notes: list[str] = field(default_factory=list, repr=False)  # what its hard checks had to say

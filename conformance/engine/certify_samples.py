@@ -16,23 +16,28 @@ from ..certify_command import EXIT_UNAVAILABLE, EXIT_USAGE, check_writable
 from ..core.profiles import PROFILE_NAMES
 
 EXIT_INCONCLUSIVE = EXIT_UNAVAILABLE  # 4: `certify`'s "cannot run here"; for samples: the run cannot decide
-EXIT = {**CERTIFY_EXIT, "INCONCLUSIVE": EXIT_INCONCLUSIVE}  # verdict -> exit status
+EXIT = {**CERTIFY_EXIT, "INCONCLUSIVE": EXIT_INCONCLUSIVE}  # verdict -> exit status (QUALIFIED: 5)
 
 EXIT_CODES_HELP = """\
 exit status:
-  0  CERTIFIED: no check failed and speculation was observed
+  0  CERTIFIED: no check failed, speculation was observed, and every prompt (or the pooled set) reaches the target
+     for deviations of any shape (coupling, or the law route's any-shape bound)
   1  NOT_EXACT: a hard check or a statistical check of the candidate failed
   2  usage error: bad arguments, unreadable or invalid sample file (the message names file, line and field),
      files that do not match (roles, model, prompts, sampler parameters), --out not writable
   3  exactspec itself crashed (please report it, with the traceback)
   4  INCONCLUSIVE: nothing failed, but the files cannot support a certificate, because
-     - the reference's reports are not the law it samples (its own tokens disagree with them, or decode-time and
-       teacher-forced reports of one prefix differ beyond the tolerance): the checks that read them are void;
+     - the reference's reports are void (its own tokens disagree with them, or decode-time and teacher-forced
+       reports of one prefix differ beyond the tolerance): the checks that read them are void, and no coupling
+       route reaches the target;
      - speculation was never observed (no draft counter moved, none declared);
      - the input is short: a prompt one side dropped, law checks that could not run (raw reports under a warping
-       chain, max_tokens 1, no teacher-forced report of the candidate's prefixes), a check that ran on nothing;
-     - it is underpowered: what the checks rule out is short of the profile's target (the message says how many
-       completions would reach it, or that the engine is not seed-coupled and more seeds cannot)
+       chain, max_tokens 1, no teacher-forced report of the candidate's prefixes), reference tokens with no
+       teacher-forced report (the paired checks are void), a check that ran on nothing;
+     - it is short of the target: no route rules out the profile's target (the message says how many completions
+       would reach it, or that the engine is not seed-coupled and more seeds cannot)
+  5  QUALIFIED: nothing failed, and the monotone law route reaches the target, but no route bounds deviations of
+     any shape at it (the message says what would: more completions, or prompts whose continuations repeat)
 """
 
 
@@ -43,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("candidate", metavar="CAND.jsonl", help="samples from the candidate endpoint (speculation on)")
     parser.add_argument("--profile", default="standard", choices=list(PROFILE_NAMES),
                         help="total false-fail rate and positions compared (default: standard)")
+    parser.add_argument("--pooled", action="store_true", help="certify the prompts together (many prompts, few "
+                        "completions each): the bound is stated over the prompt set's tokens (default: per prompt)")
     parser.add_argument("--out", default="engine-certificate",
                         help="directory for certificate.json and CERTIFICATE.md (default: ./engine-certificate)")
 
@@ -55,7 +62,7 @@ def _certify(args: argparse.Namespace) -> int:
     try:
         check_writable(args.out)
         reference, candidate = read_samples(args.reference), read_samples(args.candidate)
-        result = certify_samples(reference, candidate, args.profile)
+        result = certify_samples(reference, candidate, args.profile, args.pooled)
     except ValueError as error:
         print(f"exactspec certify-samples: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -15,6 +15,7 @@ from . import hard
 from .cases import EngineCase
 from .law_params import law_differences
 from .law_stream import PremiseCheck, premise
+from .load import load_paragraph, load_record
 from .samples import Completion, PrefixProbs, SampleFile
 
 IDENTITY_CHAIN = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
@@ -105,18 +106,73 @@ class PromptData:
         self.top_k = defaults.get("top_k")
         self.seed_space = _random_space(reference, candidate)
         self.premise: PremiseCheck | None = None
+        self.unreported_reference = 0  # the reference's tokens at positions 1..m with no teacher-forced report
+        self.forced_cats: dict = {}  # prefix -> law_stream.Categories of `reports`, shared by every check's reading
+        self.self_cats: dict = {}  # the same of `self_reports`
 
-    def case(self, settings_positions: int, defaults: dict) -> EngineCase:
-        max_tokens = defaults.get("max_tokens")
-        positions = min(settings_positions, int(max_tokens)) if isinstance(max_tokens, int) and max_tokens > 0 \
-            else settings_positions
+    @property
+    def parts(self) -> list["PromptData"]:
+        """The prompts this data holds: itself (a pooled run's data holds several: `PooledData`)."""
+        return [self]
+
+    def case(self, defaults: dict) -> EngineCase:
+        """This prompt as a case, read at positions 1..m: m the max_tokens the files asked (else the longest
+        completion either holds)."""
+        positions = coverage_positions(defaults, [*self.ref, *self.cand])
         temperature = defaults.get("temperature")
         greedy = temperature is not None and float(temperature) == 0.0
         self.premise = premise(self.ref, self.reports, positions)
-        return EngineCase(name=self.pid, greedy=greedy, positions=positions,
-                          law=any(c.tokens[:t] in self.reports for c in self.cand for t in range(min(positions, len(c.tokens)))),
+        self.unreported_reference = sum(1 for c in self.ref for t in range(min(positions, len(c.tokens)))
+                                        if c.tokens[:t] not in self.reports)
+        law = any(c.tokens[:t] in self.reports for c in self.cand for t in range(min(positions, len(c.tokens))))
+        return EngineCase(name=self.pid, greedy=greedy, positions=positions, law=law, load_labels=labelled(self.cand),
                           reference_reported=bool(self.self_reports),
                           reference_varies=greedy and hard.reference_output(self.ref) is None, data=self)
+
+
+class PooledData:
+    """Several prompts' data read as one case (a pooled run: many prompts, few completions each): the statistical
+    checks and the routes read every prompt's units and tokens together, each prefix keyed by its prompt; the hard
+    checks stay per prompt. A pooled run certifies the mean per-token TV over the prompt set's tokens."""
+
+    pid = "pooled"
+
+    def __init__(self, parts: list[PromptData]) -> None:
+        if not parts:
+            raise ValueError("a pooled run needs at least one prompt with completions at both ends")
+        self.parts, self.impl = list(parts), parts[0].impl
+        self.ref = [c for part in parts for c in part.ref]
+        self.cand = [c for part in parts for c in part.cand]
+        spaces = {part.seed_space for part in parts}
+        self.seed_space = spaces.pop() if len(spaces) == 1 else None
+        self.unusable_reports = sum(part.unusable_reports for part in parts)
+        self.reports = {key: value for part in parts for key, value in part.reports.items()}  # evidence only
+        self.premise: PremiseCheck | None = None
+        self.unreported_reference = 0
+
+    def case(self, defaults: dict, positions: int) -> EngineCase:
+        """The pooled case (sampling only: a greedy run's equality is per prompt)."""
+        self.unreported_reference = sum(part.unreported_reference for part in self.parts)
+        failing = [part.premise for part in self.parts if part.premise is not None and not part.premise.holds]
+        self.premise = failing[0] if failing else next((p.premise for p in self.parts if p.premise), None)
+        return EngineCase(name=f"pooled ({len(self.parts)} prompts)", greedy=False, positions=positions,
+                          load_labels=labelled(self.cand),
+                          law=any(case_law for case_law in (bool(part.reports) for part in self.parts)),
+                          reference_reported=any(part.self_reports for part in self.parts), data=self)
+
+
+def labelled(completions: Sequence[Completion]) -> bool:
+    """Are the candidate's completions labelled both serial and loaded (the design sampled some alone)?"""
+    labels = {getattr(c, "load", None) for c in completions}
+    return {"serial", "loaded"} <= labels
+
+
+def coverage_positions(defaults: dict, completions: Sequence[Completion]) -> int:
+    """The positions a run covers: 1..max_tokens as the files asked, else up to the longest completion."""
+    max_tokens = defaults.get("max_tokens", defaults.get("n_predict"))
+    if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0:
+        return max_tokens
+    return max((len(c.tokens) for c in completions), default=1) or 1
 
 
 def _record(data: PromptData, name: str, result, category: str = "invariant") -> CheckRecord:
@@ -124,8 +180,11 @@ def _record(data: PromptData, name: str, result, category: str = "invariant") ->
 
 
 def hard_checks(case: EngineCase) -> list[CheckRecord]:
-    """Greedy equality (temperature 0, a reference with one output), no token past an end token, the support."""
+    """Greedy equality (temperature 0, a reference with one output), no token past an end token, the support (none
+    for a pooled run's pooled case: its member prompts run them)."""
     data, out = case.data, []
+    if isinstance(data, PooledData):
+        return out
     if case.greedy and not case.reference_varies and data.ref:
         out.append(_record(data, "greedy_equality", hard.greedy_equality(data.ref, data.cand)))
     past_end = hard.tokens_past_end(data.ref, data.cand)
@@ -163,11 +222,12 @@ def engine_name(sample: SampleFile) -> str:
     return f"{engine.get('name')} {engine.get('version') or ''}".strip() + f" ({sample.header.model.get('name')})"
 
 
-def case_summary(data: PromptData, case: EngineCase) -> dict:
+def case_summary(data: PromptData | PooledData, case: EngineCase) -> dict:
     premise_check = data.premise
-    return {"name": case.name, "greedy": case.greedy, "positions": case.positions, "n_reference": len(data.ref),
-            "n_candidate": len(data.cand), "prefix_reports": len(data.reports),
-            "decode_time_reports": len(data.decode_reports), "law_checks": case.law,
+    return {"name": case.name, "greedy": case.greedy, "positions": [1, case.positions], "n_reference": len(data.ref),
+            "n_candidate": len(data.cand), "prefix_reports": sum(len(part.reports) for part in data.parts),
+            "decode_time_reports": sum(len(part.decode_reports) for part in data.parts), "law_checks": case.law,
+            "pooled": [part.pid for part in data.parts] if len(data.parts) > 1 else None, "member": case.member,
             "seed_space": data.seed_space,
             "report_premise": None if premise_check is None else
             {"pairs": premise_check.pairs, "largest_difference": premise_check.largest_difference,
@@ -212,4 +272,5 @@ def engine_summary(reference: SampleFile, candidate: SampleFile, evidence: dict,
             "model": reference.header.model, "request_defaults": reference.header.request_defaults,
             "design": {"reference": reference.header.design, "candidate": candidate.header.design},
             "speculation_evidence": evidence, "determinism": determinism,
-            "prompt_entropy_nats": {data.pid: report_entropy(data) for data in prompts}}
+            "prompt_entropy_nats": {data.pid: report_entropy(data) for data in prompts},
+            "load": {**load_record(reference, candidate), "text": load_paragraph(reference, candidate)}}

@@ -1,18 +1,19 @@
 """The engine level declared to the core (`core.level.Level`): a serving engine certified black-box from two
 sample files, its plain mode (the reference) and its speculative mode (the candidate).
 
-What is certified is a `SamplePair`; a case is one prompt (`EngineCase`, carrying its data). Per prompt the hard
-checks (`checks.hard_checks`), then the statistical checks of `registry.ENGINE_CHECKS` (all anytime-valid but the
-greedy spread test). What only this level knows: which prompts' reports are void (the reference's own tokens
-disagree with them, or decode-time and teacher-forced reports differ by more than the tolerance allows: the checks
-that read them are then voided, never blamed on the candidate); whether a sampled prompt reached the profile's
-target by a certification route (`routes`); and the other reasons a run is INCONCLUSIVE (speculation never
-observed, inputs that cannot support a certificate).
+What is certified is a `SamplePair`; a case is one prompt (`EngineCase`, carrying its data), read at positions
+1..m, m the max_tokens both files asked. Per prompt the hard checks (`checks.hard_checks`), then the statistical
+checks of `registry.ENGINE_CHECKS` (all anytime-valid but the greedy spread test). What only this level knows: which
+prompts' reports are void (the reference's own tokens disagree with them: the law routes and the support check are
+voided; decode-time and teacher-forced reports differ by more than the tolerance allows: every check that reads a
+report is voided; never blamed on the candidate); whether a sampled prompt reached the profile's target by an
+any-shape route (CERTIFIED) or only by the monotone one (QUALIFIED, `routes`); and the other reasons a run is
+INCONCLUSIVE (speculation never observed, inputs that cannot support a certificate, a target not reached).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,12 +22,14 @@ from ..core.profiles import Profile, get_profile
 from ..core.records import CheckRecord
 from ..core.report import SuiteResult
 from .cases import EngineCase, SamplePair
-from .registry import ENGINE_CHECKS, REFERENCE_SELF_CHECKS, REPORT_READERS
-from .routes import LAW_CLASS, prompt_routes, shortfall
+from .registry import ENGINE_CHECKS, PAIRED_CHECKS, PREMISE_READERS, REFERENCE_SELF_CHECKS, REPORT_READERS
+from .routes import QUANTITY, prompt_routes, shortfall
 from .samples import SampleFile
 from .settings import PROFILE_SETTINGS
 
 LEVEL_NAME = "engine"
+#: The positions the alpha table's representative prompt is read at (a run reads 1..max_tokens).
+REPRESENTATIVE_POSITIONS = 16
 NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all 0 or absent"
 
 
@@ -53,54 +56,78 @@ def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord]) -> 
         n_ref, n_cand = len(ref.get(pid, [])), len(cand.get(pid, []))
         if (n_ref == 0) != (n_cand == 0):
             reasons.append(f"{pid}: dropped: the reference holds {n_ref} completions of it, the candidate {n_cand}")
-    for case in cases:
+    for case in (case for case in cases if not case.member):
         if not case.greedy and not (case.law and case.positions > 1):
             why = (f"its {case.data.unusable_reports} reports are raw, and the sampler chain warps" if
                    case.data.unusable_reports else "no drafted position (max_tokens 1)" if case.positions < 2 else
                    "the reference holds no report for the candidate's prefixes (teacher forcing)")
             reasons.append(f"{case.name}: the law checks did not run: {why}")
+            continue
+        if not case.greedy and case.data.unreported_reference:
+            reasons.append(f"{case.name}: {case.data.unreported_reference} of the reference's tokens at positions "
+                           f"1..{case.positions} have no teacher-forced report at their prefix (teacher-force the "
+                           "reference's own prefixes too): the paired checks read both ends against one report")
     reasons += [f"{r.case}: {r.check} ran on nothing (n = 0)" for r in records if r.result.n == 0]
     return reasons
 
 
-def invalid_reports(records: list[CheckRecord], cases: list) -> dict[str, str]:
-    """{prompt: why} for the prompts whose reports are not the law the reference samples: its own tokens disagree
-    with them (`reference_law` failed), or decode-time and teacher-forced reports differ beyond the tolerance."""
-    out = {r.case: "the reference's own tokens disagree with its reports (reference_law failed)"
-           for r in records if r.check in REFERENCE_SELF_CHECKS and not r.passed}
+def invalid_reports(records: list[CheckRecord], cases: list) -> dict[str, dict]:
+    """{prompt: {"why", "premise"}} for the prompts whose reports are void: decode-time and teacher-forced reports
+    of one prefix differ beyond the tolerance (`premise` True: every check that reads a report is void), or the
+    reference's own tokens disagree with its reports (`reference_law` failed: the law routes and the support check)."""
+    out = {r.case: {"why": "the reference's own tokens disagree with its reports (reference_law failed)",
+                    "premise": False} for r in records if r.check in REFERENCE_SELF_CHECKS and not r.passed}
     for case in cases:
         premise = case.data.premise
-        if premise is not None and not premise.holds and case.name not in out:
+        if premise is not None and not premise.holds:
             where = premise.where or {}
-            out[case.name] = (f"the report tolerance premise is contradicted: at seed {where.get('seed')} position "
-                              f"{where.get('position')} token {where.get('token')} the reference reported "
-                              f"{where.get('decode_time')} while sampling and {where.get('teacher_forced')} teacher-"
-                              "forced, more than twice the tolerance apart")
+            out[case.name] = {"why": f"the report tolerance premise is contradicted: at seed {where.get('seed')} "
+                                     f"position {where.get('position')} token {where.get('token')} the reference "
+                                     f"reported {where.get('decode_time')} while sampling and "
+                                     f"{where.get('teacher_forced')} teacher-forced, more than twice the tolerance "
+                                     "apart", "premise": True}
+    pooled = next((case.name for case in cases if case.data.pid == "pooled" and case.name in out), None)
+    for case in cases:
+        if pooled is not None and case.member and case.name not in out:
+            out[case.name] = {**out[pooled], "why": f"the pooled run's reports are void: {out[pooled]['why']}"}
     return out
 
 
-def ruled_out(records: list[CheckRecord], cases: list, profile: Profile, invalid: dict[str, str]) -> dict:
-    """Per prompt: what its CERTIFIED rules out (greedy equality, or the best certification route) and whether it
-    reaches the profile's target."""
+def ruled_out(records: list[CheckRecord], cases: list, profile: Profile, invalid: dict[str, dict]) -> dict:
+    """Per prompt: what its certificate rules out (greedy equality, or its routes) and which targets it reaches."""
     per_prompt: dict[str, dict] = {}
     failed = {r.case for r in records if not r.passed}
-    for case in cases:
+    for case in (case for case in cases if not case.member):
         if case.greedy:
             what = ("every candidate completion equals the reference's output" if not case.reference_varies else
                     "the candidate leaves the reference's modal output no more often than the reference does")
-            per_prompt[case.name] = {"route": "greedy", "reached": case.name not in failed,
-                                     "what": what if case.name not in failed else "nothing (a check of it failed)"}
+            ok = case.name not in failed
+            per_prompt[case.name] = {"route": "greedy", "reached": ok, "any_shape_reached": ok,
+                                     "what": what if ok else "nothing (a check of it failed)"}
         else:
-            per_prompt[case.name] = prompt_routes(case, records, profile, case.name not in invalid)
+            per_prompt[case.name] = prompt_routes(case, profile, case.name not in invalid)
     bounds = [v["best"]["bound"] for v in per_prompt.values() if v.get("best")]
-    return {"target": profile.engine.target_tv, "power": 1 - profile.false_pass_rate, "law_class": LAW_CLASS,
-            "per_prompt": per_prompt, "largest": max(bounds) if bounds else None}
+    positions = max((case.positions for case in cases), default=0)
+    return {"target": profile.engine.target_tv, "power": 1 - profile.false_pass_rate, "quantity": QUANTITY,
+            "positions": [1, positions], "per_prompt": per_prompt, "largest": max(bounds) if bounds else None}
 
 
-def power_reasons(ruled: dict, profile: Profile) -> list[str]:
-    """The sampled prompts no route brought to the target, with what would."""
-    return [shortfall(pid, entry, profile.engine.target_tv, profile.name)
-            for pid, entry in ruled["per_prompt"].items() if not entry["reached"] and entry.get("route") != "greedy"]
+def power_reasons(ruled: dict, profile: Profile, invalid: dict[str, dict]) -> tuple[list[str], list[str]]:
+    """(underpowered, qualified): the sampled prompts no route brought to the target, with what would, and those
+    only the monotone route did (the bare CERTIFIED needs an any-shape route)."""
+    target, underpowered, qualified = profile.engine.target_tv, [], []
+    for pid, entry in ruled["per_prompt"].items():
+        if entry.get("route") == "greedy" or entry["any_shape_reached"]:
+            continue
+        if pid in invalid:
+            underpowered.append(f"{pid}: {invalid[pid]['why']}; its law routes are void and no coupling route "
+                                "reaches the target")
+        elif not entry["reached"]:
+            underpowered.append(shortfall(pid, entry, target, profile.name))
+        else:
+            qualified.append(f"{pid}: the monotone law route rules out {entry['best']['bound']:.3g}, but "
+                             + shortfall(pid, entry, target, profile.name, any_shape=True).split(": ", 1)[1])
+    return underpowered, qualified
 
 
 def coupling_notes(candidate: SampleFile, ruled: dict) -> list[str]:
@@ -117,9 +144,13 @@ def coupling_notes(candidate: SampleFile, ruled: dict) -> list[str]:
     return notes
 
 
-def voided_checks(records: list[CheckRecord], invalid: dict[str, str]) -> list[str]:
-    """"case/check" of the records that read a prompt's void reports."""
-    return [f"{r.case}/{r.check}" for r in records if r.case in invalid and r.check in REPORT_READERS]
+def voided_checks(records: list[CheckRecord], invalid: dict[str, dict], uncovered: Sequence[str] = ()) -> list[str]:
+    """"case/check" of the records that read a prompt's void reports, and the candidate's paired checks of the
+    prompts whose reference tokens lack a teacher-forced report (the two ends are not read alike: C18 (d))."""
+    void = [f"{r.case}/{r.check}" for r in records if r.case in invalid
+            and r.check in (PREMISE_READERS if invalid[r.case]["premise"] else REPORT_READERS)]
+    return void + [f"{r.case}/{r.check}" for r in records if r.case in set(uncovered) and r.check in PAIRED_CHECKS
+                   and f"{r.case}/{r.check}" not in void]
 
 
 @dataclass
@@ -129,7 +160,9 @@ class EngineResult(SuiteResult):
     speculation_observed: bool = False
     input_reasons: list[str] = field(default_factory=list)  # what the files hold that keeps the run from certifying
     underpowered: list[str] = field(default_factory=list)  # sampled prompts short of the target (more samples help)
-    invalid: dict[str, str] = field(default_factory=dict)  # prompt -> why its reports are void
+    short_of_any_shape: list[str] = field(default_factory=list)  # prompts at the target for the monotone class only
+    invalid: dict[str, dict] = field(default_factory=dict)  # prompt -> why its reports are void, and which kind
+    uncovered: list[str] = field(default_factory=list)  # prompts whose reference tokens lack a teacher-forced report
     voided: list[str] = field(default_factory=list)  # "case/check" of the records that read void reports
 
     def __post_init__(self) -> None:
@@ -139,11 +172,11 @@ class EngineResult(SuiteResult):
         self.judge()
 
     def judge(self) -> None:
-        """Set `voided` and `inconclusive` (done on construction; call again after changing the inputs)."""
-        self.voided = voided_checks(self.records, self.invalid)
-        self.inconclusive = ([f"{pid}: {why}; the checks that read its reports are void" for pid, why in
-                              sorted(self.invalid.items())] + ([] if self.speculation_observed else [NOT_OBSERVED])
-                             + list(self.input_reasons) + list(self.underpowered))
+        """Set `voided`, `inconclusive` and `qualified` (done on construction; call again after changing inputs)."""
+        self.voided = voided_checks(self.records, self.invalid, self.uncovered)
+        self.inconclusive = ([] if self.speculation_observed else [NOT_OBSERVED]) + list(self.input_reasons) \
+            + list(self.underpowered)
+        self.qualified = list(self.short_of_any_shape)
 
     @property
     def ignored(self) -> list[str]:
@@ -152,9 +185,10 @@ class EngineResult(SuiteResult):
 
     @property
     def reasons(self) -> list[str]:
-        """The verdict's reasons: the counted failures, else why the run is inconclusive (empty: CERTIFIED)."""
+        """The verdict's reasons: the counted failures, else why the run is inconclusive or qualified (empty:
+        CERTIFIED)."""
         failures = [f"{r.case}: {r.result.message}" for r in self.counted if not r.passed]
-        return failures or list(self.inconclusive)
+        return failures or list(self.inconclusive) or list(self.qualified)
 
 
 class EngineLevel(Level):
@@ -176,17 +210,22 @@ class EngineLevel(Level):
 
     def representative_cases(self, profile: Profile) -> list:
         """One sampling prompt with every check (what the alpha table states: n is the files')."""
-        return [EngineCase(name="prompt_1", greedy=False, positions=profile.engine.positions)]
+        return [EngineCase(name="prompt_1", greedy=False, positions=REPRESENTATIVE_POSITIONS, load_labels=True)]
 
     def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list:
-        """One case per prompt with completions in both files; ValueError when the files cannot be compared."""
-        from .checks import check_comparable, prompts
+        """One case per prompt with completions in both files (a pooled run: those as members, for their hard
+        checks, and one pooled case for the statistics); ValueError when the files cannot be compared."""
+        from .checks import PooledData, check_comparable, prompts
 
         if not isinstance(impl, SamplePair):
             raise ValueError(f"the engine level certifies a SamplePair (reference, candidate), got {type(impl).__name__}")
         check_comparable(impl.reference, impl.candidate)
         defaults = impl.reference.header.request_defaults
-        cases = [data.case(profile.engine.positions, defaults) for data in prompts(impl.reference, impl.candidate)]
+        parts = prompts(impl.reference, impl.candidate)
+        cases = [data.case(defaults) for data in parts]
+        if impl.pooled and not any(case.greedy for case in cases):
+            pooled = PooledData(parts).case(defaults, max(case.positions for case in cases))
+            cases = [replace(case, member=True) for case in cases] + [pooled]
         return [c for c in cases if names is None or c.name in set(names)]
 
     def invariants(self, subject: SamplePair, case: EngineCase, profile: Profile) -> list[CheckRecord]:
@@ -211,17 +250,21 @@ class EngineLevel(Level):
         assert isinstance(result, EngineResult), "new_result makes an EngineResult"
         skipped = skipped_prompts(impl.reference, impl.candidate)
         result.notes = skipped + [n for case in cases for n in case.notes] + result.notes
-        evidence = hard.speculation_evidence([c for case in cases for c in case.data.cand], impl.candidate.counters,
+        prompt_cases = [case for case in cases if case.data.pid != "pooled"]
+        evidence = hard.speculation_evidence([c for case in prompt_cases for c in case.data.cand],
+                                             impl.candidate.counters,
                                              declared=hard.speculation_declared(impl.candidate.header))
         result.speculation_observed = evidence["observed"]
         result.invalid = invalid_reports(result.records, cases)
         ruled = ruled_out(result.records, cases, result.profile, result.invalid)
         result.notes += coupling_notes(impl.candidate, ruled)
         result.input_reasons = input_reasons(impl, cases, result.records)
-        result.underpowered = power_reasons(ruled, result.profile)
+        result.uncovered = [case.name for case in cases if not case.greedy and case.data.unreported_reference]
+        result.underpowered, result.short_of_any_shape = power_reasons(ruled, result.profile, result.invalid)
         result.judge()
         result.extra = {"engine": {**engine_summary(impl.reference, impl.candidate, evidence,
-                                                    [case.data for case in cases]), "ruled_out": ruled},
+                                                    [case.data for case in prompt_cases]), "ruled_out": ruled,
+                                   "pooled": impl.pooled},
                         "reasons": result.reasons}
 
     def summary(self, result: SuiteResult) -> str:
@@ -247,11 +290,14 @@ class EngineLevel(Level):
 LEVEL = EngineLevel()
 
 
-def certify_samples(reference: SampleFile, candidate: SampleFile, profile: str | Profile = "standard") -> EngineResult:
-    """Certify the candidate against the reference; every outcome is in the returned EngineResult."""
+def certify_samples(reference: SampleFile, candidate: SampleFile, profile: str | Profile = "standard",
+                    pooled: bool = False) -> EngineResult:
+    """Certify the candidate against the reference (`pooled`: the prompts together); every outcome is in the
+    returned EngineResult."""
     from ..core.driver import run_level
     from .checks import engine_name
 
-    result = run_level(LEVEL, SamplePair(reference, candidate), engine_name(candidate), profile=get_profile(profile))
+    result = run_level(LEVEL, SamplePair(reference, candidate, pooled), engine_name(candidate),
+                       profile=get_profile(profile))
     assert isinstance(result, EngineResult)
     return result

@@ -19,29 +19,53 @@ def _fmt(value, spec: str = ".3g") -> str:
     return "—" if value is None else format(value, spec)
 
 
-def _route_line(pid: str, entry: dict, target: float) -> str:
-    """One prompt's statement: greedy equality, or its best route's bound, quantity and class."""
+def _route_text(route: dict) -> str:
+    """One route's statement: its bound, quantity and evidence."""
+    if route["route"] == "coupling":
+        where = (f"{route['mismatches']} mismatches in {route['seeds']} random seeds, so whole completions differ in "
+                 f"TV by <= {route['completion_tv']:.3g}")
+    elif route["route"] == "law_any":
+        where = (f"{route['values']} tokens of {route['completions']} completions, {route['covered_share']:.0%} of "
+                 f"them at prefixes seen often enough for a bound of any shape, the rest counted as TV 1")
+    else:
+        where = f"{route['values']} tokens of {route['completions']} completions"
+    return (f"{route['route']}: the {route['quantity']} is <= {route['bound']:.3g} ({where}; probability >= "
+            f"{1 - route['false_pass_rate']:g})")
+
+
+def _route_line(pid: str, entry: dict, target: float) -> list[str]:
+    """One prompt's statement: greedy equality, or each route's bound, and which target it reaches."""
     if entry.get("route") == "greedy":
-        return f"- {pid} (temperature 0): {entry['what']}."
-    best = entry.get("best")
-    if best is None:
-        return f"- {pid}: nothing is ruled out (no certification route ran)."
-    if best["bound"] > 1.0:
-        return f"- {pid}: nothing is ruled out yet (no route's bound is below 1; the target is {target:g})."
-    where = (f"{best['mismatches']} mismatches in {best['seeds']} random seeds, so whole completions differ in TV by "
-             f"<= {best['completion_tv']:.3g}" if best["route"] == "coupling" else
-             f"{best['values']} tokens of {best['completions']} completions, for {best['class']}")
-    return (f"- {pid}: the {best['quantity']} is <= {best['bound']:.3g} ({best['route']} route: {where}; "
-            f"probability >= {1 - best['false_pass_rate']:g}); {'reaches' if entry['reached'] else 'short of'} "
-            f"the target {target:g}.")
+        return [f"- {pid} (temperature 0): {entry['what']}."]
+    if not entry.get("routes"):
+        return [f"- {pid}: nothing is ruled out (no certification route ran)."]
+    reach = ("reaches the target for deviations of any shape" if entry["any_shape_reached"] else
+             "reaches the target for the monotone class only" if entry["reached"] else "short of the target")
+    return [f"- {pid}: {reach} ({target:g}):"] + [f"  - {_route_text(r)}" for r in entry["routes"]]
 
 
 def _ruled_out_lines(ruled: dict) -> list[str]:
-    """What the certificate rules out, one line per prompt."""
+    """What the certificate rules out, per prompt and route."""
     per_prompt = ruled.get("per_prompt") or {}
     if not per_prompt:
         return ["Rules out: nothing (no prompt was compared)."]
-    return ["Rules out:"] + [_route_line(pid, entry, ruled["target"]) for pid, entry in per_prompt.items()]
+    positions = ruled.get("positions") or [1, "?"]
+    return [f"Rules out (coverage: the prompts below, positions {positions[0]}..{positions[1]}, the sampling settings "
+            "and the load stated):"] + [line for pid, entry in per_prompt.items()
+                                        for line in _route_line(pid, entry, ruled["target"])]
+
+
+def _settings_line(engine: dict) -> str:
+    """The sampling settings the coverage holds for: the request parameters both ends were asked with."""
+    defaults = engine.get("request_defaults") or {}
+    shown = ", ".join(f"{key} {value}" for key, value in sorted(defaults.items()) if key not in ("n_probs", "seed"))
+    return f"Sampling settings covered (both ends' request parameters): {shown or 'the engine defaults'}."
+
+
+def _load_line(engine: dict) -> str:
+    """The load the coverage holds for: asked and measured from the requests' own intervals (`load`)."""
+    text = (engine.get("load") or {}).get("text")
+    return f"Load: {text}" if text else "Load: not measured (the sample files carry no request intervals)."
 
 
 def _speculation_line(evidence: dict) -> str:
@@ -97,7 +121,8 @@ def to_markdown(doc: dict) -> str:
     if doc.get("reasons"):
         lines += [f"- {reason}" for reason in doc["reasons"]] + [""]
     lines += _ruled_out_lines(engine.get("ruled_out") or {})
-    lines += ["", f"Profile: {doc['profile']['promise']}", "", _design_line(engine, doc.get("campaign")), "",
+    lines += ["", _settings_line(engine), "", _load_line(engine), "", f"Profile: {doc['profile']['promise']}", "",
+              _design_line(engine, doc.get("campaign")), "",
               _speculation_line(evidence), "", _entropy_line(engine), "",
               f"Budget: total false-fail rate {budget['total_false_fail']:g} over {budget['n_checks']} statistical "
               f"checks ({budget['per_check_false_fail_rate']:.3g} each, every one anytime-valid but greedy_spread); "

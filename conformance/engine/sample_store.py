@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..paths import portable_args
-from .samples import Completion, Counters, Header, PrefixProbs, Record, read_samples
+from .samples import RECORD_TYPES, Header, Record, read_samples
 
 #: Header fields that define the sample: a file may only be resumed by a run that agrees on all of them
 #: (a different chain, prompt set or engine configuration would mix two laws in one file).
@@ -40,8 +40,9 @@ def append_records(path: str | Path, records: Iterable[Record]) -> None:
     """Append `records` to the sample file at `path`, whole lines, flushed once."""
     lines = []
     for record in records:
-        if not isinstance(record, (Completion, PrefixProbs, Counters)):
-            raise ValueError(f"records must be Completion, PrefixProbs or Counters, got {type(record).__name__}")
+        if not isinstance(record, RECORD_TYPES):
+            raise ValueError("records must be Completion, PrefixProbs, Counters or Background, got "
+                             f"{type(record).__name__}")
         lines.append(_line(record))
     with Path(path).open("a", encoding="utf-8") as handle:
         handle.write("".join(lines))

@@ -1,15 +1,16 @@
-"""The engine level's sample file: JSON Lines, schema "exactspec.engine.samples", version 1.1.
+"""The engine level's sample file: JSON Lines, schema "exactspec.engine.samples", version 1.2.
 
-Line 1 is a header; every other line is a ``completion`` (one sampled completion of one prompt), a
-``prefix_probs`` record (the reference endpoint's reported next-token distribution after a prefix,
-collected by teacher forcing) or a ``counters`` record (speculation counters read around a batch of requests,
-for engines that report them only engine-wide). The full schema is in conformance/CONTRACT.md, "Engine level".
-Version 1.1 added the ``counters`` record, a completion's ``index`` (its place in the design's seed list) and the
-header's ``design`` (how the seeds were drawn); a 1.0 file reads as before.
-
-`read_samples(path)` parses and validates a file (a ValueError names the file, the line and the field);
-`write_samples(path, header, records)` writes one; `sample_store` appends to and resumes one. Readers ignore unknown fields, so a minor version may
-add optional ones; a different major version is refused. Torch-free and httpx-free.
+Line 1 is a header; every other line is a ``completion`` (one sampled completion of one prompt), a ``prefix_probs``
+record (the reference endpoint's reported next-token distribution after a prefix, collected by teacher forcing), a
+``counters`` record (speculation counters read around a batch of requests, for engines that report them only
+engine-wide) or a ``background`` record (requests sent to the candidate beside its loaded ones: their load only,
+`load.Background`). The full schema is in conformance/CONTRACT.md, "Engine level". 1.1 added the ``counters``
+record, a completion's ``index`` (its place in the design's seed list) and the header's ``design``; 1.2 a
+completion's ``sent_at``, ``received_at`` (the load measured: `load`) and ``load`` (``serial`` or ``loaded``), the
+``background`` record and ``design.load``. `read_samples(path)` parses and validates a file (a ValueError names the
+file, the line and the field); `write_samples(path, header, records)` writes one; `sample_store` appends to and
+resumes one. Readers ignore unknown fields, so a minor version may add optional ones; a different major version is
+refused; older files read as before. Torch-free and httpx-free.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Literal, overload
 
 from .law_params import TEACHER_FORCING, request_mismatch
+from .load import LOAD_LABELS, Background, check_load_design, parse_background
 
 SCHEMA = "exactspec.engine.samples"
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 ROLES = ("reference", "candidate")
 PROBS_KINDS = ("post_sampling", "raw")
 #: The report tolerance (CONTRACT.md "Report tolerance"): each reported probability p' is within
@@ -87,15 +89,21 @@ class Completion:
     timings: dict | None = None
     elapsed_s: float = 0.0
     index: int | None = None  # the seed's place in the design's seed list (the order the law checks read)
+    sent_at: float | None = None  # its first byte written, its answer's first byte read (time.time(): `load`)
+    received_at: float | None = None
+    load: str | None = None  # candidate: "serial" (sampled alone) or "loaded" (with the run's concurrency)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        if self.index is None:
-            del d["index"]
+        """The record's line (a shallow copy: writing a record is cheap); optional fields left out when unset."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if getattr(self, f.name) is not None or f.name not in _OPTIONAL}
         d["tokens"] = list(self.tokens)
         if self.top_probs is not None:
             d["top_probs"] = [[[i, p] for i, p in row] for row in self.top_probs]
         return {"kind": "completion", **d}
+
+
+_OPTIONAL = ("index", "sent_at", "received_at", "load")
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,7 @@ class SampleFile:
     completions: list[Completion]
     prefix_probs: list[PrefixProbs]
     counters: list[Counters] = field(default_factory=list)
+    background: list[Background] = field(default_factory=list)
 
     def by_prompt(self, repeat: int | None = 0) -> dict[str, list[Completion]]:
         """Completions per prompt id (header order), only those with ``repeat == repeat`` (None: all)."""
@@ -195,6 +204,15 @@ class _Where:
                              f"((1 + N a) / (1 - rho), N = {len(pairs)} listed): more than the report tolerance explains")
         return tuple(pairs)
 
+    def interval(self, sent: Any, received: Any, name: str) -> tuple[float, float]:
+        """(sent_at, received_at): wall-clock times in seconds (finite, >= 0), the answer not before the request."""
+        for suffix, value in (("sent_at", sent), ("received_at", received)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise self.error(name + suffix, f"expected a time in seconds (a finite number >= 0), got {value!r}")
+        if received < sent:
+            raise self.error(f"{name}received_at", f"{received!r} is before sent_at {sent!r}")
+        return float(sent), float(received)
+
     @overload
     def probs_kind(self, record: dict, optional: Literal[False]) -> str: ...
 
@@ -243,7 +261,8 @@ def _parse_header(record: dict, at: _Where) -> Header:
 
 
 def _check_design(design: dict, at: _Where) -> None:
-    """design.seeds: {"kind": "random", "space": N >= 2, "key": str} or {"kind": "consecutive"}; concurrency >= 1."""
+    """design.seeds: {"kind": "random", "space": N >= 2, "key": str} or {"kind": "consecutive"}; concurrency >= 1;
+    load (`load.check_load_design`)."""
     seeds = at.get(design, "seeds", (dict,), optional=True) or {}
     kind = seeds.get("kind", "consecutive")
     if kind not in ("random", "consecutive"):
@@ -254,6 +273,7 @@ def _check_design(design: dict, at: _Where) -> None:
     concurrency = design.get("concurrency")
     if concurrency is not None and not (isinstance(concurrency, int) and concurrency >= 1):
         raise at.error("design.concurrency", f"must be an integer >= 1, got {concurrency!r}")
+    check_load_design(at.get(design, "load", (dict,), optional=True), at)
 
 
 def _prompt_id(record: dict, header: Header, at: _Where) -> str:
@@ -289,13 +309,20 @@ def _parse_completion(record: dict, header: Header, at: _Where) -> Completion:
     index = at.get(record, "index", (int,), optional=True)
     if index is not None and index < 0:
         raise at.error("index", f"must be >= 0, got {index}")
+    sent, received = record.get("sent_at"), record.get("received_at")
+    if (sent is None) != (received is None):
+        raise at.error("sent_at" if sent is None else "received_at", "give both sent_at and received_at, or neither")
+    sent, received = (None, None) if sent is None else at.interval(sent, received, "")
+    load = at.get(record, "load", (str,), optional=True)
+    if load is not None and load not in LOAD_LABELS:
+        raise at.error("load", f"must be one of {LOAD_LABELS}, got {load!r}")
     return Completion(prompt_id=_prompt_id(record, header, at), seed=at.get(record, "seed", (int,)), tokens=tokens,
                       repeat=repeat, request=_request(record, header, at),
                       text=at.get(record, "text", (str,), optional=True) or "", top_probs=top,
                       probs_kind=at.probs_kind(record, optional=True),
                       finish_reason=at.get(record, "finish_reason", (str,), optional=True),
                       timings=at.get(record, "timings", (dict,), optional=True),
-                      elapsed_s=float(elapsed or 0.0), index=index)
+                      elapsed_s=float(elapsed or 0.0), index=index, sent_at=sent, received_at=received, load=load)
 
 
 def _parse_counters(record: dict, at: _Where) -> Counters:
@@ -331,7 +358,7 @@ def read_samples(path: str | os.PathLike) -> SampleFile:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{p}: no such sample file")
-    header, completions, prefix, counters = None, [], [], []
+    header, completions, prefix, counters, background = None, [], [], [], []
     for number, record in _records(p):
         at = _Where(str(p), number)
         if header is None:
@@ -342,14 +369,18 @@ def read_samples(path: str | os.PathLike) -> SampleFile:
             prefix.append(_parse_prefix_probs(record, header, at))
         elif record.get("kind") == "counters":
             counters.append(_parse_counters(record, at))
+        elif record.get("kind") == "background":
+            background.append(parse_background(record, at))
         else:
-            raise at.error("kind", f"must be 'completion', 'prefix_probs' or 'counters', got {record.get('kind')!r}")
+            raise at.error("kind", "must be 'completion', 'prefix_probs', 'counters' or 'background', got "
+                           f"{record.get('kind')!r}")
     if header is None:
         raise ValueError(f"{p}: empty sample file (no header line)")
-    return SampleFile(str(p), header, completions, prefix, counters)
+    return SampleFile(str(p), header, completions, prefix, counters, background)
 
 
-Record = Completion | PrefixProbs | Counters
+Record = Completion | PrefixProbs | Counters | Background
+RECORD_TYPES = (Completion, PrefixProbs, Counters, Background)
 
 
 def write_samples(path: str | Path, header: Header, records: Iterable[Record]) -> Path:
@@ -359,7 +390,8 @@ def write_samples(path: str | Path, header: Header, records: Iterable[Record]) -
     p = Path(path)
     with p.open("w", encoding="utf-8") as handle:
         for record in [header, *records]:
-            if not isinstance(record, (Header, Completion, PrefixProbs, Counters)):
-                raise ValueError(f"records must be Completion, PrefixProbs or Counters, got {type(record).__name__}")
+            if not isinstance(record, (Header, *RECORD_TYPES)):
+                raise ValueError("records must be Completion, PrefixProbs, Counters or Background, got "
+                                 f"{type(record).__name__}")
             handle.write(json.dumps(record.to_dict(), allow_nan=False, separators=(",", ":")) + "\n")
     return p

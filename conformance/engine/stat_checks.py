@@ -1,13 +1,15 @@
 """The engine level's statistical checks on one prompt, each run at its per-check false-fail rate (the registry's
-budget) and each anytime-valid, so the one command may look after every round (proofs/ARGUMENT.md, C14, C15):
+budget) and each anytime-valid but `greedy_spread`, so the one command may look after every round (proofs/ARGUMENT.md,
+C15, C18):
 
-* `law_drift` (candidate, positions 2..m): the stratified PIT drift e-process; its record also states the anytime
-  upper bound a CERTIFIED rules out by the law route (`routes`);
-* `context_law` (candidate, positions 1..m): the per-prefix bettors (deviations in any direction where prefixes
-  come back; position 1's prefix comes back every completion);
-* `near_zero_tokens` (candidate, positions 1..m): tokens the report all but excludes;
-* `reference_law` (reference, positions 1..m): the three on the reference's own tokens against its own reports, in
-  one mixture: a failure voids every check that reads the reports (the prompt's reports are not the law it samples);
+* the candidate's checks `law_drift`, `law_lr`, `context_law`, `near_zero_tokens` (positions 1..m): paired
+  e-processes against the reference's completions of the same seeds (`paired_checks`), valid whatever the reports;
+* `load_law` (candidate, positions 1..m, when a share of its seeds was sampled alone): the candidate alone against
+  the candidate under load (a permutation e-process valid whatever the reports): a load-only bug, named as such;
+* `reference_law` (reference, positions 1..m): its own tokens against its own reports, a mixture of the drift, the
+  tempered likelihood ratio, the per-prefix identity test and the near-zero bettors: a failure says the reports
+  are not the law the reference samples, which voids the law routes and the support check (never blamed on the
+  candidate);
 * `greedy_spread` (temperature 0, a reference whose output varies with the seed): is the candidate off the pooled
   modal output more often than the reference? (Fisher's exact test, one-sided.)
 """
@@ -22,13 +24,14 @@ from scipy import stats
 from ..core.profiles import Profile
 from ..core.records import CheckRecord
 from .cases import EngineCase
-from .law_checks import context_log_e, drift_stream, near_zero_log_e
+from .law_checks import drift_stream, near_zero_log_e, prefix_law_log_e, tempered_log_e
 from .law_stream import token_stream
+from .paired_checks import load_check, paired_check
 from ...stat_tests import TestResult
-from ...stat_tests.sequential import drift_bound, drift_log_e, assert_drift, log_e_process_reject, mixture_log
+from ...stat_tests.sequential import drift_log_e, log_e_process_reject, mixture_log
 
-#: The law route's share of the false-pass rate (the coupling route has the other half: `routes`).
-LAW_ROUTE_SHARE = 0.5
+#: The share of the false-pass rate each certification route spends (`routes`): coupling, and each law route.
+ROUTE_SHARE = 0.5
 
 
 def _record(case: EngineCase, result: TestResult) -> CheckRecord:
@@ -44,54 +47,29 @@ def _e_result(name: str, log_e: float, n: int, rate: float, what: str, details: 
                       float("nan"), passed, message, {"log_e_value": log_e, **details})
 
 
-def law_drift_check(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
-    """The candidate's stratified PIT drift at positions 2..m, and what the law route rules out."""
-    data = case.data
-    tokens = token_stream(data.pid, data.cand, data.reports, 2, case.positions)
-    stream = drift_stream(tokens)
-    result = assert_drift(stream, rate, name="law_drift")
-    bound = drift_bound(stream, profile.false_pass_rate * LAW_ROUTE_SHARE) if stream.count else math.inf
-    beta = profile.false_pass_rate * LAW_ROUTE_SHARE
-    details = {**result.details, "completions": len(data.cand), "positions": [2, case.positions],
-               "values_per_completion": stream.count / max(1, len(data.cand)), "drift_bound": bound,
-               "ruled_out_tv": 2.0 * bound, "mean_slack": stream.slack / max(1, stream.count), "false_pass_rate": beta}
-    ruled = 2.0 * bound if 2.0 * bound <= 1.0 else float("nan")  # a bound above 1 rules out nothing
-    result = TestResult(result.name, result.statistic, result.p_value, result.n, result.false_fail_rate, beta, ruled,
-                        result.passed, result.message, details)
-    return [_record(case, result)]
+def candidate_check(name: str):
+    """The runner of the candidate's paired check `name` (`paired_checks.paired_check`)."""
+    def run(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
+        return paired_check(name, case, rate)
+    return run
 
 
-def context_law_check(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
-    """The candidate's tokens at positions 1..m, bet on per prefix (`law_checks.context_log_e`)."""
-    data = case.data
-    tokens = token_stream(data.pid, data.cand, data.reports, 1, case.positions)
-    log_e, revisits = context_log_e(tokens)
-    return [_record(case, _e_result("context_law", log_e, len(tokens), rate,
-                                    f"{len(tokens)} tokens, {revisits} at a prefix seen before",
-                                    {"revisits": revisits, "positions": [1, case.positions]}))]
-
-
-def near_zero_check(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
-    """The candidate's tokens at positions 1..m the report all but excludes (`law_checks.near_zero_log_e`)."""
-    data = case.data
-    tokens = token_stream(data.pid, data.cand, data.reports, 1, case.positions)
-    log_e, hits, trials, examples = near_zero_log_e(tokens)
-    return [_record(case, _e_result("near_zero_tokens", log_e, len(tokens), rate,
-                                    f"{hits} near-zero tokens among {trials} with a near-zero set",
-                                    {"hits": hits, "trials": trials, "examples": examples}))]
+def load_law_check(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
+    """The candidate alone against the candidate under load (`paired_checks.load_check`)."""
+    return load_check(case, rate)
 
 
 def reference_law_check(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
-    """The reference's own tokens at positions 1..m against its own reports: the mixture of the three bettors."""
+    """The reference's own tokens at positions 1..m against its own reports: the mixture of four e-processes."""
     data = case.data
-    tokens = token_stream(data.pid, data.ref, data.self_reports, 1, case.positions)
-    stream = drift_stream(tokens)
-    parts = {"drift": drift_log_e(stream) if tokens else 0.0, "context": context_log_e(tokens)[0],
-             "near_zero": near_zero_log_e(tokens)[0]}
+    tokens = [tok for part in data.parts
+              for tok in token_stream(part.pid, part.ref, part.self_reports, 1, case.positions, part.self_cats)]
+    parts = {"drift": drift_log_e(drift_stream(tokens)) if tokens else 0.0, "tempered": tempered_log_e(tokens),
+             "prefix_law": prefix_law_log_e(tokens), "near_zero": near_zero_log_e(tokens)[0]}
     log_e = mixture_log([v if math.isfinite(v) else -1e300 for v in parts.values()])
     return [_record(case, _e_result("reference_law", log_e, len(tokens), rate,
                                     f"the reference's {len(tokens)} tokens against its own reports",
-                                    {"log_e_parts": parts}))]
+                                    {"log_e_parts": parts, "positions": [1, case.positions]}))]
 
 
 def greedy_spread_check(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
@@ -114,5 +92,4 @@ def greedy_spread_check(case: Any, rate: float, profile: Profile) -> list[CheckR
     return [_record(case, result)]
 
 
-__all__ = ["LAW_ROUTE_SHARE", "context_law_check", "greedy_spread_check", "law_drift_check", "near_zero_check",
-           "reference_law_check"]
+__all__ = ["ROUTE_SHARE", "candidate_check", "greedy_spread_check", "load_law_check", "reference_law_check"]

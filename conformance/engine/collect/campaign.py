@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from .. import samples
 from ..level import EngineResult, certify_samples
 from ..report import write_engine_report
 from .jobs import Budget, check_prompts, read_prompts
+from .prompt_sets import PROMPT_SETS, named_prompt_set
 from .rounds import next_counts, progress_line
 from .forcing import PrefixForcer, teacher_force
 from .sampling import Settings, collect_completions, resolve_seed_key
@@ -44,14 +46,16 @@ class Campaign:
 
     profile: str = "standard"
     time_limit_s: float = 3600.0
-    first_round: int = 32  # completions per prompt in round 1 (a flagrant bug is rejected there)
+    first_round: int = 32  # completions per prompt in round 1 (a flagrant bug is rejected there; pooled: per set)
     max_per_prompt: int = 50_000
+    pooled: bool = False  # the prompts certified together (many prompts, few completions each)
 
 
 def _run_state(out: Path, settings: Settings, campaign: Campaign, prompts: list[dict]) -> dict:
     """run.json: the design a resumed run must share (chain, dialect, profile, prompts), the counts reached so far."""
     design = {"request_defaults": settings.request_defaults(), "dialect": settings.dialect, "profile": campaign.profile,
-              "prompts": prompts, "concurrency": settings.concurrency}
+              "prompts": prompts, "concurrency": settings.concurrency, "load": settings.load_design(),
+              "pooled": campaign.pooled}
     path = out / RUN_FILE
     if path.exists():
         state = json.loads(path.read_text())
@@ -59,7 +63,8 @@ def _run_state(out: Path, settings: Settings, campaign: Campaign, prompts: list[
             differing = [k for k in design if json.loads(json.dumps(design[k])) != state["design"].get(k)]
             raise ValueError(f"{path}: cannot resume: this run differs in {', '.join(differing)} (use another --out)")
         return state
-    return {"design": design, "counts": {p["prompt_id"]: campaign.first_round for p in prompts}, "rounds": [],
+    first = campaign.first_round if not campaign.pooled else max(2, math.ceil(2 * campaign.first_round / len(prompts)))
+    return {"design": design, "counts": {p["prompt_id"]: first for p in prompts}, "rounds": [],
             "seconds": 0.0}
 
 
@@ -73,27 +78,36 @@ class EngineFailure(RuntimeError):
     """The engine failed a request (after its retries) before any prompt had completions at both ends."""
 
 
+#: The share of the time left that a round keeps for teacher forcing: completions stop asking this much before the
+#: time limit, so that every prefix of what was sampled still gets its report (a look reads both ends alike).
+FORCING_RESERVE = 0.15
+
+
 async def _collect_round(entries: list[dict], out: Path, settings: Settings, urls: dict[str, list[str]],
-                         counts: dict[str, int], budget: Budget, positions: int) -> str | None:
-    """Completions at both ends up to `counts`, the candidate's new prefixes teacher-forced as they arrive (a last
-    pass catches any left over); None if complete, else why it stopped."""
+                         counts: dict[str, int], budgets: tuple[Budget, Budget], positions: int) -> str | None:
+    """Completions at both ends up to `counts` (within `budgets[0]`), the new prefixes of both ends teacher-forced as
+    they arrive and a last pass catching any left over (within `budgets[1]`, which lasts to the time limit: also when
+    the completions stopped at theirs); None if complete, else why it stopped."""
+    sampling, forcing = budgets
     path = out / "reference.jsonl"
     known = ({(r.prompt_id, r.prefix_tokens) for r in samples.read_samples(path).prefix_probs}
              if path.exists() and path.stat().st_size else set())
-    forcer = PrefixForcer(urls["reference"], out, settings, budget, positions, known)
-    outcome, prompts = await collect_completions(urls, entries, out, settings, budget, counts=counts, quiet=True,
+    forcer = PrefixForcer(urls["reference"], out, settings, forcing, positions, known)
+    outcome, prompts = await collect_completions(urls, entries, out, settings, sampling, counts=counts, quiet=True,
                                                  forcer=forcer)
-    if not (outcome.left or outcome.failure):
+    stopped = (f"a request failed: {outcome.failure}" if outcome.failure else
+               f"{sampling.stop_reason or 'stopped'} with {outcome.left} completions left" if outcome.left else None)
+    if not outcome.failure:
         candidate = samples.read_samples(out / "candidate.jsonl")
         forced = replace(settings, teacher_positions=positions)
-        outcome = await teacher_force(urls["reference"], candidate, prompts, out, forced, budget, own=False,
+        outcome = await teacher_force(urls["reference"], candidate, prompts, out, forced, forcing, own=True,
                                       quiet=True)
-    if outcome.left or outcome.failure:
-        why = (f"a request failed: {outcome.failure}" if outcome.failure else
-               f"{budget.stop_reason or 'stopped'} with {outcome.left} requests left")
-        print(f"exactspec engine certify: collection stopped: {why}", file=sys.stderr)
-        return why
-    return None
+        if outcome.left or outcome.failure:
+            stopped = (f"a request failed: {outcome.failure}" if outcome.failure else
+                       f"{forcing.stop_reason or 'stopped'} with {outcome.left} prefixes left unreported")
+    if stopped:
+        print(f"exactspec engine certify: collection stopped: {stopped}", file=sys.stderr)
+    return stopped
 
 
 def _certify(out: Path, campaign: Campaign, state: dict, minutes: float, stopped: str | None) -> EngineResult:
@@ -101,7 +115,7 @@ def _certify(out: Path, campaign: Campaign, state: dict, minutes: float, stopped
     is a reason the run is INCONCLUSIVE (never a verdict on the candidate)."""
     try:
         result = certify_samples(samples.read_samples(out / "reference.jsonl"),
-                                 samples.read_samples(out / "candidate.jsonl"), campaign.profile)
+                                 samples.read_samples(out / "candidate.jsonl"), campaign.profile, campaign.pooled)
     except (ValueError, FileNotFoundError) as error:
         if stopped:
             raise EngineFailure(f"the collection stopped before the files could be certified ({stopped}): {error}")
@@ -120,9 +134,8 @@ def _certify(out: Path, campaign: Campaign, state: dict, minutes: float, stopped
 def run_campaign(prompts: str | Path | list[dict], out: str | Path, settings: Settings, reference_urls: list[str],
                  candidate_urls: list[str], campaign: Campaign = Campaign()) -> EngineResult:
     """Rounds of collection and certification until a verdict or the time limit; the last look's result."""
-    from ...core.profiles import get_profile as profile_of
-
-    entries = check_prompts(prompts, "prompts") if isinstance(prompts, list) else read_prompts(prompts)
+    entries = check_prompts(prompts, "prompts") if isinstance(prompts, list) else (
+        named_prompt_set(str(prompts)) or read_prompts(prompts))
     if not reference_urls or not candidate_urls:
         raise ValueError("reference_url / candidate_url: give both (each may be given several times), or "
                          "--engine-adapter")
@@ -130,23 +143,24 @@ def run_campaign(prompts: str | Path | list[dict], out: str | Path, settings: Se
     out.mkdir(parents=True, exist_ok=True)
     settings = replace(settings, seed_key=resolve_seed_key(out, settings))
     state = _run_state(out, settings, campaign, entries)
-    positions = profile_of(campaign.profile).engine.positions
+    positions = settings.chain.max_tokens  # every position asked is read (and teacher-forced)
     started, spent_before = time.monotonic(), float(state["seconds"])
     urls = {"reference": list(reference_urls), "candidate": list(candidate_urls)}
     result = None
     while True:
         left = campaign.time_limit_s - spent_before - (time.monotonic() - started)
-        requests = 4 * sum(state["counts"].values()) * (2 + positions)  # both ends and every prefix, with room
-        budget = Budget(requests, max(1.0, left))
+        requests = 4 * sum(state["counts"].values()) * (2 + 2 * positions)  # both ends, their prefixes, with room
+        budgets = (Budget(requests, max(1.0, left * (1.0 - FORCING_RESERVE))), Budget(requests, max(1.0, left)))
         round_start = time.monotonic()
-        stopped = asyncio.run(_collect_round(entries, out, settings, urls, state["counts"], budget, positions)) \
+        stopped = asyncio.run(_collect_round(entries, out, settings, urls, state["counts"], budgets, positions)) \
             if left > 0 else "time limit reached"
         state["seconds"] = spent_before + time.monotonic() - started
         state["rounds"].append({"counts": dict(state["counts"]), "complete": stopped is None,
                                 "seconds": round(time.monotonic() - round_start, 1)})
         _save(out, state)
         result = _certify(out, campaign, state, state["seconds"] / 60.0, stopped)
-        plan = next_counts(result, state["counts"], campaign.first_round, campaign.max_per_prompt)
+        step = min(state["counts"].values()) if campaign.pooled else campaign.first_round
+        plan = next_counts(result, state["counts"], step, campaign.max_per_prompt)
         rate = 2 * sum(state["counts"].values()) / max(1e-9, state["seconds"])
         print(progress_line(len(state["rounds"]), state["seconds"], result, state["counts"],
                             result.profile.engine.target_tv, rate, plan), file=sys.stderr, flush=True)
@@ -165,7 +179,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.description, parser.epilog = __doc__, EXIT_CODES_HELP
     add = parser.add_argument
-    add("--prompts", required=True, help='JSON Lines: {"prompt_id", "prompt_tokens": [ids]} or {"prompt_id", "text"}')
+    add("--prompts", required=True, help='JSON Lines of {"prompt_id", and one of "prompt_tokens": [ids], "text": str '
+        'or "messages": [{"role", "content"}]}, or a prompt set by name: ' + "; ".join(
+            f"{name}[:N] ({what})" for name, what in PROMPT_SETS.items()))
+    add("--pooled", action="store_true", help="certify the prompts together (many prompts, few completions each): "
+        "the bound is stated over the prompt set's tokens, not per prompt (default: per prompt)")
     add("--out", required=True, help="directory for the sample files, run.json and the certificate (resumed)")
     add("--reference-url", action="append", help="the engine with speculation off (repeatable)")
     add("--candidate-url", action="append", help="the same engine with speculation on (repeatable)")
@@ -189,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_writable(args.out)
-        campaign = Campaign(args.profile, args.time_limit_s, args.first_round, args.max_per_prompt)
+        campaign = Campaign(args.profile, args.time_limit_s, args.first_round, args.max_per_prompt, args.pooled)
         settings = settings_from(args)
         reference_urls, candidate_urls = adapter_urls(args, args.reference_url, args.candidate_url)
         result = run_campaign(args.prompts, args.out, settings, reference_urls or [], candidate_urls or [], campaign)

@@ -15,17 +15,27 @@ in speculative mode it reports placeholders (prob 1.0, an empty top list) for dr
 way the reply's top_probs are dropped whole (`Reply.probs_dropped` says why): a position's distribution
 is recorded only when it was reported. llama.cpp's /v1/completions returns no token ids, so the
 collector uses the native endpoint with it.
+
+Every completion's exchange is timed (`Reply.sent_at`, `received_at`: the load measured, `..load`), and the bytes of
+a request in a wave (`jobs.Wave`) are held in the connection's stream (`WaveStream`) until the wave's other requests
+are ready too, so that C requests reach the server together even when the client's own work per request takes
+longer than the engine's answer.
 """
 
 from __future__ import annotations
 
 import math
+import select
 import time
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+import httpcore
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from .jobs import ARMED, WAVE
 
 #: Every other sampler stage of llama.cpp, pinned off: penalties, DRY, typical, XTC, mirostat, dynamic
 #: temperature, top-n-sigma, adaptive-p, stop strings, logit bias. `cache_prompt` off: llama.cpp warns that
@@ -96,6 +106,8 @@ class Reply:
     timings: dict | None
     elapsed_s: float = 0.0
     probs_dropped: str | None = None  # why the reported probabilities were not kept (top_probs is then None)
+    sent_at: float | None = None  # the request's first byte written, its answer's first read (time.time())
+    received_at: float | None = None
     raw: dict = field(default_factory=dict, repr=False)
 
 
@@ -178,17 +190,126 @@ def _json_or_raise(response: httpx.Response) -> Any:
 
 
 async def send_with_retries(client: Any, method: str, path: str, body: dict | None,
-                            read: Callable[[httpx.Response], Any] = _json_or_raise) -> Any:
+                            read: Callable[[httpx.Response], Any] = _json_or_raise, times: list | None = None) -> Any:
     """One HTTP exchange of `client` (its `_http`, `retry` and `requests_sent`) with retries on connection
-    trouble, 5xx and 429; `read(response)` raises for a bad status and decodes the body."""
+    trouble, 5xx and 429; `read(response)` raises for a bad status and decodes the body. With `times` (a
+    completion's exchange) the answered attempt's [sent_at, received_at] are put there, and the first attempt's
+    bytes wait for the task's wave (`jobs.WAVE`) to be ready."""
     retrying = AsyncRetrying(
         retry=retry_if_exception(is_retryable), stop=stop_after_attempt(client.retry.attempts),
         wait=wait_exponential(multiplier=client.retry.initial_wait_s, max=client.retry.max_wait_s), reraise=True)
+    wave = WAVE.get() if times is not None else None
     async for attempt in retrying:
         with attempt:
             client.requests_sent += 1
-            return read(await client._http.request(method, path, json=body))
+            wire: list[float] = []
+            armed, timing = ARMED.set(wave), WIRE.set(wire if times is not None else None)
+            try:
+                started = time.time()
+                response = await client._http.request(method, path, json=body)
+                ended = time.time()
+            finally:
+                ARMED.reset(armed)
+                WIRE.reset(timing)
+                if wave is not None:
+                    wave.leave()
+                    wave = None  # a retry is sent as soon as it is ready
+            value = read(response)
+            if times is not None:  # as the connection saw them, else around the exchange (another transport)
+                times[:] = wire if len(wire) == 2 else [started, ended]
+            return value
     raise AssertionError("unreachable: tenacity either returns or reraises")
+
+
+#: The timed exchange going on: [when its first byte was written, when the first byte of its answer was read].
+WIRE: ContextVar[list[float] | None] = ContextVar("exactspec_wire", default=None)
+
+
+class WaveStream(httpcore.AsyncNetworkStream):
+    """A connection's stream that holds a waved request's bytes (`jobs.ARMED`) until its first read, then sends them
+    in one write with the wave's others (`jobs.Wave.send`): the wave's requests reach the server together. It
+    times a timed exchange (`WIRE`) where it meets the wire: its request's first write, its answer's first read."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self.inner = inner
+        self.held: list[bytes] = []
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if ARMED.get() is not None:
+            if buffer:
+                self.held.append(buffer)
+            return
+        wire = WIRE.get()
+        if wire is not None and not wire and buffer:
+            wire.append(time.time())
+        await self.inner.write(buffer, timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        wire = WIRE.get()
+        if self.held:
+            data, self.held, wave = b"".join(self.held), [], ARMED.get()
+
+            async def write() -> None:
+                if wave is not None:
+                    _close_answered(wave.sent)
+                    wave.sent.append((self, wire))
+                if wire is not None and not wire:
+                    wire.append(time.time())
+                await self.inner.write(data, timeout)
+
+            await (wave.send(write) if wave is not None else write())
+        data = await self.inner.read(max_bytes, timeout)
+        if wire is not None and len(wire) == 1 and data:
+            wire.append(time.time())
+        return data
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def start_tls(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        return WaveStream(await self.inner.start_tls(*args, **kwargs))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+def _close_answered(sent: list[tuple[WaveStream, list[float] | None]]) -> None:
+    """The wave's requests already sent whose answer is already here (their socket is readable) were answered before
+    the next one goes out: their received_at is now at the latest, not when the event loop gets to read them."""
+    sockets = {stream.inner.get_extra_info("socket"): wire for stream, wire in sent
+               if wire is not None and len(wire) == 1}
+    sockets.pop(None, None)
+    if sockets:
+        now, (readable, _, _) = time.time(), select.select(list(sockets), [], [], 0)
+        for sock in readable:
+            sockets[sock].append(now)
+
+
+class WaveBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend with every connection's stream a `WaveStream`."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self.inner = inner
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        return WaveStream(await self.inner.connect_tcp(*args, **kwargs))
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        return WaveStream(await self.inner.connect_unix_socket(*args, **kwargs))
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+def http_client(base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+    """The collector's httpx client: with its default transport, connections go through `WaveBackend` (a transport
+    given, e.g. a test's, is used as it is; so is a connection pool without the backend hook: no waves then)."""
+    http = httpx.AsyncClient(base_url=base_url, timeout=timeout, transport=transport)
+    pool = getattr(getattr(http, "_transport", None), "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if transport is None and backend is not None and not isinstance(backend, WaveBackend):
+        pool._network_backend = WaveBackend(backend)  # type: ignore[union-attr]
+    return http
 
 
 class EngineClient:
@@ -204,7 +325,7 @@ class EngineClient:
         self.endpoint = endpoint
         self.retry = retry or RetryPolicy()
         self.requests_sent = 0
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=request_timeout_s, transport=transport)
+        self._http = http_client(self.base_url, request_timeout_s, transport)
 
     async def __aenter__(self) -> "EngineClient":
         return self
@@ -212,17 +333,19 @@ class EngineClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._http.aclose()
 
-    async def _send(self, method: str, path: str, body: dict | None) -> dict:
-        """One HTTP exchange with retries; the decoded JSON body."""
-        return await send_with_retries(self, method, path, body)
+    async def _send(self, method: str, path: str, body: dict | None, times: list | None = None) -> dict:
+        """One HTTP exchange with retries; the decoded JSON body (`times`: a completion's, timed and waved)."""
+        return await send_with_retries(self, method, path, body, times=times)
 
     async def complete(self, prompt_tokens: list[int], seed: int, chain: SamplerChain,
                        extra: dict | None = None) -> tuple[Reply, dict]:
         """Sample one completion of `prompt_tokens` with `seed`; the parsed result and the body sent."""
         body = {**chain.request(), **(extra or {}), "seed": int(seed), "prompt": [int(t) for t in prompt_tokens]}
+        times: list[float] = []
         started = time.perf_counter()
-        completion = parse_completion(await self._send("POST", self.endpoint, body))
+        completion = parse_completion(await self._send("POST", self.endpoint, body, times))
         completion.elapsed_s = time.perf_counter() - started
+        completion.sent_at, completion.received_at = times
         return completion, body
 
     async def tokenize(self, text: str) -> list[int]:

@@ -35,6 +35,7 @@ from .generic_openai import parse_request_extra
 from .inprocess_client import ADAPTER_SCHEME
 from .jobs import Budget, check_prompts, read_prompts
 from .forcing import read_teacher_candidate, teacher_force
+from .sampling import BACKGROUND_KEYS, DEFAULT_BACKGROUND_SAMPLING, DEFAULT_SERIAL_SHARE
 from .sampling import Settings, build_header, collect_completions  # noqa: F401 (Settings, build_header: public here)
 
 EXIT_DONE, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
@@ -118,6 +119,36 @@ def _counters(args: argparse.Namespace) -> tuple[str, str] | None:
     return (str(named[0]), str(named[1])) if all(named) else None
 
 
+BACKGROUND_SAMPLING_TEXT = ",".join(f"{key}={value}" for key, value in DEFAULT_BACKGROUND_SAMPLING)
+
+
+def parse_background_sampling(text: str) -> tuple[tuple[str, Any], ...]:
+    """--background-sampling KEY=VALUE,...: keys of `sampling.BACKGROUND_KEYS`, values of their kind (ValueError
+    naming the argument otherwise)."""
+    pairs = []
+    for part in (part.strip() for part in text.split(",") if part.strip()):
+        key, equals, value = (piece.strip() for piece in part.partition("="))
+        kind = BACKGROUND_KEYS.get(key)
+        if not equals or kind is None:
+            raise ValueError(f"--background-sampling: {part!r} is not KEY=VALUE with KEY one of "
+                             f"{', '.join(BACKGROUND_KEYS)}")
+        try:
+            pairs.append((key, kind(value)))
+        except ValueError:
+            kind_name = "an integer" if kind is int else "a number"
+            raise ValueError(f"--background-sampling: {key}={value!r} is not {kind_name}") from None
+    return tuple(pairs)
+
+
+def _load_options(args: argparse.Namespace) -> dict[str, Any]:
+    """--serial-share, --background-load, --background-sampling as Settings fields (ValueError naming the argument)."""
+    sampling = getattr(args, "background_sampling", BACKGROUND_SAMPLING_TEXT)
+    if sampling != BACKGROUND_SAMPLING_TEXT and not getattr(args, "background_load", 0):
+        raise ValueError("--background-sampling: only with --background-load N (the background requests it sets)")
+    return {"serial_share": getattr(args, "serial_share", None), "background_load": getattr(args, "background_load", 0),
+            "background_sampling": parse_background_sampling(sampling)}
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     """Settings from the parsed command line of `engine collect` or `engine certify` (ValueError naming the argument
     when one is out of range)."""
@@ -158,7 +189,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     tokenizer=args.tokenizer, reports=args.reports, draft_counters=_counters(args),
                     request_extra=args.request_extra, text_prompts=args.text_prompts,
                     token_by_token=args.force_token_by_token,
-                    cache_prompt=not args.no_cache_prompt if certify else args.cache_prompt)
+                    cache_prompt=not args.no_cache_prompt if certify else args.cache_prompt, **_load_options(args))
 
 
 def _add_openai_arguments(add: Any) -> None:
@@ -180,6 +211,19 @@ def _add_openai_arguments(add: Any) -> None:
         "counters); the certificate says so")
     add("--request-extra", metavar="JSON", help="openai dialect: a JSON object merged into every request, for the "
         "server's own knobs (e.g. '{\"repeat_penalty\": 1.0}'); recorded as part of the law")
+
+
+def _add_load_arguments(add: Any) -> None:
+    """The candidate's load design (`sampling.Settings.load_design`): lone requests and a background load."""
+    add("--serial-share", type=float, default=None, metavar="F", help="candidate: this share of each prompt's seeds "
+        "is asked one request at a time, the others at --concurrency (seed index i when floor((i + 1) F) > floor(i F): "
+        "every 4th at 0.25, chosen before any sampling); each record says which, 'serial' or 'loaded' (default "
+        f"{DEFAULT_SERIAL_SHARE}; 0 with --engine-adapter, which refuses it)")
+    add("--background-load", type=int, default=0, metavar="N", help="candidate: N more requests sent with every wave "
+        "of loaded ones, with --background-sampling, so that bugs that mix a batch's sampling show; not samples, "
+        "their number and load are recorded (default 0: off; refused with --engine-adapter)")
+    add("--background-sampling", default=BACKGROUND_SAMPLING_TEXT, metavar="KEY=VALUE,...", help="the background "
+        f"requests' sampling, over the run's: {', '.join(BACKGROUND_KEYS)} (default {BACKGROUND_SAMPLING_TEXT})")
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser, certify: bool = False) -> None:
@@ -208,10 +252,11 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, certify: bool = Fals
             "reports agree within the tolerance)")
     else:
         add("--cache-prompt", action="store_true", help="teacher forcing reuses llama.cpp's prompt cache")
-    add("--concurrency", type=int, default=4, help="candidate requests in flight at once: the load the certificate "
-        "states (default 4)")
+    add("--concurrency", type=int, default=4, help="candidate requests in flight at once, sent in waves that reach the "
+        "server together; the certificate states the load measured (default 4)")
     add("--reference-concurrency", type=int, default=None, help="reference requests in flight (default: "
         "--concurrency)")
+    _add_load_arguments(add)
     add("--request-timeout-s", type=float, default=120.0, help="per HTTP request (default 120)")
     add("--retries", type=int, default=5, help="attempts per request on connection errors, 5xx, 429 (default 5)")
     add("--retry-wait-s", type=float, default=0.5, help="first wait between attempts, doubling (default 0.5)")

@@ -11,7 +11,10 @@ were drawn.
 
 from __future__ import annotations
 
+import json
 import secrets
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,4 +53,25 @@ def design_record(kind: str, space: int | None, key: str | None, concurrency: in
     return {"seeds": seeds, "concurrency": concurrency}
 
 
-__all__ = ["BLOCK", "design_record", "new_key", "random_seeds"]
+def resolve_seed_key(out_dir: Path, settings: Any) -> str | None:
+    """The run's seed key: the settings', else the one the files being resumed hold, else a fresh one (None for
+    consecutive seeds); ValueError when the two files were drawn with different keys."""
+    if settings.seeds != "random":
+        return None
+    keys = set()
+    for role in ("reference", "candidate"):
+        path = out_dir / f"{role}.jsonl"
+        if path.exists() and path.stat().st_size:
+            with path.open(encoding="utf-8") as handle:
+                first = json.loads(handle.readline() or "{}")
+            key = ((first.get("design") or {}).get("seeds") or {}).get("key")
+            if key:
+                keys.add(key)
+    if len(keys) > 1:
+        raise ValueError(f"{out_dir}: reference.jsonl and candidate.jsonl were drawn with different seed keys {keys}")
+    if settings.seed_key is not None:
+        return settings.seed_key
+    return keys.pop() if keys else new_key()
+
+
+__all__ = ["BLOCK", "design_record", "new_key", "random_seeds", "resolve_seed_key"]

@@ -2,9 +2,10 @@
 
 Each request asks the reference for one token after prompt + prefix, with its top-N post-sampling probabilities;
 prefixes already reported are never asked again (the file is resumable, and the one command's rounds grow it).
-`teacher_force` asks every distinct prefix of a candidate file (and, with `own`, of the reference's own completions);
-`PrefixForcer` asks a collection's new candidate prefixes while the collection goes on, so the reference's idle
-time is used. llama.cpp's prompt cache is reused when `Settings.cache_prompt` says so: every certificate measures
+`teacher_force` asks every distinct prefix of a candidate file (and, with `own`, of the reference's own
+completions); `PrefixForcer` asks a collection's new
+prefixes of both ends while the collection goes on, so the reference's idle time is used. The paired checks read
+both ends' tokens against the teacher-forced reports, so every prefix either end visits needs one. llama.cpp's prompt cache is reused when `Settings.cache_prompt` says so: every certificate measures
 that decode-time and teacher-forced reports agree (`..law_stream.premise`).
 """
 
@@ -75,8 +76,8 @@ async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: Sampl
 
 
 class PrefixForcer:
-    """Teacher forcing alongside a collection: each new candidate completion's prefixes (positions 1..`positions`) not
-    reported yet are asked of the reference while the collection goes on, so the reference's idle time is used."""
+    """Teacher forcing alongside a collection: each new completion's prefixes (positions 1..`positions`, both ends)
+    not reported yet are asked of the reference while the collection goes on, so the reference's idle time is used."""
 
     def __init__(self, urls: list[str], out_dir: Path, settings: Settings, budget: Budget, positions: int,
                  known: set[tuple[str, tuple[int, ...]]]) -> None:
@@ -85,8 +86,8 @@ class PrefixForcer:
         self.queue: asyncio.Queue = asyncio.Queue()
 
     def feed(self, role: str, record: samples.Completion) -> None:
-        if role != "candidate":
-            return
+        """Queue the new prefixes of either end's completion (the paired checks read both ends' tokens against the
+        teacher-forced reports; the reference's own reports while sampling serve the premise check)."""
         for t in range(min(self.positions, len(record.tokens))):
             key = (record.prompt_id, record.tokens[:t])
             if key not in self.known:

@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from .client import Reply, RetryPolicy, SamplerChain
+from .jobs import WAVE
 from .openai_client import OpenAIEndpoint, metric_totals
 from .token_by_token import held_after, priming_prefixes, session_of
 from .vocabulary import Vocabulary
@@ -228,11 +229,14 @@ class GenericOpenAIClient(OpenAIEndpoint):
         """Sample one completion of `prompt_tokens` with `seed`; the parsed result and the body sent."""
         if not self.token_by_token:
             return await self._complete(prompt_tokens, seed, chain, extra)
-        session = session_of(self.base_url)
-        async with session.lock:
-            session.held = None  # unknown until the reply says (a failed request leaves it so)
-            reply, body = await self._complete(prompt_tokens, seed, chain, extra)
-            session.held = held_after(prompt_tokens, reply.tokens, reply.finish_reason == AMBIGUOUS_END)
+        session, unwaved = session_of(self.base_url), WAVE.set(None)  # a request behind a lock waits for no wave
+        try:
+            async with session.lock:
+                session.held = None  # unknown until the reply says (a failed request leaves it so)
+                reply, body = await self._complete(prompt_tokens, seed, chain, extra)
+                session.held = held_after(prompt_tokens, reply.tokens, reply.finish_reason == AMBIGUOUS_END)
+        finally:
+            WAVE.reset(unwaved)
         return reply, body
 
     async def complete_forced(self, prompt: list[int], prefix: list[int], seed: int, chain: SamplerChain,
@@ -267,10 +271,12 @@ class GenericOpenAIClient(OpenAIEndpoint):
     async def _complete(self, prompt_tokens: list[int], seed: int, chain: SamplerChain,
                         extra: dict | None) -> tuple[Reply, dict]:
         body = await self._body(prompt_tokens, seed, chain, extra)
+        times: list[float] = []
         started = time.perf_counter()
-        reply = parse_generic_completion(await self._send("POST", "/v1/completions", body), chain, self.probs_kind,
-                                         self.vocabulary)
+        reply = parse_generic_completion(await self._send("POST", "/v1/completions", body, times=times), chain,
+                                         self.probs_kind, self.vocabulary)
         reply.elapsed_s = time.perf_counter() - started
+        reply.sent_at, reply.received_at = times
         return reply, body
 
     async def text_of(self, token_ids: list[int]) -> str:

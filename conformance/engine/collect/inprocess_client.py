@@ -68,16 +68,24 @@ class InProcessClient:
     async def __aexit__(self, *exc_info: object) -> None:
         return None
 
-    async def _call(self, method: str, *args: Any) -> Any:
-        """The adapter's `method` in a worker thread, under the adapter's lock unless it is thread-safe."""
+    async def _call(self, method: str, *args: Any, times: list | None = None) -> Any:
+        """The adapter's `method` in a worker thread, under the adapter's lock unless it is thread-safe; `times` gets
+        when the call started and ended (inside the lock: the load the engine was under)."""
         self.requests_sent += 1
         function, lock = getattr(self.adapter, method), self._lock
 
+        def timed() -> Any:
+            started = time.time()
+            result = function(*args)
+            if times is not None:
+                times[:] = [started, time.time()]
+            return result
+
         def locked() -> Any:
             if lock is None:
-                return function(*args)
+                return timed()
             with lock:
-                return function(*args)
+                return timed()
 
         return await asyncio.to_thread(locked)
 
@@ -86,8 +94,9 @@ class InProcessClient:
         """One completion (and, when the chain asks for n_probs, the report after each of its prefixes)."""
         prompt, sampling = [int(t) for t in prompt_tokens], sampling_of(chain)
         body = {**python_request(chain), "n_probs": chain.n_probs, "seed": int(seed), "prompt": prompt}
+        times: list[float] = []
         started = time.perf_counter()
-        done = await self._call("complete", prompt, int(seed), sampling, chain.max_tokens)
+        done = await self._call("complete", prompt, int(seed), sampling, chain.max_tokens, times=times)
         tokens = [int(t) for t in done.tokens]
         if len(tokens) > chain.max_tokens:
             raise ValueError(f"complete: {len(tokens)} tokens for max_tokens {chain.max_tokens}")
@@ -100,7 +109,8 @@ class InProcessClient:
             timings = {"draft_n": int(done.draft_n), "draft_n_accepted": int(done.draft_n_accepted or 0)}
         finish = "eos" if done.stopped_by_eos else "limit"
         return Reply(tokens=tokens, text="", top_probs=top, probs_kind="post_sampling" if top else None,
-                     finish_reason=finish, timings=timings, elapsed_s=time.perf_counter() - started), body
+                     finish_reason=finish, timings=timings, elapsed_s=time.perf_counter() - started,
+                     sent_at=times[0], received_at=times[1]), body
 
     async def report_after(self, prefix: list[int], chain: SamplerChain) -> tuple[list[list[float]], dict]:
         """Teacher forcing: the adapter's report after `prefix` (nothing sampled), and the request as recorded."""

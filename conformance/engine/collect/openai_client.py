@@ -30,7 +30,8 @@ from typing import Any
 
 import httpx
 
-from .client import Reply, RetryPolicy, SamplerChain, send_with_retries
+from .client import Reply, RetryPolicy, SamplerChain, http_client, send_with_retries
+from .jobs import WAVE
 
 DRAFT_METRICS = {"draft_n": "vllm:spec_decode_num_draft_tokens_total",
                  "draft_n_accepted": "vllm:spec_decode_num_accepted_tokens_total"}
@@ -45,16 +46,17 @@ def vllm_request(chain: SamplerChain) -> dict[str, Any]:
             "logprobs": chain.n_probs or None, "return_token_ids": True, "return_tokens_as_token_ids": True}
 
 
-async def send_keeping_reason(client: Any, method: str, path: str, body: dict | None, *, text: bool = False) -> Any:
+async def send_keeping_reason(client: Any, method: str, path: str, body: dict | None, *, text: bool = False,
+                              times: list | None = None) -> Any:
     """`send_with_retries` for OpenAI-style servers, which say why a request failed in the body: the error keeps it;
-    the decoded JSON, or the text with `text`."""
+    the decoded JSON, or the text with `text` (`times`: a completion's exchange, timed and waved)."""
     def read(response: httpx.Response) -> Any:
         if response.status_code >= 400:
             raise httpx.HTTPStatusError(f"{response.status_code} from {method} {path}: {response.text[:500]}",
                                         request=response.request, response=response)
         return response.text if text else response.json()
 
-    return await send_with_retries(client, method, path, body, read)
+    return await send_with_retries(client, method, path, body, read, times)
 
 
 def metric_totals(text: str, names: dict[str, str] = DRAFT_METRICS) -> dict[str, float]:
@@ -110,7 +112,7 @@ class OpenAIEndpoint:
         self.base_url, self.retry, self.requests_sent = base_url.rstrip("/"), retry or RetryPolicy(), 0
         self.model: str | None = None
         self._model_lock = asyncio.Lock()
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=request_timeout_s, transport=transport)
+        self._http = http_client(self.base_url, request_timeout_s, transport)
 
     async def __aenter__(self) -> Any:
         return self
@@ -118,8 +120,9 @@ class OpenAIEndpoint:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._http.aclose()
 
-    async def _send(self, method: str, path: str, body: dict | None, *, text: bool = False) -> Any:
-        return await send_keeping_reason(self, method, path, body, text=text)
+    async def _send(self, method: str, path: str, body: dict | None, *, text: bool = False,
+                    times: list | None = None) -> Any:
+        return await send_keeping_reason(self, method, path, body, text=text, times=times)
 
     async def _model(self) -> str:
         async with self._model_lock:
@@ -151,15 +154,22 @@ class OpenAIEngineClient(OpenAIEndpoint):
                 "prompt": [int(t) for t in prompt_tokens]}
         if not self.report_probs:
             body["logprobs"] = None
-        async with self._lock if self.measure_drafts else _NoLock():
-            before = await self.draft_counters() if self.measure_drafts else None
-            started = time.perf_counter()
-            reply = parse_openai_completion(await self._send("POST", "/v1/completions", body),
-                                            chain.n_probs if self.report_probs else 0, self.probs_kind)
-            reply.elapsed_s = time.perf_counter() - started
-            if before is not None:
-                after = await self.draft_counters()
-                reply.timings = {key: int(after[key] - before[key]) for key in DRAFT_METRICS}
+        unwaved = WAVE.set(None) if self.measure_drafts else None  # a request behind a lock waits for no wave
+        try:
+            async with self._lock if self.measure_drafts else _NoLock():
+                before = await self.draft_counters() if self.measure_drafts else None
+                times: list[float] = []
+                started = time.perf_counter()
+                reply = parse_openai_completion(await self._send("POST", "/v1/completions", body, times=times),
+                                                chain.n_probs if self.report_probs else 0, self.probs_kind)
+                reply.elapsed_s = time.perf_counter() - started
+                reply.sent_at, reply.received_at = times
+                if before is not None:
+                    after = await self.draft_counters()
+                    reply.timings = {key: int(after[key] - before[key]) for key in DRAFT_METRICS}
+        finally:
+            if unwaved is not None:
+                WAVE.reset(unwaved)
         return reply, body
 
     async def tokenize(self, text: str) -> list[int]:

@@ -3,18 +3,18 @@
 Every prompt is sampled with one seed list at both endpoints (drawn at random from the dialect's seed space by the
 run's key, `design`; or seed_start, seed_start + 1, ... with ``seeds="consecutive"``), with one pinned sampler chain
 (`client.SamplerChain`), into DIR/reference.jsonl and DIR/candidate.jsonl (schema: `..samples`). Each role may have
-several URLs (replicas of one deployment): requests are spread over them in turn. The candidate is sampled with
-`concurrency` requests in flight (the load its certificate states), the reference with `reference_concurrency`.
-Where the dialect shows speculation only engine-wide, the candidates' counters are read before and after each batch
-and recorded as a ``counters`` record. Output is resumable: records already written are skipped, a half-written
-last line is discarded. Teacher forcing asks the reference for its next-token top-N after every distinct prefix it
-has not reported yet, concurrently, reusing the prompt cache when `cache_prompt` says so (`forcing`).
+several URLs (replicas of one deployment): requests are spread over them in turn. Over HTTP both ends are sampled in
+waves of their concurrency that reach the server together (`jobs.run_waves`), the candidate as its load design says
+(`Settings.load_design`); every completion records when it was sent and answered (the load measured: `..load`). Where
+the dialect shows speculation only engine-wide, the candidates' counters are read before and after each batch and
+recorded as a ``counters`` record. Output is resumable: records already written are skipped, a half-written last line
+is discarded. Teacher forcing asks the reference for its next-token top-N after every distinct prefix it has not
+reported yet, concurrently, reusing the prompt cache when `cache_prompt` says so (`forcing`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
@@ -26,17 +26,31 @@ import httpx
 
 from ...paths import portable_args, portable_path
 from .. import samples
+from ..load import Background, is_serial, load_segments
 from ..sample_store import append_records, start_or_resume
 from .client import RetryPolicy, SamplerChain
-from .design import design_record, new_key, random_seeds
+from .design import design_record, random_seeds, resolve_seed_key
 from .dialects import get_dialect
-from .jobs import Budget, Job, Outcome, plan_jobs, run_bounded, seed_list
+from .pace import Pace
+from .jobs import (
+    BackgroundLoad,
+    Budget,
+    Job,
+    Outcome,
+    plan_jobs,
+    run_bounded,
+    run_waves,
+    seed_list,
+)
 
 #: A request that raises one of these (after its retries) stops the run; the output stays resumable.
 REQUEST_ERRORS = (httpx.HTTPError, ValueError)
 #: /props fields that hold a path of the serving machine (llama.cpp: the GGUF; its alias defaults to it).
 PROPS_PATHS = ("model_path", "model_alias")
 SEED_KINDS = ("random", "consecutive")
+DEFAULT_SERIAL_SHARE = 0.25
+DEFAULT_BACKGROUND_SAMPLING = (("temperature", 1.3), ("top_k", 5))
+BACKGROUND_KEYS = {"temperature": float, "top_k": int, "top_p": float, "min_p": float, "max_tokens": int}
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,9 @@ class Settings:
     request_extra: str | None = None  # openai dialect: a JSON object merged into every request
     text_prompts: bool = False  # openai dialect: the server takes text prompts only (ids sent as their text)
     token_by_token: bool = False  # openai dialect: teacher forcing evaluates each forced token alone (`token_by_token`)
+    serial_share: float | None = None  # candidate seeds asked alone (`load.is_serial`); None: 0.25, 0 in process
+    background_load: int = 0  # candidate requests sent with every wave of loaded ones, with `background_sampling`
+    background_sampling: tuple[tuple[str, Any], ...] = DEFAULT_BACKGROUND_SAMPLING  # BACKGROUND_KEYS' values
 
     def __post_init__(self) -> None:
         get_dialect(self.dialect)
@@ -85,6 +102,48 @@ class Settings:
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name}: {value!r} must be an integer >= 1")
+        self._check_load()
+
+    def _check_load(self) -> None:
+        """--serial-share in [0, 1], --background-load >= 0 with a valid chain; neither for an in-process adapter."""
+        share, extra = self.serial_share, self.background_load
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                                  or not 0 <= share <= 1):
+            raise ValueError(f"--serial-share: {share!r} must be a number in [0, 1]")
+        if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
+            raise ValueError(f"--background-load: {extra!r} must be an integer >= 0")
+        if self.dialect == "python" and (share or extra):
+            raise ValueError(f"{'--serial-share' if share else '--background-load'}: an in-process engine adapter "
+                             "(--engine-adapter) has no server whose load it could set; leave it out")
+        if extra:
+            self.background_chain()
+
+    def serial_share_of(self) -> float:
+        """The share of the candidate's seeds asked one request at a time (the default over HTTP; 0 in process)."""
+        if self.serial_share is not None:
+            return float(self.serial_share)
+        return 0.0 if self.dialect == "python" else DEFAULT_SERIAL_SHARE
+
+    def background_chain(self) -> SamplerChain:
+        """The background requests' chain: the run's, with `background_sampling`'s values, no reports."""
+        values = dict(self.background_sampling)
+        unknown = sorted(set(values) - set(BACKGROUND_KEYS))
+        if unknown:
+            raise ValueError(f"--background-sampling: {unknown[0]!r} is not one of {', '.join(BACKGROUND_KEYS)}")
+        try:
+            return replace(self.chain, n_probs=0, **values)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"--background-sampling: {error}") from None
+
+    def load_design(self) -> dict | None:
+        """Both headers' ``design.load`` (None in process): the candidate's concurrency, serial share and background
+        load, and the reference's concurrency."""
+        if self.dialect == "python":
+            return None
+        background = ({"in_flight": self.background_load, "sampling": dict(self.background_sampling)}
+                      if self.background_load else None)
+        return {"concurrency": self.concurrency, "serial_share": self.serial_share_of(), "background": background,
+                "reference_concurrency": self.reference_concurrency or self.concurrency}
 
     def request_defaults(self) -> dict:
         """The pinned sampler part of every request, in this dialect (a sample file's request defaults)."""
@@ -126,31 +185,12 @@ def build_header(role: str, url: str, settings: Settings, props: dict | None, pr
         raise ValueError("seed_key: a run with random seeds needs its key (`resolve_seed_key`)")
     in_flight = 1 if props.get("calls") == "serialised" else settings.concurrency  # an adapter that is not thread-safe
     design = design_record(settings.seeds, get_dialect(settings.dialect).seed_space, key, in_flight)
+    if settings.load_design() is not None:
+        design["load"] = settings.load_design()
     return samples.Header(role=role, engine=engine, model=model, request_defaults=settings.request_defaults(),
                           prompts={pid: tuple(tokens) for pid, tokens in prompts.items()},
                           created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                           exactspec_version=_exactspec_version(), design=design)
-
-
-def resolve_seed_key(out_dir: Path, settings: Settings) -> str | None:
-    """The run's seed key: the settings', else the one the files being resumed hold, else a fresh one (None for
-    consecutive seeds); ValueError when the two files were drawn with different keys."""
-    if settings.seeds != "random":
-        return None
-    keys = set()
-    for role in ("reference", "candidate"):
-        path = out_dir / f"{role}.jsonl"
-        if path.exists() and path.stat().st_size:
-            with path.open(encoding="utf-8") as handle:
-                first = json.loads(handle.readline() or "{}")
-            key = ((first.get("design") or {}).get("seeds") or {}).get("key")
-            if key:
-                keys.add(key)
-    if len(keys) > 1:
-        raise ValueError(f"{out_dir}: reference.jsonl and candidate.jsonl were drawn with different seed keys {keys}")
-    if settings.seed_key is not None:
-        return settings.seed_key
-    return keys.pop() if keys else new_key()
 
 
 def role_seeds(role: str, settings: Settings, key: str | None, count: int | None = None) -> list[int]:
@@ -199,15 +239,16 @@ def record_of_request(body: dict) -> dict:
 
 
 async def sample_completion(client: Any, prompts: dict[str, list[int]], chain: SamplerChain, job: Job,
-                            index: int | None = None) -> samples.Completion:
-    """Request one completion for `job` and turn it into a samples.Completion record."""
+                            index: int | None = None, load: str | None = None) -> samples.Completion:
+    """Request one completion for `job` and turn it into a samples.Completion record (`load`: its label)."""
     reply, body = await client.complete(prompts[job.prompt_id], job.seed, chain)
     top = None if reply.top_probs is None else tuple(tuple((int(i), float(p)) for i, p in row)
                                                      for row in reply.top_probs)
     return samples.Completion(prompt_id=job.prompt_id, seed=job.seed, tokens=tuple(reply.tokens),
                               repeat=job.repeat, request=record_of_request(body), text=reply.text, top_probs=top,
                               probs_kind=reply.probs_kind, finish_reason=reply.finish_reason,
-                              timings=reply.timings, elapsed_s=round(reply.elapsed_s, 6), index=index)
+                              timings=reply.timings, elapsed_s=round(reply.elapsed_s, 6), index=index,
+                              sent_at=reply.sent_at, received_at=reply.received_at, load=load)
 
 
 def report_outcome(name: str, outcome: Outcome, skipped: int, dropped: int = 0) -> None:
@@ -242,16 +283,69 @@ async def _plan(clients: dict[str, list[Any]], prompts: dict[str, list[int]], no
     return plans, skipped
 
 
-async def _counted(role_clients: list[Any], path: Path, batch) -> Outcome:
+async def _counted(role_clients: list[Any], path: Path, batch, background: BackgroundLoad | None) -> Outcome:
     """Run `batch` (a coroutine giving an Outcome) between two reads of the engine-wide draft counters, and record
-    their difference as a ``counters`` record."""
+    their difference as a ``counters`` record (which counts the background requests' drafts too)."""
     before = await _counter_totals(role_clients)
     outcome = await batch
     await asyncio.sleep(0.2)  # counters are updated as the engine's output is processed
     after = await _counter_totals(role_clients)
     append_records(path, [samples.Counters(int(after["draft_n"] - before["draft_n"]),
                                            int(after["draft_n_accepted"] - before["draft_n_accepted"]),
-                                           outcome.written, f"/metrics around a batch of {outcome.written} requests")])
+                                           outcome.written, f"/metrics around a batch of {outcome.written} requests"
+                                           + (f" and {background.sent} background requests" if background else ""))])
+    return outcome
+
+
+async def _run_role(role: str, role_clients: list[Any], prompts: dict[str, list[int]], plan: list, out_dir: Path,
+                    settings: Settings, budget: Budget, key: str | None, forcer: Any, dropped: list[int],
+                    pace: Pace | None = None) -> Outcome:
+    """One role's completions: over HTTP in waves of its concurrency (`jobs.run_waves`), the candidate as its load
+    design says (lone requests, a background load); in process `concurrency` in flight (`jobs.run_bounded`);
+    engine-wide draft counters read around the candidate's where the dialect needs them."""
+    chain, path, dialect = settings.role_chain(role), out_dir / f"{role}.jsonl", get_dialect(settings.dialect)
+    concurrency = settings.concurrency if role == "candidate" else (settings.reference_concurrency
+                                                                   or settings.concurrency)
+    waved, labelled = settings.load_design() is not None, role == "candidate" and settings.load_design() is not None
+    share = settings.serial_share_of() if labelled else 0.0
+
+    async def send(item):
+        i, (job, index) = item
+        if pace is not None and role == "reference":
+            await pace.wait(i)
+        label = ("serial" if is_serial(index, share) else "loaded") if labelled else None
+        return await sample_completion(role_clients[i % len(role_clients)], prompts, chain, job, index, label)
+
+    def write(record: samples.Completion) -> None:
+        append_records(path, [record])
+        if pace is not None and role == "candidate":
+            pace.advance()
+        if forcer is not None:
+            forcer.feed(role, record)
+        if chain.n_probs and record.top_probs is None:
+            dropped.append(record.seed)
+
+    def write_background(intervals: list[tuple[float, float]], failed: int) -> None:
+        append_records(path, [Background(tuple(intervals), failed, dict(settings.background_sampling))])
+
+    items, description, background = list(enumerate(plan)), f"completions ({role})", None
+    if labelled and settings.background_load:
+        background = BackgroundLoad(role_clients, prompts, settings.background_chain(), settings.background_load,
+                                    write_background, dialect.seed_space, key, REQUEST_ERRORS)
+    if waved:
+        segments = load_segments(items, lambda item: (item[1][0].repeat, item[1][1]), share, concurrency, len(prompts))
+        batch = run_waves(segments, send, write, budget, description, REQUEST_ERRORS, background)
+    else:
+        batch = run_bounded(items, send, write, budget, concurrency, description, REQUEST_ERRORS)
+    metrics = role == "candidate" and dialect.speculation_of(settings) == "metrics" and plan
+    try:
+        outcome = await (_counted(role_clients, path, batch, background) if metrics else batch)
+    finally:
+        if pace is not None and role == "candidate":
+            pace.finish()
+    if background is not None and background.failed:
+        print(f"{description}: warning: {background.failed} of {background.sent} background requests failed "
+              f"(first: {background.first_failure})", file=sys.stderr)
     return outcome
 
 
@@ -259,7 +353,7 @@ async def collect_completions(urls: dict[str, list[str]], entries: list[dict], o
                               budget: Budget, counts: dict[str, int] | None = None, quiet: bool = False,
                               forcer: Any = None) -> tuple[Outcome, dict[str, list[int]]]:
     """Sample every (prompt, seed, repeat) job at every role's URLs into out_dir/ROLE.jsonl; `counts`: seeds per
-    prompt (default n_seeds each). The roles run at once, each with its own concurrency; a `forcer`
+    prompt (default n_seeds each). The roles run at once, each with its own load (`_run_role`); a `forcer`
     (`forcing.PrefixForcer`) teacher-forces the candidate's new prefixes while they arrive."""
     dialect = get_dialect(settings.dialect)
     key = resolve_seed_key(out_dir, settings)
@@ -269,31 +363,12 @@ async def collect_completions(urls: dict[str, list[str]], entries: list[dict], o
                    for role, role_urls in urls.items()}
         prompts, note = await resolve_prompts(entries, next(iter(clients.values()))[0])
         plans, skipped = await _plan(clients, prompts, note, out_dir, settings, key, counts)
-
-        async def run_role(role: str) -> Outcome:
-            role_clients, chain, path = clients[role], settings.role_chain(role), out_dir / f"{role}.jsonl"
-
-            async def send(item):
-                i, (job, index) = item
-                return await sample_completion(role_clients[i % len(role_clients)], prompts, chain, job, index)
-
-            def write(record: samples.Completion) -> None:
-                append_records(path, [record])
-                if forcer is not None:
-                    forcer.feed(role, record)
-                if chain.n_probs and record.top_probs is None:
-                    dropped.append(record.seed)
-
-            concurrency = settings.concurrency if role == "candidate" else (settings.reference_concurrency
-                                                                           or settings.concurrency)
-            batch = run_bounded(list(enumerate(plans[role])), send, write, budget, concurrency,
-                                f"completions ({role})", REQUEST_ERRORS)
-            metrics = role == "candidate" and dialect.speculation_of(settings) == "metrics" and plans[role]
-            return await (_counted(role_clients, path, batch) if metrics else batch)
-
         forcing = asyncio.create_task(forcer.run(prompts)) if forcer is not None else None
+        pace = Pace(2 * settings.concurrency) if {"reference", "candidate"} <= set(clients) else None
         try:
-            outcomes = list(await asyncio.gather(*(run_role(role) for role in clients)))
+            outcomes = list(await asyncio.gather(*(_run_role(role, clients[role], prompts, plans[role], out_dir,
+                                                             settings, budget, key, forcer, dropped, pace)
+                                                   for role in clients)))
         finally:
             if forcer is not None:
                 forcer.close()

@@ -1,0 +1,54 @@
+"""The synthetic engine certified as a user certifies an engine: its two prompts and the settings of one mode's
+`exactspec engine certify` run (`run_mode`), shared by the tests and `benchmarks/synthetic_certificates.py`.
+
+Each run serves the plain mode (the reference) and the mode (the candidate) in their own processes on 127.0.0.1
+(`SyntheticServer`, stopped by PID) and certifies them by the one command's rounds (`collect.campaign.run_campaign`):
+T = 0.7 with the truncation a truncation bug needs (`synthetic_deviation.PROBES`), max_tokens 16 (every position
+read), 4 candidate requests in flight and a serial share of 0.25, the mode's speculation declared (seed-coupled for
+the modes that are), one seed key (reproducible), at most `max_per_prompt` completions a prompt.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..collect.campaign import Campaign, run_campaign
+from ..collect.client import SamplerChain
+from ..collect.sampling import Settings
+from ..level import EngineResult
+from .synthetic_deviation import DEFAULT_PROMPT, PROBES
+from .synthetic_engine import MODES
+from .synthetic_server import SyntheticServer
+
+PROMPTS = [{"prompt_id": "p59", "prompt_tokens": list(DEFAULT_PROMPT)},
+           {"prompt_id": "p789", "prompt_tokens": [7, 8, 9]}]
+SEED_KEY = "5eed0000000000000000000000000050"
+
+
+def mode_settings(mode: str) -> Settings:
+    """The sampling settings of one mode's run (its truncation probe, its declared coupling)."""
+    chain = SamplerChain(temperature=0.7, max_tokens=16, **PROBES.get(mode, {}))
+    coupled = MODES[mode].seed_coupled
+    speculation = {"type": "draft-model", "draft_sampling": "greedy" if coupled else "probabilistic",
+                   "expect_seed_coupled": coupled}
+    return Settings(chain=chain, seed_key=SEED_KEY, concurrency=4, teacher_n_probs=20, reference_n_probs=20,
+                    engine_name="exactspec-synthetic", speculation=speculation)
+
+
+def run_mode(mode: str, profile: str = "lm-like", *, max_per_prompt: int = 50_000, certify_profile: str = "standard",
+             out: str | Path | None = None, time_limit_s: float = 3600.0) -> EngineResult:
+    """Serve `mode` on the `profile` model and certify it in rounds; the last look's result (`out`: keep the run's
+    files there; by default a temporary folder, removed)."""
+    folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix=f"synthetic-{profile}-{mode}-"))
+    try:
+        with SyntheticServer("plain", profile=profile) as ref, SyntheticServer(mode, profile=profile) as cand:
+            return run_campaign(PROMPTS, folder, mode_settings(mode), [ref.base_url], [cand.base_url],
+                                Campaign(certify_profile, time_limit_s, max_per_prompt=max_per_prompt))
+    finally:
+        if out is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+__all__ = ["PROMPTS", "SEED_KEY", "mode_settings", "run_mode"]

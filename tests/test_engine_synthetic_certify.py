@@ -1,0 +1,50 @@
+"""`exactspec engine certify` on the project's synthetic engine (`serve.synthetic_*`: a random Markov model, V = 256,
+served in llama.cpp's `/completion` shape from its own process, plain and speculative modes, each bug one mechanism
+engines ship), at the standard profile (total false-fail rate 1e-4, anytime-valid; target mean per-token TV 0.05,
+power 1 - 1e-3 per route), T = 0.7, max_tokens 16 (every position read), 4 candidate requests in flight and a serial
+share of 0.25, one fixed seed key. Budgets are completion counts, never seconds.
+
+Which shapes these runs cover: on the `lm-like` model (about 0.5 nats a token: deviations visible, prefixes repeat
+early in a completion only) a bug is NOT_EXACT and an exact engine is never NOT_EXACT (QUALIFIED: the any-shape bound
+needs more completions than the budget); on the `code-like` model (about 0.05 nats a token: continuations repeat) an
+exact engine that is not seed-coupled is CERTIFIED for deviations of any shape. The full table of modes and the
+measured deviations: benchmarks/synthetic_certificates.py, benchmarks/synthetic_deviation_table.py."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("starlette")
+
+from exactspec.conformance.engine.serve.synthetic_campaign import run_mode  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def test_an_exact_engine_whose_continuations_repeat_is_certified_for_any_shape():
+    result = run_mode("exact", "code-like", max_per_prompt=6000)
+    assert result.verdict == "CERTIFIED", result.reasons
+    for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values():
+        assert entry["any_shape_reached"] and entry["best_any_shape"]["route"] == "law_any"  # not seed-coupled
+
+
+def test_an_exact_engine_on_open_continuations_is_never_not_exact():
+    result = run_mode("exact-alt-order", "lm-like", max_per_prompt=1024)
+    assert result.verdict in ("QUALIFIED", "INCONCLUSIVE") and not [r for r in result.counted if not r.passed]
+
+
+@pytest.mark.parametrize("mode", ["resample-from-p", "shared-uniform", "late-temp-1.3", "spread-per-prefix"])
+def test_a_bug_is_not_exact(mode):
+    result = run_mode(mode, "lm-like", max_per_prompt=8192)
+    assert result.verdict == "NOT_EXACT", result.reasons
+
+
+def test_a_bug_that_shows_only_under_load_is_not_exact_and_named_on_the_loaded_seeds():
+    """Temperature x 1.15 only while another request is in flight at the server: the loaded seeds carry the
+    evidence, and the load the certificate states was measured (most loaded requests had company)."""
+    result = run_mode("load-temp-1.15", "lm-like", max_per_prompt=8192)
+    assert result.verdict == "NOT_EXACT", result.reasons
+    failing = [r for r in result.counted if not r.passed]
+    assert any(r.result.details.get("strongest_load") == "loaded" for r in failing)
+    assert "loaded" in result.extra["engine"]["load"]["text"]
