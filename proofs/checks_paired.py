@@ -43,7 +43,8 @@ def _coefficients(joint: Sequence[Sequence[Fraction]], ell: Sequence[Fraction], 
     """{d: total probability of the terms sigma(d)} of the block factor's mean over two independent units
     (C1, R1), (C2, R2) ~ J (enumerated): cross pairs sigma(ell(C1) - ell(R2)) + sigma(ell(C2) - ell(R1)), or
     within-unit pairs sigma(ell(C1) - ell(R1)) + sigma(ell(C2) - ell(R2))."""
-    size, out = len(joint), defaultdict(lambda: F0)
+    size = len(joint)
+    out: defaultdict[Fraction, Fraction] = defaultdict(lambda: F0)
     cells = [(x, y) for x in range(size) for y in range(size) if joint[x][y]]
     for c1, r1 in cells:
         for c2, r2 in cells:
@@ -190,7 +191,7 @@ def block_log_e_reads_cross_pairs(cases: int = 50, block: Callable | None = None
         for case in range(cases):
             units = [((f"C{u}", rng.uniform(-3, 3)), (f"R{u}", rng.uniform(-3, 3))) for u in range(rng.randint(2, 9))]
             holders = [SimpleNamespace(unit=u) for u in range(len(units))]  # the code keys views by id(unit)
-            chosen = [(holders[j], holders[j + 1]) for j in range(0, len(units) - 1, 2)]
+            chosen: list = [(holders[j], holders[j + 1]) for j in range(0, len(units) - 1, 2)]
             _Stub.log = []
             with mock.patch.dict(scorers.SCORERS, {"_proof_stub": _Stub}):
                 got = block("_proof_stub", chosen, {id(h): units[h.unit] for h in holders})

@@ -15,11 +15,13 @@ import asyncio
 import json
 import random
 import re
+import socket
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -27,6 +29,7 @@ pytest.importorskip("httpx")
 
 from exactspec.conformance.engine import load, samples
 from exactspec.conformance.engine.collect import jobs
+from exactspec.conformance.engine.collect.client import _close_answered
 
 from exactspec.cli import main as exactspec_main
 
@@ -320,3 +323,18 @@ def test_a_wave_member_that_never_comes_holds_the_others_only_so_long(monkeypatc
         return sent
 
     assert asyncio.run(main()) == ["written", "written"]
+
+
+def test_a_wave_whose_earlier_connection_closed_times_the_open_ones_and_fails_no_request():
+    """A long run's keep-alive connection can close between its answer and the wave's next write: its socket's fileno
+    is -1 then. Timing the wave's answered requests skips it (select on it raised ValueError, which stopped a
+    4,096-completion run as a failed request)."""
+    answered, quiet, closed = socket.socketpair(), socket.socketpair(), socket.socketpair()
+    answered[1].sendall(b"HTTP/1.1 200 OK\r\n")
+    closed[0].close()
+    stream = lambda sock: SimpleNamespace(inner=SimpleNamespace(get_extra_info=lambda _: sock))  # noqa: E731
+    wires = [[1.0], [1.0], [1.0]]
+    _close_answered([(stream(answered[0]), wires[0]), (stream(quiet[0]), wires[1]), (stream(closed[0]), wires[2])])
+    assert len(wires[0]) == 2 and wires[1] == [1.0] and wires[2] == [1.0]
+    for sock in (*answered, *quiet, closed[1]):
+        sock.close()

@@ -182,7 +182,8 @@ def _record(data: PromptData, name: str, result, category: str = "invariant") ->
 def hard_checks(case: EngineCase) -> list[CheckRecord]:
     """Greedy equality (temperature 0, a reference with one output), no token past an end token, the support (none
     for a pooled run's pooled case: its member prompts run them)."""
-    data, out = case.data, []
+    data = case.data
+    out: list[CheckRecord] = []
     if isinstance(data, PooledData):
         return out
     if case.greedy and not case.reference_varies and data.ref:

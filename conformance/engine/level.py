@@ -43,7 +43,8 @@ def sample_pair(impl: Any) -> SamplePair:
     if isinstance(impl, SamplePair):
         return impl
     if isinstance(impl, (tuple, list)) and len(impl) == 2:
-        return SamplePair(*(read_samples(p) if isinstance(p, (str, os.PathLike)) else p for p in impl))
+        reference, candidate = (read_samples(p) if isinstance(p, (str, os.PathLike)) else p for p in impl)
+        return SamplePair(reference, candidate)
     raise AdapterLoadError("the engine level certifies a pair of sample files: (REFERENCE.jsonl, CANDIDATE.jsonl)")
 
 

@@ -283,7 +283,7 @@ def role_paragraph(role: str, sample_file: Any) -> str:
 
 def load_paragraph(reference: Any, candidate: Any) -> str:
     """The certificate's paragraph on load: each role's asked and measured load."""
-    return ("Load (measured from each request's sending and answer times): "
+    return ("measured from each request's sending and answer times: "
             + role_paragraph("candidate", candidate) + ". " + role_paragraph("reference", reference) + ".")
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..core.records import CheckRecord
 from .law_stream import categories, pit_value
@@ -104,7 +105,7 @@ def blocks(units: Sequence[Unit], label: str | None = None) -> list[tuple[Unit, 
         places = {u.place for u in group}
         sampled = next(place for place in range(len(group) + 1) if place not in places)  # places 0..sampled-1 all in
         by_prompt[pid] = [u for u in group if u.place < sampled and (label is None or u.load == label)]
-    out = []
+    out: list[tuple[Unit, Unit]] = []
     for j in range(max((len(group) for group in by_prompt.values()), default=0) // 2 + 1):
         for group in by_prompt.values():
             pair = group[2 * j: 2 * j + 2]
@@ -114,7 +115,7 @@ def blocks(units: Sequence[Unit], label: str | None = None) -> list[tuple[Unit, 
     return out
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
+def _sigmoid(x: ArrayLike) -> np.ndarray:
     """The logistic function, elementwise."""
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
 
@@ -156,7 +157,7 @@ def load_pairs(units: Sequence[Unit]) -> list[tuple[Unit, Unit]]:
         by_prompt.setdefault(unit.data.pid, {"serial": [], "loaded": []})
         if unit.load in ("serial", "loaded"):
             by_prompt[unit.data.pid][unit.load].append(unit)
-    out = []
+    out: list[tuple[Unit, Unit]] = []
     for i in range(max((len(g["serial"]) for g in by_prompt.values()), default=0)):
         for group in by_prompt.values():
             if i >= len(group["serial"]) or i >= len(group["loaded"]):
@@ -189,7 +190,8 @@ def load_check(case: Any, rate: float) -> list[CheckRecord]:
     data = case.data
     units = [unit for part in data.parts for unit in paired_units(part)]
     pairs = load_pairs(units)
-    views = {id(u): (token_views(u.data, u.candidate, case.positions), []) for pair in pairs for u in pair}
+    views: dict[int, tuple[list, list]] = {id(u): (token_views(u.data, u.candidate, case.positions), [])
+                                           for pair in pairs for u in pair}
     log_e = load_log_e(pairs, views) if pairs else 0.0
     passed = not log_e_process_reject(log_e, rate)
     e_text = f"{math.exp(log_e):.3g}" if log_e < 700 else f"e^{log_e:.0f}"

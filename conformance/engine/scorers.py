@@ -9,7 +9,9 @@ scores higher than the reference's when they differ in the learned direction.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -193,6 +195,16 @@ class NearZero:
                 self.hits[row] += float(tok.category in zero)
 
 
-SCORERS = {"law_drift": DriftTilt, "law_lr": Tempered, "context_law": PrefixLaw, "near_zero_tokens": NearZero}
+class Scorer(Protocol):
+    """What a paired check's learner offers: ell of a completion, and learning from one."""
 
-__all__ = ["SCORERS", "STRATA", "THETAS", "TokenView"]
+    def score(self, tokens: list[TokenView]) -> float: ...
+
+    def learn(self, tokens: list[TokenView], role: str) -> None: ...
+
+
+#: Each paired check's scorer, built with `by_prompt` (pooled runs learn per prompt where the scorer can).
+SCORERS: dict[str, Callable[..., Scorer]] = {"law_drift": DriftTilt, "law_lr": Tempered, "context_law": PrefixLaw,
+                                             "near_zero_tokens": NearZero}
+
+__all__ = ["SCORERS", "STRATA", "THETAS", "Scorer", "TokenView"]

@@ -279,8 +279,13 @@ def _close_answered(sent: list[tuple[WaveStream, list[float] | None]]) -> None:
     sockets = {stream.inner.get_extra_info("socket"): wire for stream, wire in sent
                if wire is not None and len(wire) == 1}
     sockets.pop(None, None)
+    # A connection closed meanwhile (its fileno -1) has nothing to time: its answer was read when it closed.
+    sockets = {sock: wire for sock, wire in sockets.items() if sock.fileno() >= 0}
     if sockets:
-        now, (readable, _, _) = time.time(), select.select(list(sockets), [], [], 0)
+        try:
+            now, (readable, _, _) = time.time(), select.select(list(sockets), [], [], 0)
+        except (OSError, ValueError):  # closed between the filter and the call: the answer times stay as read
+            return
         for sock in readable:
             sockets[sock].append(now)
 

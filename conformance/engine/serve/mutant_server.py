@@ -27,7 +27,7 @@ import secrets
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -127,10 +127,19 @@ def probability_entries(tokens: list[int], rows: np.ndarray, n_probs: int, post_
     return out
 
 
+class ServedBackend(Protocol):
+    """What a completer needs of a backend: generation and the teacher-forced rows (`Backend`, or the synthetic
+    engine's, whose sampling is a sampler chain)."""
+
+    def generate(self, prompt: Any, max_tokens: int, sampling: Any, seed: int) -> Generated: ...
+
+    def position_probs(self, prompt: Any, tokens: Any, sampling: Any) -> Any: ...
+
+
 class Completer:
     """Runs one completion request against a backend and shapes the native and OpenAI answers."""
 
-    def __init__(self, backend: Backend, model_name: str) -> None:
+    def __init__(self, backend: ServedBackend, model_name: str) -> None:
         self.backend, self.model_name = backend, model_name
 
     def run(self, body: dict) -> dict:
