@@ -144,7 +144,7 @@ class Completer:
 
     def run(self, body: dict) -> dict:
         """The parts both response shapes need (raises RequestError for a refused request)."""
-        prompt, sampling, max_tokens = _prompt_tokens(body), sampling_from_request(body), _max_tokens(body)
+        prompt, sampling, max_tokens = _prompt_tokens(body), self.sampling_of(body), _max_tokens(body)
         seed = _seed(body)
         if body.get("ignore_eos"):
             raise RequestError("ignore_eos=true is not supported: the served model always stops at its EOS")
@@ -162,6 +162,10 @@ class Completer:
             probs = probability_entries(generated.tokens, rows, n_probs, post)
         return {"prompt": prompt, "generated": generated, "probs": probs, "seed": seed, "sampling": sampling,
                 "timings": self._timings(generated, len(prompt), elapsed_ms)}
+
+    def sampling_of(self, body: dict) -> Any:
+        """The request's sampling settings as the backend takes them."""
+        return sampling_from_request(body)
 
     @staticmethod
     def _timings(generated: Generated, n_prompt: int, elapsed_ms: float) -> dict:

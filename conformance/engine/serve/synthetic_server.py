@@ -28,17 +28,12 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ....reference.warping import SamplingParams
 from .mutant_backends import Generated
 from .mutant_server import (
     LLAMA_DEFAULTS,
     Completer,
     RequestError,
-    _max_tokens,
-    _prompt_tokens,
-    _seed,
     loopback_socket,
-    probability_entries,
     sampling_from_request,
 )
 from .synthetic_engine import DEFAULT_K, Load, Mode, generate, mode_of
@@ -165,24 +160,8 @@ class SyntheticBackend:
 class SyntheticCompleter(Completer):
     """`Completer` reading the sampler chain with its ``samplers`` order (`chain_from_request`)."""
 
-    def run(self, body: dict) -> dict:
-        prompt, chain, max_tokens = _prompt_tokens(body), chain_from_request(body), _max_tokens(body)
-        seed = _seed(body)
-        if body.get("ignore_eos"):
-            raise RequestError("ignore_eos=true is not supported: the served model always stops at its EOS")
-        started = time.perf_counter()
-        try:
-            generated = self.backend.generate(prompt, max_tokens, chain, seed)
-        except ValueError as error:
-            raise RequestError(str(error)) from error
-        elapsed_ms = 1000 * (time.perf_counter() - started)
-        n_probs, post = int(body.get("n_probs", 0)), bool(body.get("post_sampling_probs", False))
-        probs = None
-        if n_probs > 0 and generated.tokens:
-            rows = self.backend.position_probs(prompt, generated.tokens, chain if post else SamplingParams(1.0))
-            probs = probability_entries(generated.tokens, rows, n_probs, post)
-        return {"prompt": prompt, "generated": generated, "probs": probs, "seed": seed, "sampling": chain,
-                "timings": self._timings(generated, len(prompt), elapsed_ms)}
+    def sampling_of(self, body: dict) -> Any:
+        return chain_from_request(body)
 
 
 def build_app(backend: SyntheticBackend, model_name: str) -> Any:
