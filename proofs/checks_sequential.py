@@ -5,7 +5,9 @@ C15: Fan's inequality on the grid the bounds use (`fan_inequality`); the drift f
 law whose mean is within the slack, for any prediction (`drift_factor_supermartingale`); the near-zero bettors'
 factor likewise (`near_zero_factor_mean`). C16: the coupling inequality on exact laws of seeded engines
 (`coupling_inequality_exact`); the per-token bound e_t <= d_t + d_(t-1) on exact two-token laws
-(`prefix_tv_triangle`); the spent false-pass rates and the certifying seed counts (`coupling_spending`)."""
+(`prefix_tv_triangle`); the spent false-pass rates and the certifying seed counts (`coupling_spending`); the
+route reads no report, so teacher forcing may wait while a declared coupling holds
+(`coupling_route_reads_no_report`)."""
 
 from __future__ import annotations
 
@@ -164,5 +166,87 @@ def coupling_spending(max_mismatches: int = 6) -> CheckResult:
     return run_guarded("coupling_spending", body)
 
 
-__all__ = ["coupling_inequality_exact", "coupling_spending", "drift_factor_supermartingale", "fan_inequality",
+def _toy_files(rng: np.random.Generator, seeds: int, mismatch: float) -> tuple:
+    """A toy reference and candidate (3 tokens, V = 5, random seeds): the candidate repeats the reference's tokens
+    at a seed except with probability `mismatch`; both with every decode-time and teacher-forced report."""
+    from ..conformance.engine.samples import Completion, Header, PrefixProbs, SampleFile
+
+    vocab, length, prompts = 5, 3, {"a": (1, 2), "b": (3,)}
+    law = rng.dirichlet(np.ones(vocab), size=(vocab + 1,))  # next-token law by the last token (row vocab: none)
+
+    def row(tokens):
+        return law[tokens[-1] if tokens else vocab]
+
+    def report(tokens):
+        return tuple((int(i), float(row(tokens)[i])) for i in np.argsort(-row(tokens), kind="stable"))
+
+    def draw(seed_rng):
+        tokens: list[int] = []
+        for _ in range(length):
+            tokens.append(int(seed_rng.choice(vocab, p=row(tokens))))
+        return tuple(tokens)
+
+    def file(role, outs):
+        spec = {"type": "draft-model", "draft_sampling": "greedy", "expect_seed_coupled": True} \
+            if role == "candidate" else None
+        header = Header(role=role, engine={"name": "toy", "version": "1", "base_url": "http://127.0.0.1:1",
+                                           "flags": [], "speculation": spec},
+                        model={"name": "toy", "sha256": None},
+                        request_defaults={"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0,
+                                          "max_tokens": length, "n_probs": vocab, "post_sampling_probs": True},
+                        prompts=prompts, created="2026-12-06T00:00:00+00:00", exactspec_version="proofs",
+                        design={"seeds": {"kind": "random", "space": 2**32 - 1, "key": "c16d"}, "concurrency": 1})
+        done = [Completion(prompt_id=pid, seed=seed, tokens=tokens, finish_reason="length", probs_kind="post_sampling",
+                           top_probs=tuple(report(tokens[:t]) for t in range(length)),
+                           timings={"draft_n": 2 if role == "candidate" else 0, "draft_n_accepted": 1})
+                for pid, seed, tokens in outs]
+        return SampleFile(f"{role}.jsonl", header, done, [])
+
+    ref_outs, cand_outs = [], []
+    for pid in prompts:
+        for seed in rng.choice(2**32 - 1, size=seeds, replace=False).tolist():
+            ref_outs.append((pid, seed, draw(np.random.default_rng(seed))))
+            cand_outs.append((pid, seed, draw(rng) if rng.random() < mismatch else ref_outs[-1][2]))
+    prefixes = {(pid, tokens[:t]) for pid, _, tokens in ref_outs + cand_outs for t in range(length)}
+    forced = [PrefixProbs(pid, prefix, report(prefix), "post_sampling") for pid, prefix in sorted(prefixes)]
+    reference, candidate = file("reference", ref_outs), file("candidate", cand_outs)
+    return reference, candidate, forced
+
+
+@check("C16")
+def coupling_route_reads_no_report(cases: int = 6) -> CheckResult:
+    """C16 (d): a prompt's coupling route (bound, seeds, mismatches) is the same with every teacher-forced report
+    and with none, so forcing may wait while the coupling holds; without reports a held coupling certifies alone."""
+    from dataclasses import replace
+
+    from ..conformance.engine.level import certify_samples
+
+    def routes(result):
+        return {pid: [r for r in entry.get("routes", []) if r["route"] == "coupling"]
+                for pid, entry in result.extra["engine"]["ruled_out"]["per_prompt"].items()}
+
+    def body():
+        rng, certified = np.random.default_rng(SEED + 18), 0
+        for case in range(cases):
+            mismatch = (0.0, 0.0, 0.05, 0.3)[case % 4]
+            reference, candidate, forced = _toy_files(rng, 160, mismatch)
+            full = certify_samples(replace(reference, prefix_probs=forced), candidate, "quick")
+            bare = certify_samples(reference, candidate, "quick")
+            expect(routes(full) == routes(bare) and all(routes(bare).values()),
+                   f"case {case}: the coupling routes differ with and without reports: {routes(full)} / {routes(bare)}")
+            if not mismatch:
+                expect(bare.verdict == full.verdict == "CERTIFIED", f"case {case}: a held coupling without reports "
+                       f"gave {bare.verdict} ({bare.reasons[:2]})")
+                certified += 1
+            elif any(r["mismatches"] for rs in routes(bare).values() for r in rs):
+                expect(bare.verdict == "INCONCLUSIVE" and any("did not run" in r for r in bare.reasons),
+                       f"case {case}: a disproved coupling without reports gave {bare.verdict}")
+        return cases, (f"{cases} toy engine pairs (160 random seeds a prompt, 0-30 % mismatched): the coupling routes "
+                       f"equal with and without reports; {certified} held couplings CERTIFIED without any report")
+
+    return run_guarded("coupling_route_reads_no_report", body)
+
+
+__all__ = ["coupling_inequality_exact", "coupling_route_reads_no_report", "coupling_spending",
+           "drift_factor_supermartingale", "fan_inequality",
            "near_zero_factor_mean", "prefix_tv_triangle"]

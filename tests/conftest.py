@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from exactspec.cache import cache_root
+
 
 @pytest.fixture(scope="module")
 def one_torch_thread():
@@ -53,6 +55,45 @@ def calibrations_kept_out_of_the_users_cache(tmp_path_factory):
         yield folder
 
 
+_PREBUILD: dict = {}
+
+
+def pytest_collection_finish(session):
+    """Start the engines' builds in the background at nice 19 when the session selected their tests
+    (`tests/engine_prebuild.py`, log in the cache folder); they use the core the first tests leave idle.
+    Off with EXACTSPEC_NO_PREBUILD=1."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    files = sorted({item.path.name for item in session.items
+                    if item.path.name.startswith("test_engine_") and item.get_closest_marker("slow")})
+    if not files or os.environ.get("EXACTSPEC_NO_PREBUILD") or session.config.option.collectonly:
+        return
+    log = cache_root() / "engine_prebuild.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        _PREBUILD["process"] = subprocess.Popen([sys.executable, "-m", "tests.engine_prebuild", *files],
+                                                cwd=Path(__file__).parent.parent, stdout=out,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+    _PREBUILD["log"] = log
+
+
+def _stop_prebuild() -> None:
+    """Stop the background builds by their process group's PID (a build cut short is made again next time)."""
+    import signal
+    import subprocess
+
+    process = _PREBUILD.pop("process", None)
+    if process is not None and process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 _DESIGN_FOLDERS = ("reference", "stat_tests", "conformance", "proofs", "gpu_impl")
 
 
@@ -60,6 +101,7 @@ def pytest_sessionfinish(session, exitstatus):
     """One import root: a bare `reference`, `conformance`, ... module imported during the run fails it."""
     import sys
 
+    _stop_prebuild()
     bare = sorted(name for name in sys.modules if name.split(".")[0] in _DESIGN_FOLDERS)
     if bare:
         print(f"\nbare modules imported during the run (import them as exactspec.*): {', '.join(bare[:20])}")

@@ -215,8 +215,9 @@ def test_token_by_token_forcing_primes_the_prefixes_the_server_does_not_hold():
 def test_token_by_token_forcing_sends_the_shorter_prefixes_first(tmp_path):
     reference, candidate = FakeOpenAI(text=True), FakeOpenAI(speculative=True, text=True)
     with serve(reference) as ref_url, serve(candidate) as cand_url:
-        result = run_campaign(PROMPTS, tmp_path / "run", _settings(tmp_path, text_prompts=True, token_by_token=True),
-                              [ref_url], [cand_url], Campaign("quick", 120.0))
+        settings = _settings(tmp_path, text_prompts=True, token_by_token=True,  # undeclared coupling: forcing at once
+                             speculation={"type": "ngram", "draft_sampling": "greedy", "expect_seed_coupled": False})
+        result = run_campaign(PROMPTS, tmp_path / "run", settings, [ref_url], [cand_url], Campaign("quick", 120.0))
     assert result.verdict == "CERTIFIED", result.reasons
     primed = [b for b in reference.bodies if b["logprobs"] is None]
     assert primed and all(b["max_tokens"] == 1 for b in primed)

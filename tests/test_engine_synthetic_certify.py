@@ -48,3 +48,26 @@ def test_a_bug_that_shows_only_under_load_is_not_exact_and_named_on_the_loaded_s
     failing = [r for r in result.counted if not r.passed]
     assert any(r.result.details.get("strongest_load") == "loaded" for r in failing)
     assert "loaded" in result.extra["engine"]["load"]["text"]
+
+
+def test_a_seed_coupled_engine_is_certified_by_coupling_without_teacher_forcing(tmp_path):
+    """Declared and held seed coupling: no round teacher-forces (the coupling route needs no report), the law
+    checks do not run, and the certificate says that the coupling route decided."""
+    result = run_mode("sampler-match", "lm-like", max_per_prompt=1024, out=tmp_path)
+    assert result.verdict == "CERTIFIED", result.reasons
+    assert not any(r["forced"] for r in result.extra["campaign"]["history"])
+    assert "prefix_probs" not in (tmp_path / "reference.jsonl").read_text()
+    assert all(entry["best_any_shape"]["route"] == "coupling"
+               for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values())
+    assert any("the law checks did not run" in note for note in result.notes)
+
+
+def test_a_declared_coupling_that_does_not_hold_resumes_teacher_forcing_and_is_never_not_exact(tmp_path):
+    """Exact but not seed-coupled, declared coupled: round 1 does not force, a seed mismatches, the next round
+    teacher-forces every prefix sampled so far, and the law checks decide (never NOT_EXACT for an exact engine)."""
+    result = run_mode("exact-uncoupled", "lm-like", max_per_prompt=128, out=tmp_path, declared_coupled=True)
+    history = result.extra["campaign"]["history"]
+    assert not history[0]["forced"] and all(r["forced"] for r in history[1:]) and len(history) >= 2
+    assert result.verdict in ("QUALIFIED", "INCONCLUSIVE") and not [r for r in result.counted if not r.passed]
+    assert any("declared seed coupling is disproved" in note for note in result.notes)
+    assert not any("the law checks did not run" in reason for reason in result.reasons)

@@ -48,9 +48,16 @@ def sample_pair(impl: Any) -> SamplePair:
     raise AdapterLoadError("the engine level certifies a pair of sample files: (REFERENCE.jsonl, CANDIDATE.jsonl)")
 
 
-def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord]) -> list[str]:
+def _coupling_holds(ruled: dict, pid: str) -> bool:
+    """The prompt has a coupling route with no mismatched seed (it needs no report: `routes`)."""
+    routes = ruled["per_prompt"].get(pid, {}).get("routes", [])
+    return any(r["route"] == "coupling" and not r["mismatches"] for r in routes)
+
+
+def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord], ruled: dict) -> list[str]:
     """Why the files cannot support a certificate even when no check fails: a prompt dropped by one side, law checks
-    that could not run on a sampled prompt, a check that ran on nothing."""
+    that could not run on a sampled prompt (unless its coupling route, which needs no report, holds: then only
+    more seeds can be missing), a check that ran on nothing."""
     reasons = []
     ref, cand = pair.reference.by_prompt(), pair.candidate.by_prompt()
     for pid in sorted(set(pair.reference.header.prompts) | set(pair.candidate.header.prompts)):
@@ -59,6 +66,8 @@ def input_reasons(pair: SamplePair, cases: list, records: list[CheckRecord]) -> 
             reasons.append(f"{pid}: dropped: the reference holds {n_ref} completions of it, the candidate {n_cand}")
     for case in (case for case in cases if not case.member):
         if not case.greedy and not (case.law and case.positions > 1):
+            if not case.law and not case.data.unusable_reports and _coupling_holds(ruled, case.name):
+                continue
             why = (f"its {case.data.unusable_reports} reports are raw, and the sampler chain warps" if
                    case.data.unusable_reports else "no drafted position (max_tokens 1)" if case.positions < 2 else
                    "the reference holds no report for the candidate's prefixes (teacher forcing)")
@@ -143,6 +152,14 @@ def coupling_notes(candidate: SampleFile, ruled: dict) -> list[str]:
                          f"seeds mismatched, first at seed {route['first_mismatch']['seed']}, "
                          f"{route['first_mismatch']['what']}): not a failure of exactness; the law checks decide")
     return notes
+
+
+def unforced_notes(cases: list, ruled: dict) -> list[str]:
+    """The sampled prompts without a report whose seed coupling holds: certified (or not) by coupling alone."""
+    return [f"{case.name}: no teacher-forced report: the law checks did not run; its coupling route (no seed "
+            "mismatched), which needs no report, decides" for case in cases
+            if not case.member and not case.greedy and not case.law and not case.data.unusable_reports
+            and _coupling_holds(ruled, case.name)]
 
 
 def voided_checks(records: list[CheckRecord], invalid: dict[str, dict], uncovered: Sequence[str] = ()) -> list[str]:
@@ -259,7 +276,8 @@ class EngineLevel(Level):
         result.invalid = invalid_reports(result.records, cases)
         ruled = ruled_out(result.records, cases, result.profile, result.invalid)
         result.notes += coupling_notes(impl.candidate, ruled)
-        result.input_reasons = input_reasons(impl, cases, result.records)
+        result.input_reasons = input_reasons(impl, cases, result.records, ruled)
+        result.notes += unforced_notes(cases, ruled)
         result.uncovered = [case.name for case in cases if not case.greedy and case.data.unreported_reference]
         result.underpowered, result.short_of_any_shape = power_reasons(ruled, result.profile, result.invalid)
         result.judge()

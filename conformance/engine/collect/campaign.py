@@ -6,7 +6,8 @@
 
 An in-process engine replaces the two URLs with ``--engine-adapter MODULE:CLASS [--adapter-option KEY=VALUE]``
 (`..adapter`). Each round asks both ends for the same seeds (drawn at random from the engine's seed space), the
-candidate with C requests in flight, then asks the reference for its report after every new candidate prefix, then
+candidate with C requests in flight, then asks the reference for its report after every new prefix of either end
+(with --expect-seed-coupled only once a seed mismatches: the coupling route needs no report), then
 certifies the files as `exactspec certify-samples` would and writes the certificate into DIR. Every check is
 anytime-valid, so the run stops at the first verdict: CERTIFIED, NOT_EXACT, or INCONCLUSIVE when more samples cannot
 help or the time limit is reached (the certificate then says how many completions would reach the target). Rerunning
@@ -33,7 +34,7 @@ from ..level import EngineResult, certify_samples
 from ..report import write_engine_report
 from .jobs import Budget, check_prompts, read_prompts
 from .prompt_sets import PROMPT_SETS, named_prompt_set
-from .rounds import next_counts, progress_line
+from .rounds import FINAL, forcing_can_wait, next_counts, progress_line
 from .forcing import PrefixForcer, teacher_force
 from .sampling import Settings, collect_completions, resolve_seed_key
 
@@ -84,20 +85,22 @@ FORCING_RESERVE = 0.15
 
 
 async def _collect_round(entries: list[dict], out: Path, settings: Settings, urls: dict[str, list[str]],
-                         counts: dict[str, int], budgets: tuple[Budget, Budget], positions: int) -> str | None:
-    """Completions at both ends up to `counts` (within `budgets[0]`), the new prefixes of both ends teacher-forced as
-    they arrive and a last pass catching any left over (within `budgets[1]`, which lasts to the time limit: also when
-    the completions stopped at theirs); None if complete, else why it stopped."""
+                         counts: dict[str, int], budgets: tuple[Budget, Budget], positions: int,
+                         force: bool = True) -> str | None:
+    """Completions at both ends up to `counts` (within `budgets[0]`); with `force`, the new prefixes of both ends
+    teacher-forced as they arrive and a last pass catching any left over, earlier rounds' included (within
+    `budgets[1]`, which lasts to the time limit: also when the completions stopped at theirs); None if complete,
+    else why it stopped."""
     sampling, forcing = budgets
     path = out / "reference.jsonl"
     known = ({(r.prompt_id, r.prefix_tokens) for r in samples.read_samples(path).prefix_probs}
-             if path.exists() and path.stat().st_size else set())
-    forcer = PrefixForcer(urls["reference"], out, settings, forcing, positions, known)
+             if force and path.exists() and path.stat().st_size else set())
+    forcer = PrefixForcer(urls["reference"], out, settings, forcing, positions, known) if force else None
     outcome, prompts = await collect_completions(urls, entries, out, settings, sampling, counts=counts, quiet=True,
                                                  forcer=forcer)
     stopped = (f"a request failed: {outcome.failure}" if outcome.failure else
                f"{sampling.stop_reason or 'stopped'} with {outcome.left} completions left" if outcome.left else None)
-    if not outcome.failure:
+    if force and not outcome.failure:
         candidate = samples.read_samples(out / "candidate.jsonl")
         forced = replace(settings, teacher_positions=positions)
         outcome = await teacher_force(urls["reference"], candidate, prompts, out, forced, forcing, own=True,
@@ -146,19 +149,25 @@ def run_campaign(prompts: str | Path | list[dict], out: str | Path, settings: Se
     positions = settings.chain.max_tokens  # every position asked is read (and teacher-forced)
     started, spent_before = time.monotonic(), float(state["seconds"])
     urls = {"reference": list(reference_urls), "candidate": list(candidate_urls)}
-    result = None
+    result: EngineResult | None = None
+    declared = bool((settings.speculation or {}).get("expect_seed_coupled"))
     while True:
+        defer = forcing_can_wait(result, declared)
         left = campaign.time_limit_s - spent_before - (time.monotonic() - started)
         requests = 4 * sum(state["counts"].values()) * (2 + 2 * positions)  # both ends, their prefixes, with room
         budgets = (Budget(requests, max(1.0, left * (1.0 - FORCING_RESERVE))), Budget(requests, max(1.0, left)))
         round_start = time.monotonic()
-        stopped = asyncio.run(_collect_round(entries, out, settings, urls, state["counts"], budgets, positions)) \
-            if left > 0 else "time limit reached"
+        stopped = asyncio.run(_collect_round(entries, out, settings, urls, state["counts"], budgets, positions,
+                                             force=not defer)) if left > 0 else "time limit reached"
         state["seconds"] = spent_before + time.monotonic() - started
         state["rounds"].append({"counts": dict(state["counts"]), "complete": stopped is None,
-                                "seconds": round(time.monotonic() - round_start, 1)})
+                                "forced": not defer, "seconds": round(time.monotonic() - round_start, 1)})
         _save(out, state)
         result = _certify(out, campaign, state, state["seconds"] / 60.0, stopped)
+        if defer and not stopped and result.verdict not in FINAL and not forcing_can_wait(result, declared):
+            print("exactspec engine certify: the declared seed coupling is disproved: the next round teacher-forces "
+                  "every prefix sampled so far", file=sys.stderr, flush=True)
+            continue  # the same counts: the next round only forces
         step = min(state["counts"].values()) if campaign.pooled else campaign.first_round
         plan = next_counts(result, state["counts"], step, campaign.max_per_prompt)
         rate = 2 * sum(state["counts"].values()) / max(1e-9, state["seconds"])

@@ -269,7 +269,8 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, certify: bool = Fals
     add("--speculation-type", help="draft-model, ngram, ... (recorded in the candidate's header)")
     add("--draft-sampling", choices=("greedy", "probabilistic"), default=None)
     add("--expect-seed-coupled", action="store_true", help="the engine is expected to give the same tokens for the "
-        "same seed at both ends (sampler-match drafting); a mismatch disproves only the coupling, never exactness")
+        "same seed at both ends (sampler-match drafting); `engine certify` then teacher-forces nothing until a seed "
+        "mismatches; a mismatch disproves only the coupling, never exactness")
     add("--model-name", help="default: the file name of /props model_path")
     add("--model-sha256")
 

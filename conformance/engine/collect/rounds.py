@@ -7,7 +7,7 @@ others grow towards what their routes project (`routes`: the coupling route's se
 with a margin), by at least `first` and at most 4x per round. A prompt at the target for the monotone class only
 (QUALIFIED, not a final verdict) grows towards the any-shape projection, or, when none is in reach, 4x per round:
 the run spends its budget (`--max-per-prompt`, `--time-limit-s`) looking for a deviation, and ends QUALIFIED at
-the budget if it finds none.
+the budget if it finds none. While a declared seed coupling holds, teacher forcing waits (`forcing_can_wait`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,21 @@ def projected(entry: dict, any_shape: bool = False) -> int | None:
     needs = [math.ceil(r["needed"] * (LAW_MARGIN if r["route"] != "coupling" else 1.0))
              for r in entry.get("routes", []) if r.get("needed") and (r.get("shape") == "any" or not any_shape)]
     return min(needs) if needs else None
+
+
+def forcing_can_wait(result, declared_coupled: bool) -> bool:
+    """Whether the next round may skip teacher forcing: the candidate declared seed coupling, and no look so far
+    (`result`, None before the first) disproved it: every sampled prompt has a coupling route with no mismatched
+    seed. The coupling route needs no report, and a CERTIFIED by it rules out any shape; the first mismatch (or a
+    prompt without a coupling route) ends the wait, and the next round teacher-forces every prefix sampled so far."""
+    if not declared_coupled:
+        return False
+    if result is None:
+        return True
+    per_prompt = result.extra.get("engine", {}).get("ruled_out", {}).get("per_prompt", {})
+    return all(entry.get("route") == "greedy" or any(r["route"] == "coupling" and not r["mismatches"]
+                                                     for r in entry.get("routes", []))
+               for entry in per_prompt.values())
 
 
 #: Completions per prompt after which a candidate that never drafted is taken not to speculate on these prompts.

@@ -27,10 +27,11 @@ PROMPTS = [{"prompt_id": "p59", "prompt_tokens": list(DEFAULT_PROMPT)},
 SEED_KEY = "5eed0000000000000000000000000050"
 
 
-def mode_settings(mode: str) -> Settings:
-    """The sampling settings of one mode's run (its truncation probe, its declared coupling)."""
+def mode_settings(mode: str, declared_coupled: bool | None = None) -> Settings:
+    """The sampling settings of one mode's run (its truncation probe; its coupling declared as it is, or as
+    `declared_coupled` says: a user may declare a coupling the engine does not have)."""
     chain = SamplerChain(temperature=0.7, max_tokens=16, **PROBES.get(mode, {}))
-    coupled = MODES[mode].seed_coupled
+    coupled = MODES[mode].seed_coupled if declared_coupled is None else declared_coupled
     speculation = {"type": "draft-model", "draft_sampling": "greedy" if coupled else "probabilistic",
                    "expect_seed_coupled": coupled}
     return Settings(chain=chain, seed_key=SEED_KEY, concurrency=4, teacher_n_probs=20, reference_n_probs=20,
@@ -38,13 +39,14 @@ def mode_settings(mode: str) -> Settings:
 
 
 def run_mode(mode: str, profile: str = "lm-like", *, max_per_prompt: int = 50_000, certify_profile: str = "standard",
-             out: str | Path | None = None, time_limit_s: float = 3600.0) -> EngineResult:
+             out: str | Path | None = None, time_limit_s: float = 3600.0,
+             declared_coupled: bool | None = None) -> EngineResult:
     """Serve `mode` on the `profile` model and certify it in rounds; the last look's result (`out`: keep the run's
-    files there; by default a temporary folder, removed)."""
+    files there; by default a temporary folder, removed; `declared_coupled`: as `mode_settings`)."""
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix=f"synthetic-{profile}-{mode}-"))
     try:
         with SyntheticServer("plain", profile=profile) as ref, SyntheticServer(mode, profile=profile) as cand:
-            return run_campaign(PROMPTS, folder, mode_settings(mode), [ref.base_url], [cand.base_url],
+            return run_campaign(PROMPTS, folder, mode_settings(mode, declared_coupled), [ref.base_url], [cand.base_url],
                                 Campaign(certify_profile, time_limit_s, max_per_prompt=max_per_prompt))
     finally:
         if out is None:
