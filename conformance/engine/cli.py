@@ -2,7 +2,8 @@
 
 * `certify` (`collect.campaign`): collect, teacher-force and certify in rounds until a verdict: the one command;
 * `serve` (`serve.command`): start the built-in servers (llama.cpp, vLLM) on 127.0.0.1 and print their URLs;
-* `collect` (`collect.command`): one collection step, for files certified later by `exactspec certify-samples`.
+* `collect` (`collect.command`): one collection step, for files certified later by `exactspec certify-samples`;
+* `explain` (`diagnosis.explain`): re-run the diagnosis of a certificate's files offline (torch- and httpx-free).
 
 Each subcommand's module exposes ``add_arguments(parser)`` and ``run(args)``; all three need the `[engine]` extra only.
 """
@@ -16,6 +17,7 @@ SUBCOMMANDS = {
     "certify": (".collect.campaign", "collect, teacher-force and certify in rounds until a verdict (one command)"),
     "serve": (".serve.command", "start the built-in servers (llama.cpp or vLLM) on 127.0.0.1 and print their URLs"),
     "collect": (".collect.command", "sample completions from a reference and a candidate endpoint into files"),
+    "explain": (".diagnosis.explain", "re-run a certificate's diagnosis (where, which mechanism fits) on its files"),
 }
 
 

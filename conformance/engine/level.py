@@ -22,6 +22,7 @@ from ..core.profiles import Profile, get_profile
 from ..core.records import CheckRecord
 from ..core.report import SuiteResult
 from .cases import EngineCase, SamplePair
+from .diagnosis import diagnose
 from .registry import ENGINE_CHECKS, PAIRED_CHECKS, PREMISE_READERS, REFERENCE_SELF_CHECKS, REPORT_READERS
 from .routes import QUANTITY, prompt_routes, shortfall
 from .samples import SampleFile
@@ -285,6 +286,10 @@ class EngineLevel(Level):
                                                     [case.data for case in prompt_cases]), "ruled_out": ruled,
                                    "pooled": impl.pooled},
                         "reasons": result.reasons}
+        if result.verdict == "NOT_EXACT":  # after the verdict, from it: the diagnosis never changes it
+            result.extra["diagnosis"] = diagnose([case.data for case in prompt_cases if not case.greedy],
+                                                 max((case.positions for case in prompt_cases), default=0),
+                                                 impl.reference.header.request_defaults.get("temperature"))
 
     def summary(self, result: SuiteResult) -> str:
         return f"exactspec certify-samples: {result.impl}: {result.verdict}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.report import SuiteResult, write_report
+from .diagnosis.render import diagnosis_lines
 from .level import EngineResult
 
 
@@ -138,6 +139,8 @@ def to_markdown(doc: dict) -> str:
     failed = [c for c in doc["checks"] if not c["passed"]]
     if failed:
         lines += ["", "## Failures", ""] + [f"- {c['case']}: {c['message']}" for c in failed]
+    if doc.get("diagnosis"):
+        lines += [""] + diagnosis_lines(doc["diagnosis"], (engine.get("request_defaults") or {}).get("temperature"))
     if doc.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {note}" for note in doc["notes"]]
     return "\n".join(lines) + "\n"

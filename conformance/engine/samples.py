@@ -15,6 +15,7 @@ refused; older files read as before. Torch-free and httpx-free.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -340,7 +341,8 @@ def _parse_prefix_probs(record: dict, header: Header, at: _Where) -> PrefixProbs
 
 
 def _records(path: Path) -> Iterable[tuple[int, dict]]:
-    with path.open(encoding="utf-8") as handle:
+    """The file's records by line number (a `.gz` file is read through gzip, as committed certificates store it)."""
+    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

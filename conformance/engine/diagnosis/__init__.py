@@ -1,0 +1,94 @@
+"""The diagnosis of a NOT_EXACT engine certificate: where the candidate's tokens deviate and which named mechanism
+fits them best, from the samples the certificate already holds (`diagnose`), rendered for the certificate
+(`render.diagnosis_lines`) and re-run offline on a committed certificate's files (`explain`).
+
+The mechanism fit reads the candidate's tokens at positions 2..m (the first position is sampled before any draft
+in every engine this project knows; it is localised with the rest), against the families of `families`; the
+breakdowns are `localise`'s. A diagnosis is descriptive: the verdict and every rate come from the checks alone,
+and a CERTIFIED carries none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .families import FAMILIES, Fit, family_named, fit, fit_all
+from .localise import EVIDENCE_NATS, evidence_threshold, localise, prefix_scores
+from .tokens import TokenTable, token_tables
+
+#: When the best family's gain is below this share of the excess at the recurring prefixes, none of them fits.
+EXPLAINED_SHARE = 0.25
+
+
+def _temperature_text(best: Fit, temperature: float | None) -> str:
+    if temperature:
+        effective = [temperature / v for v in (best.value, best.high, best.low)]
+        return (f"the candidate samples as at T ~ {effective[0]:.3g} (interval {effective[1]:.3g}-{effective[2]:.3g}), "
+                f"T {temperature:g} asked")
+    return f"the candidate's law behaves as p^theta, theta ~ {best.value:.3g} ({best.low:.3g}-{best.high:.3g})"
+
+
+def fit_text(best: Fit, temperature: float | None) -> str:
+    """One fitted family in words."""
+    if best.family == "temperature":
+        return _temperature_text(best, temperature)
+    if best.family == "top-k":
+        return f"the candidate keeps only the top {best.value:g} tokens (interval {best.low:g}-{best.high:g})"
+    what = family_named(best.family).meaning
+    return f"{what}: {best.parameter} ~ {best.value:.3g} (interval {best.low:.3g}-{best.high:.3g})"
+
+
+def _mechanism(fits: list[Fit], control: dict[str, Fit], recurring: tuple[float, float],
+               temperature: float | None) -> dict:
+    """The best fit, or none of them, in words (`recurring`: `_recurring`)."""
+    excess, explained = recurring
+    best = fits[0] if fits else None
+    threshold = evidence_threshold(len(FAMILIES))
+    if best is None or best.gain < threshold:
+        gain = best.gain if best else 0.0
+        return {"family": None, "text": f"none of the named families fits better than exact (best gain {gain:.3g} "
+                                        f"nats < {threshold:.3g}): the deviation is shown as it is below"}
+    if excess > 2 * threshold and explained < EXPLAINED_SHARE * excess:
+        return {"family": None, "text": f"none of the named families explains the deviation: at the recurring "
+                                        f"prefixes the best gains {explained:.3g} nats of the {excess:.3g} their "
+                                        f"empirical laws show (best overall: {best.family}, "
+                                        f"{fit_text(best, temperature)}); it is shown as it is below"}
+    ref = control.get(best.family)
+    ref_text = "" if ref is None or not ref.tokens else (
+        f"; the reference's own tokens: {best.parameter} {ref.value:.3g} ({ref.low:.3g}-{ref.high:.3g})"
+        + (", so the reports themselves are off" if not ref.low <= ref.exact <= ref.high else ""))
+    return {"family": best.family, "text": f"{best.family}: {fit_text(best, temperature)}; likelihood ratio against "
+                                           f"exact e^{best.gain:.3g} on {best.tokens} tokens{ref_text}"}
+
+
+def _recurring(table: TokenTable) -> tuple[float, float]:
+    """(excess of the empirical laws at the recurring prefixes over the reports, the best family's gain on the same
+    tokens), in nats: how much of the deviation visible there the families explain."""
+    scored = prefix_scores(table)
+    if not scored:
+        return 0.0, 0.0
+    keep = np.zeros(table.size, dtype=bool)
+    keep[[i for s in scored for i in s[2]]] = True
+    return sum(max(0.0, s[0]) for s in scored), fit_all(table.subset(keep))[0].gain
+
+
+def diagnose(parts: Sequence[Any], positions: int, temperature: float | None) -> dict:
+    """The diagnosis of the candidate in `parts` (`checks.PromptData`) at positions 1..`positions`."""
+    cand, ref = token_tables(parts, positions)
+    if not cand.size:
+        return {"tokens": 0, "mechanism": {"family": None, "text": "no candidate token has a teacher-forced report: "
+                                                                   "nothing to fit"}}
+    drafted = cand.position >= 2 if (cand.position >= 2).any() else cand.position >= 1
+    fits = fit_all(cand.subset(drafted))
+    ref_drafted = ref.subset(ref.position >= 2)
+    control = {f.family: fit(family_named(f.family), ref_drafted) for f in fits}
+    where = localise(cand, ref)
+    return {"tokens": cand.size, "tail_tokens": cand.tail_tokens, "positions": [1, positions],
+            "mechanism": _mechanism(fits, control, _recurring(cand.subset(drafted)), temperature),
+            "fits": [f.to_dict() | {"reference": control[f.family].to_dict()} for f in fits], **where}
+
+
+__all__ = ["EVIDENCE_NATS", "TokenTable", "diagnose", "fit_text", "token_tables"]

@@ -1,0 +1,69 @@
+"""`exactspec engine explain CERT_DIR`: the diagnosis (`diagnose`) re-run offline on a certificate's own sample
+files, so that a finding can be reproduced from what was committed.
+
+    exactspec engine explain CERT_DIR [--json]
+
+CERT_DIR holds reference.jsonl and candidate.jsonl (each may be gzipped: `.jsonl.gz`) and, from the run,
+certificate.json (its verdict is printed beside the diagnosis; the diagnosis never changes it). Torch-free.
+Exit status: 0 the diagnosis was printed, 2 a file is missing or invalid (one line naming it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..checks import check_comparable, coverage_positions, prompts
+from ..samples import read_samples
+from . import diagnose
+from .render import diagnosis_lines
+
+EXIT_USAGE = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cert_dir", metavar="CERT_DIR", help="a certificate's folder: reference.jsonl[.gz], "
+                        "candidate.jsonl[.gz] and certificate.json")
+    parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON instead of Markdown")
+
+
+def _sample_file(folder: Path, role: str) -> Path:
+    for name in (f"{role}.jsonl", f"{role}.jsonl.gz"):
+        if (folder / name).is_file():
+            return folder / name
+    raise ValueError(f"CERT_DIR: {folder} has no {role}.jsonl or {role}.jsonl.gz")
+
+
+def explain(folder: Path) -> tuple[dict, dict]:
+    """(the diagnosis of the files in `folder`, the certificate it had or {})."""
+    if not folder.is_dir():
+        raise ValueError(f"CERT_DIR: {folder} is not a folder")
+    reference, candidate = (read_samples(_sample_file(folder, role)) for role in ("reference", "candidate"))
+    check_comparable(reference, candidate)
+    parts = [part for part in prompts(reference, candidate) if part.ref and part.cand]
+    defaults = reference.header.request_defaults
+    positions = max((coverage_positions(defaults, part.cand) for part in parts), default=0)
+    certificate_path = folder / "certificate.json"
+    certificate = json.loads(certificate_path.read_text()) if certificate_path.is_file() else {}
+    return diagnose(parts, positions, defaults.get("temperature")), certificate
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        diagnosis, certificate = explain(Path(args.cert_dir))
+    except (ValueError, json.JSONDecodeError) as error:
+        print(f"exactspec engine explain: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(diagnosis, indent=1, default=float))
+        return 0
+    verdict = certificate.get("verdict", "no certificate.json")
+    print(f"# {certificate.get('impl', args.cert_dir)}: {verdict} (the diagnosis below does not change it)\n")
+    temperature = certificate.get("engine", {}).get("request_defaults", {}).get("temperature")
+    print("\n".join(diagnosis_lines(diagnosis, temperature)))
+    return 0
+
+
+__all__ = ["add_arguments", "explain", "run"]

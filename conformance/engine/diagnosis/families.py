@@ -1,0 +1,157 @@
+"""Named families of deviation, each a small parametric law built from the reference's reports, and their fit to
+a table of tokens (`tokens.TokenTable`): the fitted parameter, a likelihood-ratio interval for it and the gain in
+log-likelihood over "exact" (the report itself).
+
+Every law is conditional on the token being one of the report's listed categories (the tail's many tokens have no
+known law of their own), over those categories in the report's order (category 0 the most probable); a mixture
+mixes the reported masses before it is conditioned, as the engine's full laws would be:
+
+* `temperature`: q proportional to p^theta (a temperature T / theta where T was asked): the wrong temperature on one
+  side, a residual too sharp or too flat; exact at theta = 1;
+* `pull-to-argmax`: (1 - eps) p + eps [the top category]; exact at eps = 0;
+* `flattening`: (1 - eps) p + eps uniform over the listed categories; exact at eps = 0;
+* `top-k`: p restricted to its k most probable categories (a truncation applied on one side only); exact at k = N;
+* `min-p`: p restricted to the categories with p >= m p_max (min-p on one side only); exact at m = 0;
+* `stale-row`: (1 - eps) p + eps p_prev, p_prev the report of the prefix one token shorter (a bonus drawn from the
+  wrong row, a row not advanced after a rejection, a context shifted by one); exact at eps = 0.
+
+A fit is descriptive: it never changes a verdict or a rate. The interval is the profile-likelihood one (the grid
+values within chi2(1, 0.95) / 2 nats of the best), an asymptotic 95 % interval, stated as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .tokens import TokenTable
+
+#: Half the 95 % quantile of chi-square with one degree of freedom: the profile interval's drop in log-likelihood.
+INTERVAL_DROP = 1.920729
+#: The log of a probability 0 (a token a family gives no mass): a large finite penalty keeps sums comparable.
+LOG_ZERO = -50.0
+
+
+def _normalised(weights: np.ndarray, listed: np.ndarray) -> np.ndarray:
+    """Rows of `weights` over the listed categories, summing to 1 (a row of zeros stays zero)."""
+    weights = np.where(listed, weights, 0.0)
+    total = weights.sum(axis=1, keepdims=True)
+    return np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+
+
+def _tempered(table: TokenTable, theta: float) -> np.ndarray:
+    positive = table.listed & (table.probs > 0)
+    powered = np.power(np.where(positive, table.probs, 1.0), theta)
+    return _normalised(np.where(positive, powered, 0.0), table.listed)
+
+
+def _pulled(table: TokenTable, eps: float) -> np.ndarray:
+    top = np.zeros_like(table.probs)
+    top[:, 0] = 1.0
+    return _normalised((1.0 - eps) * table.probs + eps * top, table.listed)
+
+
+def _flattened(table: TokenTable, eps: float) -> np.ndarray:
+    uniform = table.listed / table.listed.sum(axis=1, keepdims=True)
+    return _normalised((1.0 - eps) * table.probs + eps * uniform, table.listed)
+
+
+def _top_k(table: TokenTable, k: float) -> np.ndarray:
+    ranks = np.arange(table.probs.shape[1])[None, :]
+    return _normalised(table.probs * (ranks < k), table.listed)
+
+
+def _min_p(table: TokenTable, m: float) -> np.ndarray:
+    return _normalised(table.probs * (table.probs >= m * table.probs[:, :1]), table.listed)
+
+
+def _stale(table: TokenTable, eps: float) -> np.ndarray:
+    usable = (table.has_previous & (table.previous.sum(axis=1) > 0))[:, None]
+    mixed = np.where(usable, (1.0 - eps) * table.probs + eps * table.previous, table.probs)
+    return _normalised(mixed, table.listed)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One named deviation: its law at a parameter value, the grid fitted over, the exact value, what it means."""
+
+    name: str
+    parameter: str
+    law: Callable[[TokenTable, float], np.ndarray]
+    grid: Callable[[TokenTable], np.ndarray]
+    exact: Callable[[TokenTable], float]
+    meaning: str
+
+
+FAMILIES = (
+    Family("temperature", "theta", _tempered, lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 221)),
+           lambda t: 1.0, "the law at another temperature (q ~ p^theta): temperature applied with the wrong value"),
+    Family("pull-to-argmax", "eps", _pulled, lambda t: np.linspace(0.0, 0.95, 96), lambda t: 0.0,
+           "a pull toward the most probable token"),
+    Family("flattening", "eps", _flattened, lambda t: np.linspace(0.0, 0.95, 96), lambda t: 0.0,
+           "a share of uniform draws over the listed tokens"),
+    Family("top-k", "k", _top_k, lambda t: np.arange(1, t.probs.shape[1] + 1, dtype=float),
+           lambda t: float(t.probs.shape[1]), "truncation to the k most probable tokens on one side only"),
+    Family("min-p", "m", _min_p, lambda t: np.linspace(0.0, 0.5, 51), lambda t: 0.0,
+           "min-p truncation (p >= m p_max) on one side only"),
+    Family("stale-row", "eps", _stale, lambda t: np.linspace(0.0, 1.0, 101), lambda t: 0.0,
+           "a share of tokens drawn from the previous position's law (a bonus or correction from the wrong row, a "
+           "context shifted by one)"),
+)
+
+
+def log_likelihood(table: TokenTable, law: np.ndarray) -> float:
+    """Sum over the table's tokens of log law[token's category] (LOG_ZERO where the law gives 0)."""
+    if not table.size:
+        return 0.0
+    chosen = law[np.arange(table.size), table.category]
+    return float(np.where(chosen > 0, np.log(np.maximum(chosen, 1e-300)), LOG_ZERO).sum())
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A family fitted to a table: the best grid value, its profile interval and the gain over exact (nats)."""
+
+    family: str
+    parameter: str
+    value: float
+    low: float
+    high: float
+    exact: float
+    gain: float  # log-likelihood at the best value minus at the exact one (>= 0)
+    tokens: int
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "parameter": self.parameter, "value": self.value, "interval": [self.low,
+                self.high], "exact": self.exact, "gain_nats": round(self.gain, 3), "tokens": self.tokens}
+
+
+def fit(family: Family, table: TokenTable) -> Fit:
+    """The family's maximum-likelihood grid value on `table`, its profile interval and its gain over exact."""
+    grid, exact = family.grid(table), family.exact(table)
+    if not table.size:
+        return Fit(family.name, family.parameter, exact, exact, exact, exact, 0.0, 0)
+    values = np.array([log_likelihood(table, family.law(table, float(v))) for v in grid])
+    best = int(np.argmax(values))
+    inside = grid[values >= values[best] - INTERVAL_DROP]
+    at_exact = log_likelihood(table, family.law(table, exact))
+    return Fit(family.name, family.parameter, float(grid[best]), float(inside.min()), float(inside.max()), exact,
+               max(0.0, float(values[best] - at_exact)), table.size)
+
+
+def fit_all(table: TokenTable) -> list[Fit]:
+    """Every family fitted to `table`, best gain first."""
+    return sorted((fit(family, table) for family in FAMILIES), key=lambda f: -f.gain)
+
+
+def family_named(name: str) -> Family:
+    """The family called `name` (ValueError listing the names otherwise)."""
+    for family in FAMILIES:
+        if family.name == name:
+            return family
+    raise ValueError(f"no deviation family {name!r}; known: {', '.join(f.name for f in FAMILIES)}")
+
+
+__all__ = ["FAMILIES", "INTERVAL_DROP", "Family", "Fit", "family_named", "fit", "fit_all", "log_likelihood"]

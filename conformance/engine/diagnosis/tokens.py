@@ -1,0 +1,112 @@
+"""The tokens a diagnosis reads: each end's sampled tokens at positions 1..m with the reference's teacher-forced
+report of their prefix, as padded arrays (one row a token), so that every family and breakdown is a few array
+operations.
+
+A row holds the report's listed masses in the report's order (the categories of `law_stream.categories`), the
+token's category (the tail is dropped: a family's law over the tail's many tokens is not known, so every fit is
+conditional on the token being listed), and where the token was: prompt, position, confidence stratum, load label,
+prefix. `previous` holds, for the same listed ids, the report of the prefix one token shorter (the law one row
+back: what a stale or shifted row would sample), zero where that report does not list the id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..law_stream import StreamToken, categories, token_stream
+
+
+@dataclass(frozen=True)
+class TokenTable:
+    """One end's listed tokens as arrays (n rows, width the longest report)."""
+
+    probs: np.ndarray  # (n, width) reported masses of the listed categories, zero-padded
+    ids: np.ndarray  # (n, width) int: the listed categories' token ids, -1 padded
+    listed: np.ndarray  # (n, width) bool: a listed category
+    previous: np.ndarray  # (n, width) the shorter prefix's reported mass of the same ids (0: not listed there)
+    has_previous: np.ndarray  # (n,) bool: the shorter prefix has a report (positions >= 2)
+    category: np.ndarray  # (n,) int: the token's category (always listed)
+    position: np.ndarray  # (n,) int, 1-based
+    stratum: np.ndarray  # (n,) int: the report's confidence stratum (top-1 < 0.5, 0.5-0.9, >= 0.9)
+    prompt: np.ndarray  # (n,) str
+    load: np.ndarray  # (n,) str: "serial", "loaded" or "" (not labelled)
+    prefix: list  # n (prompt, prefix tokens) keys
+    token: np.ndarray  # (n,) int: the token id
+    tail_tokens: int  # tokens in the tail category (not in the table)
+
+    @property
+    def size(self) -> int:
+        return int(self.category.size)
+
+    def subset(self, keep: np.ndarray) -> TokenTable:
+        """The rows where `keep` (a boolean mask) is true."""
+        index = np.flatnonzero(keep)
+        return TokenTable(self.probs[index], self.ids[index], self.listed[index], self.previous[index],
+                          self.has_previous[index], self.category[index], self.position[index],
+                          self.stratum[index], self.prompt[index], self.load[index],
+                          [self.prefix[i] for i in index], self.token[index], 0)
+
+
+def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, cache: dict) -> dict:
+    """The table's columns, as lists, of the listed tokens among `tokens`."""
+    cols: dict[str, list] = {name: [] for name in ("probs", "ids", "previous", "has_previous", "category", "position",
+                                                   "stratum", "prompt", "load", "prefix", "token")}
+    tail = 0
+    for tok, load in zip(tokens, loads):
+        listed = len(tok.cats.ids)
+        if tok.category >= listed:
+            tail += 1
+            continue
+        before = reports.get(tok.prefix[:-1]) if tok.prefix else None
+        if before is not None and tok.prefix[:-1] not in cache:
+            cache[tok.prefix[:-1]] = categories(before.top_probs)
+        shorter = cache.get(tok.prefix[:-1]) if before is not None else None
+        masses = dict(zip(shorter.ids, shorter.probs)) if shorter is not None else {}
+        cols["probs"].append(tok.cats.probs[:listed])
+        cols["ids"].append(np.array(tok.cats.ids, dtype=int))
+        cols["previous"].append(np.array([masses.get(i, 0.0) for i in tok.cats.ids]))
+        cols["has_previous"].append(shorter is not None)
+        for name, value in (("category", tok.category), ("position", tok.position), ("stratum", tok.cats.stratum),
+                            ("prompt", tok.prompt), ("load", load or ""), ("prefix", tok.key), ("token", tok.token)):
+            cols[name].append(value)
+    cols["tail"] = tail
+    return cols
+
+
+def _table(cols: dict) -> TokenTable:
+    width = max((row.size for row in cols["probs"]), default=1)
+    n = len(cols["probs"])
+    probs, previous, listed = np.zeros((n, width)), np.zeros((n, width)), np.zeros((n, width), dtype=bool)
+    ids = np.full((n, width), -1, dtype=int)
+    for i, (row, prev, row_ids) in enumerate(zip(cols["probs"], cols["previous"], cols["ids"])):
+        probs[i, :row.size], previous[i, :row.size], listed[i, :row.size], ids[i, :row.size] = row, prev, True, row_ids
+    return TokenTable(probs, ids, listed, previous, np.array(cols["has_previous"], dtype=bool),
+                      np.array(cols["category"], dtype=int), np.array(cols["position"], dtype=int),
+                      np.array(cols["stratum"], dtype=int), np.array(cols["prompt"], dtype=object),
+                      np.array(cols["load"], dtype=object), list(cols["prefix"]),
+                      np.array(cols["token"], dtype=int), int(cols["tail"]))
+
+
+def token_tables(parts: Sequence[Any], positions: int) -> tuple[TokenTable, TokenTable]:
+    """(candidate, reference): every prompt's tokens at positions 1..`positions` whose prefix has a teacher-forced
+    report (`parts`: `checks.PromptData`), the reference's own tokens read against the same reports."""
+    merged: dict[str, dict] = {}
+    for role in ("cand", "ref"):
+        columns: dict[str, list] = {}
+        for part in parts:
+            cache = part.forced_cats
+            completions = getattr(part, role)
+            stream = token_stream(part.pid, completions, part.reports, 1, positions, cache)
+            loads = [completions[tok.index].load for tok in stream]
+            cols = _rows(stream, loads, part.reports, cache)
+            for name, values in cols.items():
+                columns[name] = columns.get(name, 0 if name == "tail" else []) + values
+        merged[role] = columns or _rows([], [], {}, {})
+    return _table(merged["cand"]), _table(merged["ref"])
+
+
+__all__ = ["TokenTable", "token_tables"]

@@ -1,0 +1,143 @@
+"""The diagnosis of a NOT_EXACT engine certificate (`conformance.engine.diagnosis`), on the toy sample files of
+`test_engine_offline` (V = 6, top-4 reports, T = 1, 5 tokens): each mechanism the families name is the best fit
+of a candidate built with it, its parameter inside the fitted interval; the localisation finds a late bug's first
+position; a CERTIFIED carries no diagnosis, and the diagnosis never changes a verdict."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from exactspec.conformance.engine.checks import prompts
+from exactspec.conformance.engine.diagnosis import diagnose
+from exactspec.conformance.engine.diagnosis.families import FAMILIES, family_named, fit
+from exactspec.conformance.engine.diagnosis.tokens import token_tables
+from exactspec.conformance.engine.samples import read_samples
+
+from tests.test_engine_offline import (
+    MAX_TOKENS,
+    QUICK_LOOSE,
+    base_law,
+    certify,
+    make_files,
+    truncated,
+)
+
+
+def tempered(law, theta: float, from_position: int = 2):
+    """`law` raised to `theta` (renormalised) at positions >= `from_position`: the wrong temperature there."""
+    def warped(pid, prefix):
+        row = law(pid, prefix)
+        if len(prefix) + 1 < from_position:
+            return row
+        powered = np.where(row > 0, row, 0.0) ** theta
+        return powered / powered.sum()
+    return warped
+
+
+def stale(law, eps: float):
+    """`law` whose token comes, with probability eps, from the previous position's law (a row not advanced)."""
+    def warped(pid, prefix):
+        row = law(pid, prefix)
+        return row if not prefix else (1 - eps) * row + eps * law(pid, prefix[:-1])
+    return warped
+
+
+def _diagnosis(tmp_path, candidate_law, n=1000, **kwargs):
+    ref, cand = make_files(tmp_path, candidate_law, n=n, **kwargs)
+    parts = prompts(read_samples(ref), read_samples(cand))
+    return diagnose(parts, MAX_TOKENS, 1.0), certify(ref, cand)
+
+
+@pytest.mark.parametrize("theta", [0.7, 1.5])
+def test_a_wrong_temperature_is_named_with_its_factor_inside_the_interval(tmp_path, theta):
+    diagnosis, result = _diagnosis(tmp_path, tempered(base_law, theta))
+    best = diagnosis["fits"][0]
+    assert diagnosis["mechanism"]["family"] == "temperature", diagnosis["mechanism"]
+    assert best["interval"][0] <= theta <= best["interval"][1], best
+    assert "T ~" in diagnosis["mechanism"]["text"]
+    assert result.verdict == "NOT_EXACT" and result.extra["diagnosis"]["mechanism"]["family"] == "temperature"
+
+
+def test_a_row_not_advanced_is_named_stale_row(tmp_path):
+    diagnosis, _ = _diagnosis(tmp_path, stale(base_law, 0.4))
+    assert diagnosis["mechanism"]["family"] == "stale-row", diagnosis["fits"][:2]
+    best = diagnosis["fits"][0]
+    assert best["interval"][0] <= 0.4 <= best["interval"][1]
+
+
+def test_truncation_on_one_side_is_named_top_k(tmp_path):
+    diagnosis, _ = _diagnosis(tmp_path, truncated(base_law, 2))
+    assert diagnosis["mechanism"]["family"] == "top-k", diagnosis["fits"][:2]
+    assert diagnosis["fits"][0]["value"] == 2
+
+
+def test_a_late_bug_is_localised_to_its_first_position(tmp_path):
+    diagnosis, _ = _diagnosis(tmp_path, tempered(base_law, 0.5, from_position=4))
+    assert diagnosis["where"]["first"] == 4, [(e["position"], e["candidate"].get("best")) for e in
+                                              diagnosis["by_position"]]
+    early = [e for e in diagnosis["by_position"] if e["position"] < 4]
+    assert all(e["candidate"]["best"]["gain_nats"] < diagnosis["where"]["threshold_nats"] for e in early)
+
+
+def test_the_reference_control_fits_exact_and_an_exact_candidate_names_nothing(tmp_path):
+    diagnosis, result = _diagnosis(tmp_path, base_law)
+    assert diagnosis["mechanism"]["family"] is None and "none of the named families" in diagnosis["mechanism"]["text"]
+    for f in diagnosis["fits"]:
+        assert f["reference"]["interval"][0] <= f["reference"]["exact"] <= f["reference"]["interval"][1], f
+    assert result.verdict != "NOT_EXACT" and "diagnosis" not in result.extra  # no diagnosis noise on a pass
+
+
+def test_every_family_is_exact_at_its_exact_value(tmp_path):
+    ref, cand = make_files(tmp_path, base_law, n=50)
+    table, _ = token_tables(prompts(read_samples(ref), read_samples(cand)), MAX_TOKENS)
+    reported = np.where(table.listed, table.probs, 0.0)
+    reported /= reported.sum(axis=1, keepdims=True)
+    for family in FAMILIES:
+        law = family.law(table, family.exact(table))
+        assert np.allclose(law, reported), family.name
+        assert fit(family, table).tokens == table.size
+    with pytest.raises(ValueError, match="no deviation family 'nope'"):
+        family_named("nope")
+
+
+def test_the_certificate_shows_the_diagnosis_and_the_verdict_does_not_depend_on_it(tmp_path, monkeypatch):
+    from exactspec.conformance.engine import level
+    from exactspec.conformance.engine.report import write_engine_report
+
+    ref, cand = make_files(tmp_path, tempered(base_law, 0.6), n=600)
+    result = certify(ref, cand)
+    write_engine_report(result, tmp_path / "cert")
+    markdown = (tmp_path / "cert" / "CERTIFICATE.md").read_text()
+    assert "## Diagnosis" in markdown and "**Mechanism:** temperature" in markdown
+    assert json.loads((tmp_path / "cert" / "certificate.json").read_text())["diagnosis"]["mechanism"]["family"]
+    monkeypatch.setattr(level, "diagnose", lambda *a: (_ for _ in ()).throw(AssertionError("not called")))
+    with pytest.raises(AssertionError, match="not called"):
+        certify(ref, cand)
+    monkeypatch.setattr(level, "diagnose", lambda *a: {"mechanism": {"family": "x", "text": "x"}})
+    again = certify(ref, cand, QUICK_LOOSE)
+    assert again.verdict == result.verdict and again.reasons == result.reasons
+
+
+def test_explain_rediagnoses_a_certificate_folder_from_its_files_gzipped_or_not(tmp_path, capsys):
+    import gzip
+    import shutil
+
+    from exactspec.cli import main as exactspec
+
+    ref, cand = make_files(tmp_path, tempered(base_law, 0.6), n=600)
+    folder = tmp_path / "cert"
+    folder.mkdir()
+    with open(ref, "rb") as source, gzip.open(folder / "reference.jsonl.gz", "wb") as target:
+        shutil.copyfileobj(source, target)
+    shutil.copyfile(cand, folder / "candidate.jsonl")
+    assert exactspec(["engine", "explain", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "no certificate.json" in out and "**Mechanism:** temperature" in out and "T ~" in out
+    assert exactspec(["engine", "explain", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mechanism"]["family"] == "temperature"
+    (folder / "candidate.jsonl").unlink()
+    assert exactspec(["engine", "explain", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no candidate.jsonl" in err[0]
