@@ -12,7 +12,8 @@ share of 0.25, the mode's speculation declared (coupled for the seed-coupled mod
 at most `--max-per-prompt` completions a prompt (`CAPS`: a count, not a time; the wall time is measured, not bounded
 below the run's own 3600 s). A bug mode must end NOT_EXACT where its deviation is above the target, and never CERTIFIED
 above its measured deviation; an exact mode must never be NOT_EXACT, and CERTIFIED where its continuations repeat
-(code-like). Writes the JSON and the table docs/certificates/kill-tables/engine-synthetic/README.md.
+(code-like). A NOT_EXACT row shows the mechanism its diagnosis names. Writes the JSON and the table
+docs/certificates/kill-tables/engine-synthetic/README.md.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def certify_mode(profile: str, mode: str, cap: int) -> dict:
     return {"profile": profile, "mode": mode, "exact": MODES[mode].exact, "verdict": result.verdict,
             "minutes": round((time.monotonic() - started) / 60.0, 2), "counts": result.extra["campaign"]["counts"],
             "rounds": result.extra["campaign"]["rounds"], "bounds": bounds, "failed": failed,
-            "load": result.extra["engine"].get("load", {}).get("text"), "reasons": result.reasons[:3]}
+            "load": result.extra["engine"].get("load", {}).get("text"), "reasons": result.reasons[:3],
+            "diagnosis": (result.extra.get("diagnosis") or {}).get("mechanism")}
 
 
 def expected(row: dict) -> bool:
@@ -78,7 +80,9 @@ def write_table(rows: list[dict], path: Path) -> None:
         cells = []
         for p in profiles:
             row = by.get((p, mode))
+            named = ((row or {}).get("diagnosis") or {}).get("family")
             cells.append("—" if row is None else f"{row['verdict']} ({row['minutes']:.1f} min)"
+                         + (f", diagnosis: {named or 'none of these'}" if row["verdict"] == "NOT_EXACT" else "")
                          + ("" if expected(row) else " ✗"))
         lines.append(f"| {mode} | {'yes' if MODES[mode].exact else 'no'} | " + " | ".join(cells) + " |")
     path.parent.mkdir(parents=True, exist_ok=True)

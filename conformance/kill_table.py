@@ -5,9 +5,10 @@
 
 Each row (same columns at every level): the mutant or valid variant, the real bug it models, the verdicts
 it must get, the verdict it got, the checks that failed, whether a first-token-only test would have missed
-it, and the seconds it took. Writes ``kill-table.json`` and ``kill-table.md`` under ``--out`` (default
-``docs/certificates/kill-tables/<level>/``, or ``<level>-<profile>/`` at a profile other than quick). Exit status 0 when every mutant is rejected and every row
-gets an expected verdict, 1 otherwise, 2 on a usage error.
+it, and the seconds it took; at a level whose NOT_EXACT carries a diagnosis (engine), the mechanism it names.
+Writes ``kill-table.json`` and ``kill-table.md`` under ``--out`` (default ``docs/certificates/kill-tables/<level>/``,
+or ``<level>-<profile>/`` at a profile other than quick). Exit status 0 when every mutant is rejected and every
+row gets an expected verdict, 1 otherwise, 2 on a usage error.
 
 Every run is a full run of the level's suite (no fail-fast), so the failed checks and the first-token-only
 column are exact. Each level declares its rows (`Level.mutants`: its zoo's `core.mutants.MutantSpec`s, kind
@@ -42,6 +43,7 @@ class Outcome:
     failed_checks: list[str]  # unique check names, in the order the suite ran them
     first_failure: str | None  # "case/check: message" of the first failure
     caught_by_first_token: bool  # would a first-token-only test of this level have failed it too?
+    diagnosis: str | None = None  # the mechanism a level's diagnosis names (engine level: `engine.diagnosis`)
 
 
 def _unique(names: Sequence[str]) -> list[str]:
@@ -60,7 +62,16 @@ def outcome_of(result: Any, caught_by_first_token: Callable[[Any], bool]) -> Out
         verdict=result.verdict,
         failed_checks=_unique([r.check for r in failed]),
         first_failure=None if first is None else f"{first.case}/{first.check}: {_one_line(first.result.message)[:300]}",
-        caught_by_first_token=any(caught_by_first_token(r) for r in failed))
+        caught_by_first_token=any(caught_by_first_token(r) for r in failed),
+        diagnosis=_diagnosis_of(result))
+
+
+def _diagnosis_of(result: Any) -> str | None:
+    """The mechanism the result's diagnosis names ("none of these" when it names none), None without one."""
+    diagnosis = (getattr(result, "extra", None) or {}).get("diagnosis")
+    if not diagnosis:
+        return None
+    return diagnosis["mechanism"].get("family") or "none of these"
 
 
 def run_subject(level: Level, subject: MutantSpec, profile: str) -> Outcome:
@@ -97,7 +108,7 @@ def table_row(subject: MutantSpec, outcome: Outcome, seconds: float) -> dict:
     return {"name": subject.name, "kind": subject.kind, "models": subject.models, "expected": list(subject.expected),
             "verdict": outcome.verdict, "as_expected": as_expected(subject, outcome.verdict),
             "failed_checks": outcome.failed_checks, "first_failure": outcome.first_failure,
-            "missed_by_first_token_only": missed, "seconds": round(seconds, 2)}
+            "missed_by_first_token_only": missed, "diagnosis": outcome.diagnosis, "seconds": round(seconds, 2)}
 
 
 def summarize(level: str, profile: str, rows: list[dict]) -> dict:
@@ -155,18 +166,20 @@ def _checks_cell(names: list[str], shown: int = 6) -> str:
 def to_markdown(table: dict) -> str:
     """The table as Markdown: one line per mutant / valid variant, same columns at every level."""
     s = table["summary"]
+    diagnosed = any(r.get("diagnosis") for r in table["rows"])  # levels that diagnose a NOT_EXACT: one more column
     lines = [f"# Mutant kill table: {s['level']} level, profile `{s['profile']}`", "",
              f"Mutants rejected: **{s['mutants_rejected']}/{s['mutants']}** ({s['mutants_as_expected']} with an "
              f"expected verdict); valid variants with their expected verdict: "
              f"**{s['valid_variants_as_expected']}/{s['valid_variants']}**. "
              f"Missed by a first-token-only test: {', '.join(s['mutants_missed_by_first_token_only']) or 'none'}.", "",
-             "| mutant | models | expected | verdict | failed checks | missed by first-token-only test | seconds |",
-             "|---|---|---|---|---|---|---|"]
+             "| mutant | models | expected | verdict | failed checks | missed by first-token-only test | seconds |"
+             + (" diagnosis |" if diagnosed else ""), "|---|---|---|---|---|---|---|" + ("---|" if diagnosed else "")]
     for r in table["rows"]:
         missed = {True: "**yes**", False: "no", None: "n/a"}[r["missed_by_first_token_only"]]
         verdict = r["verdict"] if r["as_expected"] else f"**{r['verdict']} (WRONG)**"
         lines.append(f"| `{r['name']}` ({r['kind']}) | {_cell(r['models'])} | {' or '.join(r['expected'])} | "
-                     f"{verdict} | {_checks_cell(r['failed_checks'])} | {missed} | {r['seconds']} |")
+                     f"{verdict} | {_checks_cell(r['failed_checks'])} | {missed} | {r['seconds']} |"
+                     + (f" {r.get('diagnosis') or '-'} |" if diagnosed else ""))
     lines += ["", f"Produced by `exactspec kill-table --level {s['level']} --profile {s['profile']}`.", ""]
     return "\n".join(lines)
 

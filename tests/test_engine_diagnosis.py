@@ -79,6 +79,9 @@ def test_a_late_bug_is_localised_to_its_first_position(tmp_path):
                                               diagnosis["by_position"]]
     early = [e for e in diagnosis["by_position"] if e["position"] < 4]
     assert all(e["candidate"]["best"]["gain_nats"] < diagnosis["where"]["threshold_nats"] for e in early)
+    assert min(diagnosis["fitted_positions"]) == 4  # fitted where it lives, not diluted by the exact positions
+    best = diagnosis["fits"][0]
+    assert best["family"] == "temperature" and abs(best["value"] - 0.5) < 0.1, best
 
 
 def test_the_reference_control_fits_exact_and_an_exact_candidate_names_nothing(tmp_path):
@@ -141,3 +144,13 @@ def test_explain_rediagnoses_a_certificate_folder_from_its_files_gzipped_or_not(
     assert exactspec(["engine", "explain", str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has no candidate.jsonl" in err[0]
+
+
+def test_tokens_outside_the_reported_support_name_a_truncation_skipped_on_one_side(tmp_path):
+    """The reference samples top-3 (its post-sampling reports list 3 tokens and a zero tail); the candidate skips the
+    truncation: its tokens outside the support name the mechanism, the reference's own show none."""
+    ref, cand = make_files(tmp_path, base_law, n=300, top_k=3)
+    parts = prompts(read_samples(ref), read_samples(cand))
+    diagnosis = diagnose(parts, MAX_TOKENS, 1.0)
+    assert diagnosis["outside_tokens"] > 10 and diagnosis["mechanism"]["family"] == "outside-support"
+    assert "none of the reference's own" in diagnosis["mechanism"]["text"]

@@ -38,6 +38,11 @@ def test_an_exact_engine_on_open_continuations_is_never_not_exact():
 def test_a_bug_is_not_exact(mode):
     result = run_mode(mode, "lm-like", max_per_prompt=8192)
     assert result.verdict == "NOT_EXACT", result.reasons
+    diagnosis = result.extra["diagnosis"]
+    if mode == "late-temp-1.3":  # T x 1.3 from position 7: found there, named, fitted there (T ~ 0.91)
+        assert diagnosis["where"]["first"] >= 7 and min(diagnosis["fitted_positions"]) >= 7, diagnosis["where"]
+        assert diagnosis["mechanism"]["family"] == "temperature", diagnosis["mechanism"]
+        assert 0.7 / 1.3 < diagnosis["fits"][0]["value"] < 1.0, diagnosis["fits"][0]
 
 
 def test_a_bug_that_shows_only_under_load_is_not_exact_and_named_on_the_loaded_seeds():
@@ -48,6 +53,8 @@ def test_a_bug_that_shows_only_under_load_is_not_exact_and_named_on_the_loaded_s
     failing = [r for r in result.counted if not r.passed]
     assert any(r.result.details.get("strongest_load") == "loaded" for r in failing)
     assert "loaded" in result.extra["engine"]["load"]["text"]
+    load = result.extra["diagnosis"]["load"]  # the diagnosis names the load: hotter loaded than serial
+    assert load["depends"] and load["loaded"]["value"] < load["serial"]["value"], load
 
 
 def test_a_seed_coupled_engine_is_certified_by_coupling_without_teacher_forcing(tmp_path):

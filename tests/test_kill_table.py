@@ -11,7 +11,7 @@ import pytest
 from exactspec.conformance import kill_table as kt
 
 ROW_KEYS = {"name", "kind", "models", "expected", "verdict", "as_expected", "failed_checks", "first_failure",
-            "missed_by_first_token_only", "seconds"}
+            "missed_by_first_token_only", "diagnosis", "seconds"}
 HEADER = "| mutant | models | expected | verdict | failed checks | missed by first-token-only test | seconds |"
 
 
@@ -144,3 +144,16 @@ def test_sequence_level_row(tmp_path):
     (row,) = _load(tmp_path)["rows"]
     assert set(row) == ROW_KEYS and row["verdict"] != "CERTIFIED" and row["as_expected"]
     assert "structure" in row["failed_checks"] and row["missed_by_first_token_only"] is False
+
+
+def test_a_level_that_diagnoses_gets_a_diagnosis_column_and_the_others_do_not():
+    from exactspec.conformance.kill_table import to_markdown
+
+    row = {"name": "m", "kind": "mutant", "models": "a bug", "expected": ["NOT_EXACT"], "verdict": "NOT_EXACT",
+           "as_expected": True, "failed_checks": ["law_lr"], "first_failure": "x", "missed_by_first_token_only": False,
+           "diagnosis": None, "seconds": 1.0}
+    summary = {"level": "engine", "profile": "quick", "mutants": 1, "mutants_rejected": 1, "mutants_as_expected": 1,
+               "valid_variants": 0, "valid_variants_as_expected": 0, "mutants_missed_by_first_token_only": []}
+    assert "diagnosis |" not in to_markdown({"summary": summary, "rows": [row]})
+    diagnosed = to_markdown({"summary": summary, "rows": [{**row, "diagnosis": "temperature"}]})
+    assert HEADER + " diagnosis |" in diagnosed and "| 1.0 | temperature |" in diagnosed

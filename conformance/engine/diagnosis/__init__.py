@@ -2,9 +2,9 @@
 fits them best, from the samples the certificate already holds (`diagnose`), rendered for the certificate
 (`render.diagnosis_lines`) and re-run offline on a committed certificate's files (`explain`).
 
-The mechanism fit reads the candidate's tokens at positions 2..m (the first position is sampled before any draft
-in every engine this project knows; it is localised with the rest), against the families of `families`; the
-breakdowns are `localise`'s. A diagnosis is descriptive: the verdict and every rate come from the checks alone,
+The mechanism fit reads the candidate's tokens at the positions that carry evidence (`localise`: a late bug is fitted
+where it lives), else at positions 2..m (the first position is sampled before any draft in every engine this project
+knows), against the families of `families`; the breakdowns are `localise`'s. A diagnosis is descriptive: the verdict and every rate come from the checks alone,
 and a CERTIFIED carries none.
 """
 
@@ -19,6 +19,8 @@ from .families import FAMILIES, Fit, family_named, fit, fit_all
 from .localise import EVIDENCE_NATS, evidence_threshold, localise, prefix_scores
 from .tokens import TokenTable, token_tables
 
+#: Candidate tokens at probability 0 name "outside-support" from this count, at this multiple of the reference's rate.
+OUTSIDE_MIN, OUTSIDE_RATIO = 3, 4.0
 #: When the best family's gain is below this share of the excess at the recurring prefixes, none of them fits.
 EXPLAINED_SHARE = 0.25
 
@@ -42,11 +44,20 @@ def fit_text(best: Fit, temperature: float | None) -> str:
 
 
 def _mechanism(fits: list[Fit], control: dict[str, Fit], recurring: tuple[float, float],
-               temperature: float | None) -> dict:
-    """The best fit, or none of them, in words (`recurring`: `_recurring`)."""
+               outside: tuple[int, int, int, int], temperature: float | None) -> dict:
+    """The best fit, or none of them, in words (`recurring`: `_recurring`; `outside`: the candidate's tokens at
+    probability 0 and its tokens read, the reference's own likewise). Tokens where the reference reports probability
+    0, far more often than among the reference's own (a report's rounding can zero a tail), name the mechanism
+    before any fit."""
     excess, explained = recurring
     best = fits[0] if fits else None
     threshold = evidence_threshold(len(FAMILIES))
+    share = outside[0] / max(1, outside[1])
+    if outside[0] >= OUTSIDE_MIN and share >= OUTSIDE_RATIO * outside[2] / max(1, outside[3]):
+        control = "none of the reference's own" if not outside[2] else f"{outside[2]} of the reference's own"
+        return {"family": "outside-support", "text": f"outside-support: {outside[0]} of the candidate's "
+                f"{outside[1]} tokens ({share:.2%}) fall where the reference reports probability 0 ({control}): a "
+                "truncation (top-k, top-p, min-p) or a mask not applied on the candidate's side"}
     if best is None or best.gain < threshold:
         gain = best.gain if best else 0.0
         return {"family": None, "text": f"none of the named families fits better than exact (best gain {gain:.3g} "
@@ -75,19 +86,32 @@ def _recurring(table: TokenTable) -> tuple[float, float]:
     return sum(max(0.0, s[0]) for s in scored), fit_all(table.subset(keep))[0].gain
 
 
+def _fitted_positions(cand: TokenTable, carrying: list[int]) -> list[int]:
+    """Where the mechanism is fitted: the positions that carry evidence (`localise`), else every drafted position
+    (2..m: the first token is sampled before any draft), else position 1."""
+    if carrying:
+        return sorted(carrying)
+    seen = sorted(set(cand.position.tolist()))
+    return [p for p in seen if p >= 2] or seen
+
+
 def diagnose(parts: Sequence[Any], positions: int, temperature: float | None) -> dict:
     """The diagnosis of the candidate in `parts` (`checks.PromptData`) at positions 1..`positions`."""
     cand, ref = token_tables(parts, positions)
     if not cand.size:
         return {"tokens": 0, "mechanism": {"family": None, "text": "no candidate token has a teacher-forced report: "
                                                                    "nothing to fit"}}
-    drafted = cand.position >= 2 if (cand.position >= 2).any() else cand.position >= 1
-    fits = fit_all(cand.subset(drafted))
-    ref_drafted = ref.subset(ref.position >= 2)
-    control = {f.family: fit(family_named(f.family), ref_drafted) for f in fits}
     where = localise(cand, ref)
+    fitted = _fitted_positions(cand, where["where"]["carrying"])
+    rows, ref_rows = np.isin(cand.position, fitted), np.isin(ref.position, fitted)
+    fits = fit_all(cand.subset(rows))
+    control = {f.family: fit(family_named(f.family), ref.subset(ref_rows)) for f in fits}
     return {"tokens": cand.size, "tail_tokens": cand.tail_tokens, "positions": [1, positions],
-            "mechanism": _mechanism(fits, control, _recurring(cand.subset(drafted)), temperature),
+            "fitted_positions": fitted, "outside_tokens": cand.outside_tokens,
+            "mechanism": _mechanism(fits, control, _recurring(cand.subset(rows)),
+                                    (cand.outside_tokens, cand.size + cand.tail_tokens, ref.outside_tokens,
+                                     ref.size + ref.tail_tokens),
+                                    temperature),
             "fits": [f.to_dict() | {"reference": control[f.family].to_dict()} for f in fits], **where}
 
 

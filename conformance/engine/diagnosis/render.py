@@ -66,7 +66,9 @@ def diagnosis_lines(diagnosis: dict, temperature: float | None = None) -> list[s
         lines += ["", (f"**Load:** the deviation {verdict}: temperature fit theta {load['serial']['value']:.3g} serial "
                        f"({load['serial']['tokens']} tokens) against {load['loaded']['value']:.3g} loaded "
                        f"({load['loaded']['tokens']}); fitting them apart gains {load['split_gain_nats']:.3g} nats.")]
-    lines += ["", ("**Families** (fitted on positions 2..m; interval: the profile likelihood's, within "
+    fitted = diagnosis.get("fitted_positions") or []
+    lines += ["", (f"**Families** (fitted on positions {', '.join(map(str, fitted))}; interval: the profile "
+                   "likelihood's, within "
                    f"{INTERVAL_DROP:.3g} nats of the best, asymptotic 95 %):"), "",
               "| family | parameter | fitted | interval | gain over exact (nats) | reference's own tokens |",
               "|---|---|---|---|---|---|"]

@@ -37,6 +37,7 @@ class TokenTable:
     prefix: list  # n (prompt, prefix tokens) keys
     token: np.ndarray  # (n,) int: the token id
     tail_tokens: int  # tokens in the tail category (not in the table)
+    outside_tokens: int = 0  # tokens the report gives mass 0 (a zero tail, or a listed 0): outside the support
 
     @property
     def size(self) -> int:
@@ -55,9 +56,10 @@ def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, ca
     """The table's columns, as lists, of the listed tokens among `tokens`."""
     cols: dict[str, list] = {name: [] for name in ("probs", "ids", "previous", "has_previous", "category", "position",
                                                    "stratum", "prompt", "load", "prefix", "token")}
-    tail = 0
+    tail = outside = 0
     for tok, load in zip(tokens, loads):
         listed = len(tok.cats.ids)
+        outside += int(tok.cats.probs[tok.category] <= 0.0)
         if tok.category >= listed:
             tail += 1
             continue
@@ -73,7 +75,7 @@ def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, ca
         for name, value in (("category", tok.category), ("position", tok.position), ("stratum", tok.cats.stratum),
                             ("prompt", tok.prompt), ("load", load or ""), ("prefix", tok.key), ("token", tok.token)):
             cols[name].append(value)
-    cols["tail"] = tail
+    cols["tail"], cols["outside"] = tail, outside
     return cols
 
 
@@ -88,7 +90,7 @@ def _table(cols: dict) -> TokenTable:
                       np.array(cols["category"], dtype=int), np.array(cols["position"], dtype=int),
                       np.array(cols["stratum"], dtype=int), np.array(cols["prompt"], dtype=object),
                       np.array(cols["load"], dtype=object), list(cols["prefix"]),
-                      np.array(cols["token"], dtype=int), int(cols["tail"]))
+                      np.array(cols["token"], dtype=int), int(cols["tail"]), int(cols["outside"]))
 
 
 def token_tables(parts: Sequence[Any], positions: int) -> tuple[TokenTable, TokenTable]:
@@ -104,7 +106,7 @@ def token_tables(parts: Sequence[Any], positions: int) -> tuple[TokenTable, Toke
             loads = [completions[tok.index].load for tok in stream]
             cols = _rows(stream, loads, part.reports, cache)
             for name, values in cols.items():
-                columns[name] = columns.get(name, 0 if name == "tail" else []) + values
+                columns[name] = columns.get(name, 0 if name in ("tail", "outside") else []) + values
         merged[role] = columns or _rows([], [], {}, {})
     return _table(merged["cand"]), _table(merged["ref"])
 
