@@ -23,6 +23,7 @@ from . import case_checks, checks, confirm, findings
 from .cases import Case
 from .harness import Harness
 from .invariants import hypothesis_records, invariant_records
+from .mechanism import diagnose_rule
 from .registry import RULE_CHECKS, RuleSample
 from .settings import PROFILE_SETTINGS
 
@@ -124,6 +125,10 @@ class RuleLevel(Level):
         result.extra["adversarial_reach"] = reach_info
         if reach_info and not reach_info["reached"]:
             result.notes.append(reach_info["message"])
+        if result.verdict == "NOT_EXACT" and impl is not None:  # after the verdict: never changes it
+            diagnosis = diagnose_rule(impl, cases, result.records)
+            if diagnosis:
+                result.extra["diagnosis"] = diagnosis
 
     def summary(self, result: SuiteResult) -> str:
         from .report import format_summary

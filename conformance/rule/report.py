@@ -41,6 +41,9 @@ def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
                          f"(checks: {', '.join(f['checks'][:5])}{' ...' if len(f['checks']) > 5 else ''})")
         if len(found) > max_rows:
             lines.append(f"    ... {len(found) - max_rows} more in the report")
+    diagnosis = result.extra.get("diagnosis")
+    if diagnosis:
+        lines.append(f"  diagnosis: {diagnosis['mechanism']['text'][:300]}")
     for reason in result.inconclusive[:max_rows]:
         lines.append(f"  inconclusive: {reason[:300]}")
     reach_info = result.extra.get("adversarial_reach")
@@ -208,6 +211,15 @@ def _findings_markdown(result: SuiteResult) -> list[str]:
         for f in found:
             md.append(f"- **{f['kind']}** on {', '.join(f['cases'])}: {f['summary']} -- checks touched: "
                       f"{', '.join(f['checks'])}")
+        md.append("")
+    diagnosis = result.extra.get("diagnosis")
+    if diagnosis:
+        md += ["## Diagnosis (which mechanism of the mutant zoo fits)", "",
+               f"**Mechanism:** {diagnosis['mechanism']['text']}", "",
+               "| case | best fits (gain over the exact rule, nats) |", "|---|---|"]
+        md += [f"| {entry['case']} | "
+               + ", ".join(f"{r['member']} {r['gain_nats']:.3g}" for r in entry["ranking"][:3]) + " |"
+               for entry in diagnosis["cases"]]
         md.append("")
     if result.inconclusive:
         md += ["## Why the run is inconclusive (and what would settle it)", ""]
