@@ -287,9 +287,11 @@ class EngineLevel(Level):
                                    "pooled": impl.pooled},
                         "reasons": result.reasons}
         if result.verdict == "NOT_EXACT":  # after the verdict, from it: the diagnosis never changes it
+            failed = [{"case": r.case, "check": r.check, "message": r.result.message} for r in result.counted
+                      if not r.passed]
             result.extra["diagnosis"] = diagnose([case.data for case in prompt_cases if not case.greedy],
                                                  max((case.positions for case in prompt_cases), default=0),
-                                                 impl.reference.header.request_defaults.get("temperature"))
+                                                 impl.reference.header.request_defaults.get("temperature"), failed)
 
     def summary(self, result: SuiteResult) -> str:
         return f"exactspec certify-samples: {result.impl}: {result.verdict}"

@@ -4,8 +4,9 @@ fits them best, from the samples the certificate already holds (`diagnose`), ren
 
 The mechanism fit reads the candidate's tokens at the positions that carry evidence (`localise`: a late bug is fitted
 where it lives), else at positions 2..m (the first position is sampled before any draft in every engine this project
-knows), against the families of `families`; the breakdowns are `localise`'s. A diagnosis is descriptive: the verdict and every rate come from the checks alone,
-and a CERTIFIED carries none.
+knows), against the families of `families`; the breakdowns are `localise`'s. A failed hard check that names its
+mechanism by itself (`HARD_MECHANISMS`) is named first. A diagnosis is descriptive: the verdict and every rate come
+from the checks alone, and a CERTIFIED carries none.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from .families import FAMILIES, Fit, family_named, fit, fit_all
 from .localise import EVIDENCE_NATS, evidence_threshold, localise, prefix_scores
 from .tokens import TokenTable, token_tables
 
-#: Candidate tokens at probability 0 name "outside-support" from this count, at this multiple of the reference's rate.
+#: Candidate tokens at probability 0 name "outside-support" at this multiple of the reference's rate (from one token
+#: when the reference's own show none, as the `reported_support` check fails on one; else from this count).
 OUTSIDE_MIN, OUTSIDE_RATIO = 3, 4.0
 #: When the best family's gain is below this share of the excess at the recurring prefixes, none of them fits.
 EXPLAINED_SHARE = 0.25
@@ -44,7 +46,7 @@ def fit_text(best: Fit, temperature: float | None) -> str:
 
 
 def _mechanism(fits: list[Fit], control: dict[str, Fit], recurring: tuple[float, float],
-               outside: tuple[int, int, int, int], temperature: float | None) -> dict:
+               outside: tuple[int, int, int, int], examples: Sequence[dict], temperature: float | None) -> dict:
     """The best fit, or none of them, in words (`recurring`: `_recurring`; `outside`: the candidate's tokens at
     probability 0 and its tokens read, the reference's own likewise). Tokens where the reference reports probability
     0, far more often than among the reference's own (a report's rounding can zero a tail), name the mechanism
@@ -53,11 +55,15 @@ def _mechanism(fits: list[Fit], control: dict[str, Fit], recurring: tuple[float,
     best = fits[0] if fits else None
     threshold = evidence_threshold(len(FAMILIES))
     share = outside[0] / max(1, outside[1])
-    if outside[0] >= OUTSIDE_MIN and share >= OUTSIDE_RATIO * outside[2] / max(1, outside[3]):
+    if outside[0] and share >= OUTSIDE_RATIO * outside[2] / max(1, outside[3]) \
+            and (outside[0] >= OUTSIDE_MIN or not outside[2]):
         control = "none of the reference's own" if not outside[2] else f"{outside[2]} of the reference's own"
+        where = "; ".join(f"position {e['position']} of {e['prompt']}: token {e['token']} outside the reference's "
+                          f"{e['listed']} listed (the smallest at {e['smallest_listed']:.3g})" for e in examples[:3])
         return {"family": "outside-support", "text": f"outside-support: {outside[0]} of the candidate's "
                 f"{outside[1]} tokens ({share:.2%}) fall where the reference reports probability 0 ({control}): a "
-                "truncation (top-k, top-p, min-p) or a mask not applied on the candidate's side"}
+                f"truncation (top-k, top-p, min-p), a mask or a rank boundary applied otherwise on the candidate's "
+                f"side ({where})"}
     if best is None or best.gain < threshold:
         gain = best.gain if best else 0.0
         return {"family": None, "text": f"none of the named families fits better than exact (best gain {gain:.3g} "
@@ -95,12 +101,33 @@ def _fitted_positions(cand: TokenTable, carrying: list[int]) -> list[int]:
     return [p for p in seen if p >= 2] or seen
 
 
-def diagnose(parts: Sequence[Any], positions: int, temperature: float | None) -> dict:
-    """The diagnosis of the candidate in `parts` (`checks.PromptData`) at positions 1..`positions`."""
+#: Hard checks whose failure names the mechanism by itself: check -> (family, what it means).
+HARD_MECHANISMS = {
+    "reported_support": ("outside-support", "a token the reference gives probability 0 under the sampler chain: a "
+                                            "truncation (top-k, top-p, min-p), a mask or a rank boundary applied "
+                                            "otherwise on the candidate's side"),
+    "tokens_past_end": ("tokens-past-end", "tokens after one the reference stops on: EOS or a stop string checked "
+                                           "only at a round's end"),
+}
+
+
+def _hard_mechanism(failed_checks: Sequence[dict]) -> dict | None:
+    """The mechanism a failed hard check names (`HARD_MECHANISMS`), with its message, or None."""
+    for check in failed_checks:
+        if check.get("check") in HARD_MECHANISMS:
+            family, meaning = HARD_MECHANISMS[check["check"]]
+            return {"family": family, "text": f"{family}: {meaning} ({check.get('case')}: {check.get('message')})"}
+    return None
+
+
+def diagnose(parts: Sequence[Any], positions: int, temperature: float | None,
+             failed_checks: Sequence[dict] = ()) -> dict:
+    """The diagnosis of the candidate in `parts` (`checks.PromptData`) at positions 1..`positions`
+    (`failed_checks`: the run's failed records as {"case", "check", "message"}: a hard check names its mechanism)."""
     cand, ref = token_tables(parts, positions)
     if not cand.size:
-        return {"tokens": 0, "mechanism": {"family": None, "text": "no candidate token has a teacher-forced report: "
-                                                                   "nothing to fit"}}
+        return {"tokens": 0, "mechanism": _hard_mechanism(failed_checks) or {
+            "family": None, "text": "no candidate token has a teacher-forced report: nothing to fit"}}
     where = localise(cand, ref)
     fitted = _fitted_positions(cand, where["where"]["carrying"])
     rows, ref_rows = np.isin(cand.position, fitted), np.isin(ref.position, fitted)
@@ -108,10 +135,12 @@ def diagnose(parts: Sequence[Any], positions: int, temperature: float | None) ->
     control = {f.family: fit(family_named(f.family), ref.subset(ref_rows)) for f in fits}
     return {"tokens": cand.size, "tail_tokens": cand.tail_tokens, "positions": [1, positions],
             "fitted_positions": fitted, "outside_tokens": cand.outside_tokens,
-            "mechanism": _mechanism(fits, control, _recurring(cand.subset(rows)),
+            "outside_examples": list(cand.outside_examples),
+            "tail_share": {"candidate": round(cand.tail_tokens / max(1, cand.size + cand.tail_tokens), 4),
+                           "reference": round(ref.tail_tokens / max(1, ref.size + ref.tail_tokens), 4)},
+            "mechanism": _hard_mechanism(failed_checks) or _mechanism(fits, control, _recurring(cand.subset(rows)),
                                     (cand.outside_tokens, cand.size + cand.tail_tokens, ref.outside_tokens,
-                                     ref.size + ref.tail_tokens),
-                                    temperature),
+                                     ref.size + ref.tail_tokens), cand.outside_examples, temperature),
             "fits": [f.to_dict() | {"reference": control[f.family].to_dict()} for f in fits], **where}
 
 

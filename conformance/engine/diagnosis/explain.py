@@ -47,7 +47,8 @@ def explain(folder: Path) -> tuple[dict, dict]:
     positions = max((coverage_positions(defaults, part.cand) for part in parts), default=0)
     certificate_path = folder / "certificate.json"
     certificate = json.loads(certificate_path.read_text()) if certificate_path.is_file() else {}
-    return diagnose(parts, positions, defaults.get("temperature")), certificate
+    failed = [check for check in certificate.get("checks", []) if not check.get("passed", True)]
+    return diagnose(parts, positions, defaults.get("temperature"), failed), certificate
 
 
 def run(args: argparse.Namespace) -> int:

@@ -52,14 +52,16 @@ def diagnosis_lines(diagnosis: dict, temperature: float | None = None) -> list[s
     lines = ["## Diagnosis", "", f"**Mechanism:** {diagnosis['mechanism']['text']}."]
     if not diagnosis.get("tokens"):
         return lines
-    where = diagnosis["where"]
+    where, tail = diagnosis["where"], diagnosis["tail_share"]
     lines += ["", (f"**Where:** the evidence starts at position {where['first'] or '—'} and is densest at position "
                   f"{where['peak'] or '—'} (positions whose best fit gains {where['threshold_nats']:.3g} nats or "
                   "more, a likelihood ratio of 20 times the fits compared: "
                   f"{', '.join(map(str, where['carrying'])) or 'none'}). {diagnosis['tokens']} candidate tokens read "
                   f"(positions {diagnosis['positions'][0]}..{diagnosis['positions'][1]}; "
-                  f"{diagnosis['tail_tokens']} in reports' tails, not fitted). The round position (first drafted, "
-                  "after an acceptance, bonus, after a rejection) is not known to a black-box reader.")]
+                  f"{diagnosis['tail_tokens']} in reports' tails, not fitted: {tail['candidate']:.1%} of the "
+                  f"candidate's tokens against {tail['reference']:.1%} of the reference's own). The round position "
+                  "(first drafted, after an acceptance, bonus, after a rejection) is not known to a black-box "
+                  "reader.")]
     load = diagnosis.get("load")
     if load:
         verdict = "depends on the load" if load["depends"] else "does not depend on the load measurably"

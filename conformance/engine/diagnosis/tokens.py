@@ -20,6 +20,10 @@ import numpy as np
 from ..law_stream import StreamToken, categories, token_stream
 
 
+#: Tokens outside the reported support kept as examples.
+OUTSIDE_EXAMPLES = 5
+
+
 @dataclass(frozen=True)
 class TokenTable:
     """One end's listed tokens as arrays (n rows, width the longest report)."""
@@ -38,6 +42,7 @@ class TokenTable:
     token: np.ndarray  # (n,) int: the token id
     tail_tokens: int  # tokens in the tail category (not in the table)
     outside_tokens: int = 0  # tokens the report gives mass 0 (a zero tail, or a listed 0): outside the support
+    outside_examples: tuple = ()  # the first few of them: where, and the report's smallest listed mass there
 
     @property
     def size(self) -> int:
@@ -57,9 +62,16 @@ def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, ca
     cols: dict[str, list] = {name: [] for name in ("probs", "ids", "previous", "has_previous", "category", "position",
                                                    "stratum", "prompt", "load", "prefix", "token")}
     tail = outside = 0
+    examples = []
     for tok, load in zip(tokens, loads):
         listed = len(tok.cats.ids)
-        outside += int(tok.cats.probs[tok.category] <= 0.0)
+        if tok.cats.probs[tok.category] <= 0.0:
+            outside += 1
+            if len(examples) < OUTSIDE_EXAMPLES:
+                examples.append({"prompt": tok.prompt, "prefix": list(tok.prefix), "position": tok.position,
+                                 "token": tok.token, "listed": listed,
+                                 "smallest_listed": float(tok.cats.probs[:listed][tok.cats.probs[:listed] > 0].min(
+                                     initial=1.0))})
         if tok.category >= listed:
             tail += 1
             continue
@@ -75,7 +87,7 @@ def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, ca
         for name, value in (("category", tok.category), ("position", tok.position), ("stratum", tok.cats.stratum),
                             ("prompt", tok.prompt), ("load", load or ""), ("prefix", tok.key), ("token", tok.token)):
             cols[name].append(value)
-    cols["tail"], cols["outside"] = tail, outside
+    cols["tail"], cols["outside"], cols["examples"] = tail, outside, examples
     return cols
 
 
@@ -90,7 +102,8 @@ def _table(cols: dict) -> TokenTable:
                       np.array(cols["category"], dtype=int), np.array(cols["position"], dtype=int),
                       np.array(cols["stratum"], dtype=int), np.array(cols["prompt"], dtype=object),
                       np.array(cols["load"], dtype=object), list(cols["prefix"]),
-                      np.array(cols["token"], dtype=int), int(cols["tail"]), int(cols["outside"]))
+                      np.array(cols["token"], dtype=int), int(cols["tail"]), int(cols["outside"]),
+                      tuple(cols["examples"][:OUTSIDE_EXAMPLES]))
 
 
 def token_tables(parts: Sequence[Any], positions: int) -> tuple[TokenTable, TokenTable]:
