@@ -115,6 +115,8 @@ def test_the_certificate_shows_the_diagnosis_and_the_verdict_does_not_depend_on_
     markdown = (tmp_path / "cert" / "CERTIFICATE.md").read_text()
     assert "## Diagnosis" in markdown and "**Mechanism:** temperature" in markdown
     assert json.loads((tmp_path / "cert" / "certificate.json").read_text())["diagnosis"]["mechanism"]["family"]
+    for picture in ("diagnosis_prefix.png", "diagnosis_positions.png"):  # the pictures, linked from the Markdown
+        assert (tmp_path / "cert" / picture).stat().st_size > 1000 and f"]({picture})" in markdown
     monkeypatch.setattr(level, "diagnose", lambda *a: (_ for _ in ()).throw(AssertionError("not called")))
     with pytest.raises(AssertionError, match="not called"):
         certify(ref, cand)

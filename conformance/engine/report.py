@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.report import SuiteResult, write_report
+from .diagnosis.plots import diagnosis_plots
 from .diagnosis.render import diagnosis_lines
 from .level import EngineResult
 
@@ -147,10 +148,21 @@ def to_markdown(doc: dict) -> str:
 
 
 def render_markdown(result: SuiteResult, doc: dict, plot_files: list[str]) -> str:
-    """The core writer's Markdown hook: the engine certificate of `doc` (the engine level draws no plots)."""
-    return to_markdown(doc)
+    """The core writer's Markdown hook: the engine certificate of `doc`, its diagnosis pictures linked at the end."""
+    pictures = "".join(f"\n![{name}]({name})\n" for name in plot_files)
+    return to_markdown(doc) + pictures
+
+
+def _plots(result: SuiteResult, out: Path) -> list[str]:
+    """The diagnosis's pictures of a NOT_EXACT (`diagnosis.plots`); no other certificate draws any."""
+    diagnosis = result.extra.get("diagnosis")
+    if not diagnosis:
+        return []
+    temperature = (result.extra.get("engine", {}).get("request_defaults") or {}).get("temperature")
+    return diagnosis_plots(diagnosis, out, temperature)
 
 
 def write_engine_report(result: EngineResult, out_dir: str | Path) -> dict:
-    """Write certificate.json and CERTIFICATE.md into `out_dir` (the core writer); return paths and document."""
-    return write_report(result, out_dir, render_markdown)
+    """Write certificate.json, CERTIFICATE.md and a NOT_EXACT's diagnosis pictures into `out_dir` (the core
+    writer); return paths and document."""
+    return write_report(result, out_dir, render_markdown, _plots)
