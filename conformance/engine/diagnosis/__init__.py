@@ -108,6 +108,12 @@ HARD_MECHANISMS = {
                                             "otherwise on the candidate's side"),
     "tokens_past_end": ("tokens-past-end", "tokens after one the reference stops on: EOS or a stop string checked "
                                            "only at a round's end"),
+    "greedy_equality": ("greedy-divergence", "at temperature 0 the candidate's output leaves the reference's: "
+                                             "verification that computes the target otherwise than plain decoding "
+                                             "(kernels that are not batch-invariant), or a draft accepted that the "
+                                             "target's argmax rejects"),
+    "greedy_spread": ("greedy-divergence", "at temperature 0 the candidate leaves the reference's modal output more "
+                                           "often than the reference does"),
 }
 
 
@@ -124,7 +130,7 @@ def diagnose(parts: Sequence[Any], positions: int, temperature: float | None,
              failed_checks: Sequence[dict] = ()) -> dict:
     """The diagnosis of the candidate in `parts` (`checks.PromptData`) at positions 1..`positions`
     (`failed_checks`: the run's failed records as {"case", "check", "message"}: a hard check names its mechanism)."""
-    cand, ref = token_tables(parts, positions)
+    cand, ref = token_tables(parts if temperature != 0 else [], positions)  # T = 0: the hard checks say it all
     if not cand.size:
         return {"tokens": 0, "mechanism": _hard_mechanism(failed_checks) or {
             "family": None, "text": "no candidate token has a teacher-forced report: nothing to fit"}}
