@@ -156,3 +156,12 @@ def test_tokens_outside_the_reported_support_name_a_truncation_skipped_on_one_si
     diagnosis = diagnose(parts, MAX_TOKENS, 1.0)
     assert diagnosis["outside_tokens"] > 10 and diagnosis["mechanism"]["family"] == "outside-support"
     assert "none of the reference's own" in diagnosis["mechanism"]["text"]
+
+
+def test_a_greedy_divergence_is_named_from_its_hard_check(tmp_path):
+    from tests.test_engine_offline import _diverge_at_seed_23
+
+    result = certify(*make_files(tmp_path, n=20, greedy=True, mutate=_diverge_at_seed_23))
+    assert result.verdict == "NOT_EXACT"
+    mechanism = result.extra["diagnosis"]["mechanism"]
+    assert mechanism["family"] == "greedy-divergence" and "greedy_equality" in mechanism["text"], mechanism
