@@ -1,5 +1,5 @@
-"""The rule level's diagnosis (`conformance.rule.mechanism`): where the draft's law is known, a NOT_EXACT names the
-mutant of the zoo whose outcomes fit the candidate's best; the exact rule names none."""
+"""The rule and tree levels' diagnosis (`conformance.rule.mechanism`, `tree.mechanism`): where the draft's law is
+known, a NOT_EXACT names the mutant of the zoo whose outcomes fit the candidate's best; the exact rule names none."""
 
 from __future__ import annotations
 
@@ -31,3 +31,14 @@ def test_a_not_exact_rule_report_carries_the_diagnosis_and_a_certified_one_does_
     assert bad.verdict == "NOT_EXACT" and bad.extra["diagnosis"]["mechanism"]["family"] == "ResidualFromP"
     good = run_level("rule", zoo.Rule(), "Rule", profile="quick", cases=[CASE])
     assert good.verdict != "NOT_EXACT" and "diagnosis" not in good.extra
+
+
+def test_a_tree_mutant_is_named_in_its_certificate(tmp_path):
+    from exactspec.conformance.tree.mutants import ZOO as TREE_ZOO
+    from exactspec.conformance.tree.report import write_tree_report
+
+    spec = next(s for s in TREE_ZOO if s.name == "wrong_parent_row")
+    result = run_level("tree", spec.make(), spec.name, profile="quick")
+    assert result.verdict == "NOT_EXACT" and result.extra["diagnosis"]["mechanism"]["family"] == "wrong_parent_row"
+    write_tree_report(result, tmp_path)
+    assert "**Mechanism:** wrong_parent_row" in (tmp_path / "CERTIFICATE.md").read_text()

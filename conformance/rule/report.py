@@ -13,6 +13,7 @@ import numpy as np
 from .. import CONTRACT_VERSION
 from .cases import Case
 from ..core import report as core_report
+from ..core.mechanism import markdown_lines
 from ..core.records import STATISTICAL_CATEGORIES, VERDICT_TEXT, CheckRecord
 from ..core.report import SuiteResult
 
@@ -214,13 +215,7 @@ def _findings_markdown(result: SuiteResult) -> list[str]:
         md.append("")
     diagnosis = result.extra.get("diagnosis")
     if diagnosis:
-        md += ["## Diagnosis (which mechanism of the mutant zoo fits)", "",
-               f"**Mechanism:** {diagnosis['mechanism']['text']}", "",
-               "| case | best fits (gain over the exact rule, nats) |", "|---|---|"]
-        md += [f"| {entry['case']} | "
-               + ", ".join(f"{r['member']} {r['gain_nats']:.3g}" for r in entry["ranking"][:3]) + " |"
-               for entry in diagnosis["cases"]]
-        md.append("")
+        md += markdown_lines(diagnosis)
     if result.inconclusive:
         md += ["## Why the run is inconclusive (and what would settle it)", ""]
         md += [f"- {reason}" for reason in result.inconclusive] + [""]

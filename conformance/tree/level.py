@@ -22,6 +22,7 @@ from . import checks
 from .adapters import DEFAULT_TREE_IMPLS
 from .cases import TreeCase, cases_for
 from .harness import TREE_SIGNATURE, TreeHarness
+from .mechanism import diagnose_tree
 from .registry import TREE_CHECKS, TreeSample
 from .settings import PROFILE_SETTINGS
 
@@ -90,6 +91,13 @@ class TreeLevel(Level):
             out.append(checks.completed_stream_check(subject.name, rounds, each, profile, seed,
                                                      "confirm_completed_stream", confirm=True))
         return out, []
+
+    def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
+        """A NOT_EXACT names the zoo member that fits its failing cases best (after the verdict: never changes it)."""
+        if result.verdict == "NOT_EXACT" and impl is not None:
+            diagnosis = diagnose_tree(impl, cases, result.records)
+            if diagnosis:
+                result.extra["diagnosis"] = diagnosis
 
     def summary(self, result: SuiteResult) -> str:
         from .report import format_summary

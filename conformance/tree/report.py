@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.mechanism import markdown_lines
 from ..core.records import VERDICT_TEXT
 from ..core.report import SuiteResult, write_report
 
@@ -11,6 +12,8 @@ from ..core.report import SuiteResult, write_report
 def format_summary(result: SuiteResult) -> str:
     failed = [f"{r.case}/{r.check}" for r in result.records if not r.passed]
     tail = f"; failed: {', '.join(failed[:8])}" if failed else ""
+    if result.extra.get("diagnosis"):
+        tail += f"; diagnosis: {result.extra['diagnosis']['mechanism']['text'][:200]}"
     return (f"exactspec certify (tree level): {result.impl}: {result.verdict} -- {len(result.records)} checks on "
             f"{len(result.cases)} cases, profile {result.profile.name}, {result.seconds:.1f} s{tail}")
 
@@ -32,6 +35,8 @@ def to_markdown(result: SuiteResult, doc: dict, plots: list[str]) -> str:
     failed = [r for r in result.records if not r.passed]
     if failed:
         lines += ["", "## Failures", ""] + [f"- `{r.case}/{r.check}`: {r.result.message}" for r in failed]
+    if result.extra.get("diagnosis"):
+        lines += [""] + markdown_lines(result.extra["diagnosis"])
     return "\n".join(lines) + "\n"
 
 
