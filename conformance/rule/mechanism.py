@@ -18,7 +18,7 @@ from .harness import Harness
 from .mutants.zoo import ZOO
 
 #: Rounds per zoo member and for the candidate, the largest vocabulary diagnosed, the failing cases diagnosed.
-ROUNDS, MAX_VOCAB, CASES_DIAGNOSED = 10_000, 64, 3
+ROUNDS, MAX_VOCAB, CASES_DIAGNOSED = 5_000, 64, 3
 #: The seed of the diagnosis's rounds (the drafts are the same for every member).
 SEED = 5150
 EXACT = "Rule"
