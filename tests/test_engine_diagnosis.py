@@ -165,3 +165,26 @@ def test_a_greedy_divergence_is_named_from_its_hard_check(tmp_path):
     assert result.verdict == "NOT_EXACT"
     mechanism = result.extra["diagnosis"]["mechanism"]
     assert mechanism["family"] == "greedy-divergence" and "greedy_equality" in mechanism["text"], mechanism
+
+
+def test_explain_needs_no_extra_and_a_subcommand_whose_extra_is_missing_says_what_to_install(monkeypatch, capsys):
+    """On the base install (no httpx) `engine certify` says which package it needs; `engine explain` still runs."""
+    import argparse
+    import importlib
+
+    from exactspec.conformance.engine import cli
+
+    real = importlib.import_module
+
+    def without_httpx(name, package=None):
+        if name in (".collect.campaign", ".serve.command", ".collect.command"):
+            raise ModuleNotFoundError("No module named 'httpx'", name="httpx")
+        return real(name, package)
+
+    monkeypatch.setattr(cli.importlib, "import_module", without_httpx)
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    assert cli.run(parser.parse_args(["certify", "--prompts", "p.jsonl", "--out", "o"])) == 2
+    assert "needs a missing package" in capsys.readouterr().err
+    assert cli.run(parser.parse_args(["explain", "/no/such/folder"])) == 2
+    assert "CERT_DIR" in capsys.readouterr().err

@@ -87,3 +87,15 @@ def test_wheel_holds_the_exactspec_package_only(tmp_path):
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[pytest11]" in text and "exactspec.conformance.plugin" in text
+
+
+def test_every_folder_with_an_init_is_a_listed_package():
+    """A non-editable install ships only the packages pyproject.toml lists: a new folder left out installs broken
+    (as `conformance/engine/diagnosis` once did: every `exactspec` command failed on its import)."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"exactspec." + ".".join(init.parent.relative_to(REPO).parts)
+             for folder in FOLDERS for init in (REPO / folder).rglob("__init__.py")
+             if "__pycache__" not in init.parts}
+    assert not found - listed, f"folders with an __init__.py missing from [tool.setuptools] packages: {found - listed}"

@@ -5,13 +5,15 @@
 * `collect` (`collect.command`): one collection step, for files certified later by `exactspec certify-samples`;
 * `explain` (`diagnosis.explain`): re-run the diagnosis of a certificate's files offline (torch- and httpx-free).
 
-Each subcommand's module exposes ``add_arguments(parser)`` and ``run(args)``; all three need the `[engine]` extra only.
+Each subcommand's module exposes ``add_arguments(parser)`` and ``run(args)``; `certify`, `serve` and `collect` need the
+`[engine]` extra, `explain` none.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 
 SUBCOMMANDS = {
     "certify": (".collect.campaign", "collect, teacher-force and certify in rounds until a verdict (one command)"),
@@ -21,12 +23,32 @@ SUBCOMMANDS = {
 }
 
 
+#: A subcommand whose extra is not installed exits with this status (a usage error: install the extra).
+EXIT_MISSING_EXTRA = 2
+
+
+def _missing_extra(name: str, error: ModuleNotFoundError) -> int:
+    print(f"exactspec engine {name}: needs a missing package ({error}); install `pip install exactspec[engine]`",
+          file=sys.stderr)
+    return EXIT_MISSING_EXTRA
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One subparser per subcommand, with its module's options."""
+    """One subparser per subcommand, with its module's options; a subcommand whose extra is missing still parses
+    and says which package it needs, so that the others (`explain` needs no extra) work on the base install."""
     sub = parser.add_subparsers(dest="engine_command", metavar="SUBCOMMAND", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(module_name, __package__)
+        except ModuleNotFoundError as error:
+            if str(error.name or "").startswith("exactspec"):
+                raise  # our own module missing: a packaging bug, not a missing extra
+            # every argument taken as it comes (no option is known without the module): the message says what to install
+            stub = sub.add_parser(name, help=help_text, description=help_text, prefix_chars="\x00", add_help=False)
+            stub.add_argument("arguments", nargs="*")
+            stub.set_defaults(_engine_run=lambda args, name=name, error=error: _missing_extra(name, error))
+            continue
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        module = importlib.import_module(module_name, __package__)
         module.add_arguments(sub_parser)
         sub_parser.set_defaults(_engine_run=module.run)
 

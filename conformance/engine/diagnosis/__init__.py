@@ -57,13 +57,13 @@ def _mechanism(fits: list[Fit], control: dict[str, Fit], recurring: tuple[float,
     share = outside[0] / max(1, outside[1])
     if outside[0] and share >= OUTSIDE_RATIO * outside[2] / max(1, outside[3]) \
             and (outside[0] >= OUTSIDE_MIN or not outside[2]):
-        control = "none of the reference's own" if not outside[2] else f"{outside[2]} of the reference's own"
+        reference_own = "none of the reference's own" if not outside[2] else f"{outside[2]} of the reference's own"
         where = "; ".join(f"position {e['position']} of {e['prompt']}: token {e['token']} outside the reference's "
                           f"{e['listed']} listed (the smallest at {e['smallest_listed']:.3g})" for e in examples[:3])
-        return {"family": "outside-support", "text": f"outside-support: {outside[0]} of the candidate's "
-                f"{outside[1]} tokens ({share:.2%}) fall where the reference reports probability 0 ({control}): a "
-                f"truncation (top-k, top-p, min-p), a mask or a rank boundary applied otherwise on the candidate's "
-                f"side ({where})"}
+        text = (f"outside-support: {outside[0]} of the candidate's {outside[1]} tokens ({share:.2%}) fall where the "
+                f"reference reports probability 0 ({reference_own}): a truncation (top-k, top-p, min-p), a mask or a "
+                f"rank boundary applied otherwise on the candidate's side ({where})")
+        return {"family": "outside-support", "text": text}
     if best is None or best.gain < threshold:
         gain = best.gain if best else 0.0
         return {"family": None, "text": f"none of the named families fits better than exact (best gain {gain:.3g} "
@@ -103,17 +103,17 @@ def _fitted_positions(cand: TokenTable, carrying: list[int]) -> list[int]:
 
 #: Hard checks whose failure names the mechanism by itself: check -> (family, what it means).
 HARD_MECHANISMS = {
-    "reported_support": ("outside-support", "a token the reference gives probability 0 under the sampler chain: a "
-                                            "truncation (top-k, top-p, min-p), a mask or a rank boundary applied "
-                                            "otherwise on the candidate's side"),
-    "tokens_past_end": ("tokens-past-end", "tokens after one the reference stops on: EOS or a stop string checked "
-                                           "only at a round's end"),
-    "greedy_equality": ("greedy-divergence", "at temperature 0 the candidate's output leaves the reference's: "
-                                             "verification that computes the target otherwise than plain decoding "
-                                             "(kernels that are not batch-invariant), or a draft accepted that the "
-                                             "target's argmax rejects"),
-    "greedy_spread": ("greedy-divergence", "at temperature 0 the candidate leaves the reference's modal output more "
-                                           "often than the reference does"),
+    "reported_support": ("outside-support", ("a token the reference gives probability 0 under the sampler chain: a "
+                                             "truncation (top-k, top-p, min-p), a mask or a rank boundary applied "
+                                             "otherwise on the candidate's side")),
+    "tokens_past_end": ("tokens-past-end", ("tokens after one the reference stops on: EOS or a stop string checked "
+                                            "only at a round's end")),
+    "greedy_equality": ("greedy-divergence", ("at temperature 0 the candidate's output leaves the reference's: "
+                                              "verification that computes the target otherwise than plain decoding "
+                                              "(kernels that are not batch-invariant), or a draft accepted that the "
+                                              "target's argmax rejects")),
+    "greedy_spread": ("greedy-divergence", ("at temperature 0 the candidate leaves the reference's modal output more "
+                                            "often than the reference does")),
 }
 
 

@@ -43,6 +43,14 @@ def _prefix_plot(plt, prefix: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def _behaves_like(fit: dict, temperature: float | None) -> tuple[float, float, float]:
+    """(value, low, high) of a temperature fit as the temperature it behaves like (theta itself without a T)."""
+    value, (low, high) = fit["value"], fit["interval"]
+    if not temperature:
+        return value, low, high
+    return temperature / value, temperature / high, temperature / low
+
+
 def _positions_plot(plt, diagnosis: dict, temperature: float | None, path: Path) -> None:
     entries = diagnosis["by_position"]
     positions = [e["position"] for e in entries]
@@ -50,13 +58,9 @@ def _positions_plot(plt, diagnosis: dict, temperature: float | None, path: Path)
     for role, style in (("candidate", "o-"), ("reference", "s--")):
         gain_ax.plot(positions, [e[role].get("best", {}).get("gain_nats", 0.0) for e in entries], style, label=role)
         fits = [e[role].get("temperature") for e in entries]
-        values = [(temperature / f["value"]) if temperature and f else (f["value"] if f else None) for f in fits]
-        ranges = [sorted(((temperature / f["interval"][1], temperature / f["interval"][0]) if temperature
-                          else tuple(f["interval"]))) if f else None for f in fits]
-        xs = [p for p, v in zip(positions, values) if v is not None]
-        ys = [v for v in values if v is not None]
-        errs = [[v - r[0] for v, r in zip(values, ranges) if v is not None],
-                [r[1] - v for v, r in zip(values, ranges) if v is not None]]
+        shown = [(p, _behaves_like(f, temperature)) for p, f in zip(positions, fits) if f]
+        xs, ys = [p for p, _ in shown], [v[0] for _, v in shown]
+        errs = [[v[0] - v[1] for _, v in shown], [v[2] - v[0] for _, v in shown]]
         temp_ax.errorbar(xs, ys, yerr=errs, fmt=style, capsize=2, label=role)
     gain_ax.axhline(diagnosis["where"]["threshold_nats"], color="grey", lw=0.8, ls=":")
     for ax in (gain_ax, temp_ax):
@@ -77,10 +81,7 @@ def _positions_plot(plt, diagnosis: dict, temperature: float | None, path: Path)
 def _load_plot(plt, load: dict, temperature: float | None, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(4, 3))
     for i, name in enumerate(("serial", "loaded")):
-        fit = load[name]
-        value, (low, high) = fit["value"], fit["interval"]
-        if temperature:
-            value, low, high = temperature / value, temperature / high, temperature / low
+        value, low, high = _behaves_like(load[name], temperature)
         ax.errorbar([i], [value], yerr=[[value - low], [high - value]], fmt="o", capsize=4)
     ax.set_xticks([0, 1], ["serial", "loaded"])
     ax.set_ylabel("temperature it behaves like" if temperature else "theta")

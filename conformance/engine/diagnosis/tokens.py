@@ -19,7 +19,6 @@ import numpy as np
 
 from ..law_stream import StreamToken, categories, token_stream
 
-
 #: Tokens outside the reported support kept as examples.
 OUTSIDE_EXAMPLES = 5
 
@@ -59,10 +58,10 @@ class TokenTable:
 
 def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, cache: dict) -> dict:
     """The table's columns, as lists, of the listed tokens among `tokens`."""
-    cols: dict[str, list] = {name: [] for name in ("probs", "ids", "previous", "has_previous", "category", "position",
+    cols: dict[str, Any] = {name: [] for name in ("probs", "ids", "previous", "has_previous", "category", "position",
                                                    "stratum", "prompt", "load", "prefix", "token")}
     tail = outside = 0
-    examples = []
+    examples: list[dict] = []
     for tok, load in zip(tokens, loads):
         listed = len(tok.cats.ids)
         if tok.cats.probs[tok.category] <= 0.0:
@@ -111,7 +110,7 @@ def token_tables(parts: Sequence[Any], positions: int) -> tuple[TokenTable, Toke
     report (`parts`: `checks.PromptData`), the reference's own tokens read against the same reports."""
     merged: dict[str, dict] = {}
     for role in ("cand", "ref"):
-        columns: dict[str, list] = {}
+        columns: dict[str, Any] = {}
         for part in parts:
             cache = part.forced_cats
             completions = getattr(part, role)
