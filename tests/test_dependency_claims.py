@@ -1,6 +1,6 @@
-"""The docs say offline certification (`exactspec certify-samples`) needs NumPy, SciPy and statsmodels only (no
-torch, no httpx). Checked here against the code: the modules that command loads, with torch, httpx and
-transformers blocked, import no other third-party package, and the three are base dependencies."""
+"""The docs say offline certification (`exactspec certify-samples`) needs NumPy, SciPy, statsmodels and matplotlib
+only (no torch, no httpx). Checked here against the code: the modules that command loads, with torch, httpx and
+transformers blocked, import no other third-party package, and the four are base dependencies."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-CLAIMED = {"numpy", "scipy", "statsmodels"}  # as docs/engine-level.md and conformance/CONTRACT.md name them
+CLAIMED = {"numpy", "scipy", "statsmodels", "matplotlib"}  # as docs/engine-level.md and conformance/CONTRACT.md say
 BLOCKED = ("torch", "httpx", "transformers")
 
 _LOAD = """
@@ -61,6 +61,6 @@ def test_the_named_packages_are_base_dependencies_and_the_docs_name_them():
     base = {re.split(r"[<>=!~ \[]", dep, maxsplit=1)[0].lower() for dep in project["dependencies"]}
     assert CLAIMED <= base
     text = " ".join((REPO / "docs" / "engine-level.md").read_text().split())
-    assert "NumPy, SciPy and statsmodels" in text
+    assert "NumPy, SciPy, statsmodels and matplotlib" in text
     contract = " ".join((REPO / "conformance" / "CONTRACT.md").read_text().split())
-    assert "numpy, scipy and statsmodels only" in contract
+    assert "numpy, scipy, statsmodels and matplotlib only" in contract
