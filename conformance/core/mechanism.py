@@ -12,7 +12,7 @@ member compared. Descriptive: a diagnosis runs after the verdict and never chang
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -66,6 +66,16 @@ def summarize(per_case: list[dict], models: Mapping[str, str]) -> dict:
     return {"mechanism": {"family": best, "text": text}, "cases": per_case}
 
 
+def guarded(make: Callable[[], dict | None]) -> dict | None:
+    """`make()`, or, when it raises, a diagnosis that says so: a diagnosis runs after the verdict, and a failure of
+    it must never cost the run its verdict (the error is stated, not hidden)."""
+    try:
+        return make()
+    except Exception as error:  # noqa: BLE001 -- any failure here is reported in the certificate, never raised
+        return {"mechanism": {"family": None, "text": f"the diagnosis could not be made ({type(error).__name__}: "
+                                                      f"{error}); the verdict above stands"}, "cases": []}
+
+
 def markdown_lines(diagnosis: dict) -> list[str]:
     """The certificate's section: the mechanism, then each diagnosed case's best fits."""
     lines = ["## Diagnosis (which mechanism of the mutant zoo fits)", "",
@@ -77,4 +87,4 @@ def markdown_lines(diagnosis: dict) -> list[str]:
     return lines + [""]
 
 
-__all__ = ["markdown_lines", "named_from", "outcome_counts", "rank_members", "summarize"]
+__all__ = ["guarded", "markdown_lines", "named_from", "outcome_counts", "rank_members", "summarize"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core.level import Level
+from ..core.mechanism import guarded
 from ..core.profiles import Profile, get_profile
 from ..core.records import CheckRecord
 from ..core.report import SuiteResult
@@ -289,9 +290,10 @@ class EngineLevel(Level):
         if result.verdict == "NOT_EXACT":  # after the verdict, from it: the diagnosis never changes it
             failed = [{"case": r.case, "check": r.check, "message": r.result.message} for r in result.counted
                       if not r.passed]
-            result.extra["diagnosis"] = diagnose([case.data for case in prompt_cases if not case.greedy],
-                                                 max((case.positions for case in prompt_cases), default=0),
-                                                 impl.reference.header.request_defaults.get("temperature"), failed)
+            result.extra["diagnosis"] = guarded(lambda: diagnose(
+                [case.data for case in prompt_cases if not case.greedy],
+                max((case.positions for case in prompt_cases), default=0),
+                impl.reference.header.request_defaults.get("temperature"), failed))
 
     def summary(self, result: SuiteResult) -> str:
         return f"exactspec certify-samples: {result.impl}: {result.verdict}"

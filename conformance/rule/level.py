@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from ..adapters import DEFAULT_IMPLS
 from ..core.contract import failed, guard
 from ..core.level import Level, named_cases
+from ..core.mechanism import guarded
 from ..core.mutants import MutantSpec
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
@@ -126,7 +127,7 @@ class RuleLevel(Level):
         if reach_info and not reach_info["reached"]:
             result.notes.append(reach_info["message"])
         if result.verdict == "NOT_EXACT" and impl is not None:  # after the verdict: never changes it
-            diagnosis = diagnose_rule(impl, cases, result.records)
+            diagnosis = guarded(lambda: diagnose_rule(impl, cases, result.records))
             if diagnosis:
                 result.extra["diagnosis"] = diagnosis
 

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from ..core.contract import determinism_check, failed, guard
 from ..core.level import Level, named_cases
+from ..core.mechanism import guarded
 from ..core.mutants import MutantSpec
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
@@ -95,7 +96,7 @@ class TreeLevel(Level):
     def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
         """A NOT_EXACT names the zoo member that fits its failing cases best (after the verdict: never changes it)."""
         if result.verdict == "NOT_EXACT" and impl is not None:
-            diagnosis = diagnose_tree(impl, cases, result.records)
+            diagnosis = guarded(lambda: diagnose_tree(impl, cases, result.records))
             if diagnosis:
                 result.extra["diagnosis"] = diagnosis
 
