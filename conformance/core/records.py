@@ -38,11 +38,12 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ...outcomes import Verdict
 from ...stat_tests import TestResult
 
 CATEGORIES = ("contract", "invariant", "exactness", "standard_rule")
 STATISTICAL_CATEGORIES = ("exactness", "standard_rule")
-VERDICTS = ("CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "QUALIFIED", "EXACT_NOT_STANDARD", "CERTIFIED")
+VERDICTS = tuple(Verdict)  # worst first (`exactspec.outcomes.Verdict`)
 
 VERDICT_TEXT = {
     "CERTIFIED": ("exact, and every check passed (rule level: achieves the standard rule's acceptance; engine level: "
