@@ -67,11 +67,14 @@ def outcome_of(result: Any, caught_by_first_token: Callable[[Any], bool]) -> Out
 
 
 def _diagnosis_of(result: Any) -> str | None:
-    """The mechanism the result's diagnosis names ("none of these" when it names none), None without one."""
+    """The mechanism the result's diagnosis names ("none of these" when it names none; "A + B" when a hard check
+    names A and the best fit at the listed tokens is B), None without one."""
     diagnosis = (getattr(result, "extra", None) or {}).get("diagnosis")
     if not diagnosis:
         return None
-    return diagnosis["mechanism"].get("family") or "none of these"
+    mechanism = diagnosis["mechanism"]
+    also = (mechanism.get("also") or {}).get("family")
+    return (mechanism.get("family") or "none of these") + (f" + {also}" if also else "")
 
 
 def run_subject(level: Level, subject: MutantSpec, profile: str) -> Outcome:

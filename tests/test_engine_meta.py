@@ -29,6 +29,9 @@ PROFILE = "quick"
 CHAIN, K, EOS, MODEL_NAME = zoo.CHAIN, zoo.K, zoo.EOS, zoo.MODEL_NAME
 SAMPLING = sampling_from_request(CHAIN.request())  # the server's reading of the chain the collector sends
 N_SIM = 3000  # direct (no HTTP) completions of each mutant to bound its per-token deviation
+#: A mutant's true parameter in the family its diagnosis fits: drafts sampled at T = 1 while q is taken at the chain's
+#: T = 0.5, both truncated to the same top 3, are q^(1/2).
+TRUE_PARAMETERS = {"mutant-draft-temperature-mismatch": ("draft-law-mismatch", 0.5)}
 backend = zoo.backend
 
 
@@ -39,9 +42,10 @@ def reference(one_torch_thread):
 
 
 def serve_and_certify(kind: str, reference, tmp_path):
-    """Serve `kind`, certify it in rounds (the one command), and certify its last look's files: the result."""
+    """Serve `kind`, certify it in rounds (the one command), and certify its last look's files (with the draft's
+    reports, which only a NOT_EXACT's diagnosis reads): the result."""
     pair = reference.pair(kind, tmp_path)
-    result = certify_samples(pair.reference, pair.candidate, PROFILE)
+    result = certify_samples(pair.reference, pair.candidate, PROFILE, draft=pair.draft)
     levels = {r.result.false_fail_rate for r in result.records if r.statistical}
     assert levels and all(x <= get_profile(PROFILE).engine.total_false_fail for x in levels)
     return result
@@ -83,7 +87,14 @@ def test_mutant_rejected_at_or_above_the_target(name, reference, tmp_path, recor
     record_property("token_deviation", deviation.as_dict())
     if deviation.lower_bound >= target:
         assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION"), (name, deviation, result.reasons)
-    elif result.verdict == "CERTIFIED":
+    if result.verdict == "NOT_EXACT":  # the diagnosis names the mutant's mechanism, its parameter inside the interval
+        diagnosis = result.extra["diagnosis"]
+        assert diagnosis["mechanism"]["family"] == zoo.DIAGNOSES[name], (name, diagnosis["mechanism"]["text"])
+        if name in TRUE_PARAMETERS:
+            family, value = TRUE_PARAMETERS[name]
+            fitted = next(f for f in diagnosis["fits"] if f["family"] == family)
+            assert fitted["interval"][0] <= value <= fitted["interval"][1], (name, fitted)
+    if result.verdict == "CERTIFIED":
         pytest.xfail(f"{name}: per-token deviation {deviation.as_dict()} below the target {target}")
     else:
         assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION", "INCONCLUSIVE"), (name, result.verdict)

@@ -11,11 +11,13 @@ from .samples import SampleFile
 @dataclass(frozen=True)
 class SamplePair:
     """What the engine level certifies: the reference's and the candidate's sample files; `pooled`: the prompts are
-    certified together (many prompts, few completions each), not one by one."""
+    certified together (many prompts, few completions each), not one by one; `draft`: the draft's reports, which only
+    the diagnosis of a NOT_EXACT reads."""
 
     reference: SampleFile
     candidate: SampleFile
     pooled: bool = False
+    draft: SampleFile | None = None  # the draft served plain, its reports of the candidate's prefixes (diagnosis only)
 
 
 @dataclass(frozen=True, eq=False)

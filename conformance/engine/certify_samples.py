@@ -52,17 +52,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "completions each): the bound is stated over the prompt set's tokens (default: per prompt)")
     parser.add_argument("--out", default="engine-certificate",
                         help="directory for certificate.json and CERTIFICATE.md (default: ./engine-certificate)")
+    parser.add_argument("--draft", metavar="DRAFT.jsonl", help="the draft's reports (`exactspec engine draft-reports`):"
+                        " a NOT_EXACT's diagnosis then fits the mechanisms that read q too (no check reads them)")
 
 
 def _certify(args: argparse.Namespace) -> int:
     from .level import certify_samples
     from .report import write_engine_report
-    from .samples import read_samples
+    from .samples import checked_draft, read_samples
 
     try:
         check_writable(args.out)
         reference, candidate = read_samples(args.reference), read_samples(args.candidate)
-        result = certify_samples(reference, candidate, args.profile, args.pooled)
+        draft = checked_draft(read_samples(args.draft), candidate) if args.draft else None
+        result = certify_samples(reference, candidate, args.profile, args.pooled, draft)
     except ValueError as error:
         print(f"exactspec certify-samples: {error}", file=sys.stderr)
         return EXIT_USAGE

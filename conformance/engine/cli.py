@@ -3,7 +3,8 @@
 * `certify` (`collect.campaign`): collect, teacher-force and certify in rounds until a verdict: the one command;
 * `serve` (`serve.command`): start the built-in servers (llama.cpp, vLLM) on 127.0.0.1 and print their URLs;
 * `collect` (`collect.command`): one collection step, for files certified later by `exactspec certify-samples`;
-* `explain` (`diagnosis.explain`): re-run the diagnosis of a certificate's files offline (torch- and httpx-free).
+* `explain` (`diagnosis.explain`): re-run the diagnosis of a certificate's files offline (torch- and httpx-free);
+* `draft-reports` (`collect.draft_reports`): the draft's reports of a certificate's prefixes, for the diagnosis.
 
 Each subcommand's module exposes ``add_arguments(parser)`` and ``run(args)``; `certify`, `serve` and `collect` need the
 `[engine]` extra, `explain` none.
@@ -20,6 +21,8 @@ SUBCOMMANDS = {
     "serve": (".serve.command", "start the built-in servers (llama.cpp or vLLM) on 127.0.0.1 and print their URLs"),
     "collect": (".collect.command", "sample completions from a reference and a candidate endpoint into files"),
     "explain": (".diagnosis.explain", "re-run a certificate's diagnosis (where, which mechanism fits) on its files"),
+    "draft-reports": (".collect.draft_reports", "ask the draft served plain for its reports of a certificate's "
+                      "prefixes (draft.jsonl: the diagnosis then fits the mechanisms that read q)"),
 }
 
 

@@ -293,7 +293,7 @@ class EngineLevel(Level):
             result.extra["diagnosis"] = guarded(lambda: diagnose(
                 [case.data for case in prompt_cases if not case.greedy],
                 max((case.positions for case in prompt_cases), default=0),
-                impl.reference.header.request_defaults.get("temperature"), failed))
+                impl.reference.header.request_defaults.get("temperature"), failed, impl.draft))
 
     def summary(self, result: SuiteResult) -> str:
         return f"exactspec certify-samples: {result.impl}: {result.verdict}"
@@ -319,13 +319,13 @@ LEVEL = EngineLevel()
 
 
 def certify_samples(reference: SampleFile, candidate: SampleFile, profile: str | Profile = "standard",
-                    pooled: bool = False) -> EngineResult:
-    """Certify the candidate against the reference (`pooled`: the prompts together); every outcome is in the
-    returned EngineResult."""
+                    pooled: bool = False, draft: SampleFile | None = None) -> EngineResult:
+    """Certify the candidate against the reference (`pooled`: the prompts together; `draft`: the draft's reports, for a
+    NOT_EXACT's diagnosis only); every outcome is in the returned EngineResult."""
     from ..core.driver import run_level
     from .checks import engine_name
 
-    result = run_level(LEVEL, SamplePair(reference, candidate, pooled), engine_name(candidate),
+    result = run_level(LEVEL, SamplePair(reference, candidate, pooled, draft), engine_name(candidate),
                        profile=get_profile(profile))
     assert isinstance(result, EngineResult)
     return result

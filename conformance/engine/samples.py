@@ -28,7 +28,7 @@ from .load import LOAD_LABELS, Background, check_load_design, parse_background
 
 SCHEMA = "exactspec.engine.samples"
 SCHEMA_VERSION = "1.2"
-ROLES = ("reference", "candidate")
+ROLES = ("reference", "candidate", "draft")  # draft: the draft model served plain, its reports (diagnosis only)
 PROBS_KINDS = ("post_sampling", "raw")
 #: The report tolerance (CONTRACT.md "Report tolerance"): each reported probability p' is within
 #: TOLERANCE_RELATIVE * p' + TOLERANCE_ABSOLUTE of the law the engine samples from: relative 1e-3 (float32 logits
@@ -383,6 +383,23 @@ def read_samples(path: str | os.PathLike) -> SampleFile:
 
 Record = Completion | PrefixProbs | Counters | Background
 RECORD_TYPES = (Completion, PrefixProbs, Counters, Background)
+
+
+def sample_file_in(folder: str | Path, role: str) -> Path:
+    """A certificate folder's file of `role`: ROLE.jsonl, or ROLE.jsonl.gz; ValueError naming the folder otherwise."""
+    for name in (f"{role}.jsonl", f"{role}.jsonl.gz"):
+        if (Path(folder) / name).is_file():
+            return Path(folder) / name
+    raise ValueError(f"CERT_DIR: {folder} has no {role}.jsonl or {role}.jsonl.gz")
+
+
+def checked_draft(draft: SampleFile, candidate: SampleFile) -> SampleFile:
+    """`draft` when it is a draft file of the candidate's prompts (ValueError naming the file otherwise)."""
+    if draft.header.role != "draft":
+        raise ValueError(f"{draft.path}: header role is {draft.header.role!r}, expected 'draft'")
+    if dict(draft.header.prompts) != dict(candidate.header.prompts):
+        raise ValueError(f"{draft.path}: its prompts are not the candidate's ({candidate.path})")
+    return draft
 
 
 def write_samples(path: str | Path, header: Header, records: Iterable[Record]) -> Path:

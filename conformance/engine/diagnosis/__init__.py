@@ -4,9 +4,12 @@ fits them best, from the samples the certificate already holds (`diagnose`), ren
 
 The mechanism fit reads the candidate's tokens at the positions that carry evidence (`localise`: a late bug is fitted
 where it lives), else at positions 2..m (the first position is sampled before any draft in every engine this project
-knows), against the families of `families`; the breakdowns are `localise`'s. A failed hard check that names its
-mechanism by itself (`HARD_MECHANISMS`) is named first. A diagnosis is descriptive: the verdict and every rate come
-from the checks alone, and a CERTIFIED carries none.
+knows), against the families of `families` (with a draft file, also those that read the draft's law:
+`draft_families`), and weighs the dependence between a completion's tokens (`dependence`: a reused random stream);
+the breakdowns are `localise`'s. A failed hard check that names its mechanism by itself (`HARD_MECHANISMS`) is named
+first; tokens outside the reference's support are traced to the neighbouring row that lists them (`neighbours`), and
+the best family fitted on the listed tokens is stated beside. A diagnosis is descriptive: the verdict and every rate
+come from the checks alone, and a CERTIFIED carries none.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from .families import FAMILIES, Fit, family_named, fit, fit_all
+from .dependence import dependence
+from .families import Fit, family_named, fit, fit_all
 from .localise import EVIDENCE_NATS, evidence_threshold, localise, prefix_scores
-from .tokens import TokenTable, token_tables
+from .neighbours import neighbours
+from .tokens import TokenTable, draft_reports, token_tables
 
 #: Candidate tokens at probability 0 name "outside-support" at this multiple of the reference's rate (from one token
 #: when the reference's own show none, as the `reported_support` check fails on one; else from this count).
@@ -45,25 +50,43 @@ def fit_text(best: Fit, temperature: float | None) -> str:
     return f"{what}: {best.parameter} ~ {best.value:.3g} (interval {best.low:.3g}-{best.high:.3g})"
 
 
-def _mechanism(fits: list[Fit], control: dict[str, Fit], recurring: tuple[float, float],
-               outside: tuple[int, int, int, int], examples: Sequence[dict], temperature: float | None) -> dict:
-    """The best fit, or none of them, in words (`recurring`: `_recurring`; `outside`: the candidate's tokens at
-    probability 0 and its tokens read, the reference's own likewise). Tokens where the reference reports probability
-    0, far more often than among the reference's own (a report's rounding can zero a tail), name the mechanism
-    before any fit."""
+def _outside_text(outside: tuple[int, int, int, int], examples: Sequence[dict]) -> str:
+    """Tokens outside the reported support, in words (`outside`: the candidate's at probability 0 and its tokens read,
+    the reference's own likewise)."""
+    share = outside[0] / max(1, outside[1])
+    reference_own = "none of the reference's own" if not outside[2] else f"{outside[2]} of the reference's own"
+    where = "; ".join(f"position {e['position']} of {e['prompt']}: token {e['token']} outside the reference's "
+                      f"{e['listed']} listed (the smallest at {e['smallest_listed']:.3g})" for e in examples[:3])
+    return (f"outside-support: {outside[0]} of the candidate's {outside[1]} tokens ({share:.2%}) fall where the "
+            f"reference reports probability 0 ({reference_own}): a truncation (top-k, top-p, min-p), a mask or a "
+            f"rank boundary applied otherwise on the candidate's side ({where})")
+
+
+def _is_outside(outside: tuple[int, int, int, int]) -> bool:
+    """Tokens where the reference reports probability 0, far more often than among the reference's own (a report's
+    rounding can zero a tail)."""
+    share = outside[0] / max(1, outside[1])
+    return bool(outside[0]) and share >= OUTSIDE_RATIO * outside[2] / max(1, outside[3]) \
+        and (outside[0] >= OUTSIDE_MIN or not outside[2])
+
+
+def _dependence_text(dep: dict) -> str:
+    worst = dep["worst"]
+    return (f"reused-uniform: the tokens of one completion are dependent as the reference's are not (randomized-PIT "
+            f"correlation under the {dep['law']}'s reports at lag {dep['lag']}: {worst['candidate']['correlation']:.3g} "
+            f"on {worst['candidate']['pairs']} pairs, the reference's own {worst['reference']['correlation']:.3g}; "
+            f"likelihood ratio e^{dep['nats']:.3g}): a random stream reused (a generator re-seeded at every round, a "
+            "uniform shared by two draws)")
+
+
+def _mechanism(fits: list[Fit], control: dict[str, Fit], recurring: tuple[float, float], dep: dict,
+               temperature: float | None) -> dict:
+    """The best of the fits and the dependence, or none of them, in words (`recurring`: `_recurring`)."""
     excess, explained = recurring
     best = fits[0] if fits else None
-    threshold = evidence_threshold(len(FAMILIES))
-    share = outside[0] / max(1, outside[1])
-    if outside[0] and share >= OUTSIDE_RATIO * outside[2] / max(1, outside[3]) \
-            and (outside[0] >= OUTSIDE_MIN or not outside[2]):
-        reference_own = "none of the reference's own" if not outside[2] else f"{outside[2]} of the reference's own"
-        where = "; ".join(f"position {e['position']} of {e['prompt']}: token {e['token']} outside the reference's "
-                          f"{e['listed']} listed (the smallest at {e['smallest_listed']:.3g})" for e in examples[:3])
-        text = (f"outside-support: {outside[0]} of the candidate's {outside[1]} tokens ({share:.2%}) fall where the "
-                f"reference reports probability 0 ({reference_own}): a truncation (top-k, top-p, min-p), a mask or a "
-                f"rank boundary applied otherwise on the candidate's side ({where})")
-        return {"family": "outside-support", "text": text}
+    threshold = evidence_threshold(len(fits) + dep["lags"])
+    if dep["nats"] >= threshold and (best is None or dep["nats"] > best.gain):
+        return {"family": "reused-uniform", "text": _dependence_text(dep)}
     if best is None or best.gain < threshold:
         gain = best.gain if best else 0.0
         return {"family": None, "text": f"none of the named families fits better than exact (best gain {gain:.3g} "
@@ -79,6 +102,19 @@ def _mechanism(fits: list[Fit], control: dict[str, Fit], recurring: tuple[float,
         + (", so the reports themselves are off" if not ref.low <= ref.exact <= ref.high else ""))
     return {"family": best.family, "text": f"{best.family}: {fit_text(best, temperature)}; likelihood ratio against "
                                            f"exact e^{best.gain:.3g} on {best.tokens} tokens{ref_text}"}
+
+
+def _with_support(mechanism: dict, neighbour: dict | None, fitted: dict) -> dict:
+    """An outside-support mechanism traced to the neighbouring row that explains it (that row's family named), with
+    the best fit on the listed tokens beside it when one carries evidence (`fitted`: `_mechanism`'s)."""
+    out = dict(mechanism)
+    if neighbour is not None:
+        out = {"family": neighbour["family"], "text": f"{neighbour['family']}: {neighbour['text']}; "
+                                                      + mechanism["text"]}
+    if fitted.get("family"):
+        out["also"] = fitted
+        out["text"] += f". At the listed tokens: {fitted['text']}"
+    return out
 
 
 def _recurring(table: TokenTable) -> tuple[float, float]:
@@ -127,10 +163,12 @@ def _hard_mechanism(failed_checks: Sequence[dict]) -> dict | None:
 
 
 def diagnose(parts: Sequence[Any], positions: int, temperature: float | None,
-             failed_checks: Sequence[dict] = ()) -> dict:
+             failed_checks: Sequence[dict] = (), draft: Any = None) -> dict:
     """The diagnosis of the candidate in `parts` (`checks.PromptData`) at positions 1..`positions`
-    (`failed_checks`: the run's failed records as {"case", "check", "message"}: a hard check names its mechanism)."""
-    cand, ref = token_tables(parts if temperature != 0 else [], positions)  # T = 0: the hard checks say it all
+    (`failed_checks`: the run's failed records as {"case", "check", "message"}: a hard check names its mechanism;
+    `draft`: the draft file, `samples.SampleFile` of role "draft", when one was given)."""
+    sampled = parts if temperature != 0 else []  # T = 0: the hard checks say it all
+    cand, ref = token_tables(sampled, positions, draft_reports(draft))  # (n, width) rows of each end's tokens
     if not cand.size:
         return {"tokens": 0, "mechanism": _hard_mechanism(failed_checks) or {
             "family": None, "text": "no candidate token has a teacher-forced report: nothing to fit"}}
@@ -139,14 +177,23 @@ def diagnose(parts: Sequence[Any], positions: int, temperature: float | None,
     rows, ref_rows = np.isin(cand.position, fitted), np.isin(ref.position, fitted)
     fits = fit_all(cand.subset(rows))
     control = {f.family: fit(family_named(f.family), ref.subset(ref_rows)) for f in fits}
+    drafts = draft_reports(draft)
+    dep = dependence(sampled, positions, {pid: kinds.get("post_sampling", {}) for pid, kinds in drafts.items()})
+    best = _mechanism(fits, control, _recurring(cand.subset(rows)), dep, temperature)
+    outside = (cand.outside_tokens, cand.size + cand.tail_tokens, ref.outside_tokens, ref.size + ref.tail_tokens)
+    hard = _hard_mechanism(failed_checks)
+    if hard is None and _is_outside(outside):
+        hard = {"family": "outside-support", "text": _outside_text(outside, cand.outside_examples)}
+    if hard is not None and hard["family"] == "outside-support":
+        mechanism = _with_support(hard, neighbours(cand.outside_keys, sampled), best)
+    else:
+        mechanism = hard or best
     return {"tokens": cand.size, "tail_tokens": cand.tail_tokens, "positions": [1, positions],
             "fitted_positions": fitted, "outside_tokens": cand.outside_tokens,
-            "outside_examples": list(cand.outside_examples),
+            "outside_examples": list(cand.outside_examples), "draft_reports": bool(cand.has_draft.any()),
             "tail_share": {"candidate": round(cand.tail_tokens / max(1, cand.size + cand.tail_tokens), 4),
                            "reference": round(ref.tail_tokens / max(1, ref.size + ref.tail_tokens), 4)},
-            "mechanism": _hard_mechanism(failed_checks) or _mechanism(fits, control, _recurring(cand.subset(rows)),
-                                    (cand.outside_tokens, cand.size + cand.tail_tokens, ref.outside_tokens,
-                                     ref.size + ref.tail_tokens), cand.outside_examples, temperature),
+            "mechanism": mechanism, "dependence": dep,
             "fits": [f.to_dict() | {"reference": control[f.family].to_dict()} for f in fits], **where}
 
 

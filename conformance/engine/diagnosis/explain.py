@@ -3,8 +3,9 @@ files, so that a finding can be reproduced from what was committed.
 
     exactspec engine explain CERT_DIR [--json]
 
-CERT_DIR holds reference.jsonl and candidate.jsonl (each may be gzipped: `.jsonl.gz`) and, from the run,
-certificate.json (its verdict is printed beside the diagnosis; the diagnosis never changes it). Torch-free.
+CERT_DIR holds reference.jsonl and candidate.jsonl (each may be gzipped: `.jsonl.gz`), from the run,
+certificate.json, and optionally draft.jsonl (the draft's reports, `exactspec engine draft-reports`: the families
+that read q are fitted too) (its verdict is printed beside the diagnosis; the diagnosis never changes it). Torch-free.
 Exit status: 0 the diagnosis was printed, 2 a file is missing or invalid (one line naming it).
 """
 
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ..checks import check_comparable, coverage_positions, prompts
-from ..samples import read_samples
+from ..samples import SampleFile, checked_draft, read_samples, sample_file_in
 from . import diagnose
 from .render import diagnosis_lines
 
@@ -29,26 +30,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON instead of Markdown")
 
 
-def _sample_file(folder: Path, role: str) -> Path:
-    for name in (f"{role}.jsonl", f"{role}.jsonl.gz"):
-        if (folder / name).is_file():
-            return folder / name
-    raise ValueError(f"CERT_DIR: {folder} has no {role}.jsonl or {role}.jsonl.gz")
-
-
 def explain(folder: Path) -> tuple[dict, dict]:
     """(the diagnosis of the files in `folder`, the certificate it had or {})."""
     if not folder.is_dir():
         raise ValueError(f"CERT_DIR: {folder} is not a folder")
-    reference, candidate = (read_samples(_sample_file(folder, role)) for role in ("reference", "candidate"))
+    reference, candidate = (read_samples(sample_file_in(folder, role)) for role in ("reference", "candidate"))
     check_comparable(reference, candidate)
+    draft = read_draft(folder, candidate)
     parts = [part for part in prompts(reference, candidate) if part.ref and part.cand]
     defaults = reference.header.request_defaults
     positions = max((coverage_positions(defaults, part.cand) for part in parts), default=0)
     certificate_path = folder / "certificate.json"
     certificate = json.loads(certificate_path.read_text()) if certificate_path.is_file() else {}
     failed = [check for check in certificate.get("checks", []) if not check.get("passed", True)]
-    return diagnose(parts, positions, defaults.get("temperature"), failed), certificate
+    return diagnose(parts, positions, defaults.get("temperature"), failed, draft), certificate
+
+
+def read_draft(folder: Path, candidate: SampleFile) -> SampleFile | None:
+    """CERT_DIR's draft file (`exactspec engine draft-reports`), or None; ValueError when it is not a draft file of
+    the candidate's prompts."""
+    try:
+        path = sample_file_in(folder, "draft")
+    except ValueError:
+        return None
+    return checked_draft(read_samples(path), candidate)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,9 @@ mixes the reported masses before it is conditioned, as the engine's full laws wo
 * `top-k`: p restricted to its k most probable categories (a truncation applied on one side only); exact at k = N;
 * `min-p`: p restricted to the categories with p >= m p_max (min-p on one side only); exact at m = 0;
 * `stale-row`: (1 - eps) p + eps p_prev, p_prev the report of the prefix one token shorter (a bonus drawn from the
-  wrong row, a row not advanced after a rejection, a context shifted by one); exact at eps = 0.
+  wrong row, a row not advanced after a rejection, a context shifted by one); exact at eps = 0;
+* with a draft file, the families of `draft_families` that read the draft's law q too: `resample-from-p`,
+  `draft-law-mismatch`, `ratio-law-mismatch`, `q-from-raw-logits`, `shared-uniform`.
 
 A fit is descriptive: it never changes a verdict or a rate. The interval is the profile-likelihood one (the grid
 values within chi2(1, 0.95) / 2 nats of the best), an asymptotic 95 % interval, stated as such.
@@ -26,6 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .draft_families import (
+    draft_law_mismatched,
+    q_from_raw,
+    ratio_law_mismatched,
+    resampled_from_p,
+    shared_uniform,
+)
 from .tokens import TokenTable
 
 #: Half the 95 % quantile of chi-square with one degree of freedom: the profile interval's drop in log-likelihood.
@@ -34,43 +43,36 @@ INTERVAL_DROP = 1.920729
 LOG_ZERO = -50.0
 
 
-def _normalised(weights: np.ndarray, listed: np.ndarray) -> np.ndarray:
-    """Rows of `weights` over the listed categories, summing to 1 (a row of zeros stays zero)."""
-    weights = np.where(listed, weights, 0.0)
-    total = weights.sum(axis=1, keepdims=True)
-    return np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
-
-
 def _tempered(table: TokenTable, theta: float) -> np.ndarray:
     positive = table.listed & (table.probs > 0)
     powered = np.power(np.where(positive, table.probs, 1.0), theta)
-    return _normalised(np.where(positive, powered, 0.0), table.listed)
+    return table.normalised(np.where(positive, powered, 0.0))
 
 
 def _pulled(table: TokenTable, eps: float) -> np.ndarray:
     top = np.zeros_like(table.probs)
     top[:, 0] = 1.0
-    return _normalised((1.0 - eps) * table.probs + eps * top, table.listed)
+    return table.normalised((1.0 - eps) * table.probs + eps * top)
 
 
 def _flattened(table: TokenTable, eps: float) -> np.ndarray:
     uniform = table.listed / table.listed.sum(axis=1, keepdims=True)
-    return _normalised((1.0 - eps) * table.probs + eps * uniform, table.listed)
+    return table.normalised((1.0 - eps) * table.probs + eps * uniform)
 
 
 def _top_k(table: TokenTable, k: float) -> np.ndarray:
     ranks = np.arange(table.probs.shape[1])[None, :]
-    return _normalised(table.probs * (ranks < k), table.listed)
+    return table.normalised(table.probs * (ranks < k))
 
 
 def _min_p(table: TokenTable, m: float) -> np.ndarray:
-    return _normalised(table.probs * (table.probs >= m * table.probs[:, :1]), table.listed)
+    return table.normalised(table.probs * (table.probs >= m * table.probs[:, :1]))
 
 
 def _stale(table: TokenTable, eps: float) -> np.ndarray:
     usable = (table.has_previous & (table.previous.sum(axis=1) > 0))[:, None]
     mixed = np.where(usable, (1.0 - eps) * table.probs + eps * table.previous, table.probs)
-    return _normalised(mixed, table.listed)
+    return table.normalised(mixed)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class Family:
     grid: Callable[[TokenTable], np.ndarray]
     exact: Callable[[TokenTable], float]
     meaning: str
+    needs_draft: bool = False  # reads the draft's law q (`TokenTable.draft`): fitted only where a draft file is given
 
 
 FAMILIES = (
@@ -99,6 +102,23 @@ FAMILIES = (
     Family("stale-row", "eps", _stale, lambda t: np.linspace(0.0, 1.0, 101), lambda t: 0.0,
            "a share of tokens drawn from the previous position's law (a bonus or correction from the wrong row, a "
            "context shifted by one)"),
+    Family("resample-from-p", "eps", resampled_from_p, lambda t: np.linspace(0.0, 1.0, 101), lambda t: 0.0,
+           "at a rejection the correction drawn from p instead of the residual norm(max(0, p - q)) (eps: the share "
+           "of tokens at drafted positions)", needs_draft=True),
+    Family("draft-law-mismatch", "theta", draft_law_mismatched,
+           lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 121)), lambda t: 1.0,
+           "drafts drawn from another law than the q in the acceptance ratio (q^theta: the draft at another "
+           "temperature, or q from other logits than those sampled)", needs_draft=True),
+    Family("ratio-law-mismatch", "theta", ratio_law_mismatched,
+           lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 121)), lambda t: 1.0,
+           "drafts drawn from q but the acceptance ratio and the residual read q^theta (q taken from other logits "
+           "than those sampled, such as the raw logits where the drafts were warped)", needs_draft=True),
+    Family("q-from-raw-logits", "eps", q_from_raw, lambda t: np.linspace(0.0, 1.0, 101), lambda t: 0.0,
+           "drafts drawn from the warped q but the acceptance ratio and the residual reading the draft's raw "
+           "softmax (eps: the share of tokens at drafted positions)", needs_draft=True),
+    Family("shared-uniform", "eps", shared_uniform, lambda t: np.linspace(0.0, 1.0, 101), lambda t: 0.0,
+           "the acceptance uniform reused to draw the correction by inverse CDF (eps: the share of tokens at "
+           "drafted positions)", needs_draft=True),
 )
 
 
@@ -141,9 +161,15 @@ def fit(family: Family, table: TokenTable) -> Fit:
                max(0.0, float(values[best] - at_exact)), table.size)
 
 
+def fitted_families(table: TokenTable) -> tuple[Family, ...]:
+    """The families `table` can be fitted to: those that read q only when a row has the draft's report."""
+    has_draft = bool(table.has_draft.any())
+    return tuple(family for family in FAMILIES if has_draft or not family.needs_draft)
+
+
 def fit_all(table: TokenTable) -> list[Fit]:
-    """Every family fitted to `table`, best gain first."""
-    return sorted((fit(family, table) for family in FAMILIES), key=lambda f: -f.gain)
+    """Every family `table` can be fitted to (`fitted_families`), best gain first."""
+    return sorted((fit(family, table) for family in fitted_families(table)), key=lambda f: -f.gain)
 
 
 def family_named(name: str) -> Family:
@@ -154,4 +180,5 @@ def family_named(name: str) -> Family:
     raise ValueError(f"no deviation family {name!r}; known: {', '.join(f.name for f in FAMILIES)}")
 
 
-__all__ = ["FAMILIES", "INTERVAL_DROP", "Family", "Fit", "family_named", "fit", "fit_all", "log_likelihood"]
+__all__ = ["FAMILIES", "INTERVAL_DROP", "Family", "Fit", "family_named", "fit", "fit_all", "fitted_families",
+           "log_likelihood"]

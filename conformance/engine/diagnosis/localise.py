@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from .families import FAMILIES, LOG_ZERO, family_named, fit, fit_all
+from .families import LOG_ZERO, family_named, fit, fit_all, fitted_families
 from .tokens import TokenTable
 
 #: A group carries evidence from this gain over exact (nats): a likelihood ratio of 20, times the number of fits
@@ -63,10 +63,10 @@ def _gain(entry: dict) -> float:
     return entry["candidate"].get("best", {}).get("gain_nats", 0.0)
 
 
-def first_and_peak(positions: list[dict]) -> dict:
-    """The first position whose candidate tokens carry evidence (`evidence_threshold` over every position and
-    family), and the position of the most evidence per token."""
-    threshold = evidence_threshold(len(FAMILIES) * len(positions))
+def first_and_peak(positions: list[dict], families: int) -> dict:
+    """The first position whose candidate tokens carry evidence (`evidence_threshold` over every position and the
+    `families` fitted), and the position of the most evidence per token."""
+    threshold = evidence_threshold(families * len(positions))
     carrying = [e for e in positions if _gain(e) >= threshold]
     per_token = [(_gain(e) / max(1, e["candidate"]["tokens"]), e["position"]) for e in positions if _gain(e) > 0]
     return {"first": carrying[0]["position"] if carrying else None, "threshold_nats": round(threshold, 3),
@@ -144,7 +144,7 @@ def worst_prefixes(cand: TokenTable, ref: TokenTable) -> list[dict]:
 def localise(cand: TokenTable, ref: TokenTable) -> dict:
     """Every breakdown of the candidate's deviation (and the reference's control)."""
     positions = by_key(cand, ref, "position")
-    return {"by_position": positions, "where": first_and_peak(positions),
+    return {"by_position": positions, "where": first_and_peak(positions, len(fitted_families(cand))),
             "by_stratum": by_key(cand, ref, "stratum", dict(enumerate(STRATUM_NAMES))),
             "by_prompt": by_key(cand, ref, "prompt"), "load": load_dependence(cand),
             "prefixes": worst_prefixes(cand, ref)}

@@ -6,12 +6,16 @@ A row holds the report's listed masses in the report's order (the categories of 
 token's category (the tail is dropped: a family's law over the tail's many tokens is not known, so every fit is
 conditional on the token being listed), and where the token was: prompt, position, confidence stratum, load label,
 prefix. `previous` holds, for the same listed ids, the report of the prefix one token shorter (the law one row
-back: what a stale or shifted row would sample), zero where that report does not list the id.
+back: what a stale or shifted row would sample), zero where that report does not list the id. `draft` holds, where
+a draft file was given (`drafts`: the draft model served plain, its reports of the same prefixes), the draft's
+reported mass q of the same ids (zero where the draft's report does not list an id): what the families of a rule
+that reads q are built from (`draft_families`); `draft_raw` the draft's raw law (temperature 1, nothing truncated) of
+the same ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,12 +44,23 @@ class TokenTable:
     prefix: list  # n (prompt, prefix tokens) keys
     token: np.ndarray  # (n,) int: the token id
     tail_tokens: int  # tokens in the tail category (not in the table)
+    draft: np.ndarray  # (n, width) the draft's reported mass q of the same ids (0: not listed there, or no report)
+    has_draft: np.ndarray  # (n,) bool: the draft reported this prefix
+    draft_raw: np.ndarray  # (n, width) the draft's raw law (its softmax at T = 1) of the same ids, 0 where unreported
     outside_tokens: int = 0  # tokens the report gives mass 0 (a zero tail, or a listed 0): outside the support
     outside_examples: tuple = ()  # the first few of them: where, and the report's smallest listed mass there
+    outside_keys: tuple = ()  # every one of them as (prompt, prefix, token): what `neighbours` looks up
 
     @property
     def size(self) -> int:
         return int(self.category.size)
+
+    def normalised(self, weights: np.ndarray) -> np.ndarray:
+        """(n, width) rows of `weights` over the listed categories, summing to 1 (a row of zeros stays zero): every
+        family's law is conditional on the token being listed."""
+        weights = np.where(self.listed, weights, 0.0)
+        total = weights.sum(axis=1, keepdims=True)
+        return np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
 
     def subset(self, keep: np.ndarray) -> TokenTable:
         """The rows where `keep` (a boolean mask) is true."""
@@ -53,19 +68,25 @@ class TokenTable:
         return TokenTable(self.probs[index], self.ids[index], self.listed[index], self.previous[index],
                           self.has_previous[index], self.category[index], self.position[index],
                           self.stratum[index], self.prompt[index], self.load[index],
-                          [self.prefix[i] for i in index], self.token[index], 0)
+                          [self.prefix[i] for i in index], self.token[index], 0, self.draft[index],
+                          self.has_draft[index], self.draft_raw[index])
 
 
-def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, cache: dict) -> dict:
-    """The table's columns, as lists, of the listed tokens among `tokens`."""
+def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, cache: dict,
+          drafts: Mapping[str, Mapping[tuple[int, ...], Any]] | None = None) -> dict:
+    """The table's columns, as lists, of the listed tokens among `tokens` (`drafts`: the draft's reports of this
+    prompt's prefixes, by kind, "post_sampling" or "raw", then prefix)."""
     cols: dict[str, Any] = {name: [] for name in ("probs", "ids", "previous", "has_previous", "category", "position",
-                                                   "stratum", "prompt", "load", "prefix", "token")}
+                                                   "stratum", "prompt", "load", "prefix", "token", "draft",
+                                                   "has_draft", "draft_raw")}
     tail = outside = 0
     examples: list[dict] = []
+    keys: list[tuple] = []
     for tok, load in zip(tokens, loads):
         listed = len(tok.cats.ids)
         if tok.cats.probs[tok.category] <= 0.0:
             outside += 1
+            keys.append((tok.prompt, tuple(tok.prefix), int(tok.token)))
             if len(examples) < OUTSIDE_EXAMPLES:
                 examples.append({"prompt": tok.prompt, "prefix": list(tok.prefix), "position": tok.position,
                                  "token": tok.token, "listed": listed,
@@ -83,10 +104,15 @@ def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, ca
         cols["ids"].append(np.array(tok.cats.ids, dtype=int))
         cols["previous"].append(np.array([masses.get(i, 0.0) for i in tok.cats.ids]))
         cols["has_previous"].append(shorter is not None)
+        for column, kind in (("draft", "post_sampling"), ("draft_raw", "raw")):
+            draft = (drafts or {}).get(kind, {}).get(tok.prefix)
+            masses = dict((int(i), float(q)) for i, q in draft.top_probs) if draft is not None else {}
+            cols[column].append(np.array([masses.get(i, 0.0) for i in tok.cats.ids]))
+        cols["has_draft"].append(tok.prefix in (drafts or {}).get("post_sampling", {}))
         for name, value in (("category", tok.category), ("position", tok.position), ("stratum", tok.cats.stratum),
                             ("prompt", tok.prompt), ("load", load or ""), ("prefix", tok.key), ("token", tok.token)):
             cols[name].append(value)
-    cols["tail"], cols["outside"], cols["examples"] = tail, outside, examples
+    cols["tail"], cols["outside"], cols["examples"], cols["outside_keys"] = tail, outside, examples, keys
     return cols
 
 
@@ -94,20 +120,35 @@ def _table(cols: dict) -> TokenTable:
     width = max((row.size for row in cols["probs"]), default=1)
     n = len(cols["probs"])
     probs, previous, listed = np.zeros((n, width)), np.zeros((n, width)), np.zeros((n, width), dtype=bool)
-    ids = np.full((n, width), -1, dtype=int)
-    for i, (row, prev, row_ids) in enumerate(zip(cols["probs"], cols["previous"], cols["ids"])):
+    draft, draft_raw, ids = np.zeros((n, width)), np.zeros((n, width)), np.full((n, width), -1, dtype=int)
+    for i, (row, prev, row_ids, q, q_raw) in enumerate(zip(cols["probs"], cols["previous"], cols["ids"],
+                                                           cols["draft"], cols["draft_raw"])):
         probs[i, :row.size], previous[i, :row.size], listed[i, :row.size], ids[i, :row.size] = row, prev, True, row_ids
+        draft[i, :row.size], draft_raw[i, :row.size] = q, q_raw
     return TokenTable(probs, ids, listed, previous, np.array(cols["has_previous"], dtype=bool),
                       np.array(cols["category"], dtype=int), np.array(cols["position"], dtype=int),
                       np.array(cols["stratum"], dtype=int), np.array(cols["prompt"], dtype=object),
                       np.array(cols["load"], dtype=object), list(cols["prefix"]),
-                      np.array(cols["token"], dtype=int), int(cols["tail"]), int(cols["outside"]),
-                      tuple(cols["examples"][:OUTSIDE_EXAMPLES]))
+                      np.array(cols["token"], dtype=int), int(cols["tail"]), draft,
+                      np.array(cols["has_draft"], dtype=bool), draft_raw, int(cols["outside"]),
+                      tuple(cols["examples"][:OUTSIDE_EXAMPLES]), tuple(cols["outside_keys"]))
 
 
-def token_tables(parts: Sequence[Any], positions: int) -> tuple[TokenTable, TokenTable]:
+def draft_reports(draft: Any) -> dict[str, dict[str, dict[tuple[int, ...], Any]]]:
+    """A draft file's reports (`samples.SampleFile` of role "draft", or None), prompt id -> kind ("post_sampling": the
+    law drafts are drawn from; "raw": the draft's softmax) -> prefix -> report."""
+    out: dict[str, dict[str, dict[tuple[int, ...], Any]]] = {}
+    for record in (draft.prefix_probs if draft is not None else ()):
+        kinds = out.setdefault(record.prompt_id, {})
+        kinds.setdefault(record.probs_kind, {}).setdefault(tuple(record.prefix_tokens), record)
+    return out
+
+
+def token_tables(parts: Sequence[Any], positions: int,
+                 drafts: Mapping[str, Mapping[tuple[int, ...], Any]] | None = None) -> tuple[TokenTable, TokenTable]:
     """(candidate, reference): every prompt's tokens at positions 1..`positions` whose prefix has a teacher-forced
-    report (`parts`: `checks.PromptData`), the reference's own tokens read against the same reports."""
+    report (`parts`: `checks.PromptData`), the reference's own tokens read against the same reports; `drafts`: the
+    draft's reports (`draft_reports`), when a draft file was given."""
     merged: dict[str, dict] = {}
     for role in ("cand", "ref"):
         columns: dict[str, Any] = {}
@@ -116,11 +157,11 @@ def token_tables(parts: Sequence[Any], positions: int) -> tuple[TokenTable, Toke
             completions = getattr(part, role)
             stream = token_stream(part.pid, completions, part.reports, 1, positions, cache)
             loads = [completions[tok.index].load for tok in stream]
-            cols = _rows(stream, loads, part.reports, cache)
+            cols = _rows(stream, loads, part.reports, cache, (drafts or {}).get(part.pid))
             for name, values in cols.items():
                 columns[name] = columns.get(name, 0 if name in ("tail", "outside") else []) + values
         merged[role] = columns or _rows([], [], {}, {})
     return _table(merged["cand"]), _table(merged["ref"])
 
 
-__all__ = ["TokenTable", "token_tables"]
+__all__ = ["TokenTable", "draft_reports", "token_tables"]

@@ -5,9 +5,11 @@
 `tests/test_engine_meta.py`, with the mutants' measured per-token deviations, `zoo_deviation`). A new
 generation-level mutant joins this zoo only when it is added to `SERVED_MUTANTS`.
 
-One reference server (exactspec's plain loop, speculation off) answers for every candidate. Every campaign of a
-process draws the same random seeds (one key), so the reference's completions and reports collected for one
-candidate are reused by the next (its file is handed on). Each campaign stops at its first verdict or at the
+One reference server (exactspec's plain loop, speculation off) answers for every candidate, and one draft server
+(the draft model's plain loop) gives the draft's reports of each candidate's prefixes (`draft.jsonl`: a NOT_EXACT's
+diagnosis fits the mechanisms that read q; no check reads them). Every campaign of a process draws the same random
+seeds (one key), so the reference's completions and reports collected for one candidate are reused by the next (its
+file is handed on). Each campaign stops at its first verdict or at the
 profile's time limit; every server is stopped when its campaign ends (the reference at exit).
 """
 
@@ -30,11 +32,30 @@ MODEL_NAME = "tiny-llama-v6-seed14"
 SPECULATION = {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": False}
 PROMPTS = [{"prompt_id": "A", "prompt_tokens": [0, 2, 3, 4, 2, 3, 4, 2, 3]}]  # sequence.cases.PROMPT_A
 TIME_LIMIT_S = {"quick": 600.0, "standard": 1800.0, "full": 7200.0}
+#: The zoo's seed key: every run of the zoo draws the same random seeds, so its kill table and its tests are
+#: reproducible (the mutants are deterministic per seed; only the batch-rows mutant also depends on timing).
+SEED_KEY = "e5e5e5e5000000000000000000005eed"
 #: The generation-level mutants this zoo serves (names in `sequence.mutants.ZOO`), in its order.
 SERVED_MUTANTS = ("mutant-draft-temperature-mismatch", "mutant-target-verified-at-t1", "mutant-top-k-draft-only",
                   "mutant-q-from-raw-logits", "mutant-bonus-from-wrong-row", "mutant-kv-not-rolled-back",
                   "mutant-batch-rows-swapped", "mutant-seed-reused-each-round", "mutant-resample-from-p",
                   "mutant-eos-only-at-round-end")
+#: What a NOT_EXACT's diagnosis names each mutant by (`engine.diagnosis`): its mechanism, in the diagnosis's families
+#: (a token outside the support is named by the hard check that finds it; the draft's reports let the families that
+#: read q name the rule's own bugs). Every mutant of `SERVED_MUTANTS` has an entry; `tests/test_engine_meta.py`
+#: asserts it.
+DIAGNOSES = {
+    "mutant-draft-temperature-mismatch": "draft-law-mismatch",  # drafts at T = 1, q at T: theta ~ 1/2
+    "mutant-target-verified-at-t1": "outside-support",  # the chain's top-k skipped (and the target at T = 1)
+    "mutant-top-k-draft-only": "outside-support",  # the target's rows not truncated
+    "mutant-q-from-raw-logits": "q-from-raw-logits",
+    "mutant-bonus-from-wrong-row": "outside-support",  # a token of the previous row (at the listed: stale-row)
+    "mutant-kv-not-rolled-back": "outside-support",  # a row of a context that kept the rejected draft
+    "mutant-batch-rows-swapped": "outside-support",  # the other request's row
+    "mutant-seed-reused-each-round": "reused-uniform",
+    "mutant-resample-from-p": "resample-from-p",
+    "mutant-eos-only-at-round-end": "tokens-past-end",
+}
 #: The valid rows: a backend kind, what it is, the verdict it must get.
 VALID = (("gpu_impl", "exactspec's SpeculativeGenerator (model draft), served", "CERTIFIED"),
          ("reference_loop", "the textbook speculative loop, served", "CERTIFIED"),
@@ -50,12 +71,15 @@ def settings(seed_key: str) -> Any:
 
 
 def backend(kind: str) -> Any:
-    """The served generator `kind` on the tiny pair (a batch-rows mutant gets a concurrent companion prompt)."""
+    """The served generator `kind` on the tiny pair (a batch-rows mutant gets a concurrent companion prompt);
+    "draft": the draft model's plain loop."""
     from ...sequence.cases import PROMPT_B
     from ...sequence.models import tiny_pair
     from .mutant_backends import make_backend
 
     target, draft = tiny_pair(eos_token_id=EOS)
+    if kind == "draft":
+        return make_backend("plain", draft)
     companion = PROMPT_B if kind == "mutant-batch-rows-swapped" else None
     return make_backend(kind, target, draft, k=K, companion=companion)  # "plain" ignores k and the draft
 
@@ -64,18 +88,20 @@ class SharedReference:
     """The reference server (plain loop), its sample file handed from campaign to campaign, alive until `close`."""
 
     def __init__(self, root: Path, profile: str = "quick") -> None:
-        from ..collect.design import new_key
         from .mutant_server import EngineServer
 
-        self.root, self.profile, self.key = root, profile, new_key()
+        self.root, self.profile, self.key = root, profile, SEED_KEY
         self.file = root / "reference.jsonl"
         self.server = EngineServer(backend("plain"), model_name=MODEL_NAME)
         self.server.__enter__()
+        self.draft_server = EngineServer(backend("draft"), model_name=MODEL_NAME + "-draft")
+        self.draft_server.__enter__()
 
     def pair(self, kind: str, out_dir: Path | None = None) -> Any:
         """Serve `kind` and certify it in rounds (`run_campaign`): the SamplePair of its last look."""
         from ..cases import SamplePair
         from ..collect.campaign import Campaign, run_campaign
+        from ..collect.draft_reports import collect_draft_reports
         from ..samples import read_samples
         from .mutant_server import EngineServer
 
@@ -87,9 +113,13 @@ class SharedReference:
         with EngineServer(backend(kind), model_name=MODEL_NAME) as server:
             run_campaign(PROMPTS, out, settings(self.key), [self.server.base_url], [server.base_url], campaign)
         shutil.copyfile(out / "reference.jsonl", self.file)
-        return SamplePair(read_samples(out / "reference.jsonl"), read_samples(out / "candidate.jsonl"))
+        reference, candidate = read_samples(out / "reference.jsonl"), read_samples(out / "candidate.jsonl")
+        collect_draft_reports(self.draft_server.base_url, candidate, reference.header.request_defaults,
+                              CHAIN.max_tokens, out / "draft.jsonl", n_probs=6)
+        return SamplePair(reference, candidate, draft=read_samples(out / "draft.jsonl"))
 
     def close(self) -> None:
+        self.draft_server.__exit__(None, None, None)
         self.server.__exit__(None, None, None)
         shutil.rmtree(self.root, ignore_errors=True)
 

@@ -16,8 +16,10 @@ from pathlib import Path
 
 from ..collect.campaign import Campaign, run_campaign
 from ..collect.client import SamplerChain
+from ..collect.draft_reports import collect_draft_reports
 from ..collect.sampling import Settings
-from ..level import EngineResult
+from ..level import EngineResult, certify_samples
+from ..samples import read_samples
 from .synthetic_deviation import DEFAULT_PROMPT, PROBES
 from .synthetic_engine import MODES
 from .synthetic_server import SyntheticServer
@@ -25,6 +27,8 @@ from .synthetic_server import SyntheticServer
 PROMPTS = [{"prompt_id": "p59", "prompt_tokens": list(DEFAULT_PROMPT)},
            {"prompt_id": "p789", "prompt_tokens": [7, 8, 9]}]
 SEED_KEY = "5eed0000000000000000000000000050"
+#: A NOT_EXACT's diagnosis reads the draft's reports of at most this many of the candidate's prefixes.
+DRAFT_PREFIXES = 4000
 
 
 def mode_settings(mode: str, declared_coupled: bool | None = None) -> Settings:
@@ -46,11 +50,30 @@ def run_mode(mode: str, profile: str = "lm-like", *, max_per_prompt: int = 50_00
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix=f"synthetic-{profile}-{mode}-"))
     try:
         with SyntheticServer("plain", profile=profile) as ref, SyntheticServer(mode, profile=profile) as cand:
-            return run_campaign(PROMPTS, folder, mode_settings(mode, declared_coupled), [ref.base_url], [cand.base_url],
-                                Campaign(certify_profile, time_limit_s, max_per_prompt=max_per_prompt))
+            result = run_campaign(PROMPTS, folder, mode_settings(mode, declared_coupled), [ref.base_url],
+                                  [cand.base_url], Campaign(certify_profile, time_limit_s, max_per_prompt=max_per_prompt))
+        return rediagnosed_with_draft(result, folder, profile, certify_profile) if result.verdict == "NOT_EXACT" \
+            else result
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-__all__ = ["PROMPTS", "SEED_KEY", "mode_settings", "run_mode"]
+def rediagnosed_with_draft(result: EngineResult, folder: Path, profile: str, certify_profile: str) -> EngineResult:
+    """A NOT_EXACT's result with its diagnosis made again with the draft's reports (the draft served plain, its
+    reports of the candidate's first `DRAFT_PREFIXES` prefixes in folder/draft.jsonl), so that it can name the
+    mechanisms that read q. The files are certified again with them, and their verdict is the run's (ValueError if it
+    were not: the draft's reports are read by the diagnosis alone)."""
+    reference, candidate = read_samples(folder / "reference.jsonl"), read_samples(folder / "candidate.jsonl")
+    with SyntheticServer("draft", profile=profile) as draft_server:
+        collect_draft_reports(draft_server.base_url, candidate, reference.header.request_defaults,
+                              int(reference.header.request_defaults["max_tokens"]), folder / "draft.jsonl",
+                              n_probs=20, limit=DRAFT_PREFIXES)
+    again = certify_samples(reference, candidate, certify_profile, draft=read_samples(folder / "draft.jsonl"))
+    if again.verdict != result.verdict:
+        raise ValueError(f"the files' verdict {again.verdict} is not the run's {result.verdict}")
+    result.extra["diagnosis"] = again.extra.get("diagnosis")
+    return result
+
+
+__all__ = ["DRAFT_PREFIXES", "PROMPTS", "SEED_KEY", "mode_settings", "rediagnosed_with_draft", "run_mode"]

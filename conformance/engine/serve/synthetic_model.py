@@ -201,9 +201,13 @@ class SyntheticModel:
         """The draft's warped next-token law after `context`."""
         return self._table("draft", as_chain(chain))[int(context[-1])]
 
-    def position_rows(self, prompt: Sequence[int], tokens: Sequence[int], chain: Any) -> np.ndarray:
-        """Teacher-forced warped target rows (len(tokens), V): row i is the law of tokens[i] after its prefix."""
+    def position_rows(self, prompt: Sequence[int], tokens: Sequence[int], chain: Any,
+                      which: str = "target") -> np.ndarray:
+        """Teacher-forced warped rows (len(tokens), V) of the target (or with `which` "draft", of the draft): row i
+        is the law of tokens[i] after its prefix."""
         context = [int(t) for t in prompt] + [int(t) for t in tokens]
+        if which == "draft":
+            return np.stack([self.draft_row(context[: len(prompt) + i], chain) for i in range(len(tokens))])
         table = self.target_table(as_chain(chain))
         return np.stack([table[self.state(context[: len(prompt) + i])] for i in range(len(tokens))])
 

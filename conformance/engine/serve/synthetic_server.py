@@ -148,7 +148,9 @@ class SyntheticBackend:
             self.tracker.register(id(load), None)
 
     def position_probs(self, prompt: list[int], tokens: list[int], sampling: Any) -> Any:
-        return self.model.position_rows(prompt, tokens, as_chain(sampling))
+        """The reported rows: the target's, or the draft's when the draft is what is served."""
+        which = "draft" if self.mode.name == "draft" else "target"
+        return self.model.position_rows(prompt, tokens, as_chain(sampling), which)
 
     def describe(self) -> dict:
         return {"backend": "synthetic", "mode": self.mode.name, "exact": self.mode.exact,
@@ -236,10 +238,11 @@ def _bound_socket(port: int) -> Any:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from .synthetic_engine import MODES
+    from .synthetic_engine import SERVABLE
 
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="Serve one synthetic engine mode.")
-    parser.add_argument("--mode", required=True, choices=sorted(MODES), help="plain (the reference) or a mode")
+    parser.add_argument("--mode", required=True, choices=sorted(SERVABLE), help="plain (the reference), a mode, or "
+                        "draft (the draft model served plain)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one, printed)")
     parser.add_argument("--vocab", type=int, default=256)
     parser.add_argument("--model-seed", type=int, default=0)
