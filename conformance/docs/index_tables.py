@@ -206,5 +206,30 @@ def flagged_list(certs: list[Certificate]) -> str:
     return "\n".join(lines or ["None."]) + "\n"
 
 
-__all__ = ["coverage", "engine_table", "flagged_list", "kill_table_rows", "reasons_list", "round_level_table",
+def _predicted(doc: dict) -> dict[str, float]:
+    """The exact first-token TVs the adapter's note predicts ("Predicted exact TV(first token, p_1) per case: ...")."""
+    note = next((n for n in doc.get("notes", []) if "Predicted exact TV(first token" in n), "")
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"([\w.-]+) (\d+\.\d+)", note.split(":", 1)[-1])}
+
+
+def deviation_table(cert: Certificate, cases: tuple[str, ...]) -> str:
+    """A lossy rule's first-token deviation per case: predicted (the adapter's note), measured and its mean under
+    exactness (`measured_deviations`), and its mean tokens per round against the standard rule's."""
+    doc, predicted = cert.doc, _predicted(cert.doc)
+    measured = doc.get("measured_deviations") or {}
+    rounds = {c["case"]: c.get("details") or {} for c in doc.get("checks", []) if c["check"] == "tokens_per_round"}
+    rows = []
+    for case in cases:
+        seen = measured.get(f"{case}/position_1") or {}
+        per_round = rounds.get(case, {})
+        mean = per_round.get("mean_tokens_observed"), per_round.get("mean_tokens_standard_rule")
+        rows.append([case, f"{predicted[case]:.4f}" if case in predicted else "—",
+                     f"{seen['observed_tv_binned']:.4f}" if seen else "— (passes)",
+                     f"{seen['null_mean']:.4f}" if seen.get("null_mean") else "—",
+                     f"{mean[0]:.3f} vs {mean[1]:.3f}" if None not in mean else "—"])
+    return markdown_table(["case", "predicted TV(first token, p_1)", "measured binned TV", "its mean under exactness",
+                           "mean tokens/round vs standard"], rows)
+
+
+__all__ = ["coverage", "deviation_table", "engine_table", "flagged_list", "kill_table_rows", "reasons_list", "round_level_table",
            "sequence_table", "verdict_counts", "versions"]

@@ -16,6 +16,9 @@ from .rerun import rerun_command
 from .texts import markdown_table
 
 KILL_TABLES = ("rule", "sequence", "tree", "engine", "engine-standard")
+ENSEMBLE, ENSEMBLE_CASES = "transformers-5.24-ensemble-0.8", ("demo_uniform_draft", "demo_mixed_draft", "rows_differ_k3",
+                                                             "disjoint_supports", "one_hot_target", "k8_rows_differ",
+                                                             "large_vocab_32k", "demo_identical_draft")
 
 
 class Context:
@@ -76,6 +79,7 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "certificates-rule-commands": lambda ctx: _commands(ctx.where(_level("rule"))),
     "certificates-folders": _folders,
     "kill-tables": lambda ctx: tables.kill_table_rows(ctx.repo, list(KILL_TABLES)),
+    "ensemble-deviations": lambda ctx: tables.deviation_table(ctx.certificates[ENSEMBLE], ENSEMBLE_CASES),
     "certificates-flagged": lambda ctx: tables.flagged_list(list(ctx.certificates.values())),
     "certificates-engine": lambda ctx: tables.engine_table(ctx.where(_level("engine", "engine"))),
     "certificates-engine-reasons": lambda ctx: tables.reasons_list(ctx.where(_level("engine", "engine"))),

@@ -34,6 +34,11 @@ def exit_code_table(codes: tuple[ExitCode, ...] = DOCUMENTED_EXIT_CODES) -> str:
     return markdown_table(["exit", "meaning"], [[str(int(code)), EXIT_MEANING[code]] for code in codes])
 
 
+def rate(x: float) -> str:
+    """1e-06 -> "1e-6", 0.001 -> "1e-3" (false-fail rates as the docs write them)."""
+    return f"{x:.0e}".replace("e-0", "e-")
+
+
 def compact(n: float) -> str:
     """3347 -> "3.35k", 3283000 -> "3.28M"."""
     for size, unit in ((1e6, "M"), (1e3, "k")):
@@ -59,12 +64,12 @@ def rule_profile_table() -> str:
     for name in PROFILE_NAMES:
         settings = PROFILES[name].rule
         low, high, total = planned_sizes("rule", name)
-        rows.append([f"{name} ({PROFILE_USE[name]})", f"{settings.total_false_fail:g}",
+        rows.append([f"{name} ({PROFILE_USE[name]})", rate(settings.total_false_fail),
                      f"{settings.target_tv:g} ({settings.target_tv * LARGE_VOCAB_EPSILON_SCALE:g})",
-                     f"{compact(low)}–{compact(high)} ({compact(total)} in all)"])
+                     f"{compact(low)}–{compact(high)} ({compact(total)} in all)", str(settings.max_bins)])
     power = 1 - PROFILES["standard"].false_pass_rate
     return markdown_table(["profile", "total false-fail rate", f"binned TV detected per case at power ≥ {power:g} "
-                   "(large-vocabulary case)", "rounds per case"], rows)
+                   "(large-vocabulary case)", "rounds per case", "max bins"], rows)
 
 
 def other_profile_table() -> str:
@@ -78,9 +83,9 @@ def other_profile_table() -> str:
         seq, tree, engine = profile.sequence, profile.tree, profile.engine
         low, high, _ = planned_sizes("sequence", name)
         seeds = min_num_samples_coupled_within(engine.target_tv, profile.false_pass_rate * ROUTE_SHARE, 0, 2**32 - 1)
-        rows.append([name, f"{seq.total_false_fail:g}", f"{seq.target_tv:g} (≤ {seq.max_bins})",
-                     f"{compact(low)}–{compact(high)}", f"{tree.total_false_fail:g}", f"{tree.target_tv:g}",
-                     f"{engine.total_false_fail:g}", f"{engine.target_tv:g}", str(seeds)])
+        rows.append([name, rate(seq.total_false_fail), f"{seq.target_tv:g} (≤ {seq.max_bins})",
+                     f"{compact(low)}–{compact(high)}", rate(tree.total_false_fail), f"{tree.target_tv:g}",
+                     rate(engine.total_false_fail), f"{engine.target_tv:g}", str(seeds)])
     head = ["profile", "sequence: total false-fail rate", "sequence: target binned TV (bins)",
             "sequence: sequences per exact case", "tree: total false-fail rate", "tree: target binned TV per case",
             "engine: total false-fail rate", "engine: target per-token TV (positions 1..max_tokens)",
@@ -88,5 +93,5 @@ def other_profile_table() -> str:
     return markdown_table(head, rows)
 
 
-__all__ = ["DOCUMENTED_EXIT_CODES", "compact", "markdown_table", "exit_code_table", "other_profile_table", "planned_sizes",
+__all__ = ["DOCUMENTED_EXIT_CODES", "compact", "markdown_table", "rate", "exit_code_table", "other_profile_table", "planned_sizes",
            "rule_profile_table", "verdict_table"]
