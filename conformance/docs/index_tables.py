@@ -21,7 +21,8 @@ def _link(cert: Certificate, base: str) -> str:
 
 def versions(cert: Certificate) -> str:
     """Contract and schema version as the certificate was written (a 2.0 document is read in the 2.1 layout)."""
-    return f"{cert.doc.get('contract_version', '?')} / {cert.doc.get('read_from_version') or cert.doc['schema_version']}"
+    schema = cert.doc.get("read_from_version") or cert.doc["schema_version"]
+    return f"{cert.doc.get('contract_version', '?')} / {schema}"
 
 
 def commit(cert: Certificate) -> str:
@@ -231,5 +232,5 @@ def deviation_table(cert: Certificate, cases: tuple[str, ...]) -> str:
                            "mean tokens/round vs standard"], rows)
 
 
-__all__ = ["coverage", "deviation_table", "engine_table", "flagged_list", "kill_table_rows", "reasons_list", "round_level_table",
-           "sequence_table", "verdict_counts", "versions"]
+__all__ = ["coverage", "deviation_table", "engine_table", "flagged_list", "kill_table_rows", "reasons_list",
+           "round_level_table", "sequence_table", "verdict_counts", "versions"]

@@ -16,9 +16,9 @@ from .rerun import rerun_command
 from .texts import markdown_table
 
 KILL_TABLES = ("rule", "sequence", "tree", "engine", "engine-standard")
-ENSEMBLE, ENSEMBLE_CASES = "transformers-5.24-ensemble-0.8", ("demo_uniform_draft", "demo_mixed_draft", "rows_differ_k3",
-                                                             "disjoint_supports", "one_hot_target", "k8_rows_differ",
-                                                             "large_vocab_32k", "demo_identical_draft")
+ENSEMBLE = "transformers-5.24-ensemble-0.8"
+ENSEMBLE_CASES = ("demo_uniform_draft", "demo_mixed_draft", "rows_differ_k3", "disjoint_supports", "one_hot_target",
+                  "k8_rows_differ", "large_vocab_32k", "demo_identical_draft")
 
 
 class Context:
@@ -63,13 +63,13 @@ def _schemas(ctx: Context) -> str:
         version = c.doc.get("read_from_version") or c.doc["schema_version"]
         counts[version] = counts.get(version, 0) + 1
     written = ", ".join(f"{n} at {v}" for v, n in sorted(counts.items()))
-    return (f"The report writer is at schema version {SCHEMA_VERSION}; of the {len(ctx.certificates)} committed "
-            f"certificates, {written} (`core.report.read_certificate` reads 2.0 in the 2.1 layout: 2.1 renamed "
-            "`alpha` / `beta` to `false_fail_rate` / `false_pass_rate`).\n")
+    return texts.wrap(f"The report writer is at schema version {SCHEMA_VERSION}; of the {len(ctx.certificates)} "
+                      f"committed certificates, {written} (`core.report.read_certificate` reads 2.0 in the 2.1 "
+                      "layout: 2.1 renamed `alpha` / `beta` to `false_fail_rate` / `false_pass_rate`).")
 
 
 RENDERERS: dict[str, Callable[[Context], str]] = {
-    "engine-routes": lambda ctx: routes_markdown() + "\n",
+    "engine-routes": lambda ctx: texts.wrap(routes_markdown()),
     "verdicts": lambda ctx: texts.verdict_table(),
     "exit-codes": lambda ctx: texts.exit_code_table(),
     "profiles-rule": lambda ctx: texts.rule_profile_table(),
@@ -80,9 +80,10 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "certificates-folders": _folders,
     "kill-tables": lambda ctx: tables.kill_table_rows(ctx.repo, list(KILL_TABLES)),
     "ensemble-deviations": lambda ctx: tables.deviation_table(ctx.certificates[ENSEMBLE], ENSEMBLE_CASES),
-    "certificates-flagged": lambda ctx: tables.flagged_list(list(ctx.certificates.values())),
+    "certificates-flagged": lambda ctx: tables.flagged_list(list(ctx.certificates.values())),  # commands unwrapped
     "certificates-engine": lambda ctx: tables.engine_table(ctx.where(_level("engine", "engine"))),
-    "certificates-engine-reasons": lambda ctx: tables.reasons_list(ctx.where(_level("engine", "engine"))),
+    "certificates-engine-reasons": lambda ctx: texts.wrap(tables.reasons_list(ctx.where(_level("engine",
+                                                                                                 "engine")))),
     "certificates-sequence": lambda ctx: tables.sequence_table(ctx.where(_level("sequence", "sequence"))),
     "certificates-sequence-commands": lambda ctx: _commands(ctx.where(_level("sequence", "sequence"))),
     "certificates-tree": lambda ctx: tables.round_level_table(ctx.where(_level("tree", "tree")), "tree"),

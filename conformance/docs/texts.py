@@ -4,6 +4,8 @@ and the planner's sample sizes)."""
 
 from __future__ import annotations
 
+import textwrap
+
 from ...outcomes import EXIT_MEANING, ExitCode, Verdict
 from ..core.levels import get_level
 from ..core.planning import plan_case
@@ -16,6 +18,24 @@ from ..core.registry import budget_for
 DOCUMENTED_EXIT_CODES = (ExitCode.OK, ExitCode.NOT_EXACT, ExitCode.USAGE, ExitCode.INTERNAL, ExitCode.INCONCLUSIVE,
                          ExitCode.QUALIFIED)
 PROFILE_USE = {"quick": "CI", "standard": "the default", "full": "certificate grade"}
+
+
+WIDTH = 116  # the docs' line length
+
+
+def wrap(markdown: str) -> str:
+    """Paragraphs and bullets of `markdown` wrapped at the docs' width (tables and other lines kept)."""
+    out = []
+    for block in markdown.strip("\n").split("\n\n"):
+        lines = block.split("\n")
+        if lines[0].startswith("|"):
+            out.append(block)
+        elif all(line.startswith("- ") for line in lines):
+            out.append("\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+                                 for line in lines))
+        else:
+            out.append(textwrap.fill(" ".join(lines), WIDTH, break_on_hyphens=False))
+    return "\n\n".join(out) + "\n"
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
@@ -93,5 +113,5 @@ def other_profile_table() -> str:
     return markdown_table(head, rows)
 
 
-__all__ = ["DOCUMENTED_EXIT_CODES", "compact", "markdown_table", "rate", "exit_code_table", "other_profile_table", "planned_sizes",
-           "rule_profile_table", "verdict_table"]
+__all__ = ["DOCUMENTED_EXIT_CODES", "WIDTH", "compact", "exit_code_table", "markdown_table", "other_profile_table",
+           "planned_sizes", "rate", "rule_profile_table", "verdict_table", "wrap"]
