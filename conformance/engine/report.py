@@ -15,6 +15,7 @@ from ..core.report import SuiteResult, write_report
 from .diagnosis.plots import diagnosis_plots
 from .diagnosis.render import diagnosis_lines
 from .level import EngineResult
+from .route_text import coverage_text
 
 
 def _fmt(value, spec: str = ".3g") -> str:
@@ -52,9 +53,9 @@ def _ruled_out_lines(ruled: dict) -> list[str]:
     if not per_prompt:
         return ["Rules out: nothing (no prompt was compared)."]
     positions = ruled.get("positions") or [1, "?"]
-    return [f"Rules out (coverage: the prompts below, positions {positions[0]}..{positions[1]}, the sampling settings "
-            "and the load stated):"] + [line for pid, entry in per_prompt.items()
-                                        for line in _route_line(pid, entry, ruled["target"])]
+    coverage = coverage_text(f"{positions[0]}..{positions[1]}", "the prompts below")
+    return [f"Rules out (coverage: {coverage}):"] + [line for pid, entry in per_prompt.items()
+                                                    for line in _route_line(pid, entry, ruled["target"])]
 
 
 def _settings_line(engine: dict) -> str:
