@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .profiles import Profile
+from ..loader import load_adapter
+
 from .mutants import REJECTED, MutantSpec  # noqa: F401 -- REJECTED: re-exported
+from .profiles import Profile
 from .records import CheckRecord
 from .registry import StatCheck
 from .report import SuiteResult
@@ -101,8 +103,6 @@ class Level:
 
     def load(self, spec: str) -> Any:
         """A fresh instance of the adapter `spec` names, at this level."""
-        from ..loader import load_adapter
-
         return load_adapter(spec, level=self.name).adapter
 
     def harness(self, impl: Any, name: str) -> Any:
