@@ -16,6 +16,7 @@ import time
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Iterator
 
 from ...errors import ContractViolation, ImplementationError, Unsupported
@@ -52,8 +53,6 @@ class CaseTask:
 
 def environment() -> dict:
     """The versions a case ran with (`PINNED`), and where."""
-    from importlib.metadata import PackageNotFoundError, version
-
     out = {"host": platform.node(), "python": platform.python_version()}
     for name in PINNED:
         try:

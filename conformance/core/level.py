@@ -10,6 +10,7 @@ needs. The defaults are those of a level with nothing to add at that step.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -62,6 +63,10 @@ class Level:
     #: The level runs confirmatory tests after a standard-rule failure (`confirm`; the alpha table states their share).
     has_confirmation: bool = False
     reference_spec: str | None = None  # "MODULE:NAME" of the level's exact reference adapter
+    #: "MODULE:NAME" of the level's mutant zoo (`mutants`): its `MutantSpec`s, or a function of the profile name that
+    #: returns them. Named, not imported: a zoo may need what the declaration must not (torch, servers, the campaign
+    #: that collects a served mutant's samples, which itself certifies with this level).
+    zoo: str | None = None
     default_impls: tuple[str, ...] = ()  # what the pytest suite certifies at this level when no --exactspec-impl is given
     #: Smallest n the planner returns for a case with a planning check.
     min_n: int = 2
@@ -160,8 +165,12 @@ class Level:
 
     def mutants(self, profile: str = "quick") -> list[MutantSpec]:
         """The level's kill-table rows: its mutants, then its valid variants (a level whose rows collect their samples
-        up front sizes them for `profile`; the others run at the profile the driver is given)."""
-        return []
+        up front sizes them for `profile`; the others run at the profile the driver is given): read from `zoo`."""
+        if self.zoo is None:
+            return []
+        module, _, name = self.zoo.partition(":")
+        rows = getattr(importlib.import_module(module), name)
+        return list(rows(profile) if callable(rows) else rows)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         """Would a test of the first emitted token alone (plus the contract) have failed this record?"""

@@ -15,11 +15,14 @@ from typing import Any
 
 import torch
 
+from ...errors import Unsupported  # noqa: F401 -- re-exported: adapters raise it for a configuration they cannot run
+from ...gpu_impl import SpeculativeGenerator
+from ...gpu_impl.drafts import HeadsDraft, ModelDraft, PromptLookupDraft
+from ...gpu_impl.drafts.heads import PredictionHeads
+from ...reference.warping import SamplingParams
 from ..loader import load_adapter as load_any_adapter
 from .models import eos_of
 from .reference_loop import ReferenceLoop
-from ...errors import Unsupported  # noqa: F401 -- re-exported: adapters raise it for a configuration they cannot run
-from ...reference.warping import SamplingParams
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -56,21 +59,12 @@ class GpuImplAdapter:
         return self._generators[key]
 
     def _new_generator(self, target: Any, draft: Any, k: int, sampling: SamplingParams):
-        from ...gpu_impl import SpeculativeGenerator
-
         if self.draft_kind == "lookup":
-            from ...gpu_impl.drafts import PromptLookupDraft
-
             source = PromptLookupDraft()
         elif self.draft_kind == "heads":
-            from ...gpu_impl.drafts import HeadsDraft
-            from ...gpu_impl.drafts.heads import PredictionHeads
-
             # untrained heads (seed 0) on the target itself: exactness must not depend on how good the heads are
             source = HeadsDraft(target, PredictionHeads(target.config.hidden_size, n_heads=3).to(target.dtype))
         else:
-            from ...gpu_impl.drafts import ModelDraft
-
             source = ModelDraft(draft)
         return SpeculativeGenerator(target, source, k=k, sampling=sampling, mode=self.mode, adaptive_k=self.k_policy)
 
@@ -214,9 +208,7 @@ def load_adapter(spec: Any) -> Any:
     if spec is None:
         return None
     loaded = load_any_adapter(spec, builtins=BUILTIN)
-    from .level import LEVEL
-
-    return loaded.adapter if LEVEL.offers(loaded.adapter) else None
+    return loaded.adapter if loaded.level == "sequence" else None  # the level an object offers first (`loader`)
 
 
 def adapter_name(adapter: Any) -> str:
