@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
+from ..crash import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
 from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable
 from .core.levels import level_names
 from .core.profiles import PROFILE_NAMES
+from .paths import check_writable
 
 EXIT_CERTIFIED = 0
 EXIT_FAILED = 1
@@ -80,19 +80,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real-model", action="store_true",
                         help="sequence level: also run the cases on the embedded SmolLM2-135M (float32; -k bf16 picks "
                              "the bfloat16 ones instead)")
-
-
-def check_writable(out: str | os.PathLike) -> Path:
-    """Create `out` and write then delete a probe file in it; ValueError naming --out if that fails."""
-    path = Path(out)
-    probe = path / ".exactspec-write-probe"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe.write_text("probe\n")
-        probe.unlink()
-    except OSError as error:
-        raise ValueError(f"--out {str(out)!r} is not a writable directory: {error}") from error
-    return path
 
 
 def _names(text: str | None) -> list[str]:
