@@ -22,7 +22,11 @@ import signal
 import sys
 import time
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
+
+from ...paths import portable_args
+from .self_draft import self_draft
 
 ENGINES = ("llama.cpp", "vllm", "llama-cpp-python")
 MODES = ("plain", "ngram", "draft", "selfdraft")
@@ -33,10 +37,6 @@ NGRAM_ARGS = ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "
 def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int = 4, threads: int | None = None,
             ports: tuple[int, int] = (0, 0), logs: str | None = None) -> tuple[Any, Any | None]:
     """The reference (plain) and candidate (`mode`; None for plain) servers of `engine`, not started yet."""
-    from pathlib import Path
-
-    from .self_draft import self_draft
-
     if engine not in ENGINES or mode not in MODES:
         raise ValueError(f"engine must be one of {ENGINES} and mode one of {MODES}, got {engine!r}, {mode!r}")
     threads = threads or max(1, (os.cpu_count() or 1) // 2)  # two servers share the machine: no spinning threads
@@ -85,8 +85,6 @@ def _llama_cpp_python_servers(mode: str, ports: tuple[int, int], log: Any) -> tu
 def certify_command(engine: str, mode: str, draft_sampling: str, reference: Any, candidate: Any) -> list[str]:
     """The `exactspec engine certify` arguments that certify these two servers (the engine's identity, flags,
     speculation type and whether it is expected to be seed-coupled)."""
-    from ...paths import portable_args
-
     coupled = engine != "vllm" and (mode == "ngram" or draft_sampling == "greedy")
     if engine == "llama-cpp-python":
         from .llama_cpp_python_server import certify_arguments

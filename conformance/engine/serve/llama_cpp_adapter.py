@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ....gpu_impl.model_config import default_gguf_path
 from ....reference.warping import warp_probs
 from ..adapter import Completion, Sampling, top_n
 
@@ -77,8 +78,6 @@ class LlamaCppPython:
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         if model is None:
-            from ....gpu_impl.model_config import default_gguf_path  # torch-free
-
             model = str(default_gguf_path())
         self.role, self.version, self.model_name = role, llama_cpp.__version__, str(model).rsplit("/", 1)[-1]
         self.draft = None

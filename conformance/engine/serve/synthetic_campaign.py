@@ -17,7 +17,7 @@ from pathlib import Path
 from ..collect.campaign import Campaign, run_campaign
 from ..collect.client import SamplerChain
 from ..collect.sampling import Settings
-from ..level import EngineResult
+from ..result import EngineResult
 from .synthetic_deviation import DEFAULT_PROMPT, PROBES
 from .synthetic_engine import MODES
 from .synthetic_server import SyntheticServer

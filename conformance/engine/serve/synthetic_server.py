@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,7 @@ from .mutant_server import (
     loopback_socket,
     sampling_from_request,
 )
-from .synthetic_engine import DEFAULT_K, Load, Mode, generate, mode_of
+from .synthetic_engine import DEFAULT_K, Load, MODES, Mode, generate, mode_of
 from .synthetic_model import PROFILES, Chain, SyntheticModel, as_chain
 
 if TYPE_CHECKING:
@@ -224,8 +225,6 @@ def model_name_of(profile: str, vocab: int, model_seed: int) -> str:
 
 def _bound_socket(port: int) -> Any:
     """A listening-ready TCP socket on 127.0.0.1:`port` (0: a free one) with TCP_NODELAY (`loopback_socket`)."""
-    import socket
-
     if port == 0:
         return loopback_socket()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -236,8 +235,6 @@ def _bound_socket(port: int) -> Any:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from .synthetic_engine import MODES
-
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="Serve one synthetic engine mode.")
     parser.add_argument("--mode", required=True, choices=sorted(MODES), help="plain (the reference) or a mode")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one, printed)")
