@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+import transformers
 
 from ...errors import Unsupported  # noqa: F401 -- re-exported: adapters raise it for a configuration they cannot run
 from ...gpu_impl import SpeculativeGenerator
@@ -142,8 +143,6 @@ class HFAssistedAdapter(_HFBase):
              "The assistant samples with the same logits processors (do_sample copied from the main config).")
 
     def __init__(self) -> None:
-        import transformers
-
         self.description = f"transformers {transformers.__version__} generate(assistant_model=draft), constant k"
 
     def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
@@ -163,8 +162,6 @@ class HFPromptLookupAdapter(_HFBase):
              "a point mass at the looked-up token, i.e. acceptance p(x_i) per draft.")
 
     def __init__(self) -> None:
-        import transformers
-
         self.description = f"transformers {transformers.__version__} generate(prompt_lookup_num_tokens=k)"
 
     def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import torch
+from transformers.utils import logging as transformers_logging
 
 from .. import SpecStats, SpeculativeGenerator, generate_plain, models
 from ..drafts.registry import build_draft
@@ -58,9 +59,6 @@ class Target:
 
 def load_target(args: argparse.Namespace, device: str, dtype: Any) -> Target:
     """The target model and tokenizer the (checked) arguments name."""
-    from transformers.utils import logging as transformers_logging
-
-
     transformers_logging.disable_progress_bar()  # the weight-loading bar would sit among the '#' figure lines
     start = time.perf_counter()
     if args.tiny:
