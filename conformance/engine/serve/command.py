@@ -46,6 +46,7 @@ def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int =
     if engine == "llama-cpp-python":
         return _llama_cpp_python_servers(mode, ports, log)
     if engine == "vllm":
+        # httpx (the [engine] extra): `engine serve --help` answers without it
         from .vllm_server import VllmServer, ensure_vllm
 
         python = ensure_vllm()
@@ -55,6 +56,7 @@ def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int =
         draft = self_draft()["hf_dir"] if mode == "selfdraft" else None
         return reference, VllmServer(python, mode="ngram" if mode == "ngram" else "draft", draft_dir=draft,
                                      threads=threads, port=ports[1], log_path=log("candidate"))
+    # httpx (the [engine] extra): `engine serve --help` answers without it
     from .llama_server import LlamaServer, ensure_llama_server
 
     binary = ensure_llama_server()
@@ -70,6 +72,7 @@ def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int =
 
 def _llama_cpp_python_servers(mode: str, ports: tuple[int, int], log: Any) -> tuple[Any, Any | None]:
     """llama-cpp-python's servers: one thread each (it serves one request at a time); only n-gram speculation."""
+    # httpx (the [engine] extra): `engine serve --help` answers without it
     from .llama_cpp_python import ensure_llama_cpp_python
     from .llama_cpp_python_server import LlamaCppPythonServer
 
@@ -87,6 +90,7 @@ def certify_command(engine: str, mode: str, draft_sampling: str, reference: Any,
     speculation type and whether it is expected to be seed-coupled)."""
     coupled = engine != "vllm" and (mode == "ngram" or draft_sampling == "greedy")
     if engine == "llama-cpp-python":
+        # httpx (the [engine] extra): `engine serve --help` answers without it
         from .llama_cpp_python_server import certify_arguments
 
         dialect = certify_arguments(reference, candidate)

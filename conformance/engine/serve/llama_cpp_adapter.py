@@ -74,6 +74,7 @@ class LlamaCppPython:
 
     def __init__(self, role: str, model: str | None = None, threads: str | int = 1, n_ctx: str | int = 512,
                  num_pred_tokens: str | int = 10, max_ngram_size: str | int = 2) -> None:
+        # llama-cpp-python: installed in its own venv, where this adapter runs
         import llama_cpp
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -97,6 +98,7 @@ class LlamaCppPython:
 
     def chat_tokenize(self, messages: list[dict]) -> list[int]:
         """A chat through the model's own chat template (the GGUF's), with the generation prompt."""
+        # llama-cpp-python: installed in its own venv, where this adapter runs
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         template = self.llm.metadata.get("tokenizer.chat_template")

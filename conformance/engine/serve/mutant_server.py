@@ -27,11 +27,11 @@ import secrets
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from .mutant_backends import Backend, Generated
 from ....reference.warping import SamplingParams
 
 LLAMA_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
@@ -100,6 +100,16 @@ def _seed(body: dict) -> int:
 def detokenize(tokens: list[int]) -> str:
     """The toy tokenizer's text: one space-prefixed integer per token (so /tokenize inverts it)."""
     return "".join(f" {int(t)}" for t in tokens)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One completion: new tokens (EOS included when it stopped generation) and the draft counters."""
+
+    tokens: list[int]
+    stopped_by_eos: bool
+    draft_n: int = 0
+    draft_n_accepted: int = 0
 
 
 def completion_text(generated: Generated) -> str:
@@ -212,8 +222,9 @@ class Completer:
                 "id": f"cmpl-{secrets.token_hex(8)}", "timings": done["timings"]}
 
 
-def build_app(backend: Backend, model_name: str = "exactspec-tiny") -> Any:
+def build_app(backend: ServedBackend, model_name: str = "exactspec-tiny") -> Any:
     """The starlette application serving `backend`."""
+    # starlette (the [engine] extra): the module is read without it (its protocol, `Generated`)
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -270,7 +281,7 @@ def loopback_socket() -> socket.socket:
 class EngineServer:
     """Serve `backend` on 127.0.0.1 in a background thread: ``with EngineServer(b) as s: s.base_url``."""
 
-    def __init__(self, backend: Backend, model_name: str = "exactspec-tiny", ready_timeout_s: float = 20.0) -> None:
+    def __init__(self, backend: ServedBackend, model_name: str = "exactspec-tiny", ready_timeout_s: float = 20.0) -> None:
         if ready_timeout_s <= 0:
             raise ValueError(f"ready_timeout_s must be > 0, got {ready_timeout_s}")
         self.backend, self.model_name, self.ready_timeout_s = backend, model_name, ready_timeout_s
@@ -279,6 +290,7 @@ class EngineServer:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> "EngineServer":
+        # uvicorn (the [engine] extra): only a served backend needs it
         import uvicorn
 
         sock = loopback_socket()
@@ -294,6 +306,7 @@ class EngineServer:
         return self
 
     def _wait_ready(self) -> None:
+        # httpx (the [engine] extra): only a served backend needs it
         import httpx
 
         deadline = time.monotonic() + self.ready_timeout_s

@@ -40,6 +40,7 @@ def _check_blocks(blocks: int, available: int) -> None:
 
 def early_exit_gguf(source: str | os.PathLike, blocks: int, out: str | os.PathLike) -> Path:
     """Write the first `blocks` blocks of the GGUF `source` as the GGUF `out` (atomically); -> `out`."""
+    # gguf: only building the GGUF self-draft needs it
     import gguf
 
     reader = gguf.GGUFReader(str(source))
@@ -75,6 +76,7 @@ def early_exit_gguf(source: str | os.PathLike, blocks: int, out: str | os.PathLi
 
 def early_exit_hf_dir(source: str | os.PathLike, blocks: int, out: str | os.PathLike) -> Path:
     """Write the first `blocks` layers of the Hugging Face directory `source` as the directory `out`; -> `out`."""
+    # safetensors: only building the Hugging Face self-draft needs it
     from safetensors.numpy import load_file, save_file
 
     source, out = Path(source), Path(out)

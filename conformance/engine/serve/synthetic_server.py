@@ -29,10 +29,10 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from .mutant_backends import Generated
 from .mutant_server import (
     LLAMA_DEFAULTS,
     Completer,
+    Generated,
     RequestError,
     loopback_socket,
     sampling_from_request,
@@ -167,6 +167,7 @@ class SyntheticCompleter(Completer):
 
 def build_app(backend: SyntheticBackend, model_name: str) -> Any:
     """The starlette application: completions run in the thread pool, counted in flight from arrival to answer."""
+    # starlette (the [engine] extra): the engine's model and tables are read without it
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse
@@ -198,6 +199,7 @@ def build_app(backend: SyntheticBackend, model_name: str) -> Any:
         return JSONResponse({"status": "ok"})
 
     async def props(request):
+        # anyio (with starlette): only a served request needs it
         import anyio.to_thread
 
         slots = int(anyio.to_thread.current_default_thread_limiter().total_tokens)  # generation threads
@@ -250,6 +252,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve until SIGTERM or SIGINT; prints ``listening on URL`` once the socket is bound."""
+    # uvicorn (the [engine] extra): only serving needs it
     import uvicorn
 
     args = parse_args(argv)
@@ -297,6 +300,7 @@ class SyntheticServer:
         return self._log.read().decode(errors="replace")
 
     def _wait_ready(self, deadline: float) -> None:
+        # httpx (the [engine] extra): only serving needs it
         import httpx
 
         while time.monotonic() < deadline:

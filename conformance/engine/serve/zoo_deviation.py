@@ -56,6 +56,7 @@ class TargetRows:
 
     def after(self, prefix: tuple[int, ...]) -> np.ndarray:
         if prefix not in self._rows:
+            # torch: the synthetic engine's deviation tables read this module without it
             from ...sequence.models import target_rows
 
             self._rows[prefix] = target_rows(self.target, self.prompt, list(prefix) + [0], self.sampling)[-1]
@@ -107,6 +108,7 @@ def split_lower_bound(first: Sequence[Sequence[int]], second: Sequence[Sequence[
 
 def measure(kind: str, n_completions: int = 40_000, delta: float = 1e-3) -> TokenDeviation:
     """Mean per-token TV at the drafted positions 2..max_tokens of the zoo's generator `kind` (`mutants.backend`)."""
+    # torch and the served zoo: only a measurement of the zoo needs them
     from ...sequence.models import tiny_pair
     from .mutants import CHAIN, EOS, backend
 
