@@ -19,8 +19,8 @@ from typing import Any
 
 from ..crash import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
 from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable
-from .core.levels import level_names
-from .core.profiles import PROFILE_NAMES
+from .core.levels import get_level, level_names
+from .core.profiles import PROFILE_NAMES, get_profile
 from .paths import check_writable
 
 EXIT_CERTIFIED = 0
@@ -90,8 +90,6 @@ def select_cases(level: Any, profile: str, impl: Any, names: str | None, substri
                  real_model: bool = False) -> list[str] | None:
     """The case names --cases / -k (and --real-model) select at `level` (None: the profile's); ValueError naming
     the option when a name is unknown or nothing matches."""
-    from .core.profiles import get_profile
-
     prof = get_profile(profile)
     if not names and not substrings and not real_model:
         return None
@@ -128,8 +126,8 @@ def _progress(args: argparse.Namespace):
 
 
 def _certify(args: argparse.Namespace) -> int:
+    # here, not at the top: `exactspec certify --help` answers without numpy and scipy
     from .api import certify, resolve
-    from .core.levels import get_level
 
     try:
         check_writable(args.out)

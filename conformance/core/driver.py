@@ -68,6 +68,7 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
     if not threads:
         yield
         return
+    # torch: only a level that runs torch models sets threads
     import torch
 
     old = torch.get_num_threads()

@@ -14,6 +14,7 @@ from ...crash import internal_crash
 from ...outcomes import VERDICT_EXIT, ExitCode
 from ..core.profiles import PROFILE_NAMES
 from ..paths import check_writable
+from .samples import read_samples
 
 EXIT_USAGE = ExitCode.USAGE
 EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # 4: the run cannot decide (`certify`'s "cannot run here" shares it)
@@ -59,7 +60,6 @@ def _certify(args: argparse.Namespace) -> int:
     # here, not at the top: `exactspec certify-samples --help` answers without loading numpy, scipy and statsmodels
     from .level import certify_samples
     from .report import write_engine_report
-    from .samples import read_samples
 
     try:
         check_writable(args.out)
