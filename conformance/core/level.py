@@ -11,6 +11,7 @@ needs. The defaults are those of a level with nothing to add at that step.
 from __future__ import annotations
 
 import importlib
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -72,8 +73,6 @@ class Level:
     min_n: int = 2
     #: Each case on a fresh instance, so cases can run in workers (False: one shared object, in this process).
     per_case_instances: bool = True
-    #: Torch threads the level's cases run with (None: as the process has them).
-    threads: int | None = None
 
     # --- cases and planning ------------------------------------------------------------------------
     def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list:
@@ -140,6 +139,10 @@ class Level:
         return [], []
 
     # --- the run -------------------------------------------------------------------------------------
+    def running(self) -> AbstractContextManager[None]:
+        """What the level's cases run inside when they run in this process (the sequence level: one torch thread)."""
+        return nullcontext()
+
     def about(self, impl: Any) -> tuple[list[str], dict]:
         """Notes and report fields the implementation states about itself (its `certificate_notes`)."""
         return list(getattr(impl, "certificate_notes", []) or []), {}

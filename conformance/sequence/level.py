@@ -10,9 +10,10 @@ standard and full profiles (`draws`).
 from __future__ import annotations
 
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ...errors import AdapterLoadError, ContractViolation, ExactspecError
 from ..core.level import Level, named_cases
@@ -47,7 +48,6 @@ class SequenceLevel(Level):
     default_impls = ("reference", "gpu_impl")
     zoo = "exactspec.conformance.sequence.mutants:ZOO"
     min_n = 200
-    threads = 1  # tiny models gain nothing from intra-op threads
 
     def offers(self, obj: Any) -> bool:
         return callable(getattr(obj, "generate", None))
@@ -101,6 +101,18 @@ class SequenceLevel(Level):
         adapter = impl.adapter if isinstance(impl, Generator) else impl
         notes = [n for n in [getattr(adapter, "notes", "")] if n]
         return notes, {"description": getattr(adapter, "description", "")}
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """One torch thread while the cases run here (tiny models gain nothing from intra-op threads)."""
+        import torch  # torch: the declaration is read without it (the loader asks every level)
+
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(old)
 
     def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
         for entry in result.cases:
