@@ -18,7 +18,7 @@ from .samples import read_samples
 
 EXIT_USAGE = ExitCode.USAGE
 EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # 4: the run cannot decide (`certify`'s "cannot run here" shares it)
-EXIT = VERDICT_EXIT  # verdict -> exit status (QUALIFIED: 5)
+EXIT = {str(verdict): code for verdict, code in VERDICT_EXIT.items()}  # verdict -> exit status (QUALIFIED: 5)
 
 EXIT_CODES_HELP = """\
 exit status:

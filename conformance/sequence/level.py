@@ -83,7 +83,7 @@ class SequenceLevel(Level):
         from .run import run_case  # torch: the declaration is read without it (the loader asks every level)
 
         try:
-            run, hard = run_case(subject, case, profile, plan.get("n"))
+            run, hard = run_case(subject, case, profile, plan.get("n", 0))
         except ExactspecError:
             raise
         except Exception as error:  # noqa: BLE001 - e.g. an output of the wrong type: the case cannot be judged

@@ -86,8 +86,9 @@ def _pit(run: SequenceRun, n: int) -> list[CheckRecord]:
     return [structure, run.record("invariant", zero_check)]
 
 
-def run_case(subject: Any, case: Case, profile: Profile, n: int | None) -> tuple[SequenceRun, list[CheckRecord]]:
-    """The run of `case` on `subject` (n samples for an exact or pit case) and its hard records."""
+def run_case(subject: Any, case: Case, profile: Profile, n: int) -> tuple[SequenceRun, list[CheckRecord]]:
+    """The run of `case` on `subject` (n samples for an exact or pit case; a greedy case ignores n) and its hard
+    records."""
     run = SequenceRun(subject, case, profile)
     hard = {"greedy": lambda: _greedy(run), "exact": lambda: _exact(run, n), "pit": lambda: _pit(run, n)}[case.level]()
     return run, hard

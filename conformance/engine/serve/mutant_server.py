@@ -138,12 +138,14 @@ def probability_entries(tokens: list[int], rows: np.ndarray, n_probs: int, post_
 
 
 class ServedBackend(Protocol):
-    """What a completer needs of a backend: generation and the teacher-forced rows (`Backend`, or the synthetic
-    engine's, whose sampling is a sampler chain)."""
+    """What a completer needs of a backend: generation, the teacher-forced rows and what it is
+    (`mutant_backends.Backend`, or the synthetic engine's, whose sampling is a sampler chain)."""
 
     def generate(self, prompt: Any, max_tokens: int, sampling: Any, seed: int) -> Generated: ...
 
     def position_probs(self, prompt: Any, tokens: Any, sampling: Any) -> Any: ...
+
+    def describe(self) -> dict: ...
 
 
 class Completer:
@@ -281,7 +283,8 @@ def loopback_socket() -> socket.socket:
 class EngineServer:
     """Serve `backend` on 127.0.0.1 in a background thread: ``with EngineServer(b) as s: s.base_url``."""
 
-    def __init__(self, backend: ServedBackend, model_name: str = "exactspec-tiny", ready_timeout_s: float = 20.0) -> None:
+    def __init__(self, backend: ServedBackend, model_name: str = "exactspec-tiny",
+                 ready_timeout_s: float = 20.0) -> None:
         if ready_timeout_s <= 0:
             raise ValueError(f"ready_timeout_s must be > 0, got {ready_timeout_s}")
         self.backend, self.model_name, self.ready_timeout_s = backend, model_name, ready_timeout_s
