@@ -20,7 +20,9 @@ from .core.driver import run_level
 from .core.executor import case_executor, module_file
 from .core.level import CaseOutcome
 from .core.levels import get_level
+from .core.profiles import get_profile
 from .core.report import SuiteResult, document
+from .loader import load_adapter
 
 Verdict = Literal["CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "QUALIFIED", "EXACT_NOT_STANDARD", "CERTIFIED"]
 
@@ -91,8 +93,6 @@ def _builtins(spec: Any) -> dict:
 
 def resolve(impl: Any, level: str = "auto") -> tuple[str, Any, str, str | None]:
     """(level, object to certify, its name in the report, spec a worker can load it from or None)."""
-    from .loader import load_adapter
-
     own = None if level == "auto" else get_level(level).own_input(impl)
     if own is not None:  # a level that certifies something else than an adapter (the engine level's sample files)
         return level, own[0], own[1], None
@@ -124,6 +124,4 @@ def certify(impl: Any, level: str = "auto", profile: str = "standard", *, cases:
 
 
 def _profile(name: str) -> Any:
-    from .core.profiles import get_profile
-
     return get_profile(name)

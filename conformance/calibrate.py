@@ -29,11 +29,13 @@ from typing import Any, Callable
 from scipy import stats
 
 from ..stat_tests import rejection_rate
+from .api import resolve
 from .core.driver import run_level
 from .core.executor import case_executor
 from .core.levels import get_level, level_names
 from .core.profiles import PROFILE_NAMES, get_profile
 from .core.records import set_seed_salt
+from .provenance import collect
 
 ALPHAS = (1e-2, 1e-3)
 CONFIDENCE = 0.99
@@ -56,8 +58,6 @@ def replicate_pvalues(impl_spec: str | None, profile_name: str, replicates: int,
                       executor: Any = None) -> dict:
     """{(case, check): [p-values]} and the tails used, from `replicates` salted runs of `level`'s suite on
     `impl_spec` (None: the level's reference); `on_replicate(raw so far, replicates done)` after each one."""
-    from .api import resolve
-
     declared = get_level(level)
     if declared.reference_spec is None:
         raise ValueError(f"calibrate: the {level} level cannot be replicated offline (it has no exact reference to "
@@ -135,8 +135,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _document(args: argparse.Namespace, raw: dict, done: int, seconds: float) -> dict:
-    from .provenance import collect
-
     return {"impl": args.impl or get_level(args.level).reference_spec, "level": args.level, "profile": args.profile, "replicates": done,
             "replicates_requested": args.replicates, "complete": done == args.replicates, "alphas": list(ALPHAS),
             "confidence": CONFIDENCE, **summarize(raw), "seconds": round(seconds, 1),

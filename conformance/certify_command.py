@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
+from ..crash import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
 from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable
-from .core.levels import level_names
-from .core.profiles import PROFILE_NAMES
+from .core.levels import get_level, level_names
+from .core.profiles import PROFILE_NAMES, get_profile
+from .paths import check_writable
 
 EXIT_CERTIFIED = 0
 EXIT_FAILED = 1
@@ -82,19 +82,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the bfloat16 ones instead)")
 
 
-def check_writable(out: str | os.PathLike) -> Path:
-    """Create `out` and write then delete a probe file in it; ValueError naming --out if that fails."""
-    path = Path(out)
-    probe = path / ".exactspec-write-probe"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe.write_text("probe\n")
-        probe.unlink()
-    except OSError as error:
-        raise ValueError(f"--out {str(out)!r} is not a writable directory: {error}") from error
-    return path
-
-
 def _names(text: str | None) -> list[str]:
     return [n.strip() for n in (text or "").split(",") if n.strip()]
 
@@ -103,8 +90,6 @@ def select_cases(level: Any, profile: str, impl: Any, names: str | None, substri
                  real_model: bool = False) -> list[str] | None:
     """The case names --cases / -k (and --real-model) select at `level` (None: the profile's); ValueError naming
     the option when a name is unknown or nothing matches."""
-    from .core.profiles import get_profile
-
     prof = get_profile(profile)
     if not names and not substrings and not real_model:
         return None
@@ -141,8 +126,8 @@ def _progress(args: argparse.Namespace):
 
 
 def _certify(args: argparse.Namespace) -> int:
+    # here, not at the top: `exactspec certify --help` answers without numpy and scipy
     from .api import certify, resolve
-    from .core.levels import get_level
 
     try:
         check_writable(args.out)

@@ -20,7 +20,8 @@ A relative path is returned as it is. `portable_args(argv)` applies it to the ab
 command line or flag list (``-m /x/model.gguf`` and ``--model=/x/model.gguf``), and `portable_json(doc)`
 to every string of a JSON document that is an absolute path of this machine (`is_machine_path`); both
 leave things such as ``/completion`` or ``/v1`` alone. The same input gives the same output, so two sample
-files written with the same flags record the same flags. Torch-free.
+files written with the same flags record the same flags. `check_writable(out)` checks a command's --out
+directory before its run writes there. Torch-free.
 """
 
 from __future__ import annotations
@@ -226,5 +227,19 @@ def portable_json(document: Any, *, hash_files: bool = True) -> Any:
     return document
 
 
-__all__ = ["MACHINE_ROOTS", "is_machine_path", "portable_args", "portable_json", "portable_path", "project_root",
-           "temp_roots", "venv_root"]
+def check_writable(out: str | os.PathLike) -> Path:
+    """The directory a command writes to (its --out), checked before the run starts: `out` created, a probe file
+    written and deleted in it; ValueError naming --out if that fails."""
+    path = Path(out)
+    probe = path / ".exactspec-write-probe"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_text("probe\n")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"--out {str(out)!r} is not a writable directory: {error}") from error
+    return path
+
+
+__all__ = ["MACHINE_ROOTS", "check_writable", "is_machine_path", "portable_args", "portable_json", "portable_path",
+           "project_root", "temp_roots", "venv_root"]

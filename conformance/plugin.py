@@ -13,11 +13,16 @@ folder ``conformance/`` would otherwise be imported a second time as a top-level
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ..errors import ImplUnavailable
+from .core.levels import get_level
+from .core.profiles import get_profile
 
 #: The profile names of `exactspec.conformance.core.profiles.PROFILES` (spelled out so that loading the plugin
 #: imports nothing heavy; tests/test_conformance_core.py checks they agree).
@@ -51,6 +56,7 @@ def pytest_configure(config):
                                        "(the rule level's generated cases)")
     salt = config.getoption("--exactspec-seed", default="")
     if salt:
+        # pytest loads this plugin in every session: the suite (numpy, scipy) loads when a test asks
         from .core.records import set_seed_salt
 
         set_seed_salt(str(salt))
@@ -103,6 +109,7 @@ def impl_specs(config) -> list[str]:
 def resolved(spec: str) -> Any:
     """(level, adapter) the spec loads as, or the exception loading it raised (cached per process)."""
     if spec not in _RESOLVED:
+        # pytest loads this plugin in every session: the suite (numpy, scipy) loads when a test asks
         from .api import resolve
 
         try:
@@ -117,9 +124,6 @@ def level_params(config, level: str) -> list:
     """The pytest parameters of `level`'s tests: every --exactspec-impl that offers this level (unavailable ones
     skipped with their reason; ones that cannot be loaded fail in `test_loading`, once), or the level's own
     implementations when none is given; one skipped parameter when none applies."""
-    from .core.levels import get_level
-    from ..errors import ImplUnavailable
-
     given = impl_specs(config)
     specs = given or list(get_level(level).default_impls)
     params = []
@@ -142,9 +146,6 @@ def profile_name(config) -> str:
 def suite_cases(config, level: str, module: Any = None) -> list:
     """The cases of `level` this run parametrizes: the profile's, or those of --exactspec-cases FILE where the test
     module reads case files (`CASES_FROM_FILE`: the rule level's `load_cases`)."""
-    from .core.levels import get_level
-    from .core.profiles import get_profile
-
     path = config.getoption("--exactspec-cases")
     read = getattr(module, "CASES_FROM_FILE", None)
     if path and read is not None:
@@ -176,8 +177,6 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def profile(request):
-    from .core.profiles import get_profile
-
     return get_profile(profile_name(request.config))
 
 
@@ -198,6 +197,7 @@ def certified(level: str, spec: str, request) -> Any:
     every test runs), with the run's extras (the rule level's generated cases) where a selected test reads them."""
     key = (level, spec)
     if key not in _CERTIFICATES:
+        # pytest loads this plugin in every session: the suite (numpy, scipy) loads when a test asks
         from .api import certify
 
         config = request.config
@@ -217,15 +217,12 @@ def record_verdict(record_property, cert: Any, verdict: str) -> None:
 
 
 def _report_dir(out_dir: str, cert: Any) -> str:
-    import os
-
     return os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", str(cert.impl_spec)) + f"-{cert.level}")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not _CERTIFICATES:
         return
-    from .core.levels import get_level
 
     terminalreporter.section("exactspec conformance summary")
     out_dir = config.getoption("--exactspec-report")

@@ -18,9 +18,12 @@ import platform
 import subprocess
 import sys
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
+from .loader import import_module_from_cwd
 from .paths import portable_args, portable_path
 
 GIT_TIMEOUT_SECONDS = 2.0
@@ -32,12 +35,8 @@ IF_IMPORTED_LIBRARIES = ("torch", "transformers")
 def exactspec_version() -> str | None:
     """The installed distribution's version, else the package's __version__."""
     try:
-        from importlib.metadata import PackageNotFoundError, version
-
         return version("exactspec")
-    except (ImportError, PackageNotFoundError):
-        from .. import __version__
-
+    except PackageNotFoundError:
         return __version__
 
 
@@ -81,8 +80,6 @@ def sha256_of_file(path: str | Path) -> str | None:
 
 def distribution_of(module_name: str) -> dict | None:
     """{"name", "version"} of the installed distribution providing the module's top-level package, or None."""
-    from importlib.metadata import PackageNotFoundError, packages_distributions, version
-
     top = module_name.split(".")[0]
     names = packages_distributions().get(top) or []
     if not names:
@@ -102,8 +99,6 @@ def implementation_info(impl_spec: str) -> dict:
         return info
     module = sys.modules.get(module_name)
     if module is None:
-        from .loader import import_module_from_cwd
-
         try:
             module = import_module_from_cwd(module_name, impl_spec)
         except Exception:  # noqa: BLE001 -- provenance is best effort, never a crash

@@ -1,13 +1,13 @@
 """exactspec: the reference that speculative-sampling implementations are measured against."""
 
+from importlib.metadata import version
+
 from .errors import ExactspecError
 
 
 def _installed_version() -> str:
     """The installed distribution's version (pyproject.toml is the one source), else a placeholder."""
     try:
-        from importlib.metadata import version
-
         return version("exactspec")
     except Exception:  # noqa: BLE001 -- e.g. run from a source tree that is not installed
         return "0+unknown"

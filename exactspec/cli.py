@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import traceback
 
 from . import __version__
+from .crash import internal_crash
 
 EXIT_USAGE = 2
-EXIT_INTERNAL = 3
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reference-demo": ("exactspec.reference.demo", "print the seed-article figures computed by the exact oracle"),
@@ -33,9 +32,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cache": ("exactspec.cache_cli", "what exactspec caches on this machine (models, kernel plans, ...): info, clear"),
     "engine": ("exactspec.conformance.engine.cli", "engine level: `exactspec engine certify` certifies a serving engine in one command (`serve` starts llama.cpp or vLLM, `collect` samples files)"),
 }
-
-INTERNAL_ERROR_HINT = ("exactspec: internal error (a bug in exactspec, not in your implementation). Please report it "
-                       "with the traceback above and the command line: {command}")
 
 
 def _attach(sub_parser: argparse.ArgumentParser, module_name: str) -> None:
@@ -56,13 +52,6 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
         if name == chosen:
             _attach(sub_parser, module_name)
     return parser
-
-
-def internal_crash(command: str) -> int:
-    """Print the current exception's traceback and a request to report it; the exit status 3."""
-    traceback.print_exc()
-    print(INTERNAL_ERROR_HINT.format(command=command), file=sys.stderr)
-    return EXIT_INTERNAL
 
 
 def main(argv: list[str] | None = None) -> int:

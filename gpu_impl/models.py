@@ -76,6 +76,7 @@ def _finish(model: Any, device: Any, dtype: torch.dtype) -> Any:
 
 
 def _load_hf_dir(path: Path, device: Any, dtype: torch.dtype) -> tuple[Any, Any]:
+    # transformers takes seconds to import: only building a model needs it
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
@@ -93,6 +94,7 @@ def _gguf_to_model(gguf: Path) -> tuple[Any, Any]:
     does not depend on, so the model is built from the GGUF config and filled with transformers' own
     GGUF tensor converter (which also undoes llama.cpp's q/k permutation).
     """
+    # transformers takes seconds to import: only building a model needs it
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
@@ -121,6 +123,7 @@ def standard_state(model: Any) -> dict[str, torch.Tensor]:
 def _convert_gguf(gguf: Path, target: Path) -> None:
     """Convert a GGUF file and store config + safetensors weights + tokenizer in `target` (atomically): a standard
     Hugging Face checkpoint (`architectures` set, tied weights stored as the input embedding)."""
+    # safetensors: only converting a GGUF needs it
     from safetensors.torch import save_file
 
     model, tokenizer = _gguf_to_model(gguf)
@@ -224,6 +227,7 @@ def tiny_llama(
     `init_std` is large (0.5 rather than HF's 0.02) so that the next-token distributions are peaked
     and varied, like a trained model's, rather than nearly uniform.
     """
+    # transformers takes seconds to import: only building a model needs it
     from transformers import LlamaConfig, LlamaForCausalLM
 
     if hidden_size % n_heads:

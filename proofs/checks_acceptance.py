@@ -9,6 +9,11 @@ import random
 from typing import Callable
 
 import numpy as np
+import sympy as sp
+from scipy.optimize import brentq, linprog
+
+from ..reference import speedup
+from ..reference.laws import emitted_count_law, round_distribution
 
 from .cases import SEED, edge_pairs, random_dist, random_pairs
 from .kernels import F0, first_token_law, overlap, standard_kernel
@@ -17,8 +22,6 @@ from .registry import CheckResult, check, expect, run_guarded
 
 def _max_coupling_lp(p, q) -> tuple[int, float, str]:
     """(status, max P(X = Y), message) of the LP over couplings pi(x, y) >= 0 with marginals q (x), p (y)."""
-    from scipy.optimize import linprog
-
     vocab = len(p)
     cost = -np.eye(vocab).ravel()
     a_eq = np.vstack([np.kron(np.eye(vocab), np.ones(vocab)), np.kron(np.ones(vocab), np.eye(vocab))])
@@ -61,8 +64,6 @@ def coupling_bound(rule_acceptance: Callable | None = None, cases: int = 60) -> 
 def sym_token_count(law_formula: Callable | None = None, mean_formula: Callable | None = None,
                     var_formula: Callable | None = None) -> CheckResult:
     """sympy, k = 1..8: sum P(N=n) = 1, E[N] = (1 - a^(k+1))/(1 - a), Var[N] closed form; per-position E[N]."""
-    import sympy as sp
-
     a = sp.Symbol("alpha", positive=True)
 
     def zero(expr) -> bool:  # rational functions in alpha: exact and fast
@@ -98,9 +99,6 @@ def sym_token_count(law_formula: Callable | None = None, mean_formula: Callable 
 def oracle_token_count(tokens_law_fn: Callable | None = None, expected_fn: Callable | None = None,
                        variance_fn: Callable | None = None, round_law: Callable | None = None) -> CheckResult:
     """The oracle's count law / mean / variance agree with the formulas; exact count law of enumerated rounds."""
-    from ..reference import speedup
-    from ..reference.laws import emitted_count_law, round_distribution
-
     tokens_law_fn = tokens_law_fn or speedup.tokens_law_per_position
     expected_fn = expected_fn or speedup.expected_tokens
     variance_fn = variance_fn or speedup.tokens_variance
@@ -135,8 +133,6 @@ def oracle_token_count(tokens_law_fn: Callable | None = None, expected_fn: Calla
 
 def _improvement_identities() -> Callable:
     """Check the symbolic identities of C8; return the numerator of d/dk of the factor as a float function."""
-    import sympy as sp
-
     a, c, k = sp.symbols("alpha c k", positive=True)
     factor = (1 - a ** (k + 1)) / ((1 - a) * (c * k + 1))
     derivative = (-(a ** (k + 1)) * sp.log(a) * (c * k + 1) - c * (1 - a ** (k + 1))) / ((1 - a) * (c * k + 1) ** 2)
@@ -150,8 +146,6 @@ def _improvement_identities() -> Callable:
 
 def _improvement_at(alpha: float, cost: float, improvement_fn: Callable, optimal_fn: Callable, numerator: Callable) -> None:
     """Check the oracle's improvement factor and optimal k at one (alpha, c) against brute force and k*."""
-    from scipy.optimize import brentq
-
     for kk in range(1, 9):
         exact = (1 - alpha ** (kk + 1)) / ((1 - alpha) * (cost * kk + 1))
         expect(abs(improvement_fn(alpha, kk, cost) - exact) < 1e-12, f"improvement_factor({alpha},{kk},{cost}) != {exact}")
@@ -182,8 +176,6 @@ def _improvement_at(alpha: float, cost: float, improvement_fn: Callable, optimal
 @check("C8")
 def sym_improvement(improvement_fn: Callable | None = None, optimal_fn: Callable | None = None) -> CheckResult:
     """sympy: d/dk of Leviathan's factor; k=1 pays iff alpha > c; optimal_k = best integer near the stationary point."""
-    from ..reference import speedup
-
     improvement_fn = improvement_fn or speedup.improvement_factor
     optimal_fn = optimal_fn or speedup.optimal_k
 

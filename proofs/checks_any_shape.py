@@ -18,6 +18,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..conformance.engine.any_shape import (LAMBDA_GRID, PARTITIONS, PrefixCounts, THETA, _partition_terms, _tolerance,
+                                            any_shape_bound, prefix_weight_of)
+from ..conformance.engine.law_stream import StreamToken, categories
+
 from .cases import SEED, random_dist
 from .kernels import F0, fmt, tv
 from .registry import CheckResult, check, expect, run_guarded
@@ -95,9 +99,6 @@ def _code_bins(cats, order: Sequence[int], top: int | None) -> list[list[int]]:
 
 
 def _set_tolerance_case(rng: random.Random, case: int, tolerance) -> tuple[Fraction, int]:
-    from ..conformance.engine.any_shape import PARTITIONS, PrefixCounts, _partition_terms
-    from ..conformance.engine.law_stream import categories
-
     size = rng.randint(3, 8)
     law = random_dist(rng, size, denom=400, p_zero=0.1)
     report = _tolerant_report(rng, law, rng.randint(1, size - 1))
@@ -137,8 +138,6 @@ def report_set_tolerance(cases: int = 300, tolerance: Callable | None = None) ->
     """Reports within the tolerance: every union A of categories has |r'(A) - p(A)| <= rho S' + N a, which the code's
     allowance 2 eta max(1, S') covers twice; the code's D_hat is max_A [c_hat(A) - r'(A)] over unions of bins, its
     rest envelope >= p(rest) (exact fractions)."""
-    from ..conformance.engine.any_shape import _tolerance
-
     tolerance = tolerance or _tolerance
 
     def body():
@@ -157,9 +156,6 @@ def bennett_factor_bernoulli(cases: int = 150, phi: Callable[[float], float] | N
     """E exp(lam (mu - X) - phi(lam) mu (1 - mu)) <= 1 for X ~ Bernoulli(mu) on a grid of mu and every lam of the
     grid (lam - phi > 0 there, not at 1.2565); every union's c_hat (1 - c_hat) <= the code's v_hat; and
     c (1 - c) <= v_hat + |c - c_hat| (exact)."""
-    from ..conformance.engine.any_shape import LAMBDA_GRID, PrefixCounts, PARTITIONS, _partition_terms
-    from ..conformance.engine.law_stream import categories
-
     phi = phi or (lambda lam: math.expm1(lam) - lam)
 
     def body():
@@ -213,8 +209,6 @@ def prefix_prior_sums_to_at_most_one(cases: int = 80, weight_of: Callable | None
     """The code's prefix weights (each prompt 1 / #prompts at the root; listed token: p' / max(1, S'); unlisted:
     tail / max(1, S') / V_BOUND) sum to <= 1 over every length's prefixes of all prompts (enumerated), so the unused
     prefixes' cost sum -log(1 - eps_h) is <= 2 THETA."""
-    from ..conformance.engine.any_shape import THETA, prefix_weight_of
-
     weight_of = weight_of or prefix_weight_of
 
     def body():
@@ -258,8 +252,6 @@ def _toy_laws(prefix: tuple) -> tuple[list[float], list[float]]:
 def _toy_run(rng: np.random.Generator, completions: int, positions: int, cache: dict) -> tuple[list, dict, list]:
     """One run: the candidate's stream of `completions` completions, the reports (prompt -> prefix -> report), and
     the summed TV(q_h, p_h) over the tokens of each position."""
-    from ..conformance.engine.law_stream import StreamToken, categories
-
     tokens, summed = [], [0.0] * positions
     for index in range(completions):
         prefix: tuple = ()
@@ -284,8 +276,6 @@ def any_shape_bound_covers_the_truth(runs: int = 200, completions: int = 500, bo
     """Monte-Carlo on a toy law with a known deviation of no monotone shape (positions 1..3, V = 4, reports within the
     tolerance): the code's any-shape bound at beta = 0.05 is >= the realised mean TV in every run, overall and at
     each position (the per-position bounds hold together: the union over positions is inside the bound)."""
-    from ..conformance.engine.any_shape import any_shape_bound, prefix_weight_of
-
     bound_of = bound_of or any_shape_bound
 
     def body():

@@ -15,6 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
+from ..conformance.engine import law_checks, law_stream  # read at the call: the tests break them to see a check fail
+from ..conformance.engine.law_checks import CONTEXT_WEIGHTS, prefix_law_log_e, tempered_log_e
+from ..conformance.engine.law_stream import StreamToken, categories
+
 from .cases import SEED, random_dist
 from .kernels import F0, F1, fmt, tv
 from .registry import CheckResult, check, expect, run_guarded
@@ -42,8 +46,6 @@ def _report(law: Sequence[Fraction], listed: int, rng: random.Random, rho: Fract
 def tolerance_envelope_and_slack(cases: int = 300) -> CheckResult:
     """Reports within rho p' + a of the truth: the envelope bounds every true category mass, and every PIT value is
     within rho + N a of the exact one (same order, same W)."""
-    from ..conformance.engine.law_stream import categories, pit_value
-
     def body():
         rng, worst, checked = random.Random(SEED + 14), F0, 0
         rho, a = Fraction(1, 1000), Fraction(1, 10**5)
@@ -64,7 +66,7 @@ def tolerance_envelope_and_slack(cases: int = 300) -> CheckResult:
                 if law[token] == 0:
                     continue
                 w = Fraction(rng.randint(0, 1000), 1000)
-                got = pit_value(cats, token, float(w))[1]
+                got = law_stream.pit_value(cats, token, float(w))[1]
                 exact = (_exact_pit(law, order, token, w) if token in order else
                          sum((law[i] for i in order), F0) + w * true_masses[-1])
                 gap = abs(Fraction(got) - exact)
@@ -169,9 +171,6 @@ def context_mixture_is_exact(cases: int = 100) -> CheckResult:
 def context_bettor_supermartingale(cases: int = 400) -> CheckResult:
     """The context bettors' factor 1 - s + s q(G) / envelope(G) has mean <= 1 under every law within the report's
     tolerance, whatever their counts (so their wealth is a test supermartingale)."""
-    from ..conformance.engine.law_checks import CONTEXT_WEIGHTS, _grouped
-    from ..conformance.engine.law_stream import categories
-
     def body():
         rng, worst, checked = np.random.default_rng(SEED + 45), 0.0, 0
         for case in range(cases):
@@ -187,7 +186,7 @@ def context_bettor_supermartingale(cases: int = 400) -> CheckResult:
                 stake = 0.5 * counts.sum() / (counts.sum() + 2.0)
                 mean = 0.0
                 for c in range(cats.probs.size):
-                    masses, envelopes, g = _grouped(cats, c)
+                    masses, envelopes, g = law_checks._grouped(cats, c)
                     q = (counts[g] + kappa * masses[g] / masses.sum()) / (counts.sum() + kappa)
                     mean += true_cats[c] * (1.0 - stake + stake * q / envelopes[g])
                 expect(mean <= 1.0 + 1e-12, f"case {case}: kappa {kappa}: the factor's mean is {mean:.15f} > 1")
@@ -198,8 +197,6 @@ def context_bettor_supermartingale(cases: int = 400) -> CheckResult:
 
 
 def _one_prefix_tokens(cats, categories_seen) -> list:
-    from ..conformance.engine.law_stream import StreamToken
-
     return [StreamToken(i, i, 1, (), int(cats.ids[c]) if c < len(cats.ids) else -1, cats, int(c), 0.5, "p")
             for i, c in enumerate(categories_seen)]
 
@@ -209,9 +206,6 @@ def reference_bettors_supermartingale(cases: int = 200) -> CheckResult:
     """The reference's self-check bettors, the code's `tempered_log_e` (factor q_theta(c) / envelope(c)) and
     `prefix_law_log_e` (Dirichlet predictive / envelope): after any history, the next token's factor on the e-value
     has mean <= 1 under every law within the report's tolerance."""
-    from ..conformance.engine.law_checks import prefix_law_log_e, tempered_log_e
-    from ..conformance.engine.law_stream import categories
-
     def body():
         rng, worst, checked = np.random.default_rng(SEED + 46), 0.0, 0
         for case in range(cases):

@@ -7,6 +7,9 @@ from __future__ import annotations
 import random
 from typing import Callable
 
+from ..reference.laws import round_distribution
+from ..reference.sequences import speculative_sequence_law, target_sequence_law
+
 from .cases import SEED, edge_pairs, random_dist, schedules, sequence_cases, toy_model
 from .kernels import (F0, Kernel, ancestral_law, fmt, kernel_sequence_law, nonzero, product_extension,
                                       product_law, standard_kernel, tv_law)
@@ -16,8 +19,6 @@ from .registry import CheckResult, check, expect, run_guarded
 @check("C3")
 def exact_round_chain(round_law: Callable | None = None, cases: int = 120) -> CheckResult:
     """Fraction enumeration, k = 1..3: the round, completed by draws from the unused target rows, has law prod p_i."""
-    from ..reference.laws import round_distribution
-
     round_law = round_law or round_distribution
 
     def body():
@@ -52,8 +53,6 @@ def exact_round_chain(round_law: Callable | None = None, cases: int = 120) -> Ch
 @check("C4", "C5")
 def exact_sequence_law(speculative_law: Callable | None = None, target_law: Callable | None = None) -> CheckResult:
     """Fraction enumeration: the whole loop (prefix-dependent p, q; max-token cut mid-round) has the target's sequence law."""
-    from ..reference.sequences import speculative_sequence_law, target_sequence_law
-
     speculative_law = speculative_law or speculative_sequence_law
     target_law = target_law or target_sequence_law
 

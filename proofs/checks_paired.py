@@ -17,6 +17,9 @@ from unittest import mock
 
 import numpy as np
 
+from ..conformance.engine import paired_checks, scorers  # paired_checks._sigmoid read at the call: a test breaks it
+from ..conformance.engine.paired_checks import SCALES, block_log_e
+
 from .cases import SEED
 from .kernels import F0, F1, fmt
 from .registry import CheckResult, check, expect, run_guarded
@@ -68,8 +71,6 @@ def cross_pair_mean_is_one(cases: int = 300, pairing: str = "cross") -> CheckRes
     """Random joint laws of (C, R) with equal marginals, asymmetric couplings, random ell: the block factor on cross
     pairs has mean exactly 1 (its sigma terms pair as sigma(d) + sigma(-d) = 1), and 1 within 1e-12 with the code's
     sigma in float64; within-unit pairs lose the symmetry."""
-    from ..conformance.engine.paired_checks import _sigmoid
-
     def body():
         rng, asymmetric, biased = random.Random(SEED + 180), 0, 0
         for case in range(cases):
@@ -83,7 +84,7 @@ def cross_pair_mean_is_one(cases: int = 300, pairing: str = "cross") -> CheckRes
             exact = _exact_mean(coef)
             expect(exact == F1, f"case {case}: the block factor's mean is not exactly 1 "
                                 f"({'coefficients not symmetric' if exact is None else fmt(exact)})")
-            floated = math.fsum(float(a) * float(_sigmoid(float(d))) for d, a in coef.items())
+            floated = math.fsum(float(a) * float(paired_checks._sigmoid(float(d))) for d, a in coef.items())
             expect(abs(floated - 1.0) < 1e-12, f"case {case}: float64 mean {floated!r} != 1")
             within = _coefficients(joint, ell, "within")
             biased += _exact_mean(within) is None
@@ -99,18 +100,16 @@ def within_unit_pair_can_be_biased(size: int = 10, units: int = 8, rate: float =
     """The counter-example of C18 (c): C uniform on 0..9, R = C - 1 mod 10 (a seed-coupling, equal marginals), ell(x)
     = x: E sigma(ell(C) - ell(R)) = 0.9 sigma(1) + 0.1 sigma(-9) != 1/2 on the same unit, exactly 1/2 across units;
     the within-unit product reaches 1/rate after 8 units with probability 0.9^8 = 0.43 > rate."""
-    from ..conformance.engine.paired_checks import _sigmoid
-
     def body():
         joint = [[Fraction(1, size) if (x - 1) % size == y else F0 for y in range(size)] for x in range(size)]
         ell = [Fraction(x) for x in range(size)]
         within = _coefficients(joint, ell, "within")
         expect(within == {F1: Fraction(2 * (size - 1), size), Fraction(1 - size): Fraction(2, size)},
                f"unexpected within-unit terms {within}")
-        mean = float(sum(float(a) * float(_sigmoid(float(d))) for d, a in within.items())) / 2
+        mean = float(sum(float(a) * float(paired_checks._sigmoid(float(d))) for d, a in within.items())) / 2
         expect(abs(mean - 0.5) > 0.1, f"the within-unit mean {mean:.6f} is not biased")
         expect(_exact_mean(_coefficients(joint, ell, "cross")) == F1, "the cross-pair factor's mean is not 1")
-        grown = (2.0 * float(_sigmoid(1.0))) ** units
+        grown = (2.0 * float(paired_checks._sigmoid(1.0))) ** units
         chance = Fraction(size - 1, size) ** units
         expect(grown >= 1 / rate and chance > rate, f"the within-unit product {grown:.3g} after {units} units, with "
                                                     f"probability {fmt(chance)}")
@@ -124,12 +123,10 @@ def within_unit_pair_can_be_biased(size: int = 10, units: int = 8, rate: float =
 def block_factor_is_bounded(points: int = 2001) -> CheckResult:
     """The code's sigma is in [0, 1] with sigma(d) + sigma(-d) = 1 (to 1e-15) from -1e300 to 1e300 and at +-inf, so
     each block's factor sigma(c a) + sigma(c b) over the code's scales c is in [0, 2]."""
-    from ..conformance.engine.paired_checks import SCALES, _sigmoid
-
     def body():
         grid = np.concatenate([np.linspace(-60.0, 60.0, points), [0.0, 1e-300, 700.0, 1e300, np.inf],
                                -np.array([1e-300, 700.0, 1e300, np.inf])])
-        s, mirrored = _sigmoid(grid), _sigmoid(-grid)
+        s, mirrored = paired_checks._sigmoid(grid), paired_checks._sigmoid(-grid)
         expect(bool(np.all((s >= 0) & (s <= 1))), "sigma leaves [0, 1]")
         gap = float(np.max(np.abs(s + mirrored - 1.0)))
         expect(gap <= 1e-15, f"sigma(d) + sigma(-d) differs from 1 by {gap:.3g}")
@@ -137,7 +134,7 @@ def block_factor_is_bounded(points: int = 2001) -> CheckResult:
         worst = (np.inf, -np.inf)
         for c in SCALES:
             with np.errstate(invalid="ignore", over="ignore"):
-                factor = _sigmoid(c * a) + _sigmoid(c * b)
+                factor = paired_checks._sigmoid(c * a) + paired_checks._sigmoid(c * b)
             expect(bool(np.all((factor >= 0) & (factor <= 2))), f"scale {c}: a factor leaves [0, 2]")
             worst = (min(worst[0], float(factor.min())), max(worst[1], float(factor.max())))
         return grid.size, (f"{grid.size} differences: |sigma(d) + sigma(-d) - 1| <= {gap:.1g}; factors over "
@@ -164,8 +161,6 @@ class _Stub:
 
 def _expected_log_e(units: Sequence[tuple]) -> float:
     """log of mean over SCALES of prod over blocks of sigma(c (ell(C1) - ell(R2))) + sigma(c (ell(C2) - ell(R1)))."""
-    from ..conformance.engine.paired_checks import SCALES
-
     logs = np.zeros(SCALES.size)
     for j in range(0, len(units) - 1, 2):
         scale = 1.0 + 0.1 * 2 * j  # the stub has learned the 2 j views of the earlier blocks
@@ -181,9 +176,6 @@ def block_log_e_reads_cross_pairs(cases: int = 50, block: Callable | None = None
     """The code's `block_log_e` (a stub scorer put in its registry for the check): the log of the mean over the
     scales of the product over blocks of sigma(c (ell(C1) - ell(R2))) + sigma(c (ell(C2) - ell(R1))), each block
     scored with ell learned from the earlier blocks' units only."""
-    from ..conformance.engine import scorers
-    from ..conformance.engine.paired_checks import block_log_e
-
     block = block or block_log_e
 
     def body():

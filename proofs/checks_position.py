@@ -6,6 +6,10 @@ from __future__ import annotations
 import random
 from typing import Callable
 
+import sympy as sp
+
+from ..reference.laws import acceptance_rate, residual, round_distribution
+
 from .cases import SEED, edge_pairs, random_dist, random_pairs
 from .kernels import F0, count_law, first_token_law, first_token_marginal, overlap, standard_kernel, tv
 from .registry import CheckResult, check, expect, run_guarded
@@ -14,8 +18,6 @@ from .registry import CheckResult, check, expect, run_guarded
 @check("C1")
 def sym_single_position(min_plus_residual: Callable | None = None) -> CheckResult:
     """sympy: min(a, b) + max(0, a - b) = a for all reals a, b (both orders of a, b)."""
-    import sympy as sp
-
     def body():
         a, b = sp.symbols("a b", real=True)
         t = sp.Symbol("t", nonnegative=True)
@@ -43,8 +45,6 @@ def sym_single_position(min_plus_residual: Callable | None = None) -> CheckResul
 def exact_single_position(round_law: Callable | None = None, acceptance: Callable | None = None,
                           residual_fn: Callable | None = None, cases: int = 300) -> CheckResult:
     """Fraction enumeration, k = 1: the first emitted token has law p exactly; P(accept) = sum min = 1 - TV."""
-    from ..reference.laws import acceptance_rate, residual, round_distribution
-
     round_law = round_law or round_distribution
     acceptance = acceptance or acceptance_rate
     residual_fn = residual_fn or residual

@@ -13,6 +13,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..reference import rules
+from ..reference.laws import round_distribution
+
 from .cases import SEED, edge_pairs, greedy_model, random_dist, random_pairs, sequence_cases, warping_cases
 from .kernels import (F0, Kernel, ancestral_law, argmax, first_token_law, fmt, greedy_kernel,
                                       kernel_round_law, kernel_sequence_law, nonzero, one_hot, sampler_match_kernel,
@@ -128,8 +131,6 @@ def _sampler_match_grid_law(sampler_match_fn: Callable, p_rows, q_rows, drafts, 
 
 def _grid_round(index: int, p, q, verify_batch_fn, sampler_match_fn, greedy_fn) -> bool:
     """Check one round (k = 1 or 2, the same pair at each position); False if its grid is too large to run."""
-    from ..reference.laws import round_distribution
-
     k, vocab = (1 if index % 2 == 0 else 2), len(p)
     p_rows, q_rows = [p] * k + [p], [q] * k  # the bonus row is p too
     m_accept = _lcm_denominators([px / qx for px, qx in zip(p, q) if qx > 0 and px < qx] or [1])
@@ -163,8 +164,6 @@ def _grid_round(index: int, p, q, verify_batch_fn, sampler_match_fn, greedy_fn) 
 def sampled_rules_on_grid(verify_batch_fn: Callable | None = None, sampler_match_fn: Callable | None = None,
                           greedy_fn: Callable | None = None) -> CheckResult:
     """The oracle's sampled rules, run on every point of a uniform grid, realise exactly the enumerated laws."""
-    from ..reference import rules
-
     verify_batch_fn = verify_batch_fn or rules.verify_batch
     sampler_match_fn = sampler_match_fn or rules.verify_sampler_match
     greedy_fn = greedy_fn or rules.verify_greedy

@@ -14,9 +14,18 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
+from scipy import stats
+
+from ..conformance.engine.law_checks import NEAR_ZERO_RATES
+from ..conformance.engine.level import certify_samples
+from ..conformance.engine.samples import Completion, Header, PrefixProbs, SampleFile
+from ..stat_tests import sequential  # psi read at the call: the tests break it to see a check fail
+from ..stat_tests.coupling import min_num_samples_coupled_within, spent_rate
+from ..stat_tests.sequential import LAMBDAS
 
 from .cases import SEED, random_dist
 from .kernels import F0, fmt, tv
@@ -26,13 +35,11 @@ from .registry import CheckResult, check, expect, run_guarded
 @check("C15")
 def fan_inequality(points: int = 4001) -> CheckResult:
     """exp(lam xi - psi(lam) xi^2) <= 1 + lam xi for every xi in [-1, 1] and every lam of the bounds' grid."""
-    from ..stat_tests.sequential import LAMBDAS, psi
-
     def body():
         xi = np.linspace(-1.0, 1.0, points)
         worst = -np.inf
         for lam in LAMBDAS:
-            gap = np.exp(lam * xi - psi(lam) * xi**2) - (1.0 + lam * xi)
+            gap = np.exp(lam * xi - sequential.psi(lam) * xi**2) - (1.0 + lam * xi)
             worst = max(worst, float(gap.max()))
             expect(gap.max() <= 1e-12, f"lam {lam}: exp(lam xi - psi xi^2) exceeds 1 + lam xi by {gap.max():.3g}")
         return LAMBDAS.size * points, f"{LAMBDAS.size} lam x {points} xi; largest excess {worst:.3g} (<= 0)"
@@ -44,8 +51,6 @@ def fan_inequality(points: int = 4001) -> CheckResult:
 def drift_factor_supermartingale(cases: int = 2000) -> CheckResult:
     """For X in [-1/2, 1/2] with |E X| <= eta and any prediction in [-1/2, 1/2], every grid lam and both signs:
     E exp(lam (s X - eta) - psi(lam) (X - X_hat)^2) <= 1 (the drift e-process's factor; C15 (a))."""
-    from ..stat_tests.sequential import LAMBDAS, psi
-
     def body():
         rng, worst = np.random.default_rng(SEED + 15), -np.inf
         for case in range(cases):
@@ -60,7 +65,7 @@ def drift_factor_supermartingale(cases: int = 2000) -> CheckResult:
             prediction = float(rng.uniform(-0.5, 0.5))
             for sign in (1.0, -1.0):
                 x, pred = sign * support, sign * prediction
-                factors = np.exp(LAMBDAS[:, None] * (x[None, :] - eta) - psi(LAMBDAS)[:, None] * (x - pred)[None, :] ** 2)
+                factors = np.exp(LAMBDAS[:, None] * (x[None, :] - eta) - sequential.psi(LAMBDAS)[:, None] * (x - pred)[None, :] ** 2)
                 means = factors @ weights
                 worst = max(worst, float(means.max()))
                 expect(means.max() <= 1.0 + 1e-12, f"case {case}: a factor's mean is {means.max():.15f} > 1")
@@ -72,8 +77,6 @@ def drift_factor_supermartingale(cases: int = 2000) -> CheckResult:
 @check("C15")
 def near_zero_factor_mean(cases: int = 2000) -> CheckResult:
     """The near-zero bettors' factor 1 - r + r 1{hit} / b has mean <= 1 when P(hit) <= b, for every stake r."""
-    from ..conformance.engine.law_checks import NEAR_ZERO_RATES
-
     def body():
         rng, worst = random.Random(SEED + 16), F0
         for case in range(cases):
@@ -144,9 +147,6 @@ def prefix_tv_triangle(cases: int = 300) -> CheckResult:
 def coupling_spending(max_mismatches: int = 6) -> CheckResult:
     """sum over k of beta_k <= beta; and at the seed count n_k that certifies with k mismatches, P(Bin(n_k, pi) <= k)
     <= beta_k for every pi at the target (so certifying when pi >= target has probability <= beta, at any look)."""
-    from scipy import stats
-
-    from ..stat_tests.coupling import min_num_samples_coupled_within, spent_rate
 
     def body():
         beta, checked = 1e-3, 0
@@ -169,8 +169,6 @@ def coupling_spending(max_mismatches: int = 6) -> CheckResult:
 def _toy_files(rng: np.random.Generator, seeds: int, mismatch: float) -> tuple:
     """A toy reference and candidate (3 tokens, V = 5, random seeds): the candidate repeats the reference's tokens
     at a seed except with probability `mismatch`; both with every decode-time and teacher-forced report."""
-    from ..conformance.engine.samples import Completion, Header, PrefixProbs, SampleFile
-
     vocab, length, prompts = 5, 3, {"a": (1, 2), "b": (3,)}
     law = rng.dirichlet(np.ones(vocab), size=(vocab + 1,))  # next-token law by the last token (row vocab: none)
 
@@ -217,9 +215,6 @@ def _toy_files(rng: np.random.Generator, seeds: int, mismatch: float) -> tuple:
 def coupling_route_reads_no_report(cases: int = 6) -> CheckResult:
     """C16 (d): a prompt's coupling route (bound, seeds, mismatches) is the same with every teacher-forced report
     and with none, so forcing may wait while the coupling holds; without reports a held coupling certifies alone."""
-    from dataclasses import replace
-
-    from ..conformance.engine.level import certify_samples
 
     def routes(result):
         return {pid: [r for r in entry.get("routes", []) if r["route"] == "coupling"]

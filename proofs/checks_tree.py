@@ -5,12 +5,14 @@ arithmetic, on every enumerable curated tree of the tree level (`conformance/cas
 
 from __future__ import annotations
 
-from .registry import CheckResult, check, expect, run_guarded
+from ..conformance.tree.cases import TREE_CASES
 from ..reference.laws import round_distribution
 from ..reference.tree_laws import (completed_stream_law, depth_rows_length_law, length_law,
                                            target_stream_law, tree_round_law)
 from ..reference.tree_models import ContextRows
 from ..reference.tree_rules import shape_from_branching
+
+from .registry import CheckResult, check, expect, run_guarded
 
 #: Extra shapes beyond the curated cases: (branching, replacement, vocab_size, min_support).
 EXTRA_SHAPES = (([2, 3], True, 3, 1), ([3, 2], False, 4, 3), ([4, 1], False, 5, 4), ([1, 2, 2], True, 3, 1),
@@ -18,8 +20,6 @@ EXTRA_SHAPES = (([2, 3], True, 3, 1), ([3, 2], False, 4, 3), ([4, 1], False, 5, 
 
 
 def _tree_cases() -> list[tuple[str, object, ContextRows, bool]]:
-    from ..conformance.tree.cases import TREE_CASES
-
     cases: list[tuple[str, object, ContextRows, bool]] = [(c.name, c.parent, c.model, c.replacement)
                                                           for c in TREE_CASES if c.enumerable]
     for i, (branching, replacement, vocab, support) in enumerate(EXTRA_SHAPES):

@@ -16,6 +16,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..reference.laws import round_distribution
+
 from .cases import SEED, random_dist
 from .kernels import F0, F1, fmt, tv_law
 from .registry import CheckResult, check, expect, run_guarded
@@ -138,8 +140,6 @@ def _check_entrywise(i: int, p: Sequence[Fraction], q: Sequence[Fraction]) -> No
 @check("C12")
 def float32_tv_bound(bound: Callable = float_tv_bound, cases: int = 40) -> CheckResult:
     """Exact law of a float32 implementation vs the exact rational law: TV per round <= the bound of C12."""
-    from ..reference.laws import round_distribution
-
     def body():
         rng = random.Random(SEED + 11)
         worst_ratio, worst_tv, changed = 0.0, F0, 0

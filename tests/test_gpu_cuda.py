@@ -16,7 +16,8 @@ from scipy import stats
 from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 from exactspec.gpu_impl.drafts import ModelDraft
 from exactspec.gpu_impl.sampling.randomness import make_generators, sample, uniform
-from exactspec.gpu_impl.sampling.sampler import TorchVerifier, verify_batch
+from exactspec.gpu_impl.sampling.sampler import verify_batch
+from exactspec.gpu_impl.sampling.torch_verifier import TorchVerifier
 from exactspec.reference.sampling import inverse_cdf
 from exactspec.reference.warping import SamplingParams
 from tests.test_gpu_law import PROMPT, VOCAB, chi_square_pvalue, joint_two_token_law

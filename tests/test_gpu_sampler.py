@@ -8,7 +8,8 @@ from scipy import stats
 
 from exactspec.gpu_impl.sampling import sampler
 from exactspec.gpu_impl.sampling.randomness import make_generators
-from exactspec.gpu_impl.sampling.sampler import TorchVerifier, verify_batch
+from exactspec.gpu_impl.sampling.sampler import verify_batch
+from exactspec.gpu_impl.sampling.torch_verifier import TorchVerifier
 from exactspec.reference.laws import unchecked_residual
 from exactspec.reference.sampling import inverse_cdf
 

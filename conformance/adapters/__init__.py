@@ -5,12 +5,5 @@
 Built in, as ``exactspec.conformance.adapters.MODULE:NAME``: ``reference`` (the oracle), ``gpu_impl`` (exactspec's
 PyTorch verifier on CPU or CUDA), ``gpu_tree`` (its tree verifier), ``transformers_hf`` (Hugging Face's
 speculative sampling), ``eagle_tree`` (EAGLE's tree posterior) and ``vllm_rejection`` (vLLM's rejection sampler,
-in vLLM's venv).
+in vLLM's venv). What the pytest suite certifies when no --impl is given is each level's `default_impls`.
 """
-
-#: What ``pytest conformance`` certifies when no --impl is given: our own implementations.
-DEFAULT_IMPLS = (
-    "exactspec.conformance.adapters.reference:Reference",
-    "exactspec.conformance.adapters.gpu_impl:TorchCPU",
-    "exactspec.conformance.adapters.gpu_impl:TorchCUDA",
-)

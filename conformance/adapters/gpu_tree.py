@@ -1,7 +1,7 @@
 """Tree-level adapters for exactspec's batched torch tree verifier (`gpu_impl.sampling.tree_sampler`).
 
 NumPy in, NumPy out, the suite's rng the only randomness: each call seeds one torch.Generator from
-`rng.integers(2**63)` (as `gpu_impl.sampling.sampler.TorchVerifier` does), so a fixed numpy seed fixes the
+`rng.integers(2**63)` (as `gpu_impl.sampling.torch_verifier.TorchVerifier` does), so a fixed numpy seed fixes the
 result.  Trees are `exactspec.reference.trees.DraftTree`s, validated on construction by the oracle
 (parents before children, drafted tokens with q > 0, distinct siblings without replacement); a batch
 is padded to its largest tree with masks and verified in one call on the device.

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..rule.cases import SUITE_CASES as CURATED
 from ..rule.harness import ImplUnavailable
 
 EXPECTED_PARAMS = ("candidate_input_ids", "candidate_logits", "candidate_length", "new_logits")
@@ -141,8 +142,6 @@ def _notes(self) -> list[str]:
                 if self.bridge_coins else "; coins from torch's own generator (boundary values as rare as in use)."),
              ]
     if self.ensemble_weight is not None:
-        from ..rule.cases import SUITE_CASES as CURATED
-
         tvs = {c.name: 0.5 * float(np.abs(_ensemble_first_token_law(c.target_probs[0], c.draft_probs[0],
                                                                    self.ensemble_weight) - c.target_probs[0]).sum())
                for c in CURATED}

@@ -46,6 +46,7 @@ def _load() -> tuple[Any, Any, Any, str]:
 
 def cumulative_of(batch: int, k: int) -> Any:
     """vLLM's cu_num_draft_tokens for `batch` requests of k drafts each (int32, as its model runner builds it)."""
+    # torch: this module loads in any venv; vLLM's brings torch
     import torch
 
     return torch.arange(1, batch + 1, dtype=torch.int32) * k

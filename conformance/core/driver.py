@@ -14,8 +14,9 @@ import os
 import platform
 import time
 from concurrent.futures import Executor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Iterator
 
 from ...errors import ContractViolation, ImplementationError, Unsupported
@@ -52,8 +53,6 @@ class CaseTask:
 
 def environment() -> dict:
     """The versions a case ran with (`PINNED`), and where."""
-    from importlib.metadata import PackageNotFoundError, version
-
     out = {"host": platform.node(), "python": platform.python_version()}
     for name in PINNED:
         try:
@@ -61,22 +60,6 @@ def environment() -> dict:
         except PackageNotFoundError:  # pragma: no cover - a source tree that is not installed
             out[name] = "unknown"
     return out
-
-
-@contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    """Run with `threads` torch threads (a torch level's setting), then restore them; None: leave them."""
-    if not threads:
-        yield
-        return
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 @contextmanager
@@ -187,7 +170,7 @@ def run_level(level: Level | str, impl: Any, impl_name: str | None = None, *, pr
              for c in cases}
     start = time.perf_counter()
     order = [tasks[c.name] for c in shuffled(cases, profile.name)]
-    with _torch_threads(level.threads if executor is None else None):
+    with level.running() if executor is None else nullcontext():
         outcomes = run_tasks(run_case_task, order, executor,
                              stop=lambda o: (progress(o) if progress else None) or (fail_fast and _fatal(o)))
         if executor is not None and progress:

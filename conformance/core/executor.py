@@ -26,6 +26,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
+from .levels import get_level
+
 T = TypeVar("T")
 #: Seconds to reach a Dask scheduler before the run gives up (a usage error of `--scheduler`).
 CONNECT_TIMEOUT_S = 10
@@ -42,8 +44,6 @@ class ImplSource:
 
     def make(self) -> Any:
         if self.spec is not None:
-            from .levels import get_level
-
             return get_level(self.level).load(self.spec)
         if self.blob is not None:
             return pickle.loads(self.blob)

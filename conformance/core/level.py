@@ -10,12 +10,16 @@ needs. The defaults are those of a level with nothing to add at that step.
 
 from __future__ import annotations
 
+import importlib
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .profiles import Profile
+from ..loader import load_adapter
+
 from .mutants import REJECTED, MutantSpec  # noqa: F401 -- REJECTED: re-exported
+from .profiles import Profile
 from .records import CheckRecord
 from .registry import StatCheck
 from .report import SuiteResult
@@ -60,13 +64,15 @@ class Level:
     #: The level runs confirmatory tests after a standard-rule failure (`confirm`; the alpha table states their share).
     has_confirmation: bool = False
     reference_spec: str | None = None  # "MODULE:NAME" of the level's exact reference adapter
+    #: "MODULE:NAME" of the level's mutant zoo (`mutants`): its `MutantSpec`s, or a function of the profile name that
+    #: returns them. Named, not imported: a zoo may need what the declaration must not (torch, servers, the campaign
+    #: that collects a served mutant's samples, which itself certifies with this level).
+    zoo: str | None = None
     default_impls: tuple[str, ...] = ()  # what the pytest suite certifies at this level when no --exactspec-impl is given
     #: Smallest n the planner returns for a case with a planning check.
     min_n: int = 2
     #: Each case on a fresh instance, so cases can run in workers (False: one shared object, in this process).
     per_case_instances: bool = True
-    #: Torch threads the level's cases run with (None: as the process has them).
-    threads: int | None = None
 
     # --- cases and planning ------------------------------------------------------------------------
     def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list:
@@ -101,8 +107,6 @@ class Level:
 
     def load(self, spec: str) -> Any:
         """A fresh instance of the adapter `spec` names, at this level."""
-        from ..loader import load_adapter
-
         return load_adapter(spec, level=self.name).adapter
 
     def harness(self, impl: Any, name: str) -> Any:
@@ -135,6 +139,10 @@ class Level:
         return [], []
 
     # --- the run -------------------------------------------------------------------------------------
+    def running(self) -> AbstractContextManager[None]:
+        """What the level's cases run inside when they run in this process (the sequence level: one torch thread)."""
+        return nullcontext()
+
     def about(self, impl: Any) -> tuple[list[str], dict]:
         """Notes and report fields the implementation states about itself (its `certificate_notes`)."""
         return list(getattr(impl, "certificate_notes", []) or []), {}
@@ -160,8 +168,12 @@ class Level:
 
     def mutants(self, profile: str = "quick") -> list[MutantSpec]:
         """The level's kill-table rows: its mutants, then its valid variants (a level whose rows collect their samples
-        up front sizes them for `profile`; the others run at the profile the driver is given)."""
-        return []
+        up front sizes them for `profile`; the others run at the profile the driver is given): read from `zoo`."""
+        if self.zoo is None:
+            return []
+        module, _, name = self.zoo.partition(":")
+        rows = getattr(importlib.import_module(module), name)
+        return list(rows(profile) if callable(rows) else rows)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         """Would a test of the first emitted token alone (plus the contract) have failed this record?"""

@@ -14,10 +14,7 @@ declarations. Read the registry live (`level_names()`, `check_level`), not a cop
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .level import Level
+from typing import Any
 
 #: level name -> module (relative to `exactspec.conformance`) whose `LEVEL` declares it; in report order.
 LEVEL_MODULES: dict[str, str] = {
@@ -41,7 +38,8 @@ def check_level(name: object) -> str:
     return str(name)
 
 
-def get_level(name: str) -> "Level":
-    """The declaration of level `name` (its module is imported on first use)."""
+def get_level(name: str) -> Any:
+    """The declaration of level `name`, a `core.level.Level` (its module is imported on first use). This registry sits
+    below the declarations it names (the profiles and the check registry read them), so it does not import their type."""
     module = importlib.import_module(LEVEL_MODULES[check_level(name)], __package__)
     return module.LEVEL

@@ -15,16 +15,14 @@ function.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, cast
+from typing import Any, Callable, Iterable, Protocol, Sequence, cast
 
 import numpy as np
 
 from ...stat_tests import ErrorBudget
+from .levels import get_level
 from .profiles import Profile, get_profile
 from .records import STATISTICAL_CATEGORIES, CheckRecord
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .level import Level
 
 #: Test kinds whose false-fail guarantee the alpha table knows (`alpha_table.TEST_KINDS`).
 TEST_KINDS = ("lr", "ks", "binomial", "binomial_upper", "permutation", "multinomial", "sequential", "fisher")
@@ -102,24 +100,32 @@ def one_test(name: str, category: str, applies: Callable[[Any], bool],
                      plan=lambda case, profile: [plan(case, profile)], what=what)
 
 
-def _checks(level: "str | Level | Sequence[StatCheck]") -> Sequence[StatCheck]:
-    if isinstance(level, str):
-        from .levels import get_level
+class Declared(Protocol):
+    """What this module reads of a level's declaration (`core.level.Level`, which is made of the checks declared here):
+    its name and its checks."""
 
+    name: str
+
+    @property
+    def checks(self) -> Sequence[StatCheck]: ...
+
+
+def _checks(level: "str | Declared | Sequence[StatCheck]") -> Sequence[StatCheck]:
+    if isinstance(level, str):
         return get_level(level).checks
     return cast("Sequence[StatCheck]", getattr(level, "checks", level))  # a Level, or a sequence of checks
 
 
-def planned_checks(level: "str | Level | Sequence[StatCheck]", case: Any) -> list[tuple[StatCheck, list[str]]]:
+def planned_checks(level: "str | Declared | Sequence[StatCheck]", case: Any) -> list[tuple[StatCheck, list[str]]]:
     """The statistical checks of `level` that run on `case`, each with the names of its tests."""
     return [(check, check.planned(case)) for check in _checks(level) if check.applies(case)]
 
 
-def planned_names(level: "str | Level | Sequence[StatCheck]", case: Any) -> list[str]:
+def planned_names(level: "str | Declared | Sequence[StatCheck]", case: Any) -> list[str]:
     return [name for _, names in planned_checks(level, case) for name in names]
 
 
-def budget_for(level: "str | Level", profile: Profile | str, cases: Iterable[Any]) -> ErrorBudget:
+def budget_for(level: "str | Declared", profile: Profile | str, cases: Iterable[Any]) -> ErrorBudget:
     """The profile's total false-fail rate of `level`, split (Bonferroni) over exactly the statistical tests
     that a run on `cases` performs (at least one, so a run without statistical checks has a valid budget)."""
     prof = get_profile(profile)
@@ -129,7 +135,7 @@ def budget_for(level: "str | Level", profile: Profile | str, cases: Iterable[Any
                        false_pass_rate=prof.false_pass_rate)
 
 
-def run_registered(level: "str | Level | Sequence[StatCheck]", case: Any, sample: Any, rate: float,
+def run_registered(level: "str | Declared | Sequence[StatCheck]", case: Any, sample: Any, rate: float,
                    profile: Profile) -> list[CheckRecord]:
     """Run the planned statistical checks of `case` on `sample`, each at `rate`; each must produce exactly the
     declared records, else RuntimeError (the budget would no longer match what ran)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -21,6 +20,8 @@ import numpy as np
 
 from ...stat_tests import ErrorBudget
 from ...stat_tests.result import jsonable
+from .. import CONTRACT_VERSION
+from ..provenance import collect
 
 from .levels import check_level
 from .profiles import Profile
@@ -102,29 +103,13 @@ def summarize_budget(budget: ErrorBudget, records: Iterable[CheckRecord]) -> dic
             "failed": [f"{r.case}/{r.check}" for r in records if r.statistical and not r.passed]}
 
 
-def _versions() -> dict:
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for mod in ("numpy", "scipy", "torch", "transformers"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # pragma: no cover - optional dependency
-            pass
-    return out
-
-
 def provenance(impl_spec: str) -> dict:
-    """Where and with what the run happened (D1's `conformance.provenance.collect`; versions if absent)."""
-    try:
-        from ..provenance import collect
-    except ImportError:
-        return {"impl_spec": impl_spec, "environment": _versions()}
+    """Where and with what the run happened (`conformance.provenance.collect`), as plain JSON."""
     return jsonable(collect(impl_spec))
 
 
 def document(result: SuiteResult, impl_spec: str | None = None) -> dict:
     """The versioned JSON certificate of `result` (same top-level layout at every level)."""
-    from .. import CONTRACT_VERSION
-
     doc = {
         "schema_version": SCHEMA_VERSION, "level": result.level, "contract_version": CONTRACT_VERSION,
         "impl": result.impl, "verdict": result.verdict, "verdict_text": VERDICT_TEXT[result.verdict],

@@ -7,11 +7,14 @@ from __future__ import annotations
 import textwrap
 
 from ...outcomes import EXIT_MEANING, ExitCode, Verdict
+from ...stat_tests.coupling import min_num_samples_coupled_within
 from ..core.levels import get_level
 from ..core.planning import plan_case
 from ..core.profiles import PROFILE_NAMES, PROFILES, get_profile
 from ..core.records import VERDICT_TEXT
 from ..core.registry import budget_for
+from ..engine.stat_checks import ROUTE_SHARE
+from ..rule.level import LARGE_VOCAB_EPSILON_SCALE
 
 #: The exit codes every command returns today. UNAVAILABLE (6) and INCOMPLETE (7) join this tuple when the
 #: commands return them (issue 52's command-line work); rerun `python -m exactspec.conformance.docs --write`.
@@ -78,8 +81,6 @@ def planned_sizes(level: str, profile: str) -> tuple[int, int, int]:
 
 def rule_profile_table() -> str:
     """The rule level at each profile: total false-fail rate, target TV per case, rounds per case."""
-    from ..rule.level import LARGE_VOCAB_EPSILON_SCALE
-
     rows = []
     for name in PROFILE_NAMES:
         settings = PROFILES[name].rule
@@ -94,9 +95,6 @@ def rule_profile_table() -> str:
 
 def other_profile_table() -> str:
     """The sequence, tree and engine levels at each profile, from their settings and the planner."""
-    from ...stat_tests.coupling import min_num_samples_coupled_within
-    from ..engine.stat_checks import ROUTE_SHARE
-
     rows = []
     for name in PROFILE_NAMES:
         profile = PROFILES[name]

@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..certify_command import EXIT as CERTIFY_EXIT
-from ...cli import internal_crash
-from ..certify_command import EXIT_UNAVAILABLE, EXIT_USAGE, check_writable
+from ...crash import internal_crash
+from ...outcomes import VERDICT_EXIT, ExitCode
 from ..core.profiles import PROFILE_NAMES
+from ..paths import check_writable
+from .samples import checked_draft, read_samples
 
-EXIT_INCONCLUSIVE = EXIT_UNAVAILABLE  # 4: `certify`'s "cannot run here"; for samples: the run cannot decide
-EXIT = {**CERTIFY_EXIT, "INCONCLUSIVE": EXIT_INCONCLUSIVE}  # verdict -> exit status (QUALIFIED: 5)
+EXIT_USAGE = ExitCode.USAGE
+EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # 4: the run cannot decide (`certify`'s "cannot run here" shares it)
+EXIT = {str(verdict): code for verdict, code in VERDICT_EXIT.items()}  # verdict -> exit status (QUALIFIED: 5)
 
 EXIT_CODES_HELP = """\
 exit status:
@@ -57,9 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _certify(args: argparse.Namespace) -> int:
+    # here, not at the top: `exactspec certify-samples --help` answers without loading numpy, scipy and statsmodels
     from .level import certify_samples
     from .report import write_engine_report
-    from .samples import checked_draft, read_samples
 
     try:
         check_writable(args.out)

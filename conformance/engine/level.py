@@ -13,35 +13,36 @@ INCONCLUSIVE (speculation never observed, inputs that cannot support a certifica
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...errors import AdapterLoadError
+from ..core.driver import run_level
 from ..core.level import Level
 from ..core.mechanism import guarded
 from ..core.profiles import Profile, get_profile
 from ..core.records import CheckRecord
 from ..core.report import SuiteResult
+from . import hard
 from .cases import EngineCase, SamplePair
+from .checks import (PooledData, case_summary, check_comparable, engine_name, engine_summary, hard_checks, prompts,
+                     skipped_prompts)
 from .diagnosis import diagnose
-from .registry import ENGINE_CHECKS, PAIRED_CHECKS, PREMISE_READERS, REFERENCE_SELF_CHECKS, REPORT_READERS
+from .registry import ENGINE_CHECKS, REFERENCE_SELF_CHECKS
+from .report import write_engine_report
+from .result import LEVEL_NAME, EngineResult
 from .routes import QUANTITY, prompt_routes, shortfall
-from .samples import SampleFile
+from .samples import SampleFile, read_samples
 from .settings import PROFILE_SETTINGS
 
-LEVEL_NAME = "engine"
 #: The positions the alpha table's representative prompt is read at (a run reads 1..max_tokens).
 REPRESENTATIVE_POSITIONS = 16
-NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all 0 or absent"
 
 
 def sample_pair(impl: Any) -> SamplePair:
     """`impl` as a SamplePair: one already, or (REFERENCE, CANDIDATE) sample files or paths."""
-    import os
-
-    from ...errors import AdapterLoadError
-    from .samples import read_samples
-
     if isinstance(impl, SamplePair):
         return impl
     if isinstance(impl, (tuple, list)) and len(impl) == 2:
@@ -164,53 +165,6 @@ def unforced_notes(cases: list, ruled: dict) -> list[str]:
             and _coupling_holds(ruled, case.name)]
 
 
-def voided_checks(records: list[CheckRecord], invalid: dict[str, dict], uncovered: Sequence[str] = ()) -> list[str]:
-    """"case/check" of the records that read a prompt's void reports, and the candidate's paired checks of the
-    prompts whose reference tokens lack a teacher-forced report (the two ends are not read alike: C18 (d))."""
-    void = [f"{r.case}/{r.check}" for r in records if r.case in invalid
-            and r.check in (PREMISE_READERS if invalid[r.case]["premise"] else REPORT_READERS)]
-    return void + [f"{r.case}/{r.check}" for r in records if r.case in set(uncovered) and r.check in PAIRED_CHECKS
-                   and f"{r.case}/{r.check}" not in void]
-
-
-@dataclass
-class EngineResult(SuiteResult):
-    """A core SuiteResult at level "engine" that knows whether the candidate speculated and which reports are void."""
-
-    speculation_observed: bool = False
-    input_reasons: list[str] = field(default_factory=list)  # what the files hold that keeps the run from certifying
-    underpowered: list[str] = field(default_factory=list)  # sampled prompts short of the target (more samples help)
-    short_of_any_shape: list[str] = field(default_factory=list)  # prompts at the target for the monotone class only
-    invalid: dict[str, dict] = field(default_factory=dict)  # prompt -> why its reports are void, and which kind
-    uncovered: list[str] = field(default_factory=list)  # prompts whose reference tokens lack a teacher-forced report
-    voided: list[str] = field(default_factory=list)  # "case/check" of the records that read void reports
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.level != LEVEL_NAME:
-            raise ValueError(f"level must be {LEVEL_NAME!r}, got {self.level!r}")
-        self.judge()
-
-    def judge(self) -> None:
-        """Set `voided`, `inconclusive` and `qualified` (done on construction; call again after changing inputs)."""
-        self.voided = voided_checks(self.records, self.invalid, self.uncovered)
-        self.inconclusive = ([] if self.speculation_observed else [NOT_OBSERVED]) + list(self.input_reasons) \
-            + list(self.underpowered)
-        self.qualified = list(self.short_of_any_shape)
-
-    @property
-    def ignored(self) -> list[str]:
-        """The verdict ignores the records that read a prompt's void reports."""
-        return list(self.voided)
-
-    @property
-    def reasons(self) -> list[str]:
-        """The verdict's reasons: the counted failures, else why the run is inconclusive or qualified (empty:
-        CERTIFIED)."""
-        failures = [f"{r.case}: {r.result.message}" for r in self.counted if not r.passed]
-        return failures or list(self.inconclusive) or list(self.qualified)
-
-
 class EngineLevel(Level):
     """See the module docstring."""
 
@@ -220,11 +174,11 @@ class EngineLevel(Level):
     input_hint = ("the engine level certifies a serving engine's sample files, not an adapter: exactspec "
                   "certify-samples REFERENCE.jsonl CANDIDATE.jsonl")
     per_case_instances = False
+    #: The generation-level mutants the zoo names and exactspec's generators, served and collected at the profile's sizes.
+    zoo = "exactspec.conformance.engine.serve.mutants:zoo"
 
     def own_input(self, impl: Any) -> tuple[SamplePair, str]:
         """The pair of sample files `impl` is or names, and the candidate's name."""
-        from .checks import engine_name
-
         pair = sample_pair(impl)
         return pair, engine_name(pair.candidate)
 
@@ -235,8 +189,6 @@ class EngineLevel(Level):
     def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list:
         """One case per prompt with completions in both files (a pooled run: those as members, for their hard
         checks, and one pooled case for the statistics); ValueError when the files cannot be compared."""
-        from .checks import PooledData, check_comparable, prompts
-
         if not isinstance(impl, SamplePair):
             raise ValueError(f"the engine level certifies a SamplePair (reference, candidate), got {type(impl).__name__}")
         check_comparable(impl.reference, impl.candidate)
@@ -250,13 +202,9 @@ class EngineLevel(Level):
 
     def invariants(self, subject: SamplePair, case: EngineCase, profile: Profile) -> list[CheckRecord]:
         """The prompt's hard checks (the case carries its data: the statistical checks run on it, `Level.sample`)."""
-        from .checks import hard_checks
-
         return hard_checks(case)
 
     def case_entry(self, case: EngineCase, sample: Any, records: list[CheckRecord]) -> dict:
-        from .checks import case_summary
-
         return case_summary(case.data, case)
 
     def new_result(self, impl_name: str, profile: Profile) -> SuiteResult:
@@ -264,9 +212,6 @@ class EngineLevel(Level):
 
     def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
         """Speculation evidence, void reports, the certification routes, the reasons and what the verdict ignores."""
-        from . import hard
-        from .checks import engine_summary, skipped_prompts
-
         assert isinstance(result, EngineResult), "new_result makes an EngineResult"
         skipped = skipped_prompts(impl.reference, impl.candidate)
         result.notes = skipped + [n for case in cases for n in case.notes] + result.notes
@@ -298,19 +243,10 @@ class EngineLevel(Level):
     def summary(self, result: SuiteResult) -> str:
         return f"exactspec certify-samples: {result.impl}: {result.verdict}"
 
-    def mutants(self, profile: str = "quick") -> list:
-        """The zoo (`serve.mutants.zoo`): the generation-level mutants it names and exactspec's generators, served and
-        collected at `profile` sizes."""
-        from .serve.mutants import zoo
-
-        return list(zoo(profile))
-
     def first_token_failure(self, record: CheckRecord) -> bool:
         return record.category == "contract" or record.check in ("greedy_equality", "greedy_spread")
 
     def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
-        from .report import write_engine_report
-
         assert isinstance(result, EngineResult), "new_result makes an EngineResult"
         return write_engine_report(result, out_dir)
 
@@ -322,9 +258,6 @@ def certify_samples(reference: SampleFile, candidate: SampleFile, profile: str |
                     pooled: bool = False, draft: SampleFile | None = None) -> EngineResult:
     """Certify the candidate against the reference (`pooled`: the prompts together; `draft`: the draft's reports, for a
     NOT_EXACT's diagnosis only); every outcome is in the returned EngineResult."""
-    from ..core.driver import run_level
-    from .checks import engine_name
-
     result = run_level(LEVEL, SamplePair(reference, candidate, pooled, draft), engine_name(candidate),
                        profile=get_profile(profile))
     assert isinstance(result, EngineResult)

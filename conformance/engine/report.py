@@ -14,7 +14,7 @@ from pathlib import Path
 from ..core.report import SuiteResult, write_report
 from .diagnosis.plots import diagnosis_plots
 from .diagnosis.render import diagnosis_lines
-from .level import EngineResult
+from .result import EngineResult
 from .route_text import coverage_text
 
 

@@ -19,6 +19,8 @@ import threading
 
 import numpy as np
 
+from .reach import TrackingGenerator
+
 _U64 = ctypes.c_uint64
 _U32 = ctypes.c_uint32
 _NEXT_U64 = ctypes.CFUNCTYPE(_U64, ctypes.c_void_p)
@@ -142,8 +144,16 @@ def adversarial_generator(seed: int = 0, edge_rate: float = 0.25,
                           events: tuple[str, ...] = tuple(EVENTS)) -> np.random.Generator:
     """A genuine `numpy.random.Generator` drawing from `AdversarialBitGenerator` that records which of its
     methods the implementation called (`conformance.reach`)."""
-    from .reach import TrackingGenerator
-
     bitgen = AdversarialBitGenerator(seed, edge_rate, events)
     # The Generator keeps a reference to its bit generator, hence to the ctypes callbacks.
     return TrackingGenerator(bitgen)  # type: ignore[arg-type]  # numpy takes any object with a `capsule`
+
+
+def triggering_events(reproduces) -> list[dict]:
+    """The adversarial events that alone reproduce a hard failure: `reproduces(events)` reruns the rounds with
+    only those events injected and says whether the invariant still fails. Each with its real-world rate."""
+    found = []
+    for event, (what, rate) in EVENTS.items():
+        if reproduces((event,)):
+            found.append({"event": event, "what": what, "real_probability_per_draw": rate})
+    return found

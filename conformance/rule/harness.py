@@ -17,6 +17,7 @@ from ..core.contract import token_ids
 from .cases import Case
 from ..loader import PASS_THROUGH, implementation_error, load_adapter
 from ...errors import ContractViolation, ImplementationError, ImplUnavailable
+from ...reference.sampling import inverse_cdf
 
 __all__ = ["ContractViolation", "Harness", "ImplUnavailable", "ImplementationError", "Rounds", "draw_drafts",
            "load_impl"]
@@ -36,8 +37,6 @@ def load_impl(spec: str) -> Any:
 def draw_drafts(case: Case, n: int, rng: np.random.Generator, members: np.ndarray | None = None) -> np.ndarray:
     """(n, k) draft tokens, x_i ~ q_i independently, by the oracle's guarded inverse CDF (O(n log V)); with
     `members` (pooled cases) round r's q rows are those of pool member members[r]."""
-    from ...reference.sampling import inverse_cdf
-
     out = np.empty((n, case.k), dtype=np.int64)
     if members is None:
         for i, q in enumerate(case.draft_probs):

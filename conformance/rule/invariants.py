@@ -7,13 +7,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, given, settings
+
 from ..core.contract import determinism_check, guard
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed, hard_result
 from . import checks, reach
-from .adversarial import adversarial_generator
+from .adversarial import adversarial_generator, triggering_events
 from .cases import Case
 from .harness import Harness
+from .strategies import round_cases
 
 
 def invariant_records(harness: Harness, case: Case, profile: Profile) -> list[CheckRecord]:
@@ -61,7 +64,7 @@ def adversarial_record(harness: Harness, case: Case, n: int, seed: int) -> Check
     record, rng = _adversarial_run(harness, case, n, seed)
     record.result.details["rng_reach"] = reach.reach_summary(rng) if rng is not None else None
     if not record.passed:
-        events = reach.triggering_events(lambda ev: not _adversarial_run(harness, case, n, seed, ev)[0].passed)
+        events = triggering_events(lambda ev: not _adversarial_run(harness, case, n, seed, ev)[0].passed)
         record.result.details["rng_events"] = events
         if events:
             note = "; ".join(f"{e['what']} (real generators: {e['real_probability_per_draw']})" for e in events)
@@ -71,9 +74,6 @@ def adversarial_record(harness: Harness, case: Case, n: int, seed: int) -> Check
 
 def hypothesis_records(harness: Harness, profile: Profile) -> list[CheckRecord]:
     """Hard invariants on Hypothesis-generated edge cases (derandomized: same cases every run)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-
-    from .strategies import round_cases
 
     failures: list[str] = []
     seen = [0]

@@ -10,22 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..adapters import DEFAULT_IMPLS
 from ..core.contract import failed, guard
 from ..core.level import Level, named_cases
 from ..core.mechanism import guarded
-from ..core.mutants import MutantSpec
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
 from ..core.planning import plan_case
 from ..core.registry import planned_checks, planned_names, run_registered
 from ..core.report import SuiteResult
 from . import case_checks, checks, confirm, findings
-from .cases import Case
+from .cases import SUITE_CASES, Case
 from .harness import Harness
 from .invariants import hypothesis_records, invariant_records
 from .mechanism import diagnose_rule
 from .registry import RULE_CHECKS, RuleSample
+from .report import format_summary, write_report
 from .settings import PROFILE_SETTINGS
 
 #: Large-vocabulary cases cost O(V) per round (a 32k row is ~10 ms on a CPU torch implementation), so
@@ -47,14 +46,16 @@ class RuleLevel(Level):
     auto_priority = 1
     has_confirmation = True
     reference_spec = "exactspec.conformance.adapters.reference:Reference"
-    default_impls = DEFAULT_IMPLS
+    #: What ``pytest --pyargs exactspec.conformance`` certifies when no --exactspec-impl is given: our own rules.
+    default_impls = ("exactspec.conformance.adapters.reference:Reference",
+                     "exactspec.conformance.adapters.gpu_impl:TorchCPU",
+                     "exactspec.conformance.adapters.gpu_impl:TorchCUDA")
+    zoo = "exactspec.conformance.rule.mutants.zoo:ZOO"
 
     def offers(self, obj: Any) -> bool:
         return callable(getattr(obj, "verify", None))
 
     def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list[Case]:
-        from .cases import SUITE_CASES
-
         return named_cases(SUITE_CASES, names, self.name)
 
     def case_epsilon(self, case: Case, profile: Profile) -> float:
@@ -132,19 +133,10 @@ class RuleLevel(Level):
                 result.extra["diagnosis"] = diagnosis
 
     def summary(self, result: SuiteResult) -> str:
-        from .report import format_summary
-
         return format_summary(result)
 
     def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
-        from .report import write_report
-
         return write_report(result, out_dir, impl_spec=impl_spec)
-
-    def mutants(self, profile: str = "quick") -> list[MutantSpec]:
-        from .mutants.zoo import ZOO
-
-        return list(ZOO)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         return record.check in FIRST_TOKEN_CHECKS or record.category == "contract"

@@ -93,14 +93,3 @@ def reach_summary(rng: np.random.Generator) -> dict:
     return {"status": status, "reached": status == "reached", "extremes_delivered": delivered,
             "seed_calls": seed_calls, "methods": usage, "message": text}
 
-
-def triggering_events(reproduces) -> list[dict]:
-    """The adversarial events that alone reproduce a hard failure: `reproduces(events)` reruns the rounds with
-    only those events injected and says whether the invariant still fails. Each with its real-world rate."""
-    from .adversarial import EVENTS
-
-    found = []
-    for event, (what, rate) in EVENTS.items():
-        if reproduces((event,)):
-            found.append({"event": event, "what": what, "real_probability_per_draw": rate})
-    return found

@@ -65,10 +65,11 @@ def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
 
 
 def _plots(result: SuiteResult, out: Path) -> list[str]:
+    # matplotlib takes seconds to import: only the report's plots need it
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use("Agg"): no display needed
 
     files = []
     by = {(r.case, r.check): r for r in result.records}

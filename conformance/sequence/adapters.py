@@ -14,12 +14,16 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+import transformers
 
+from ...errors import Unsupported  # noqa: F401 -- re-exported: adapters raise it for a configuration they cannot run
+from ...gpu_impl import SpeculativeGenerator
+from ...gpu_impl.drafts import HeadsDraft, ModelDraft, PromptLookupDraft
+from ...gpu_impl.drafts.heads import PredictionHeads
+from ...reference.warping import SamplingParams
 from ..loader import load_adapter as load_any_adapter
 from .models import eos_of
 from .reference_loop import ReferenceLoop
-from ...errors import Unsupported  # noqa: F401 -- re-exported: adapters raise it for a configuration they cannot run
-from ...reference.warping import SamplingParams
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -56,21 +60,12 @@ class GpuImplAdapter:
         return self._generators[key]
 
     def _new_generator(self, target: Any, draft: Any, k: int, sampling: SamplingParams):
-        from ...gpu_impl import SpeculativeGenerator
-
         if self.draft_kind == "lookup":
-            from ...gpu_impl.drafts import PromptLookupDraft
-
             source = PromptLookupDraft()
         elif self.draft_kind == "heads":
-            from ...gpu_impl.drafts import HeadsDraft
-            from ...gpu_impl.drafts.heads import PredictionHeads
-
             # untrained heads (seed 0) on the target itself: exactness must not depend on how good the heads are
             source = HeadsDraft(target, PredictionHeads(target.config.hidden_size, n_heads=3).to(target.dtype))
         else:
-            from ...gpu_impl.drafts import ModelDraft
-
             source = ModelDraft(draft)
         return SpeculativeGenerator(target, source, k=k, sampling=sampling, mode=self.mode, adaptive_k=self.k_policy)
 
@@ -148,8 +143,6 @@ class HFAssistedAdapter(_HFBase):
              "The assistant samples with the same logits processors (do_sample copied from the main config).")
 
     def __init__(self) -> None:
-        import transformers
-
         self.description = f"transformers {transformers.__version__} generate(assistant_model=draft), constant k"
 
     def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
@@ -169,8 +162,6 @@ class HFPromptLookupAdapter(_HFBase):
              "a point mass at the looked-up token, i.e. acceptance p(x_i) per draft.")
 
     def __init__(self) -> None:
-        import transformers
-
         self.description = f"transformers {transformers.__version__} generate(prompt_lookup_num_tokens=k)"
 
     def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
@@ -214,9 +205,7 @@ def load_adapter(spec: Any) -> Any:
     if spec is None:
         return None
     loaded = load_any_adapter(spec, builtins=BUILTIN)
-    from .level import LEVEL
-
-    return loaded.adapter if LEVEL.offers(loaded.adapter) else None
+    return loaded.adapter if loaded.level == "sequence" else None  # the level an object offers first (`loader`)
 
 
 def adapter_name(adapter: Any) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...reference.warping import SamplingParams
+from ...stat_tests import plan_gof
 
 PROMPT_A = (0, 2, 3, 4, 2, 3, 4, 2, 3)  # repeated n-grams, so prompt lookup finds drafts
 PROMPT_B = (5, 1, 4, 1, 5, 2, 4, 1, 5)
@@ -91,7 +92,5 @@ def planned_sequences(law_probs, settings, false_fail_rate: float, false_pass_ra
     """Sequences an exact case needs: the largest n `stat_tests.plan_gof` plans over its rows' laws for the profile's
     target TV on the law pooled to <= settings.max_bins bins (likelihood-ratio test, proven tail), at least 200;
     never capped below the target."""
-    from ...stat_tests import plan_gof
-
     return int(max(200, *(plan_gof(p, settings.target_tv, false_fail_rate, false_pass_rate, tail="lr_bound",
                                    max_bins=settings.max_bins)[0] for p in law_probs)))

@@ -10,19 +10,19 @@ standard and full profiles (`draws`).
 from __future__ import annotations
 
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ...errors import AdapterLoadError, ContractViolation, ExactspecError
 from ..core.level import Level, named_cases
-from ..core.mutants import MutantSpec
 from ..core.profiles import Profile
-from ..core.records import CheckRecord, case_seed, hard_result
+from ..core.records import CheckRecord
 from ..core.report import SuiteResult
-from ..loader import call_implementation
 from .cases import CASES, REAL_CASES, Case
-from .registry import SEQUENCE_CHECKS, case_laws
+from .registry import SEQUENCE_CHECKS
+from .report import write_report
 from .settings import PROFILE_SETTINGS
 
 SUITE_VERSION = 5  # 5: quick draws its exact cases as generate_batch rows; 4: cases on the core's driver; 3: batch rows
@@ -36,84 +36,6 @@ class Generator:
     name: str
 
 
-class SequenceRun:
-    """One case being run: its models, seeds and settings; the samples, and what the checks add to the report."""
-
-    def __init__(self, subject: Generator, case: Case, profile: Profile) -> None:
-        from .models import case_models, eos_of
-
-        self.adapter, self.impl, self.case, self.profile = subject.adapter, subject.name, case, profile
-        self.settings = profile.sequence
-        self.rows_per_call = self.settings.rows_for(case.level)  # samples per generate_batch call (draws)
-        self.target, self.draft, self.prompts = case_models(case)
-        self.vocab, self.eos = int(self.target.config.vocab_size), eos_of(self.target)
-        self.base = case_seed(case.name, "sequence")  # sample i uses seed base + i
-        self.info: dict[str, Any] = {}
-        self.evidence: dict[str, Any] = {}
-        self.laws: tuple = ()
-        self.rows: list = []
-        self.values: dict = {}
-
-    def generate(self, prompt: Sequence[int], k: int, seed: int) -> list[int]:
-        c = self.case
-        out = call_implementation(self.adapter.generate, self.target, self.draft, list(prompt), c.max_new_tokens, k,
-                                  c.sampling, seed)
-        return [int(t) for t in out]
-
-    def record(self, category: str, result: Any) -> CheckRecord:
-        return CheckRecord(self.impl, self.case.name, result.name, category, result)
-
-
-def _greedy(run: SequenceRun) -> list[CheckRecord]:
-    from .checks import plain_greedy
-
-    case, mismatches, n = run.case, [], 0
-    for k in case.ks:
-        for j in range(run.settings.greedy_prompts):
-            base = run.prompts[j % len(run.prompts)]
-            prompt = list(base) if j < len(run.prompts) else list(base[j % 3:]) + [j % run.vocab]
-            expected = plain_greedy(run.target, prompt, case.max_new_tokens)
-            got = run.generate(prompt, k, run.base + j)
-            n += 1
-            if got != expected:
-                first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
-                mismatches.append({"k": k, "prompt": prompt[-12:], "expected": expected, "got": got,
-                                   "first_difference_at": first})
-    run.info["n"] = n
-    return [run.record("invariant", hard_result(
-        "greedy_equality", not mismatches, n, f"all {n} greedy outputs equal plain greedy decoding" if not mismatches
-        else f"{len(mismatches)} of {n} greedy outputs differ from plain greedy, e.g. {mismatches[0]}",
-        {"mismatches": mismatches[:10]}))]
-
-
-def _exact(run: SequenceRun, n: int) -> list[CheckRecord]:
-    from . import draws
-    from .checks import structure_check
-
-    case = run.case
-    run.laws = case_laws(case)
-    run.info.update(n=n, n_planned_for_target_tv=n, target_tv=run.settings.target_tv,
-                    min_expected=run.settings.min_expected(n))
-    run.rows, seeds = draws.draw_rows(run, n)
-    run.info["rows_per_call"] = draws.rows_used(run.adapter, run.rows_per_call)
-    return [run.record("contract", structure_check([s for r in run.rows for s in r], case.max_new_tokens, run.eos,
-                                                   run.vocab, seeds * case.batch))]
-
-
-def _pit(run: SequenceRun, n: int) -> list[CheckRecord]:
-    from . import draws
-    from .checks import structure_check
-    from .pit import pit_of_samples
-
-    case, prompt = run.case, list(run.prompts[0])
-    samples, seeds = draws.draw(run, prompt, case.k, n)
-    run.info.update(n=n, rows_per_call=draws.rows_used(run.adapter, run.rows_per_call))
-    structure = run.record("contract", structure_check(samples, case.max_new_tokens, run.eos, run.vocab, seeds))
-    zero_check, run.values = pit_of_samples(run.target, prompt, samples, seeds, case.sampling, run.base,
-                                            case.max_new_tokens)
-    return [structure, run.record("invariant", zero_check)]
-
-
 class SequenceLevel(Level):
     """See the module docstring."""
 
@@ -124,8 +46,8 @@ class SequenceLevel(Level):
     auto_priority = 2  # an object with generate and verify is certified as a whole generator
     reference_spec = "reference"
     default_impls = ("reference", "gpu_impl")
+    zoo = "exactspec.conformance.sequence.mutants:ZOO"
     min_n = 200
-    threads = 1  # tiny models gain nothing from intra-op threads
 
     def offers(self, obj: Any) -> bool:
         return callable(getattr(obj, "generate", None))
@@ -145,7 +67,7 @@ class SequenceLevel(Level):
         return None  # never capped below the profile's target
 
     def load(self, spec: str) -> Any:
-        from .adapters import load_adapter
+        from .adapters import load_adapter  # torch: the builtin adapters run real models
 
         adapter = load_adapter(spec)
         if adapter is None:
@@ -158,10 +80,10 @@ class SequenceLevel(Level):
 
     def sample(self, subject: Generator, case: Case, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
         """The case's samples and hard records; output our code cannot even read is a contract violation."""
+        from .run import run_case  # torch: the declaration is read without it (the loader asks every level)
+
         try:
-            run = SequenceRun(subject, case, profile)
-            hard = {"greedy": lambda: _greedy(run), "exact": lambda: _exact(run, plan["n"]),
-                    "pit": lambda: _pit(run, plan["n"])}[case.level]()
+            run, hard = run_case(subject, case, profile, plan.get("n", 0))
         except ExactspecError:
             raise
         except Exception as error:  # noqa: BLE001 - e.g. an output of the wrong type: the case cannot be judged
@@ -180,6 +102,18 @@ class SequenceLevel(Level):
         notes = [n for n in [getattr(adapter, "notes", "")] if n]
         return notes, {"description": getattr(adapter, "description", "")}
 
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """One torch thread while the cases run here (tiny models gain nothing from intra-op threads)."""
+        import torch  # torch: the declaration is read without it (the loader asks every level)
+
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(old)
+
     def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
         for entry in result.cases:
             if entry.get("status") == "unsupported":
@@ -197,14 +131,7 @@ class SequenceLevel(Level):
                 + (f"; failed cases: {', '.join(failed)}" if failed else ""))
 
     def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
-        from .report import write_report
-
         return write_report(result, out_dir, impl_spec)
-
-    def mutants(self, profile: str = "quick") -> list[MutantSpec]:
-        from .mutants import ZOO
-
-        return list(ZOO)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         """Contract failures fail any test; greedy and zero-probability failures at position 0; position-0 laws."""

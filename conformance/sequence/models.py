@@ -27,7 +27,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np
 import torch
 
+from ...gpu_impl.models import load_default_model, tiny_llama
 from ...reference.warping import SamplingParams
+from .cases import REAL_PROMPT_TEXT
 
 TINY_VOCAB = 6
 PIT_VOCAB = 64
@@ -50,8 +52,6 @@ def eos_of(model: Any) -> int | None:
 
 
 def _tiny(vocab: int, hidden: int, layers: int, seed: int, head_scale: float) -> Any:
-    from ...gpu_impl.models import tiny_llama
-
     model = tiny_llama(vocab_size=vocab, hidden_size=hidden, n_layers=layers, seed=seed, n_heads=2, n_kv_heads=1)
     with torch.no_grad():
         model.lm_head.weight.mul_(head_scale)
@@ -96,8 +96,7 @@ def real_pair(draft_layers: int = 6, dtype: str = "float32") -> tuple[Any, Any, 
     Raises ``gpu_impl.models.ModelNotAvailableError`` when the model package is not installed.
     """
     if dtype not in _REAL:
-        from ...gpu_impl.drafts.early_exit import truncated_model
-        from ...gpu_impl.models import load_default_model
+        from ...gpu_impl.drafts.early_exit import truncated_model  # transformers: only the real-model cases need it
 
         target, tokenizer = load_default_model(dtype=dtype)
         _REAL[dtype] = (target, truncated_model(target, draft_layers), tokenizer)
@@ -147,8 +146,6 @@ def target_rows_many(target: Any, prompt: Sequence[int], samples: Sequence[Seque
 def case_models(case: Any) -> tuple[Any, Any, list[tuple[int, ...]]]:
     """(target, draft, prompts) of a sequence-level case: the tiny pair (V = 6), the PIT pair (V = 64) or the
     embedded SmolLM2-135M with a 6-layer early-exit draft (its one prompt, tokenized)."""
-    from .cases import REAL_PROMPT_TEXT
-
     if case.models == "tiny":
         target, draft = tiny_pair(eos_token_id=case.eos)
         return target, draft, list(case.prompts)

@@ -25,6 +25,7 @@ def row_tags(case: Case) -> list[str]:
 @lru_cache(maxsize=None)
 def case_laws(case: Case) -> "tuple[SequenceLaw, ...]":
     """The enumerated law of each batch row's sequences (tiny models: the same at every profile)."""
+    # torch: the level's declaration reads this registry without it (the loader asks every level)
     from .exact_law import sequence_law
     from .models import case_models
 
@@ -45,6 +46,7 @@ def _each_row(check: Callable, run: Any, rate: float, profile: Profile) -> list[
 
 
 def _pit_ks(run: Any, rate: float, profile: Profile) -> list[CheckRecord]:
+    # torch: the level's declaration reads this registry without it
     from .pit import pit_ks_checks
 
     results, evidence = pit_ks_checks(run.values, rate, profile.false_pass_rate)
@@ -63,12 +65,14 @@ def _marginal_plans(case: Case) -> list[CheckPlan]:
 
 
 def _sequence_law_check(*args: Any) -> Any:
+    # torch: the level's declaration reads this registry without it
     from .checks import sequence_law_check
 
     return sequence_law_check(*args)
 
 
 def _position_marginal_checks(*args: Any) -> Any:
+    # torch: the level's declaration reads this registry without it
     from .checks import position_marginal_checks
 
     return position_marginal_checks(*args)

@@ -15,7 +15,6 @@ from typing import Any, Sequence
 from ..core.contract import determinism_check, failed, guard
 from ..core.level import Level, named_cases
 from ..core.mechanism import guarded
-from ..core.mutants import MutantSpec
 from ..core.profiles import Profile
 from ..core.records import CheckRecord, case_seed
 from ..core.report import SuiteResult
@@ -25,6 +24,7 @@ from .cases import TreeCase, cases_for
 from .harness import TREE_SIGNATURE, TreeHarness
 from .mechanism import diagnose_tree
 from .registry import TREE_CHECKS, TreeSample
+from .report import format_summary, write_tree_report
 from .settings import PROFILE_SETTINGS
 
 #: Confirmatory reruns take this many times the case's planned rounds.
@@ -41,6 +41,7 @@ class TreeLevel(Level):
     has_confirmation = True
     reference_spec = "exactspec.conformance.tree.adapters:TreeReference"
     default_impls = DEFAULT_TREE_IMPLS
+    zoo = "exactspec.conformance.tree.mutants:ZOO"
 
     def offers(self, obj: Any) -> bool:
         return callable(getattr(obj, "verify_tree", None))
@@ -101,19 +102,10 @@ class TreeLevel(Level):
                 result.extra["diagnosis"] = diagnosis
 
     def summary(self, result: SuiteResult) -> str:
-        from .report import format_summary
-
         return format_summary(result)
 
     def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
-        from .report import write_tree_report
-
         return write_tree_report(result, out_dir, impl_spec=impl_spec)
-
-    def mutants(self, profile: str = "quick") -> list[MutantSpec]:
-        from .mutants import ZOO
-
-        return list(ZOO)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         return record.category == "contract" or record.check in ("position_1", "invariants", "determinism")

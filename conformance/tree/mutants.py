@@ -18,6 +18,7 @@ from ...reference.tree_rules import STANDARD, SiblingRule, walk_tree, without_to
 from ...reference.trees import DraftTree
 from ..core.mutants import MutantSpec, constant, valid_variant, zoo
 from ..core.mutants import mutant as mutant_spec
+from .adapters import TreeReference
 
 #: Medusa's defaults for typical acceptance (`posterior_threshold`, `posterior_alpha`).
 MEDUSA_EPSILON, MEDUSA_DELTA = 0.09, 0.3
@@ -93,18 +94,12 @@ TREE_VALID_VARIANTS: tuple[TreeMutant, ...] = (
 )
 
 
-def _reference() -> Any:
-    from .adapters import TreeReference
-
-    return TreeReference()
-
-
 #: The tree level's zoo (what `exactspec kill-table --level tree` runs): the mutants, then the valid variants.
 ZOO: tuple[MutantSpec, ...] = zoo(
     [mutant_spec(m.name, m.what, constant(m), (m.expected,)) for m in TREE_MUTANTS]
     + [valid_variant(m.name, "Valid but not the standard rule: " + m.what, constant(m), (m.expected,))
        for m in TREE_VALID_VARIANTS]
-    + [valid_variant("TreeReference", "Valid: exactspec's NumPy multi-round tree rule", _reference)])
+    + [valid_variant("TreeReference", "Valid: exactspec's NumPy multi-round tree rule", TreeReference)])
 
 
 def mutant(name: str) -> TreeMutant:

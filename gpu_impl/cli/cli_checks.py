@@ -54,6 +54,7 @@ def chat_choice(args: argparse.Namespace, shape: ModelShape) -> bool:
 
 def check_device(requested: str | None) -> str:
     """The torch device to run on; ValueError saying why `requested` cannot be used with this torch build."""
+    # torch: the checks before this one run for `generate --help` without it
     import torch
 
     if requested is None:

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import torch
+from transformers.utils import logging as transformers_logging
 
-from .. import SpeculativeGenerator, SpecStats, generate_plain
+from .. import SpecStats, SpeculativeGenerator, generate_plain, models
+from ..drafts.registry import build_draft
+from ..loop.prompts import left_pad
 from . import cli_output as output
 from .cli_checks import Plan
 from .cli_inputs import PromptRow, group_rows
-from ..drafts.registry import build_draft
-from ..loop.prompts import left_pad
 
 COMPARE_PAIRS = 3  # --compare-plain: (speculative, plain[, fixed k]) runs one after the other, the speedup their median ratio
 
@@ -58,10 +59,6 @@ class Target:
 
 def load_target(args: argparse.Namespace, device: str, dtype: Any) -> Target:
     """The target model and tokenizer the (checked) arguments name."""
-    from transformers.utils import logging as transformers_logging
-
-    from .. import models
-
     transformers_logging.disable_progress_bar()  # the weight-loading bar would sit among the '#' figure lines
     start = time.perf_counter()
     if args.tiny:

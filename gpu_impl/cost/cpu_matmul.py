@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from ...cache import CPU_PLAN_VERSION
+from ..models import cache_dir
 
 KERNELS = ("linear", "mm", "mm_pad", "packed")
 #: The row count oneDNN packs weights for (a layout hint; any row count runs on the packed weight).
@@ -204,8 +205,6 @@ def measure_plan(max_rows: int = MAX_TUNED_ROWS, reps: int = 5, seconds: dict | 
 
 
 def _plan_file() -> Path:
-    from ..models import cache_dir
-
     # plan files from before the "packed" kernel never chose it: the version in the name measures it again
     key = f"v{CPU_PLAN_VERSION}-{platform.machine()}-{_cpu_name()}-torch{torch.__version__}-threads{torch.get_num_threads()}"
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in key)

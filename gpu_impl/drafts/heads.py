@@ -119,6 +119,7 @@ def default_heads_path(target: nn.Module) -> Path:
 
 def save_heads(heads: PredictionHeads, path: str | Path, target: nn.Module, info: dict | None = None) -> Path:
     """Write the heads' weights and config (and the target's key, and `info`) as one safetensors file."""
+    # safetensors (the [torch] extra): only saving trained heads needs it
     from safetensors.torch import save_file
 
     path = Path(path)
@@ -132,6 +133,7 @@ def save_heads(heads: PredictionHeads, path: str | Path, target: nn.Module, info
 
 def load_heads(path: str | Path, target: nn.Module) -> PredictionHeads:
     """The heads saved at `path`; ValueError if missing (naming the training command) or trained for another target."""
+    # safetensors (the [torch] extra): only loading trained heads needs it
     from safetensors import safe_open
 
     path = Path(path)

@@ -113,12 +113,14 @@ def _build_none(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
 
 
 def _build_prompt_lookup(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
+    # torch: the registry is read by `generate --help` without it
     from .prompt_lookup import PromptLookupDraft
 
     return PromptLookupDraft(ngram_max=3), "prompt lookup (n-grams up to 3)"
 
 
 def _build_self_int8(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
+    # torch: the registry is read by `generate --help` without it
     from .quantized import QuantizedSelfDraft
 
     on_cpu = str(context.device).startswith("cpu")
@@ -127,6 +129,7 @@ def _build_self_int8(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
 
 
 def _build_early_exit(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
+    # torch: the registry is read by `generate --help` without it
     from .early_exit import EarlyExitDraft
 
     total = int(context.target.config.num_hidden_layers)
@@ -135,6 +138,7 @@ def _build_early_exit(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]
 
 
 def _build_model(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
+    # torch: the registry is read by `generate --help` without it
     from .. import models
     from ..loop.vocab import check_same_vocabulary
     from .model_draft import ModelDraft
@@ -151,6 +155,7 @@ def _heads_path(argument: str | None) -> DraftSpec:
 
 
 def _build_heads(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
+    # torch: the registry is read by `generate --help` without it
     from .heads import HeadsDraft, default_heads_path, load_heads
 
     path = spec.path or default_heads_path(context.target)

@@ -17,6 +17,9 @@ from typing import Any
 
 import torch
 
+from ...reference.warping import SamplingParams
+from ..loop.plain import generate_plain
+
 SEED_PROMPTS = [
     "Write a Python function that checks whether a string is a palindrome, with a docstring and tests.",
     "Explain how a hash table works and when it is slower than a list.",
@@ -98,9 +101,6 @@ def encode_texts(tokenizer: Any, texts: list[str], max_tokens: int) -> list[list
 def self_generated(target: Any, tokenizer: Any, max_tokens: int, reply_tokens: int = 128, seed: int = 0,
                    batch: int = 8) -> list[list[int]]:
     """Chat-formatted prompt + the target's own reply (T = 0.7) for the seed prompts, until `max_tokens` reply tokens."""
-    from .. import generate_plain
-    from ...reference.warping import SamplingParams
-
     rows: list[list[int]] = []
     total, round_index = 0, 0
     while total < max_tokens:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from ..drafts.heads import PredictionHeads, head_logits, target_parts
 
@@ -52,8 +53,6 @@ def _fast_matmuls(device: torch.device | str):
 @torch.inference_mode()
 def collect_states(target: torch.nn.Module, ids: torch.Tensor, batch: int = 8, progress: bool = False) -> torch.Tensor:
     """The target's final-norm states (N, L, d) on windows `ids` (N, L), float32 on the CPU."""
-    from tqdm import tqdm
-
     decoder = target.get_decoder()
     device = next(target.parameters()).device
     out = []
@@ -131,8 +130,6 @@ def _progress(step: int, config: TrainConfig, elapsed: float) -> float:
 def train_heads(target: torch.nn.Module, train: tuple[torch.Tensor, torch.Tensor], held_out: tuple[torch.Tensor, torch.Tensor],
                 config: TrainConfig = TrainConfig(), progress: bool = True) -> tuple[PredictionHeads, dict]:
     """Heads trained on (ids, states) windows; -> (heads, report with the held-out figures before and after)."""
-    from tqdm import tqdm
-
     config.check()
     ids, states = train
     if ids.shape[0] < 1 or held_out[0].shape[0] < 1:

@@ -230,6 +230,3 @@ def verify_batch(
     if mode == "sampler_match":
         return _sampler_match(target_probs, draft_tokens, generator, method)
     return _standard(target_probs, draft_probs, draft_tokens, generator, method)
-
-
-from .torch_verifier import TorchVerifier  # noqa: F401, E402 -- moved; re-exported here

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from ...reference import validation
-
 from .categorical import method_for
+from .sampler import MODES, verify_batch
 
 _NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
 
@@ -27,8 +27,6 @@ class TorchVerifier:
 
     def __init__(self, device: str | torch.device = "cpu", mode: str = "standard", dtype: torch.dtype = torch.float32,
                  method: str = "auto"):
-        from .sampler import MODES, verify_batch  # here, not at the top: sampler re-exports this class
-
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if dtype not in _NUMPY_DTYPE:

@@ -29,9 +29,15 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ....crash import internal_crash
+from ...core.profiles import PROFILE_NAMES
+from ...paths import check_writable
 from .. import samples
-from ..level import EngineResult, certify_samples
+from ..certify_samples import EXIT, EXIT_CODES_HELP, EXIT_USAGE
+from ..level import certify_samples
 from ..report import write_engine_report
+from ..result import EngineResult
+from .command import adapter_urls, add_sampling_arguments, settings_from
 from .jobs import Budget, check_prompts, read_prompts
 from .prompt_sets import PROMPT_SETS, named_prompt_set
 from .rounds import FINAL, forcing_can_wait, next_counts, progress_line
@@ -181,10 +187,6 @@ def run_campaign(prompts: str | Path | list[dict], out: str | Path, settings: Se
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..certify_samples import EXIT_CODES_HELP
-    from ...core.profiles import PROFILE_NAMES
-    from .command import add_sampling_arguments
-
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.description, parser.epilog = __doc__, EXIT_CODES_HELP
     add = parser.add_argument
@@ -209,11 +211,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the campaign; the exit status of its verdict."""
-    from ...certify_command import check_writable
-    from ....cli import internal_crash
-    from ..certify_samples import EXIT, EXIT_USAGE
-    from .command import adapter_urls, settings_from
-
     try:
         check_writable(args.out)
         campaign = Campaign(args.profile, args.time_limit_s, args.first_round, args.max_per_prompt, args.pooled)

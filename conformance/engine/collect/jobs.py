@@ -21,6 +21,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
+from tqdm import tqdm
+
 from ..load import Segment
 
 _J = TypeVar("_J")  # one job of run_bounded
@@ -154,8 +156,6 @@ async def run_bounded(jobs: list[_J], send: Callable[[_J], Awaitable[_R]], write
     """Send `jobs` with at most `concurrency` in flight, writing each result as it arrives; stops at the
     budget's bounds or at the first request that raises one of `expected_errors` (after its retries: the
     rest are not sent, the written records stay). Any other exception propagates: it is a bug."""
-    from tqdm import tqdm
-
     if concurrency < 1:
         raise ValueError(f"concurrency: {concurrency} must be >= 1")
     outcome, gate = Outcome(left=len(jobs)), asyncio.Semaphore(concurrency)
@@ -302,8 +302,6 @@ async def run_waves(segments: list[Segment], send: Callable[[_J], Awaitable[_R]]
     """Send each segment's jobs in waves of `segment.wave` requests that reach the server together (a loaded
     segment's waves with the `background` requests), writing each wave's results once it is answered. Stops at the
     budget's bounds or at the first request that raises one of `expected_errors` (after its retries)."""
-    from tqdm import tqdm
-
     outcome = Outcome(left=sum(len(segment.jobs) for segment in segments))
     progress = tqdm(total=outcome.left, desc=description, unit="req", file=sys.stderr, disable=None)
 

@@ -19,6 +19,7 @@ import sys
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -157,8 +158,6 @@ class Settings:
 
 
 def _exactspec_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("exactspec")
     except PackageNotFoundError:

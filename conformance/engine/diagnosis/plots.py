@@ -13,10 +13,11 @@ from pathlib import Path
 
 
 def _pyplot():
+    # matplotlib takes seconds to import: only a NOT_EXACT's pictures need it
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use("Agg"): no display needed
 
     return plt
 

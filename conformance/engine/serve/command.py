@@ -22,7 +22,11 @@ import signal
 import sys
 import time
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
+
+from ...paths import portable_args
+from .self_draft import self_draft
 
 ENGINES = ("llama.cpp", "vllm", "llama-cpp-python")
 MODES = ("plain", "ngram", "draft", "selfdraft")
@@ -33,10 +37,6 @@ NGRAM_ARGS = ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "
 def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int = 4, threads: int | None = None,
             ports: tuple[int, int] = (0, 0), logs: str | None = None) -> tuple[Any, Any | None]:
     """The reference (plain) and candidate (`mode`; None for plain) servers of `engine`, not started yet."""
-    from pathlib import Path
-
-    from .self_draft import self_draft
-
     if engine not in ENGINES or mode not in MODES:
         raise ValueError(f"engine must be one of {ENGINES} and mode one of {MODES}, got {engine!r}, {mode!r}")
     threads = threads or max(1, (os.cpu_count() or 1) // 2)  # two servers share the machine: no spinning threads
@@ -46,6 +46,7 @@ def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int =
     if engine == "llama-cpp-python":
         return _llama_cpp_python_servers(mode, ports, log)
     if engine == "vllm":
+        # httpx (the [engine] extra): `engine serve --help` answers without it
         from .vllm_server import VllmServer, ensure_vllm
 
         python = ensure_vllm()
@@ -55,6 +56,7 @@ def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int =
         draft = self_draft()["hf_dir"] if mode == "selfdraft" else None
         return reference, VllmServer(python, mode="ngram" if mode == "ngram" else "draft", draft_dir=draft,
                                      threads=threads, port=ports[1], log_path=log("candidate"))
+    # httpx (the [engine] extra): `engine serve --help` answers without it
     from .llama_server import LlamaServer, ensure_llama_server
 
     binary = ensure_llama_server()
@@ -70,6 +72,7 @@ def servers(engine: str, mode: str, draft_sampling: str = "greedy", slots: int =
 
 def _llama_cpp_python_servers(mode: str, ports: tuple[int, int], log: Any) -> tuple[Any, Any | None]:
     """llama-cpp-python's servers: one thread each (it serves one request at a time); only n-gram speculation."""
+    # httpx (the [engine] extra): `engine serve --help` answers without it
     from .llama_cpp_python import ensure_llama_cpp_python
     from .llama_cpp_python_server import LlamaCppPythonServer
 
@@ -85,10 +88,9 @@ def _llama_cpp_python_servers(mode: str, ports: tuple[int, int], log: Any) -> tu
 def certify_command(engine: str, mode: str, draft_sampling: str, reference: Any, candidate: Any) -> list[str]:
     """The `exactspec engine certify` arguments that certify these two servers (the engine's identity, flags,
     speculation type and whether it is expected to be seed-coupled)."""
-    from ...paths import portable_args
-
     coupled = engine != "vllm" and (mode == "ngram" or draft_sampling == "greedy")
     if engine == "llama-cpp-python":
+        # httpx (the [engine] extra): `engine serve --help` answers without it
         from .llama_cpp_python_server import certify_arguments
 
         dialect = certify_arguments(reference, candidate)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ....gpu_impl.model_config import default_gguf_path
 from ....reference.warping import warp_probs
 from ..adapter import Completion, Sampling, top_n
 
@@ -73,12 +74,11 @@ class LlamaCppPython:
 
     def __init__(self, role: str, model: str | None = None, threads: str | int = 1, n_ctx: str | int = 512,
                  num_pred_tokens: str | int = 10, max_ngram_size: str | int = 2) -> None:
+        # llama-cpp-python: installed in its own venv, where this adapter runs
         import llama_cpp
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         if model is None:
-            from ....gpu_impl.model_config import default_gguf_path  # torch-free
-
             model = str(default_gguf_path())
         self.role, self.version, self.model_name = role, llama_cpp.__version__, str(model).rsplit("/", 1)[-1]
         self.draft = None
@@ -98,6 +98,7 @@ class LlamaCppPython:
 
     def chat_tokenize(self, messages: list[dict]) -> list[int]:
         """A chat through the model's own chat template (the GGUF's), with the generation prompt."""
+        # llama-cpp-python: installed in its own venv, where this adapter runs
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         template = self.llm.metadata.get("tokenizer.chat_template")

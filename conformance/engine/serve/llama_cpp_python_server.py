@@ -15,6 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ....gpu_impl.model_config import default_gguf_path
+from .llama_cpp_python import VERSION
 from .local_server import LocalServer, ServerStartError
 
 MODES = ("plain", "prompt-lookup")
@@ -28,8 +30,6 @@ class LlamaCppPythonServerError(ServerStartError):
 
 def default_gguf() -> Path:
     """The embedded default model's GGUF (`gpu_impl`'s lookup, torch-free)."""
-    from ....gpu_impl.model_config import default_gguf_path
-
     return Path(default_gguf_path())
 
 
@@ -67,8 +67,6 @@ class LlamaCppPythonServer(LocalServer):
 def certify_arguments(reference: LlamaCppPythonServer, candidate: LlamaCppPythonServer) -> list[str]:
     """The generic dialect's options that certify these two servers (text prompts, the GGUF's tokens, raw reports,
     declared speculation, the repeat penalty off)."""
-    from .llama_cpp_python import VERSION
-
     return ["--dialect", "openai", "--text-prompts", "--force-token-by-token", "--tokenizer", str(reference.model), "--reports", "raw",
             "--declare-speculation", "--request-extra", json.dumps(REQUEST_EXTRA), "--engine-name",
             "llama-cpp-python-server", "--engine-version", VERSION]

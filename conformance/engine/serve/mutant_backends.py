@@ -13,33 +13,27 @@ a served sample is exact. Backends:
   request under continuous batching) and row 0 is answered -- the setting where batch bugs show.
 * :class:`GpuImplBackend` -- "candidate mode" with ``gpu_impl.SpeculativeGenerator`` (model draft).
 
-Generation is serialised by a lock (one slot, like ``llama-server -np 1``): the models are shared.
-Torch (through the sequence level's models) is imported only when a backend is built or run, so this module
-and `serve` import without it.
+Generation is serialised by a lock (one slot, like ``llama-server -np 1``): the models are shared. This module needs
+torch (the sequence level's models); the server (`mutant_server`, which defines what a backend returns, `Generated`)
+and the synthetic engine do not.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
+import torch
 
+from ....gpu_impl.drafts.model_draft import ModelDraft
+from ....gpu_impl.loop.generator import SpeculativeGenerator
+from ....gpu_impl.loop.plain import generate_plain
 from ....reference.warping import SamplingParams
-
-if TYPE_CHECKING:
-    from ...sequence.reference_loop import ReferenceLoop  # imports torch: only for the checker
-
-
-@dataclass(frozen=True)
-class Generated:
-    """One completion: new tokens (EOS included when it stopped generation) and the draft counters."""
-
-    tokens: list[int]
-    stopped_by_eos: bool
-    draft_n: int = 0
-    draft_n_accepted: int = 0
+from ...sequence.models import eos_of, target_rows
+from ...sequence.mutants import BENIGN, MUTANTS
+from ...sequence.reference_loop import ReferenceLoop
+from .mutant_server import Generated
 
 
 class Backend:
@@ -49,8 +43,6 @@ class Backend:
     speculative = False
 
     def __init__(self, target: Any, k: int = 0) -> None:
-        from ...sequence.models import eos_of
-
         self.target = target
         self.k = int(k)
         self.eos = eos_of(target)
@@ -72,8 +64,6 @@ class Backend:
 
     def position_probs(self, prompt: Sequence[int], tokens: Sequence[int], sampling: SamplingParams) -> np.ndarray:
         """Warped target distribution (len(tokens), V) of every generated position, by teacher forcing."""
-        from ...sequence.models import target_rows
-
         with self._lock:
             return target_rows(self.target, list(prompt), list(tokens), sampling)
 
@@ -93,10 +83,6 @@ class PlainBackend(Backend):
     name = "plain"
 
     def _generate(self, prompt, max_tokens, sampling, seed):
-        import torch
-
-        from ....gpu_impl.loop.plain import generate_plain
-
         ids = torch.tensor([prompt], dtype=torch.long)
         result = generate_plain(self.target, ids, max_tokens, sampling=sampling, seed=seed, eos_token_id=self.eos)
         return self._finish(result.sequences[0])
@@ -170,9 +156,6 @@ class GpuImplBackend(Backend):
         self._generators: dict[str, Any] = {}
 
     def _generator(self, sampling: SamplingParams) -> Any:
-        from ....gpu_impl import SpeculativeGenerator
-        from ....gpu_impl.drafts import ModelDraft
-
         key = repr(sampling)
         if key not in self._generators:
             if len(self._generators) >= 8:
@@ -182,8 +165,6 @@ class GpuImplBackend(Backend):
         return self._generators[key]
 
     def _generate(self, prompt, max_tokens, sampling, seed):
-        import torch
-
         result = self._generator(sampling).generate(torch.tensor([prompt], dtype=torch.long), max_tokens,
                                                     seed=seed, eos_token_id=self.eos)
         return self._finish(result.sequences[0], result.stats.proposed, result.stats.accepted)
@@ -193,9 +174,6 @@ def make_backend(kind: str, target: Any, draft: Any = None, k: int = 0,
                  companion: Sequence[int] | None = None) -> Backend:
     """A backend by name: "plain", "gpu_impl", "reference_loop", or a mutant's ``name`` from
     ``conformance.sequence.mutants`` (MUTANTS and BENIGN)."""
-    from ...sequence.mutants import BENIGN, MUTANTS
-    from ...sequence.reference_loop import ReferenceLoop
-
     if kind == "plain":
         return PlainBackend(target)
     if draft is None:

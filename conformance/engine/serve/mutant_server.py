@@ -27,11 +27,11 @@ import secrets
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from .mutant_backends import Backend, Generated
 from ....reference.warping import SamplingParams
 
 LLAMA_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
@@ -102,6 +102,16 @@ def detokenize(tokens: list[int]) -> str:
     return "".join(f" {int(t)}" for t in tokens)
 
 
+@dataclass(frozen=True)
+class Generated:
+    """One completion: new tokens (EOS included when it stopped generation) and the draft counters."""
+
+    tokens: list[int]
+    stopped_by_eos: bool
+    draft_n: int = 0
+    draft_n_accepted: int = 0
+
+
 def completion_text(generated: Generated) -> str:
     """The text of a completion; a final EOS renders as nothing (llama.cpp: ``tokens`` keeps it, text does not)."""
     return detokenize(generated.tokens[:-1] if generated.stopped_by_eos else generated.tokens)
@@ -128,12 +138,14 @@ def probability_entries(tokens: list[int], rows: np.ndarray, n_probs: int, post_
 
 
 class ServedBackend(Protocol):
-    """What a completer needs of a backend: generation and the teacher-forced rows (`Backend`, or the synthetic
-    engine's, whose sampling is a sampler chain)."""
+    """What a completer needs of a backend: generation, the teacher-forced rows and what it is
+    (`mutant_backends.Backend`, or the synthetic engine's, whose sampling is a sampler chain)."""
 
     def generate(self, prompt: Any, max_tokens: int, sampling: Any, seed: int) -> Generated: ...
 
     def position_probs(self, prompt: Any, tokens: Any, sampling: Any) -> Any: ...
+
+    def describe(self) -> dict: ...
 
 
 class Completer:
@@ -212,8 +224,9 @@ class Completer:
                 "id": f"cmpl-{secrets.token_hex(8)}", "timings": done["timings"]}
 
 
-def build_app(backend: Backend, model_name: str = "exactspec-tiny") -> Any:
+def build_app(backend: ServedBackend, model_name: str = "exactspec-tiny") -> Any:
     """The starlette application serving `backend`."""
+    # starlette (the [engine] extra): the module is read without it (its protocol, `Generated`)
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -270,7 +283,8 @@ def loopback_socket() -> socket.socket:
 class EngineServer:
     """Serve `backend` on 127.0.0.1 in a background thread: ``with EngineServer(b) as s: s.base_url``."""
 
-    def __init__(self, backend: Backend, model_name: str = "exactspec-tiny", ready_timeout_s: float = 20.0) -> None:
+    def __init__(self, backend: ServedBackend, model_name: str = "exactspec-tiny",
+                 ready_timeout_s: float = 20.0) -> None:
         if ready_timeout_s <= 0:
             raise ValueError(f"ready_timeout_s must be > 0, got {ready_timeout_s}")
         self.backend, self.model_name, self.ready_timeout_s = backend, model_name, ready_timeout_s
@@ -279,6 +293,7 @@ class EngineServer:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> "EngineServer":
+        # uvicorn (the [engine] extra): only a served backend needs it
         import uvicorn
 
         sock = loopback_socket()
@@ -294,6 +309,7 @@ class EngineServer:
         return self
 
     def _wait_ready(self) -> None:
+        # httpx (the [engine] extra): only a served backend needs it
         import httpx
 
         deadline = time.monotonic() + self.ready_timeout_s

@@ -23,7 +23,17 @@ from typing import Any
 
 from ...core.mutants import MutantSpec, by_name, mutant, valid_variant
 from ...core.mutants import zoo as as_zoo
+from ...sequence.cases import PROMPT_B
+from ...sequence.models import tiny_pair
+from ...sequence.mutants import ZOO as SEQUENCE_ZOO
+from ..cases import SamplePair
+from ..collect.campaign import Campaign, run_campaign
 from ..collect.client import SamplerChain
+from ..collect.draft_reports import collect_draft_reports
+from ..collect.sampling import Settings
+from ..samples import read_samples
+from .mutant_backends import make_backend
+from .mutant_server import EngineServer
 
 CHAIN = SamplerChain(temperature=0.5, top_k=3, max_tokens=4)  # T != 1 and a top-k: what most mutants need
 K = 2  # drafts per round: a bonus token and a second round inside the 4 compared positions
@@ -64,8 +74,6 @@ VALID = (("gpu_impl", "exactspec's SpeculativeGenerator (model draft), served", 
 
 def settings(seed_key: str) -> Any:
     """The zoo's sampling settings: the chain, 4 candidate requests in flight, the reports' top 6, one seed key."""
-    from ..collect.sampling import Settings
-
     return Settings(chain=CHAIN, seed_key=seed_key, concurrency=4, model_name=MODEL_NAME, speculation=SPECULATION,
                     teacher_n_probs=6, reference_n_probs=6, cache_prompt=False, engine_name="exactspec-serve")
 
@@ -73,10 +81,6 @@ def settings(seed_key: str) -> Any:
 def backend(kind: str) -> Any:
     """The served generator `kind` on the tiny pair (a batch-rows mutant gets a concurrent companion prompt);
     "draft": the draft model's plain loop."""
-    from ...sequence.cases import PROMPT_B
-    from ...sequence.models import tiny_pair
-    from .mutant_backends import make_backend
-
     target, draft = tiny_pair(eos_token_id=EOS)
     if kind == "draft":
         return make_backend("plain", draft)
@@ -88,8 +92,6 @@ class SharedReference:
     """The reference server (plain loop), its sample file handed from campaign to campaign, alive until `close`."""
 
     def __init__(self, root: Path, profile: str = "quick") -> None:
-        from .mutant_server import EngineServer
-
         self.root, self.profile, self.key = root, profile, SEED_KEY
         self.file = root / "reference.jsonl"
         self.server = EngineServer(backend("plain"), model_name=MODEL_NAME)
@@ -99,12 +101,6 @@ class SharedReference:
 
     def pair(self, kind: str, out_dir: Path | None = None) -> Any:
         """Serve `kind` and certify it in rounds (`run_campaign`): the SamplePair of its last look."""
-        from ..cases import SamplePair
-        from ..collect.campaign import Campaign, run_campaign
-        from ..collect.draft_reports import collect_draft_reports
-        from ..samples import read_samples
-        from .mutant_server import EngineServer
-
         out = Path(out_dir or tempfile.mkdtemp(prefix=f"candidate-{kind}-", dir=self.root))
         out.mkdir(parents=True, exist_ok=True)
         if self.file.exists():
@@ -140,8 +136,6 @@ def zoo(profile: str = "quick") -> tuple[MutantSpec, ...]:
     """The engine level's zoo at `profile`: the served generation-level mutants (each must be rejected; what each
     models is its sequence-level spec's), then the valid rows. ValueError when `SERVED_MUTANTS` names something
     that is not a mutant of the sequence zoo."""
-    from ...sequence.mutants import ZOO as SEQUENCE_ZOO
-
     def served(kind: str):
         return lambda: shared_reference(profile).pair(kind)
 

@@ -25,6 +25,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ....cache import content_hash, models_dir
+from ....gpu_impl.model_config import default_gguf_path
+
 DEFAULT_BLOCKS = 24  # of SmolLM2-135M's 30: acceptance ~0.4 at T = 0.7 on a chat prompt (6 blocks: ~0)
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.")
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
@@ -37,6 +40,7 @@ def _check_blocks(blocks: int, available: int) -> None:
 
 def early_exit_gguf(source: str | os.PathLike, blocks: int, out: str | os.PathLike) -> Path:
     """Write the first `blocks` blocks of the GGUF `source` as the GGUF `out` (atomically); -> `out`."""
+    # gguf: only building the GGUF self-draft needs it
     import gguf
 
     reader = gguf.GGUFReader(str(source))
@@ -72,6 +76,7 @@ def early_exit_gguf(source: str | os.PathLike, blocks: int, out: str | os.PathLi
 
 def early_exit_hf_dir(source: str | os.PathLike, blocks: int, out: str | os.PathLike) -> Path:
     """Write the first `blocks` layers of the Hugging Face directory `source` as the directory `out`; -> `out`."""
+    # safetensors: only building the Hugging Face self-draft needs it
     from safetensors.numpy import load_file, save_file
 
     source, out = Path(source), Path(out)
@@ -103,8 +108,7 @@ def early_exit_hf_dir(source: str | os.PathLike, blocks: int, out: str | os.Path
 
 def self_draft(blocks: int = DEFAULT_BLOCKS) -> dict[str, Path]:
     """{"gguf": ..., "hf_dir": ...}: the embedded SmolLM2's early-exit self-draft, built once and cached."""
-    from ....cache import content_hash
-    from ....gpu_impl.models import converted_checkpoint_dir, default_gguf_path, models_dir
+    from ....gpu_impl.models import converted_checkpoint_dir  # torch: `engine serve` starts without it
 
     gguf_source = default_gguf_path()
     root = models_dir() / f"self-draft-{gguf_source.stem}-{content_hash(gguf_source)[:16]}-{blocks}blocks"

@@ -18,7 +18,8 @@ from ..collect.campaign import Campaign, run_campaign
 from ..collect.client import SamplerChain
 from ..collect.draft_reports import collect_draft_reports
 from ..collect.sampling import Settings
-from ..level import EngineResult, certify_samples
+from ..level import certify_samples
+from ..result import EngineResult
 from ..samples import read_samples
 from .synthetic_deviation import DEFAULT_PROMPT, PROBES
 from .synthetic_engine import MODES

@@ -21,7 +21,7 @@ import numpy as np
 
 from ....reference.laws import residual
 from ....reference.sampling import inverse_cdf
-from .mutant_backends import Generated
+from .mutant_server import Generated
 from .synthetic_model import Chain, SyntheticModel, draw
 
 DEFAULT_K = 4

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,15 +29,15 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from .mutant_backends import Generated
 from .mutant_server import (
     LLAMA_DEFAULTS,
     Completer,
+    Generated,
     RequestError,
     loopback_socket,
     sampling_from_request,
 )
-from .synthetic_engine import DEFAULT_K, Load, Mode, generate, mode_of
+from .synthetic_engine import DEFAULT_K, SERVABLE, Load, Mode, generate, mode_of
 from .synthetic_model import PROFILES, Chain, SyntheticModel, as_chain
 
 if TYPE_CHECKING:
@@ -168,6 +169,7 @@ class SyntheticCompleter(Completer):
 
 def build_app(backend: SyntheticBackend, model_name: str) -> Any:
     """The starlette application: completions run in the thread pool, counted in flight from arrival to answer."""
+    # starlette (the [engine] extra): the engine's model and tables are read without it
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse
@@ -199,6 +201,7 @@ def build_app(backend: SyntheticBackend, model_name: str) -> Any:
         return JSONResponse({"status": "ok"})
 
     async def props(request):
+        # anyio (with starlette): only a served request needs it
         import anyio.to_thread
 
         slots = int(anyio.to_thread.current_default_thread_limiter().total_tokens)  # generation threads
@@ -226,8 +229,6 @@ def model_name_of(profile: str, vocab: int, model_seed: int) -> str:
 
 def _bound_socket(port: int) -> Any:
     """A listening-ready TCP socket on 127.0.0.1:`port` (0: a free one) with TCP_NODELAY (`loopback_socket`)."""
-    import socket
-
     if port == 0:
         return loopback_socket()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -238,8 +239,6 @@ def _bound_socket(port: int) -> Any:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from .synthetic_engine import SERVABLE
-
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="Serve one synthetic engine mode.")
     parser.add_argument("--mode", required=True, choices=sorted(SERVABLE), help="plain (the reference), a mode, or "
                         "draft (the draft model served plain)")
@@ -256,6 +255,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve until SIGTERM or SIGINT; prints ``listening on URL`` once the socket is bound."""
+    # uvicorn (the [engine] extra): only serving needs it
     import uvicorn
 
     args = parse_args(argv)
@@ -303,6 +303,7 @@ class SyntheticServer:
         return self._log.read().decode(errors="replace")
 
     def _wait_ready(self, deadline: float) -> None:
+        # httpx (the [engine] extra): only serving needs it
         import httpx
 
         while time.monotonic() < deadline:

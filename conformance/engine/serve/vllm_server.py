@@ -27,6 +27,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import httpx
+
 from ....cache import cache_root
 from .local_server import LocalServer, ServerStartError, log_tail
 
@@ -100,7 +102,7 @@ def _install(root: Path, version: str) -> None:
 
 def default_model_dir() -> Path:
     """The converted SmolLM2-135M-Instruct checkpoint (`gpu_impl.models`; needs the torch extra once)."""
-    from ....gpu_impl.models import converted_checkpoint_dir
+    from ....gpu_impl.models import converted_checkpoint_dir  # torch: `engine serve` starts without it
 
     return converted_checkpoint_dir()
 
@@ -153,8 +155,6 @@ class VllmServer(LocalServer):
                 "--host", self.host, "--port", str(self.port)]
 
     def version(self) -> str:
-        import httpx
-
         return str(httpx.get(f"{self.base_url}/version", timeout=10.0).json().get("version"))
 
 

@@ -24,6 +24,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...sequence.cases import PROMPT_A
+from .mutant_server import sampling_from_request
+
 SEED_BASE = 10**8  # above every seed a collection of the zoo uses
 
 
@@ -53,6 +56,7 @@ class TargetRows:
 
     def after(self, prefix: tuple[int, ...]) -> np.ndarray:
         if prefix not in self._rows:
+            # torch: the synthetic engine's deviation tables read this module without it
             from ...sequence.models import target_rows
 
             self._rows[prefix] = target_rows(self.target, self.prompt, list(prefix) + [0], self.sampling)[-1]
@@ -104,9 +108,8 @@ def split_lower_bound(first: Sequence[Sequence[int]], second: Sequence[Sequence[
 
 def measure(kind: str, n_completions: int = 40_000, delta: float = 1e-3) -> TokenDeviation:
     """Mean per-token TV at the drafted positions 2..max_tokens of the zoo's generator `kind` (`mutants.backend`)."""
-    from ...sequence.cases import PROMPT_A
+    # torch and the served zoo: only a measurement of the zoo needs them
     from ...sequence.models import tiny_pair
-    from .mutant_server import sampling_from_request
     from .mutants import CHAIN, EOS, backend
 
     if n_completions < 100 or not 0.0 < delta < 1.0:
