@@ -16,7 +16,7 @@ if "$work/venv/bin/python" -c "import torch" 2>/dev/null; then echo "torch-free 
 "$work/venv/bin/mypy" --config-file "$repo/pyproject.toml" -p exactspec.reference -p exactspec.stat_tests \
     -p exactspec.conformance -p exactspec.proofs -m exactspec.errors -m exactspec
 # The layers (`[tool.importlinter]`): grimp reads the package as installed here (it cannot follow an editable install).
-"$work/venv/bin/lint-imports" --config "$repo/pyproject.toml"
+"$work/venv/bin/lint-imports" "$repo/pyproject.toml"
 "$work/venv/bin/exactspec" reference-demo
 "$work/venv/bin/exactspec" proofs
 cp "$repo/examples/my_rule.py" .

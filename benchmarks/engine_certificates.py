@@ -48,7 +48,7 @@ EXACTSPEC = [str(Path(sys.executable).parent / "exactspec")]  # the venv's comma
 class Config:
     """One certified configuration: the engine, the candidate's speculation and the sampled law."""
 
-    engine: str  # "llama.cpp", "vllm" (served by `engine serve`) or "llama-cpp-python" (in process)
+    engine: str  # "llama.cpp", "vllm", "llama-speculative" (served by `engine serve`) or "llama-cpp-python"
     mode: str  # `engine serve --mode`: ngram, draft (the target as its own draft) or selfdraft; prompt-lookup
     temperature: float
     draft_sampling: str = "greedy"
@@ -78,6 +78,8 @@ def _configs() -> dict[str, Config]:
         out[f"{prefix}-t0.7"] = Config("vllm", mode, 0.7, max_tokens=tokens, time_limit_s=1200.0)
         out[f"{prefix}-t0.7-k40-p0.95"] = Config("vllm", mode, 0.7, top_k=40, top_p=0.95, max_tokens=tokens,
                                                  time_limit_s=1200.0)
+    # llama.cpp's examples/speculative program (`engine serve --engine llama-speculative`), the target as its own draft
+    out["speculative-example-t0.7"] = Config("llama-speculative", "draft", 0.7, max_tokens=16, time_limit_s=900.0)
     out["lcp-lookup-t0"] = Config("llama-cpp-python", "prompt-lookup", 0.0)
     out["lcp-lookup-t0.7"] = Config("llama-cpp-python", "prompt-lookup", 0.7, time_limit_s=900.0)
     # its OpenAI server (`engine serve --engine llama-cpp-python`): raw logprobs give the sampled law under top-k only
@@ -115,8 +117,8 @@ def _serve(config: Config, logs: Path) -> tuple[subprocess.Popen, list[str], flo
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("certify: "):
-            return process, shlex.split(line[len("certify: "):])[:-4], time.monotonic() - started  # minus the
-        # placeholders "--prompts PROMPTS.jsonl --out DIR"
+            return process, shlex.split(line[len("certify: "):])[:-6], time.monotonic() - started  # minus the
+        # placeholders "--prompts PROMPTS.jsonl --out DIR --temperature T"
     raise RuntimeError(f"exactspec engine serve exited ({process.wait()}) before printing its certify command; see "
                        f"{logs}")
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from engine_certificates import CONFIGS, OUT_ROOT, PROFILE, REPO, write_index
 
 from exactspec import __version__
-from exactspec.conformance.engine.level import certify_samples
-from exactspec.conformance.engine.report import write_engine_report
+from exactspec.conformance.engine.engine_level import certify_samples
+from exactspec.conformance.engine.certificate import write_engine_report
 from exactspec.conformance.engine.samples import read_samples
 
 #: The notes `engine_certificates._notes` wrote (kept); the rest are the level's own (written anew).

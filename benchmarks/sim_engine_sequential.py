@@ -43,7 +43,7 @@ from benchmarks._common import machine_info  # noqa: E402
 from exactspec.conformance.core import get_profile  # noqa: E402
 from exactspec.conformance.engine.collect.design import random_seeds  # noqa: E402
 from exactspec.conformance.engine.collect.rounds import next_counts  # noqa: E402
-from exactspec.conformance.engine.level import certify_samples  # noqa: E402
+from exactspec.conformance.engine.engine_level import certify_samples  # noqa: E402
 from exactspec.conformance.engine.load import is_serial  # noqa: E402
 from exactspec.conformance.engine.samples import Completion, Header, PrefixProbs, SampleFile  # noqa: E402
 from exactspec.stat_tests.binomial import clopper_pearson  # noqa: E402

@@ -3,9 +3,9 @@
 Each subcommand is a module exposing ``add_arguments(parser)`` and ``run(args) -> int``. Only the
 chosen subcommand's module is imported, so the NumPy-only demo never imports torch.
 
-Exit status shared by every subcommand: 2 for a usage error (argparse's own), 3 when exactspec itself
-crashes (an unexpected exception, reported with a request to file it); the rest is the subcommand's
-(see `exactspec certify --help`).
+Exit codes mean one thing in every subcommand (`outcomes.ExitCode`, listed by `exactspec --help`): 2 for a usage
+error (argparse's own), 3 when exactspec itself crashes (an unexpected exception, reported with a request to file
+it); each subcommand's --help lists the codes it returns.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ import sys
 
 from . import __version__
 from .crash import internal_crash
+from .outcomes import ExitCode, exit_codes_help
 
-EXIT_USAGE = 2
+EXIT_USAGE = int(ExitCode.USAGE)
+EXIT_INTERNAL = int(ExitCode.INTERNAL)
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reference-demo": ("exactspec.reference.demo", "print the seed-article figures computed by the exact oracle"),
@@ -30,7 +32,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "proofs": ("exactspec.proofs.cli", "run every machine check of the correctness argument"),
     "calibrate": ("exactspec.conformance.calibrate", "run a known-exact implementation R times on salted seeds: each check's rejection rate at 1e-2 / 1e-3"),
     "cache": ("exactspec.cache_cli", "what exactspec caches on this machine (models, kernel plans, ...): info, clear"),
-    "engine": ("exactspec.conformance.engine.cli", "engine level: `exactspec engine certify` certifies a serving engine in one command (`serve` starts llama.cpp or vLLM, `collect` samples files)"),
+    "engine": ("exactspec.conformance.engine.cli", "engine level: `exactspec engine certify` certifies a serving "
+               "engine in one command (`serve` starts llama.cpp, its speculative example, vLLM or llama-cpp-python, `collect` samples files)"),
 }
 
 
@@ -44,7 +47,9 @@ def _attach(sub_parser: argparse.ArgumentParser, module_name: str) -> None:
 def build_parser(chosen: str | None) -> argparse.ArgumentParser:
     """The top-level parser; only the `chosen` subcommand's module is imported."""
     parser = argparse.ArgumentParser(prog="exactspec", description="exactspec: the reference speculative-sampling "
-                                     "implementations are measured against.")
+                                     "implementations are measured against.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=exit_codes_help() + "each command's --help lists the codes it returns\n")
     parser.add_argument("--version", action="version", version=f"exactspec {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():

@@ -6,6 +6,7 @@ is the int a shell sees. Importing this module is free (no numpy, no torch): it 
 
 from __future__ import annotations
 
+import textwrap
 from enum import Enum, IntEnum
 
 
@@ -20,7 +21,7 @@ class Verdict(str, Enum):
     CERTIFIED = "CERTIFIED"
 
     __str__ = str.__str__  # "CERTIFIED", not "Verdict.CERTIFIED", in messages and f-strings
-    __format__ = str.__format__
+    __format__ = str.__format__  # type: ignore[assignment]  # (Enum types it as a method of its own)
 
     @property
     def exit_code(self) -> "ExitCode":
@@ -51,6 +52,8 @@ VERDICT_EXIT: dict[Verdict, ExitCode] = {
     Verdict.CONTRACT_VIOLATION: ExitCode.NOT_EXACT,
 }
 
+#: The width the epilog's lines are wrapped at.
+HELP_WIDTH = 100
 #: One line per exit code, for every command's --help epilog.
 EXIT_MEANING: dict[ExitCode, str] = {
     ExitCode.OK: "done: CERTIFIED or EXACT_NOT_STANDARD (exact, not the standard rule's acceptance), or what was asked",
@@ -67,11 +70,14 @@ EXIT_MEANING: dict[ExitCode, str] = {
 
 def exit_codes_help(codes: "tuple[ExitCode, ...] | None" = None, notes: "dict[ExitCode, str] | None" = None) -> str:
     """The exit-status epilog of a command: the codes it can return (all by default), each with its meaning and the
-    command's own note on it."""
+    command's own note on it (a note's later lines, after a newline, are indented below it: a list)."""
     lines = ["exit status:"]
     for code in codes or tuple(ExitCode):
-        note = (notes or {}).get(code)
-        lines.append(f"  {int(code)}  {EXIT_MEANING[code]}" + (f"; {note}" if note else ""))
+        first, *more = ((notes or {}).get(code) or "").split("\n")
+        text = f"  {int(code)}  {EXIT_MEANING[code]}" + (f"; {first}" if first else "")
+        lines.append(textwrap.fill(text, width=HELP_WIDTH, subsequent_indent=" " * 5, break_on_hyphens=False))
+        lines += [textwrap.fill(part, width=HELP_WIDTH, initial_indent=" " * 5, subsequent_indent=" " * 7,
+                                break_on_hyphens=False) for part in more]
     return "\n".join(lines) + "\n"
 
 

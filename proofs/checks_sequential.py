@@ -21,7 +21,7 @@ import numpy as np
 from scipy import stats
 
 from ..conformance.engine.law_checks import NEAR_ZERO_RATES
-from ..conformance.engine.level import certify_samples
+from ..conformance.engine.engine_level import certify_samples
 from ..conformance.engine.samples import Completion, Header, PrefixProbs, SampleFile
 from ..stat_tests import sequential  # psi read at the call: the tests break it to see a check fail
 from ..stat_tests.coupling import min_num_samples_coupled_within, spent_rate

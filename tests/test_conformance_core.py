@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from exactspec.conformance.engine.settings import EngineSettings
+from exactspec.conformance.engine.profile_settings import EngineSettings
 from exactspec.conformance.rule.cases import CASES_BY_NAME, SUITE_CASES
 from exactspec.conformance.rule.settings import RuleSettings
 from exactspec.conformance.core import (
@@ -276,7 +276,7 @@ def test_sequence_quick_run_produces_exactly_the_budgeted_checks():
 
 def _engine_run(tmp_path, profile: str, **files):
     """A certify-samples run on synthetic sample files (tests/test_engine_offline.py's toy laws)."""
-    from exactspec.conformance.engine.level import certify_samples
+    from exactspec.conformance.engine.engine_level import certify_samples
     from exactspec.conformance.engine.samples import read_samples
     from tests.test_engine_offline import make_files
 
@@ -286,7 +286,7 @@ def _engine_run(tmp_path, profile: str, **files):
 
 @pytest.mark.parametrize("profile", ["quick", "full"])
 def test_engine_run_produces_exactly_the_budgeted_checks(tmp_path, profile):
-    from exactspec.conformance.engine.level import EngineCase
+    from exactspec.conformance.engine.engine_level import EngineCase
 
     result = _engine_run(tmp_path, profile, n=200)
     cases = [EngineCase(c["name"], c["greedy"], c["positions"], c["law_checks"]) for c in result.cases]
@@ -305,8 +305,8 @@ def test_engine_run_produces_exactly_the_budgeted_checks(tmp_path, profile):
 def test_engine_run_refuses_undeclared_records():
     from dataclasses import replace
 
-    from exactspec.conformance.engine.level import EngineCase
-    from exactspec.conformance.engine.registry import ENGINE_CHECKS
+    from exactspec.conformance.engine.engine_level import EngineCase
+    from exactspec.conformance.engine.check_table import ENGINE_CHECKS
 
     case = EngineCase("p0", False, 2)
     checks = tuple(replace(c, run=lambda sample, rate, profile: []) for c in ENGINE_CHECKS)
@@ -349,7 +349,7 @@ def test_sequence_report_validates(tmp_path):
 
 
 def test_engine_report_validates_and_uses_the_core_writer(tmp_path):
-    from exactspec.conformance.engine.report import write_engine_report
+    from exactspec.conformance.engine.certificate import write_engine_report
 
     result = _engine_run(tmp_path, "quick", n=200, draft_n=0)  # never drafted: INCONCLUSIVE
     paths = write_engine_report(result, tmp_path / "cert")

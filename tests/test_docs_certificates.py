@@ -116,7 +116,7 @@ def test_a_committed_tokenizer_path_resolves_after_the_readme_set_up():
 
 def test_the_engine_certificate_states_its_coverage_in_the_route_texts_words():
     from exactspec.conformance.core.report import read_certificate
-    from exactspec.conformance.engine.report import to_markdown
+    from exactspec.conformance.engine.certificate import to_markdown
 
     doc = read_certificate(ENGINE / "ngram-t0.7/certificate.json")
     assert f"Rules out (coverage: {coverage_text('1..16', 'the prompts below')}):" in to_markdown(doc)

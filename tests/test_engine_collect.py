@@ -28,7 +28,8 @@ from starlette.routing import Route  # noqa: E402
 from exactspec.cli import main as exactspec_main  # noqa: E402
 from exactspec.conformance.engine import samples  # noqa: E402
 from exactspec.conformance.engine.collect.client import SamplerChain, parse_completion  # noqa: E402
-from exactspec.conformance.engine.collect.jobs import Budget, plan_jobs, read_prompts, seed_list  # noqa: E402
+from exactspec.conformance.engine.collect.jobs import Budget, plan_jobs, seed_list  # noqa: E402
+from exactspec.conformance.engine.collect.prompt_files import read_prompts  # noqa: E402
 from exactspec.conformance.engine.serve.mutant_server import loopback_socket  # noqa: E402
 
 VOCAB = 6
@@ -200,7 +201,7 @@ def test_resume_skips_written_records_and_discards_a_half_line(prompts_file, tmp
     out = tmp_path / "out"
     with serve(fake) as url:
         assert collect(prompts_file, out, "--seeds", "4", "--max-requests", "3", "--concurrency", "1",
-                       reference=url) == 1
+                       reference=url) == 7  # incomplete: rerun to resume
         assert len(samples.read_samples(out / "reference.jsonl").completions) == 3
         with (out / "reference.jsonl").open("a") as handle:
             handle.write('{"kind": "completion", "prompt_id": "a", "se')  # an interrupted write
@@ -229,29 +230,31 @@ def test_retries_transient_failures(prompts_file, tmp_path, status):
 def test_a_client_error_is_not_retried_and_stops_the_run(prompts_file, tmp_path):
     fake = FakeLlama(fail_first=100, fail_status=400)
     with serve(fake) as url:
-        assert collect(prompts_file, tmp_path, "--seeds", "3", "--concurrency", "1", reference=url) == 1
+        assert collect(prompts_file, tmp_path, "--seeds", "3", "--concurrency", "1", reference=url) == 6
     assert fake.attempts == 1
     assert samples.read_samples(tmp_path / "reference.jsonl").completions == []
 
 
-def test_a_dead_endpoint_is_retried_then_reported(prompts_file, tmp_path):
+def test_a_dead_endpoint_is_found_by_the_probe_at_once(prompts_file, tmp_path, capsys):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
-    started = time.monotonic()
-    assert collect(prompts_file, tmp_path, "--seeds", "2", "--retries", "3", reference=f"http://127.0.0.1:{port}") == 1
-    assert time.monotonic() - started < 10
+    assert collect(prompts_file, tmp_path, "--seeds", "2", "--retries", "3", reference=f"http://127.0.0.1:{port}") == 6
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"exactspec engine collect: the reference: nothing answers at http://127.0.0.1:{port}")
+    assert line.endswith("fix --reference-url") and "\n" not in line
+    assert not (tmp_path / "reference.jsonl").exists(), "nothing sampled"
 
 
 def test_request_and_time_limits_bound_the_run(prompts_file, tmp_path):
     fake = FakeLlama(delay_s=0.2)
     with serve(fake) as url:
-        assert collect(prompts_file, tmp_path / "n", "--seeds", "50", "--max-requests", "3", reference=url) == 1
+        assert collect(prompts_file, tmp_path / "n", "--seeds", "50", "--max-requests", "3", reference=url) == 7
         assert len(samples.read_samples(tmp_path / "n" / "reference.jsonl").completions) == 3
         started = time.monotonic()
         assert collect(prompts_file, tmp_path / "t", "--seeds", "50", "--time-limit-s", "0.7", "--concurrency", "1",
-                       reference=url) == 1
+                       reference=url) == 7
         assert time.monotonic() - started < 5
     assert 1 <= len(samples.read_samples(tmp_path / "t" / "reference.jsonl").completions) <= 5
 
@@ -328,10 +331,14 @@ def test_parse_completion_reads_raw_logprobs_and_rejects_token_less_text():
         parse_completion({"content": "ab", "tokens": []})
 
 
-@pytest.mark.parametrize("bad", [{"temperature": -1.0}, {"top_p": 0.0}, {"min_p": 1.0}, {"max_tokens": 0}])
-def test_bad_settings_raise_value_errors_naming_the_argument(bad):
-    with pytest.raises(ValueError, match=next(iter(bad))):
+@pytest.mark.parametrize("bad, message", [({"temperature": -1.0}, "--temperature: must be >= 0 (got -1)"),
+                                          ({"top_p": 0.0}, "--top-p: must be in (0, 1] (got 0)"),
+                                          ({"min_p": 1.0}, "--min-p: must be in [0, 1) (got 1)"),
+                                          ({"max_tokens": 0}, "--max-tokens: must be >= 1 (got 0)")])
+def test_bad_settings_raise_value_errors_naming_the_argument(bad, message):
+    with pytest.raises(ValueError) as raised:
         SamplerChain(**bad)
+    assert str(raised.value) == message
 
 
 def test_bounds_and_plans_refuse_bad_input(tmp_path):
@@ -348,17 +355,19 @@ def test_bounds_and_plans_refuse_bad_input(tmp_path):
         read_prompts(path)
 
 
-def test_the_programmatic_entry_takes_prompt_dicts_and_settings(tmp_path):
-    from exactspec.conformance.engine.collect.command import Settings, collect_samples
+def test_the_programmatic_entry_takes_prompt_dicts_and_a_plan(tmp_path):
+    from exactspec.conformance.engine.collect.design import SeedDesign
+    from exactspec.conformance.engine.collect.engine_collect import collect_samples
+    from exactspec.conformance.engine.collect.plan import CollectionPlan, Limits
 
-    settings = Settings(chain=SamplerChain(temperature=0.0, max_tokens=2), n_seeds=3, max_requests=100,
-                        time_limit_s=30.0)
+    plan = CollectionPlan(law=SamplerChain(temperature=0.0, max_tokens=2), seeds=SeedDesign(count=3),
+                          limits=Limits(max_requests=100, time_limit_s=30.0))
     with serve(FakeLlama()) as ref_url, serve(FakeLlama(speculative=True)) as cand_url:
-        assert collect_samples(PROMPTS, tmp_path, settings, reference_url=ref_url, candidate_url=cand_url) == 0
+        assert collect_samples(PROMPTS, tmp_path, plan.with_urls([ref_url], [cand_url])) == 0
+        with pytest.raises(ValueError, match="prompt_id"):
+            collect_samples([{"prompt_id": "a", "prompt_tokens": [1]}] * 2, tmp_path, plan.with_urls([ref_url], []))
     ref, cand = (samples.read_samples(tmp_path / f"{role}.jsonl") for role in ("reference", "candidate"))
     assert ref.header.request_defaults["temperature"] == 0.0 and keys(ref) == keys(cand) and len(keys(ref)) == 6
-    with pytest.raises(ValueError, match="prompt_id"):
-        collect_samples([{"prompt_id": "a", "prompt_tokens": [1]}] * 2, tmp_path, settings, reference_url=ref_url)
 
 
 def test_teacher_forcing_refuses_candidates_sampled_with_another_chain(prompts_file, tmp_path):
@@ -413,7 +422,7 @@ def test_run_bounded_stops_at_an_expected_failure_and_raises_an_unexpected_one()
         return job
 
     outcome = asyncio.run(run_bounded(list(range(5)), failing, written.append, Budget(100, 10.0), 1, "t"))
-    assert written == [0, 1] and outcome.failure.startswith("2: ValueError") and outcome.left == 3
+    assert written == [0, 1] and outcome.failure == "ValueError: bad reply (2)" and outcome.left == 3
 
     async def buggy(job):
         raise RuntimeError("a bug")

@@ -18,13 +18,8 @@ from exactspec.conformance.engine.diagnosis.draft_families import (
     shared_uniform,
 )
 from exactspec.conformance.engine.diagnosis.tokens import TokenTable
-from exactspec.conformance.engine.samples import (
-    Completion,
-    PrefixProbs,
-    checked_draft,
-    read_samples,
-    write_samples,
-)
+from exactspec.conformance.engine.sample_folder import checked_draft
+from exactspec.conformance.engine.samples import Completion, PrefixProbs, read_samples, write_samples
 
 from tests.test_engine_offline import (
     EOS,

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exactspec.conformance.engine.adapter import Sampling
+from exactspec.conformance.engine.backend import Sampling
 from exactspec.conformance.engine.serve.llama_cpp_adapter import _CountingDraft, chain_law
 
 ADAPTER = "exactspec.conformance.engine.serve.llama_cpp_adapter:LlamaCppPython"

@@ -120,7 +120,7 @@ def collect(tmp_path, *extra: str, candidate: str | None = None, reference: str 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
     argv = ["engine", "collect", "--prompts", str(prompts), "--out-dir", str(tmp_path / "out"), "--max-tokens", "3",
-            "--retry-wait-s", "0.01", *extra]
+            "--temperature", "1.0", "--retry-wait-s", "0.01", *extra]
     argv += ["--candidate-url", candidate] if candidate else []
     argv += ["--reference-url", reference] if reference else []
     return exactspec_main(argv)

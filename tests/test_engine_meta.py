@@ -17,7 +17,7 @@ for _module in ("uvicorn", "starlette", "httpx", "tenacity"):  # the `engine` ex
     pytest.importorskip(_module)
 
 from exactspec.conformance.engine.serve import mutants as zoo  # noqa: E402
-from exactspec.conformance.engine.level import certify_samples  # noqa: E402
+from exactspec.conformance.engine.engine_level import certify_samples  # noqa: E402
 from exactspec.conformance.engine.serve.mutant_backends import make_backend  # noqa: E402
 from exactspec.conformance.engine.serve.mutant_server import EngineServer, sampling_from_request  # noqa: E402
 from exactspec.conformance.core.profiles import get_profile  # noqa: E402

@@ -19,7 +19,7 @@ import pytest
 from exactspec.conformance.engine import hard
 from exactspec.conformance.engine.certify_samples import main as certify_main
 from exactspec.conformance.engine.law_stream import categories, pit_value
-from exactspec.conformance.engine.level import certify_samples
+from exactspec.conformance.engine.engine_level import certify_samples
 from exactspec.conformance.core import get_profile, get_level
 from exactspec.conformance.engine.samples import Completion, Counters, Header, PrefixProbs, read_samples, write_samples
 from tests.test_conformance_core import SCHEMA, schema_errors
@@ -717,7 +717,7 @@ def test_the_certificate_states_each_prompts_entropy(tmp_path):
     result = certify(*make_files(tmp_path, n=300))
     entropy = result.extra["engine"]["prompt_entropy_nats"]
     assert set(entropy) == set(PROMPTS) and all(0.5 < h < np.log(V) for h in entropy.values())
-    from exactspec.conformance.engine.report import to_markdown
+    from exactspec.conformance.engine.certificate import to_markdown
 
     doc = {"engine": result.extra["engine"]}
     line = next(x for x in to_markdown({**_minimal_doc(), **doc}).splitlines() if x.startswith("Prompt entropy"))

@@ -23,11 +23,12 @@ from starlette.routing import Route  # noqa: E402
 
 from exactspec.cli import main as exactspec_main  # noqa: E402
 from exactspec.conformance.engine import samples  # noqa: E402
-from exactspec.conformance.engine.collect.campaign import Campaign, run_campaign  # noqa: E402
+from exactspec.conformance.engine.collect.campaign import Certification, run_campaign  # noqa: E402
 from exactspec.conformance.engine.collect.client import SamplerChain  # noqa: E402
 from exactspec.conformance.engine.collect.generic_openai import (  # noqa: E402
     parse_generic_completion, sampled_from_raw)
-from exactspec.conformance.engine.collect.sampling import Settings  # noqa: E402
+from exactspec.conformance.engine.collect.dialect_openai import OpenAIOptions  # noqa: E402
+from exactspec.conformance.engine.collect.plan import CollectionPlan, Forcing, Identity, Limits, Transport  # noqa: E402
 from exactspec.conformance.engine.collect.vocabulary import Vocabulary  # noqa: E402
 from tests.test_engine_collect import PROMPTS, VOCAB, serve, toy_law  # noqa: E402
 
@@ -85,19 +86,27 @@ class FakeOpenAI:
         return JSONResponse({"choices": [choice]})
 
 
-def _settings(tmp_path, **overrides) -> Settings:
-    base = dict(chain=SamplerChain(temperature=0.7, max_tokens=3), teacher_n_probs=4, reference_n_probs=4,
-                dialect="openai", tokenizer=str(write_tokenizer(tmp_path)), reports="post_sampling",
-                draft_counters=("spec_drafted_total", "spec_accepted_total"), request_extra='{"repeat_penalty": 1.0}',
-                speculation={"type": "ngram", "draft_sampling": "greedy", "expect_seed_coupled": True})
-    return Settings(**{**base, **overrides})
+QUICK = Certification("quick")
+SAFETY_NET_S = 1800.0  # seconds: far above a run's time here; the budget is completions per prompt
+COUPLED = {"type": "ngram", "draft_sampling": "greedy", "expect_seed_coupled": True}
+
+
+def _plan(tmp_path, ref_url: str, cand_url: str, speculation: dict = COUPLED, **options) -> CollectionPlan:
+    """The generic dialect's plan against the fakes: `options` override the dialect's (`OpenAIOptions`)."""
+    base = dict(tokenizer=str(write_tokenizer(tmp_path)), reports="post_sampling",
+                draft_counters=("spec_drafted_total", "spec_accepted_total"), request_extra={"repeat_penalty": 1.0})
+    transport = Transport(dialect="openai", options=OpenAIOptions(**{**base, **options}), reference_urls=(ref_url,),
+                          candidate_urls=(cand_url,))
+    return CollectionPlan(law=SamplerChain(temperature=0.7, max_tokens=3), transport=transport,
+                          limits=Limits(time_limit_s=SAFETY_NET_S, max_per_prompt=2048),
+                          identity=Identity(speculation=speculation), forcing=Forcing(teacher_n_probs=4,
+                                                                                     reference_n_probs=4))
 
 
 def test_token_strings_are_mapped_through_the_tokenizer_and_counters_read_by_name(tmp_path):
     reference, candidate = FakeOpenAI(), FakeOpenAI(speculative=True)
     with serve(reference) as ref_url, serve(candidate) as cand_url:
-        result = run_campaign(PROMPTS, tmp_path / "run", _settings(tmp_path), [ref_url], [cand_url],
-                              Campaign("quick", 120.0))
+        result = run_campaign(PROMPTS, tmp_path / "run", _plan(tmp_path, ref_url, cand_url), QUICK)
     assert result.verdict == "CERTIFIED", result.reasons
     assert all(isinstance(t, int) for t in candidate.bodies[0]["prompt"]) and candidate.bodies[0]["repeat_penalty"] == 1
     cand = samples.read_samples(tmp_path / "run" / "candidate.jsonl")
@@ -109,12 +118,12 @@ def test_token_strings_are_mapped_through_the_tokenizer_and_counters_read_by_nam
 
 def test_declared_speculation_is_said_and_undeclared_unobserved_speculation_is_inconclusive(tmp_path):
     with serve(FakeOpenAI(ids=True)) as ref_url, serve(FakeOpenAI(ids=True)) as cand_url:
-        declared = _settings(tmp_path, tokenizer=None, draft_counters=None,
-                             speculation={"type": "ngram", "draft_sampling": None, "expect_seed_coupled": True,
-                                          "evidence": "declared"})
-        result = run_campaign(PROMPTS, tmp_path / "declared", declared, [ref_url], [cand_url], Campaign("quick", 120.0))
-        silent = _settings(tmp_path, tokenizer=None, draft_counters=None)
-        unseen = run_campaign(PROMPTS, tmp_path / "silent", silent, [ref_url], [cand_url], Campaign("quick", 120.0))
+        declared = _plan(tmp_path, ref_url, cand_url, tokenizer=None, draft_counters=None,
+                         speculation={"type": "ngram", "draft_sampling": None, "expect_seed_coupled": True,
+                                      "evidence": "declared"})
+        result = run_campaign(PROMPTS, tmp_path / "declared", declared, QUICK)
+        silent = _plan(tmp_path, ref_url, cand_url, tokenizer=None, draft_counters=None)
+        unseen = run_campaign(PROMPTS, tmp_path / "silent", silent, QUICK)
     assert result.verdict == "CERTIFIED", result.reasons
     assert "declared by the user" in (tmp_path / "declared" / "CERTIFICATE.md").read_text()
     assert unseen.verdict == "INCONCLUSIVE" and any("speculation not observed" in r for r in unseen.reasons)
@@ -164,8 +173,7 @@ def test_raw_reports_give_the_sampled_law_only_where_they_determine_it():
 def test_a_text_only_server_is_sent_text_that_tokenises_back_to_the_ids(tmp_path):
     reference, candidate = FakeOpenAI(text=True), FakeOpenAI(speculative=True, text=True)
     with serve(reference) as ref_url, serve(candidate) as cand_url:
-        result = run_campaign(PROMPTS, tmp_path / "run", _settings(tmp_path, text_prompts=True), [ref_url],
-                              [cand_url], Campaign("quick", 120.0))
+        result = run_campaign(PROMPTS, tmp_path / "run", _plan(tmp_path, ref_url, cand_url, text_prompts=True), QUICK)
     assert result.verdict == "CERTIFIED", result.reasons
     assert candidate.bodies[0]["prompt"] in ("w1w2w3", "w1w4")
 
@@ -195,7 +203,8 @@ def test_bad_openai_options_are_usage_errors_naming_the_argument(tmp_path, capsy
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt_id": "a", "prompt_tokens": [1]}\n')
     code = exactspec_main(["engine", "certify", "--prompts", str(prompts), "--out", str(tmp_path / "o"),
-                           "--reference-url", "http://127.0.0.1:9", "--candidate-url", "http://127.0.0.1:9", *extra])
+                           "--reference-url", "http://127.0.0.1:9", "--candidate-url", "http://127.0.0.1:9",
+                           "--temperature", "0.7", *extra])
     assert code == 2 and message in capsys.readouterr().err
 
 
@@ -215,9 +224,9 @@ def test_token_by_token_forcing_primes_the_prefixes_the_server_does_not_hold():
 def test_token_by_token_forcing_sends_the_shorter_prefixes_first(tmp_path):
     reference, candidate = FakeOpenAI(text=True), FakeOpenAI(speculative=True, text=True)
     with serve(reference) as ref_url, serve(candidate) as cand_url:
-        settings = _settings(tmp_path, text_prompts=True, token_by_token=True,  # undeclared coupling: forcing at once
-                             speculation={"type": "ngram", "draft_sampling": "greedy", "expect_seed_coupled": False})
-        result = run_campaign(PROMPTS, tmp_path / "run", settings, [ref_url], [cand_url], Campaign("quick", 120.0))
+        plan = _plan(tmp_path, ref_url, cand_url, text_prompts=True, token_by_token=True,  # forcing at once:
+                     speculation={**COUPLED, "expect_seed_coupled": False})  # the coupling is not declared
+        result = run_campaign(PROMPTS, tmp_path / "run", plan, QUICK)
     assert result.verdict == "CERTIFIED", result.reasons
     primed = [b for b in reference.bodies if b["logprobs"] is None]
     assert primed and all(b["max_tokens"] == 1 for b in primed)

@@ -18,7 +18,9 @@ import pytest
 
 from exactspec.conformance.engine.serve import vllm_server as vs
 from exactspec.conformance.engine.collect.client import SamplerChain
-from exactspec.conformance.engine.collect.sampling import Settings, role_seeds
+from exactspec.conformance.engine.collect.design import SeedDesign, role_seeds
+from exactspec.conformance.engine.collect.dialect_vllm import VllmOptions
+from exactspec.conformance.engine.collect.plan import CollectionPlan, Forcing, Identity, Limits, Transport
 from exactspec.conformance.engine.collect.openai_client import (OpenAIEngineClient, metric_totals, parse_openai_completion,
                                                         vllm_request)
 
@@ -110,22 +112,23 @@ def test_a_4xx_keeps_vllms_reason():
 
 def test_disjoint_seeds_keep_only_the_first_k_shared():
     def seeds(role, shared, kind="consecutive"):
-        settings = Settings(n_seeds=5, seed_start=10, shared_seeds=shared, seeds=kind)
-        return role_seeds(role, settings, "5eed")
+        return role_seeds(role, SeedDesign(kind=kind, count=5, start=10, shared=shared), 2**32 - 1, "5eed")
     assert seeds("reference", 2) == [10, 11, 12, 13, 14]
     assert seeds("candidate", 2) == [10, 11, 15, 16, 17]
     assert seeds("candidate", None) == seeds("candidate", 5) == [10, 11, 12, 13, 14]
     drawn = seeds("reference", None, "random")
     assert seeds("candidate", 2, "random")[:2] == drawn[:2] and not set(seeds("candidate", 2, "random")[2:]) & set(drawn)
-    with pytest.raises(ValueError, match="shared_seeds"):
+    with pytest.raises(ValueError, match="--shared-seeds"):
         seeds("candidate", 6)
 
 
 def test_the_dialect_is_checked_and_sets_the_request_defaults():
-    with pytest.raises(ValueError, match="dialect"):
-        Settings(dialect="sglang")
-    assert "repetition_penalty" in Settings(dialect="vllm").request_defaults()
-    assert "repeat_penalty" in Settings().request_defaults()
+    with pytest.raises(ValueError, match="--dialect: 'sglang' must be one of"):
+        Transport(dialect="sglang")
+    assert "repetition_penalty" in CollectionPlan(transport=Transport(dialect="vllm")).request_defaults()
+    assert "repeat_penalty" in CollectionPlan().request_defaults()
+    assert VllmOptions.from_flags(["--logprobs-mode", "processed_logprobs"]).reports == "post_sampling"
+    assert VllmOptions.from_flags(["--max-logprobs", "20"]).reports == "raw"
 
 
 def test_server_helpers_refuse_bad_input(monkeypatch, tmp_path):
@@ -189,8 +192,8 @@ def vllm_draft(tmp_path_factory):
 
 #: The generic OpenAI dialect's view of a vLLM server: no vLLM extension; token strings mapped through the model's
 #: tokenizer, the processed logprobs declared post-sampling, the draft counters named.
-GENERIC = dict(dialect="openai", reports="post_sampling", draft_counters=("vllm:spec_decode_num_draft_tokens_total",
-                                                                          "vllm:spec_decode_num_accepted_tokens_total"))
+GENERIC = dict(reports="post_sampling", draft_counters=("vllm:spec_decode_num_draft_tokens_total",
+                                                        "vllm:spec_decode_num_accepted_tokens_total"))
 
 
 def _certify(reference, candidate, tmp_path, *, temperature: float, first_round: int, max_tokens: int,
@@ -198,17 +201,22 @@ def _certify(reference, candidate, tmp_path, *, temperature: float, first_round:
     """`exactspec engine certify`'s rounds (4 candidate requests in flight) at the quick profile, in vLLM's dialect or
     the generic OpenAI one, bounded by a count of completions per prompt (the time limit, 1800 s, is a safety net:
     a verdict does not depend on the machine's speed)."""
-    from exactspec.conformance.engine.collect.campaign import Campaign, run_campaign
+    from exactspec.conformance.engine.collect.campaign import Certification, run_campaign
+    from exactspec.conformance.engine.collect.dialect_openai import OpenAIOptions
 
-    chain = SamplerChain(temperature=temperature, max_tokens=max_tokens)
-    generic = {**GENERIC, "tokenizer": str(reference.model_dir)} if dialect == "openai" else {"dialect": "vllm"}
-    settings = Settings(chain=chain, concurrency=4, engine_flags=tuple(reference.flags),
-                        candidate_flags=tuple(candidate.speculation_flags), teacher_n_probs=5,
-                        reference_n_probs=5 if temperature else None,
-                        speculation={"type": speculation, "draft_sampling": None, "expect_seed_coupled": False},
-                        **generic)
-    return run_campaign(prompts, tmp_path, settings, [reference.base_url], [candidate.base_url],
-                        Campaign("quick", 1800.0, first_round=first_round, max_per_prompt=max_per_prompt))
+    flags = (*reference.flags, *candidate.speculation_flags)
+    options = (OpenAIOptions(tokenizer=str(reference.model_dir), **GENERIC) if dialect == "openai"
+               else VllmOptions.from_flags(flags))
+    transport = Transport(dialect=dialect, options=options, reference_urls=(reference.base_url,),
+                          candidate_urls=(candidate.base_url,), concurrency=4)
+    plan = CollectionPlan(law=SamplerChain(temperature=temperature, max_tokens=max_tokens), transport=transport,
+                          limits=Limits(time_limit_s=1800.0, first_round=first_round, max_per_prompt=max_per_prompt),
+                          identity=Identity(engine_flags=tuple(reference.flags),
+                                            candidate_flags=tuple(candidate.speculation_flags),
+                                            speculation={"type": speculation, "draft_sampling": None,
+                                                         "expect_seed_coupled": False}),
+                          forcing=Forcing(teacher_n_probs=5, reference_n_probs=5 if temperature else None))
+    return run_campaign(prompts, tmp_path, plan, Certification("quick"))
 
 
 @pytest.mark.slow

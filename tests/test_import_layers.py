@@ -19,6 +19,8 @@ OPTIONAL = frozenset({"torch", "transformers", "gguf", "safetensors", "httpx", "
 #: Base dependencies that take seconds to import: only a module that must start fast (`LIGHT`) may defer them.
 SLOW = frozenset({"numpy", "scipy", "statsmodels", "sympy", "hypothesis"})
 #: Modules that must import fast, and why; they load none of OPTIONAL | SLOW, so a lazy import there may defer any.
+#: (`engine serve` and `engine certify` need the [engine] extra: on the base install `exactspec engine` says so in one
+#: line, `engine.cli`.)
 LIGHT = {
     "exactspec.cli": "every `exactspec` command starts here",
     "exactspec.conformance.plugin": "pytest loads it in every session of any project that has exactspec installed",
@@ -26,7 +28,6 @@ LIGHT = {
     "exactspec.conformance.engine.certify_samples": "`exactspec certify-samples --help`",
     "exactspec.gpu_impl.heads.train_heads_cli": "`exactspec train-heads --help`",
     "exactspec.cache_cli": "`exactspec cache`",
-    "exactspec.conformance.engine.serve.command": "`exactspec engine serve --help` on the base install",
 }
 
 

@@ -1,5 +1,5 @@
 """`exactspec certify-samples --help` names every kind of reason the engine level gives for INCONCLUSIVE: each kind's
-wording in the help, and the code that produces it (`engine.level`, `engine.result`), are checked together, so that a new kind of
+wording in the help, and the code that produces it (`engine.engine_level`, `engine.result`), are checked together, so that a new kind of
 reason (or a removed one) fails here until the help says so."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import inspect
 import re
 
-from exactspec.conformance.engine import level, result
+from exactspec.conformance.engine import engine_level as level
+from exactspec.conformance.engine import result
 from exactspec.conformance.engine.certify_samples import EXIT_CODES_HELP
 
 #: reason kind -> (words of the help, words of the code that produces it)

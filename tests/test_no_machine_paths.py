@@ -20,7 +20,9 @@ import pytest
 
 from exactspec.conformance import paths
 from exactspec.conformance.engine import sample_store, samples
-from exactspec.conformance.engine.collect.command import Settings, build_header
+from exactspec.conformance.engine.collect.design import SeedDesign
+from exactspec.conformance.engine.collect.header import build_header
+from exactspec.conformance.engine.collect.plan import CollectionPlan, Identity
 from exactspec.conformance.paths import is_machine_path, portable_args, portable_json, portable_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -208,7 +210,8 @@ def test_flag_lists_and_json_documents(cache):
 
 def test_sample_headers_record_the_same_portable_flags_in_both_roles(cache):
     gguf = str(_model(cache, "SmolLM2.gguf"))
-    settings = Settings(engine_flags=("-m", gguf, "-c", "2048"), candidate_flags=("-m", gguf, "-md", gguf), seed_key="ab")
+    settings = CollectionPlan(identity=Identity(engine_flags=("-m", gguf, "-c", "2048"),
+                                                candidate_flags=("-m", gguf, "-md", gguf)), seeds=SeedDesign(key="ab"))
     props = {"model_path": gguf, "model_alias": gguf, "build_info": "b1"}
     ref, cand = (build_header(role, "http://127.0.0.1:1", settings, props, {"p": [1, 2]})
                  for role in ("reference", "candidate"))
@@ -222,7 +225,7 @@ def test_sample_headers_record_the_same_portable_flags_in_both_roles(cache):
 
 def test_a_file_written_with_absolute_flags_still_resumes(cache, tmp_path):
     gguf = str(_model(cache))
-    settings = Settings(engine_flags=("-m", gguf), seed_key="ab")
+    settings = CollectionPlan(identity=Identity(engine_flags=("-m", gguf)), seeds=SeedDesign(key="ab"))
     new = build_header("reference", "http://127.0.0.1:1", settings, {}, {"p": [1]})
     old = dataclasses.replace(new, engine={**new.engine, "flags": ["-m", gguf]})
     assert sample_store.design_differences(old, new) == []

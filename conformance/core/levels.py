@@ -20,7 +20,7 @@ from typing import Any
 LEVEL_MODULES: dict[str, str] = {
     "rule": "..rule.level",
     "sequence": "..sequence.level",
-    "engine": "..engine.level",
+    "engine": "..engine.engine_level",
     "tree": "..tree.level",
 }
 LEVELS: tuple[str, ...] = tuple(LEVEL_MODULES)  # the built-in levels; level_names() also sees levels added later

@@ -130,7 +130,7 @@ def _prompts(doc: dict) -> list[dict]:
 
 
 def _completions(doc: dict) -> str:
-    counts = [c.get("n_candidate") for c in _prompts(doc) if c.get("n_candidate") is not None]
+    counts: list[int] = [c["n_candidate"] for c in _prompts(doc) if c.get("n_candidate") is not None]
     if not counts:
         return "—"
     return "/".join(map(str, counts)) if len(counts) <= 4 else f"{min(counts)}-{max(counts)}"

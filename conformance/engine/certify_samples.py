@@ -11,36 +11,37 @@ import argparse
 import sys
 
 from ...crash import internal_crash
-from ...outcomes import VERDICT_EXIT, ExitCode
+from ...outcomes import ExitCode, Verdict, exit_codes_help
 from ..core.profiles import PROFILE_NAMES
 from ..paths import check_writable
-from .samples import checked_draft, read_samples
+from .sample_folder import checked_draft
+from .samples import read_samples
 
-EXIT_USAGE = ExitCode.USAGE
-EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # 4: the run cannot decide (`certify`'s "cannot run here" shares it)
-EXIT = {str(verdict): code for verdict, code in VERDICT_EXIT.items()}  # verdict -> exit status (QUALIFIED: 5)
-
-EXIT_CODES_HELP = """\
-exit status:
-  0  CERTIFIED: no check failed, speculation was observed, and every prompt (or the pooled set) reaches the target
-     for deviations of any shape (coupling, or the law route's any-shape bound)
-  1  NOT_EXACT: a hard check or a statistical check of the candidate failed
-  2  usage error: bad arguments, unreadable or invalid sample file (the message names file, line and field),
-     files that do not match (roles, model, prompts, sampler parameters), --out not writable
-  3  exactspec itself crashed (please report it, with the traceback)
-  4  INCONCLUSIVE: nothing failed, but the files cannot support a certificate, because
-     - the reference's reports are void (its own tokens disagree with them, or decode-time and teacher-forced
-       reports of one prefix differ beyond the tolerance): the checks that read them are void, and no coupling
-       route reaches the target;
-     - speculation was never observed (no draft counter moved, none declared);
-     - the input is short: a prompt one side dropped, law checks that could not run (raw reports under a warping
-       chain, max_tokens 1, no teacher-forced report of the candidate's prefixes), reference tokens with no
-       teacher-forced report (the paired checks are void), a check that ran on nothing;
-     - it is short of the target: no route rules out the profile's target (the message says how many completions
-       would reach it, or that the engine is not seed-coupled and more seeds cannot)
-  5  QUALIFIED: nothing failed, and the monotone law route reaches the target, but no route bounds deviations of
-     any shape at it (the message says what would: more completions, or prompts whose continuations repeat)
-"""
+EXIT_CODES = (ExitCode.OK, ExitCode.NOT_EXACT, ExitCode.USAGE, ExitCode.INTERNAL, ExitCode.INCONCLUSIVE,
+              ExitCode.QUALIFIED)
+EXIT_NOTES = {
+    ExitCode.OK: "CERTIFIED: no check failed, speculation was observed, and every prompt (or the pooled set) "
+                 "reaches the target for deviations of any shape (coupling, or the law route's any-shape bound)",
+    ExitCode.NOT_EXACT: "a hard check or a statistical check of the candidate failed",
+    ExitCode.USAGE: "an unreadable or invalid sample file (the message names file, line and field), files that do "
+                    "not match (roles, model, prompts, sampler parameters), --out not writable",
+    ExitCode.INCONCLUSIVE: "the files cannot support a certificate, because\n"
+                           "- the reference's reports are void (its own tokens disagree with them, or decode-time and "
+                           "teacher-forced reports of one prefix differ beyond the tolerance): the checks that read "
+                           "them are void, and no coupling route reaches the target;\n"
+                           "- speculation was never observed (no draft counter moved, none declared);\n"
+                           "- the input is short: a prompt one side dropped, law checks that could not run (raw "
+                           "reports under a warping chain, max_tokens 1, no teacher-forced report of the candidate's "
+                           "prefixes), reference tokens with no teacher-forced report (the paired checks are void), a "
+                           "check that ran on nothing;\n"
+                           "- it is short of the target: no route rules out the profile's target (the message says how "
+                           "many completions would reach it, or that the engine is not seed-coupled and more seeds "
+                           "cannot)",
+    ExitCode.QUALIFIED: "nothing failed, and the monotone law route reaches the target, but no route bounds "
+                        "deviations of any shape at it (the message says what would: more completions, or prompts "
+                        "whose continuations repeat)",
+}
+EXIT_CODES_HELP = exit_codes_help(EXIT_CODES, EXIT_NOTES)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,8 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _certify(args: argparse.Namespace) -> int:
     # here, not at the top: `exactspec certify-samples --help` answers without loading numpy, scipy and statsmodels
-    from .level import certify_samples
-    from .report import write_engine_report
+    from .certificate import write_engine_report
+    from .engine_level import certify_samples
 
     try:
         check_writable(args.out)
@@ -70,13 +71,13 @@ def _certify(args: argparse.Namespace) -> int:
         result = certify_samples(reference, candidate, args.profile, args.pooled, draft)
     except ValueError as error:
         print(f"exactspec certify-samples: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return int(ExitCode.USAGE)
     paths = write_engine_report(result, args.out)
     print(f"exactspec certify-samples: {result.impl}: {result.verdict}")
     for reason in result.reasons:
         print(f"  {reason}")
     print(f"  report: {paths['markdown']} (+ {paths['json']})")
-    return EXIT[result.verdict]
+    return int(Verdict(result.verdict).exit_code)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ stream.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -113,7 +113,7 @@ class StreamToken:
         return self.prompt, self.prefix
 
 
-def token_stream(prompt_id: str, completions: Sequence[Completion], reports: dict, first: int, last: int,
+def token_stream(prompt_id: str, completions: Sequence[Completion], reports: Mapping, first: int, last: int,
                  cache: dict | None = None) -> list[StreamToken]:
     """The stream of `completions`' tokens at positions first..last (1-based) whose prefix has a report in
     `reports` (prefix -> report with `.top_probs`); `cache` memoises categories per prefix."""

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from ..core.records import CheckRecord
 from ..core.report import SuiteResult
-from .registry import PAIRED_CHECKS, PREMISE_READERS, REPORT_READERS
+from .check_table import PAIRED_CHECKS, PREMISE_READERS, REPORT_READERS
 
 LEVEL_NAME = "engine"
 NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all 0 or absent"

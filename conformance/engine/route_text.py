@@ -1,5 +1,5 @@
 """The words for what an engine certificate covers and how its routes rule deviations out: one source for the
-certificates' Markdown (`engine.report`) and the docs (`conformance.docs`), built from `routes.QUANTITY`, the
+certificates' Markdown (`engine.certificate`) and the docs (`conformance.docs`), built from `routes.QUANTITY`, the
 route share of the false-pass rate and the verdicts' exit codes.
 """
 

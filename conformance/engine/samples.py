@@ -385,23 +385,6 @@ Record = Completion | PrefixProbs | Counters | Background
 RECORD_TYPES = (Completion, PrefixProbs, Counters, Background)
 
 
-def sample_file_in(folder: str | Path, role: str) -> Path:
-    """A certificate folder's file of `role`: ROLE.jsonl, or ROLE.jsonl.gz; ValueError naming the folder otherwise."""
-    for name in (f"{role}.jsonl", f"{role}.jsonl.gz"):
-        if (Path(folder) / name).is_file():
-            return Path(folder) / name
-    raise ValueError(f"CERT_DIR: {folder} has no {role}.jsonl or {role}.jsonl.gz")
-
-
-def checked_draft(draft: SampleFile, candidate: SampleFile) -> SampleFile:
-    """`draft` when it is a draft file of the candidate's prompts (ValueError naming the file otherwise)."""
-    if draft.header.role != "draft":
-        raise ValueError(f"{draft.path}: header role is {draft.header.role!r}, expected 'draft'")
-    if dict(draft.header.prompts) != dict(candidate.header.prompts):
-        raise ValueError(f"{draft.path}: its prompts are not the candidate's ({candidate.path})")
-    return draft
-
-
 def write_samples(path: str | Path, header: Header, records: Iterable[Record]) -> Path:
     """Write `header` and `records` to `path` as JSON Lines (strict JSON: no NaN); returns the path."""
     if not isinstance(header, Header):

@@ -35,6 +35,7 @@ import httpcore
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from .engine_errors import EngineUnreachable, status_error
 from .jobs import ARMED, WAVE
 
 #: Every other sampler stage of llama.cpp, pinned off: penalties, DRY, typical, XTC, mirostat, dynamic
@@ -65,12 +66,14 @@ class SamplerChain:
     ignore_eos: bool = False
 
     def __post_init__(self) -> None:
-        checks = {"temperature": self.temperature >= 0, "top_k": self.top_k >= 0,
-                  "top_p": 0 < self.top_p <= 1, "min_p": 0 <= self.min_p < 1,
-                  "max_tokens": self.max_tokens >= 1, "n_probs": self.n_probs >= 0}
-        for name, ok in checks.items():
+        checks = {"temperature": (self.temperature >= 0, ">= 0"), "top_k": (self.top_k >= 0, ">= 0 (0: off)"),
+                  "top_p": (0 < self.top_p <= 1, "in (0, 1]"), "min_p": (0 <= self.min_p < 1, "in [0, 1)"),
+                  "max_tokens": (self.max_tokens >= 1, ">= 1"), "n_probs": (self.n_probs >= 0, ">= 0")}
+        for name, (ok, wanted) in checks.items():
             if not ok:
-                raise ValueError(f"SamplerChain: {name}={getattr(self, name)!r} is out of range")
+                value = getattr(self, name)
+                shown = f"{value:g}" if isinstance(value, float) else repr(value)
+                raise ValueError(f"--{name.replace('_', '-')}: must be {wanted} (got {shown})")
 
     def request(self) -> dict[str, Any]:
         """The request body's sampler part: every stage pinned, the token count under both names."""
@@ -89,9 +92,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
-            raise ValueError(f"RetryPolicy: attempts={self.attempts} must be >= 1")
+            raise ValueError(f"--retries: must be >= 1 (got {self.attempts})")
         if self.initial_wait_s < 0 or self.max_wait_s < self.initial_wait_s:
-            raise ValueError("RetryPolicy: need 0 <= initial_wait_s <= max_wait_s")
+            raise ValueError(f"--retry-wait-s: must lie in [0, {self.max_wait_s:g}] (got {self.initial_wait_s:g})")
 
 
 @dataclass
@@ -185,8 +188,23 @@ def _parse_completion(body: dict) -> Reply:
 
 
 def _json_or_raise(response: httpx.Response) -> Any:
-    response.raise_for_status()
+    if response.status_code >= 400:
+        raise status_error(response)  # the endpoint and the engine's own reason, in one line
     return response.json()
+
+
+#: How long the probe before sampling waits for an answer (a server that accepts the connection answers at once).
+PROBE_TIMEOUT_S = 10.0
+
+
+async def probe_http(http: httpx.AsyncClient, base_url: str, path: str) -> None:
+    """One request, no retries, before any sampling: any HTTP answer (an error status too) shows that the engine is
+    there; `EngineUnreachable` naming the URL when nothing answers."""
+    try:
+        await http.get(path, timeout=PROBE_TIMEOUT_S)
+    except httpx.TransportError as error:
+        reason = str(error) or type(error).__name__
+        raise EngineUnreachable(f"nothing answers at {base_url} ({type(error).__name__}: {reason})") from None
 
 
 async def send_with_retries(client: Any, method: str, path: str, body: dict | None,
@@ -317,22 +335,22 @@ def http_client(base_url: str, timeout: float, transport: httpx.AsyncBaseTranspo
     return http
 
 
-class EngineClient:
-    """One endpoint of an engine: `complete`, `tokenize`, `props`; use as ``async with EngineClient(...)``."""
+class LlamaCppClient:
+    """One llama.cpp endpoint: `complete`, `tokenize`, `props`, `probe`; use as ``async with LlamaCppClient(...)``."""
 
     def __init__(self, base_url: str, *, endpoint: str = "/completion", request_timeout_s: float = 120.0,
                  retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url: {base_url!r} is not an http(s) URL")
+            raise ValueError(f"URL: {base_url!r} is not an http(s) URL")
         if request_timeout_s <= 0:
-            raise ValueError(f"request_timeout_s: {request_timeout_s} must be > 0")
+            raise ValueError(f"--request-timeout-s: must be > 0 (got {request_timeout_s:g})")
         self.base_url = base_url.rstrip("/")
         self.endpoint = endpoint
         self.retry = retry or RetryPolicy()
         self.requests_sent = 0
         self._http = http_client(self.base_url, request_timeout_s, transport)
 
-    async def __aenter__(self) -> "EngineClient":
+    async def __aenter__(self) -> "LlamaCppClient":
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -364,6 +382,10 @@ class EngineClient:
         prompt = (await self._send("POST", "/apply-template", {"messages": messages}))["prompt"]
         body = await self._send("POST", "/tokenize", {"content": prompt, "add_special": False, "parse_special": True})
         return [int(t["id"]) if isinstance(t, dict) else int(t) for t in body["tokens"]]
+
+    async def probe(self) -> None:
+        """Whether anything answers at the URL (`probe_http`, at /props)."""
+        await probe_http(self._http, self.base_url, "/props")
 
     async def props(self) -> dict | None:
         """GET /props (llama.cpp's version, model path, default settings), or None if it does not answer."""

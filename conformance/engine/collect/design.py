@@ -13,12 +13,38 @@ from __future__ import annotations
 
 import json
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from .jobs import seed_list
+
 BLOCK = 1024
+SEED_KINDS = ("random", "consecutive")
+
+
+@dataclass(frozen=True)
+class SeedDesign:
+    """Which seeds each prompt gets: drawn at random from the dialect's seed space by `key` (None: the key of the
+    files being resumed, else a fresh one), or `start`, `start` + 1, ...; `count` per prompt (`engine collect
+    --seeds`; `engine certify` grows the counts in rounds); with `shared` K only the first K are asked of both ends;
+    `repeat_fraction` of them are asked twice (a determinism check)."""
+
+    kind: str = "random"
+    key: str | None = None
+    count: int = 200
+    start: int = 1
+    shared: int | None = None
+    repeat_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in SEED_KINDS:
+            raise ValueError(f"seeds: {self.kind!r} must be one of {SEED_KINDS}")
+        if isinstance(self.count, bool) or not (isinstance(self.count, int) and self.count >= 1):
+            raise ValueError(f"--seeds: must be an integer >= 1 (got {self.count!r})")
+        if not 0.0 <= self.repeat_fraction <= 1.0:
+            raise ValueError(f"--repeat-fraction: must lie in [0, 1] (got {self.repeat_fraction:g})")
 
 
 def new_key() -> str:
@@ -53,25 +79,49 @@ def design_record(kind: str, space: int | None, key: str | None, concurrency: in
     return {"seeds": seeds, "concurrency": concurrency}
 
 
-def resolve_seed_key(out_dir: Path, settings: Any) -> str | None:
-    """The run's seed key: the settings', else the one the files being resumed hold, else a fresh one (None for
+def role_seeds(role: str, seeds: SeedDesign, space: int, key: str | None, count: int | None = None) -> list[int]:
+    """The seeds one end is asked for (`count`: this many, default `seeds.count`). With `seeds.shared` K only the
+    first K are asked of both ends; the candidate's others follow after the reference's, so the two are disjoint."""
+    n = seeds.count if count is None else count
+    shared = seeds.shared
+    total = n if shared is None or role == "reference" else n + max(0, n - shared)
+
+    def draw(m: int) -> list[int]:
+        return random_seeds(str(key), space, m) if seeds.kind == "random" else seed_list(m, seeds.start)
+
+    if shared is None or role == "reference":
+        return draw(n)
+    if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared <= n:
+        raise ValueError(f"--shared-seeds: {shared!r} must be an integer in [0, {n}]")
+    drawn = draw(total)
+    return drawn[:shared] + drawn[n:total]
+
+
+def resolve_seed_key(out_dir: Path, seeds: SeedDesign) -> str | None:
+    """The run's seed key: the design's, else the one the files being resumed hold, else a fresh one (None for
     consecutive seeds); ValueError when the two files were drawn with different keys."""
-    if settings.seeds != "random":
+    if seeds.kind != "random":
         return None
     keys = set()
     for role in ("reference", "candidate"):
         path = out_dir / f"{role}.jsonl"
         if path.exists() and path.stat().st_size:
             with path.open(encoding="utf-8") as handle:
-                first = json.loads(handle.readline() or "{}")
+                try:
+                    first = json.loads(handle.readline() or "{}")
+                except ValueError as error:
+                    raise ValueError(f"{path}: line 1: not a sample file's header ({error})") from None
+            if not isinstance(first, dict):
+                raise ValueError(f"{path}: line 1: not a sample file's header (a JSON object)")
             key = ((first.get("design") or {}).get("seeds") or {}).get("key")
             if key:
                 keys.add(key)
     if len(keys) > 1:
         raise ValueError(f"{out_dir}: reference.jsonl and candidate.jsonl were drawn with different seed keys {keys}")
-    if settings.seed_key is not None:
-        return settings.seed_key
+    if seeds.key is not None:
+        return seeds.key
     return keys.pop() if keys else new_key()
 
 
-__all__ = ["BLOCK", "design_record", "new_key", "random_seeds", "resolve_seed_key"]
+__all__ = ["BLOCK", "SEED_KINDS", "SeedDesign", "design_record", "new_key", "random_seeds", "resolve_seed_key",
+           "role_seeds"]

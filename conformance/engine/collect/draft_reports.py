@@ -26,8 +26,9 @@ import httpx
 
 from ....outcomes import ExitCode
 from .. import samples
+from ..sample_folder import sample_file_in
 from ..checks import coverage_positions
-from .client import EngineClient, SamplerChain
+from .client import LlamaCppClient, SamplerChain
 from .forcing import candidate_prefixes, sample_prefix
 
 #: Reports asked at once of the draft endpoint.
@@ -72,7 +73,7 @@ async def _collect(url: str, candidate: samples.SampleFile, defaults: dict, posi
     prompts = {pid: list(tokens) for pid, tokens in candidate.header.prompts.items()}
     jobs = [(job, kind) for job in _prefixes(candidate, positions, limit) for kind in chains]
     gate = asyncio.Semaphore(DRAFT_CONCURRENCY)
-    async with EngineClient(url) as client:
+    async with LlamaCppClient(url) as client:
         props = await client.props()
 
         async def one(job: tuple[str, tuple[int, ...]], kind: str) -> samples.PrefixProbs | None:
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--n-probs: {args.n_probs} must be >= 1")
         if args.limit is not None and args.limit < 1:
             raise ValueError(f"--limit: {args.limit} must be >= 1")
-        reference, candidate = (samples.read_samples(samples.sample_file_in(folder, role)) for role in ("reference",
+        reference, candidate = (samples.read_samples(sample_file_in(folder, role)) for role in ("reference",
                                                                                                   "candidate"))
         defaults = reference.header.request_defaults
         positions = max((coverage_positions(defaults, completions) for completions in candidate.by_prompt().values()),

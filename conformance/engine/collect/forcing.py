@@ -5,8 +5,11 @@ prefixes already reported are never asked again (the file is resumable, and the 
 `teacher_force` asks every distinct prefix of a candidate file (and, with `own`, of the reference's own
 completions); `PrefixForcer` asks a collection's new
 prefixes of both ends while the collection goes on, so the reference's idle time is used. The paired checks read
-both ends' tokens against the teacher-forced reports, so every prefix either end visits needs one. llama.cpp's prompt cache is reused when `Settings.cache_prompt` says so: every certificate measures
-that decode-time and teacher-forced reports agree (`..law_stream.premise`).
+both ends' tokens against the teacher-forced reports, so every prefix either end visits needs one. What a forcing
+request adds is the dialect's (`DialectPlugin.forcing_extra`: llama.cpp's prompt cache, reused when its options say
+so): every certificate measures that decode-time and teacher-forced reports agree (`..law_stream.premise`). Each
+function gets the parts of the plan it uses: the law and the forcing part make the request's chain, the transport
+its clients.
 """
 
 from __future__ import annotations
@@ -21,20 +24,20 @@ from typing import Any
 from .. import samples
 from ..sample_store import append_records, start_or_resume
 from .client import SamplerChain
-from .dialects import get_dialect
+from .design import resolve_seed_key
 from .generic_openai import SHORT_REPORT, UNMAPPABLE, PrefixNotText
-from .jobs import Budget, Outcome, run_bounded
-from .sampling import REQUEST_ERRORS, Settings, build_header, record_of_request, report_outcome, resolve_seed_key
+from .header import build_header
+from .jobs import Budget, Outcome, failure_text, run_bounded
+from .plan import CollectionPlan, Forcing, Transport
+from .request_records import REQUEST_ERRORS, record_of_request, report_outcome
 
 PREFIX_SEED_TRIES = 8
 
 
-def _forcing(settings: Settings) -> tuple[Any, dict | None]:
-    """The chain of a teacher-forcing request (one token, the top-N) and the dialect's extra fields (the cache)."""
-    chain = replace(settings.chain, max_tokens=1, n_probs=settings.teacher_n_probs, post_sampling_probs=True)
-    extra = {"cache_prompt": True} if settings.cache_prompt and get_dialect(settings.dialect).name == "llama.cpp" \
-        else None
-    return chain, extra
+def forcing_request(law: SamplerChain, forcing: Forcing, transport: Transport) -> tuple[SamplerChain, dict | None]:
+    """The chain of a teacher-forcing request (one token, the top-N) and what the dialect adds to it."""
+    chain = replace(law, max_tokens=1, n_probs=forcing.teacher_n_probs, post_sampling_probs=True)
+    return chain, transport.plugin.forcing_extra(transport.options)
 
 
 async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: SamplerChain, seed: int,
@@ -77,12 +80,13 @@ async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: Sampl
 
 class PrefixForcer:
     """Teacher forcing alongside a collection: each new completion's prefixes (positions 1..`positions`, both ends)
-    not reported yet are asked of the reference while the collection goes on, so the reference's idle time is used."""
+    not reported yet are asked of the reference while the collection goes on, so the reference's idle time is used.
+    `seed`: the forcing requests' first seed (the reports do not depend on it)."""
 
-    def __init__(self, urls: list[str], out_dir: Path, settings: Settings, budget: Budget, positions: int,
-                 known: set[tuple[str, tuple[int, ...]]]) -> None:
-        self.urls, self.path, self.settings, self.budget = urls, out_dir / "reference.jsonl", settings, budget
-        self.positions, self.known = positions, known
+    def __init__(self, transport: Transport, chain: SamplerChain, extra: dict | None, seed: int, out_dir: Path,
+                 budget: Budget, positions: int, known: set[tuple[str, tuple[int, ...]]]) -> None:
+        self.transport, self.chain, self.extra, self.seed = transport, chain, extra, seed
+        self.path, self.budget, self.positions, self.known = out_dir / "reference.jsonl", budget, positions, known
         self.queue: asyncio.Queue = asyncio.Queue()
 
     def feed(self, role: str, record: samples.Completion) -> None:
@@ -99,24 +103,22 @@ class PrefixForcer:
 
     async def run(self, prompts: dict[str, list[int]]) -> Outcome:
         """Answer the queue until `close`, with the reference's concurrency; the first failing request stops it."""
-        settings = self.settings
-        chain, extra = _forcing(settings)
-        dialect = get_dialect(settings.dialect)
-        outcome, gate = Outcome(), asyncio.Semaphore(settings.reference_concurrency or settings.concurrency)
+        outcome, gate = Outcome(), asyncio.Semaphore(self.transport.in_flight("reference"))
         tasks: list[asyncio.Task] = []
         async with AsyncExitStack() as stack:
-            clients = [await stack.enter_async_context(dialect.make_client(url, "reference", settings))
-                       for url in self.urls]
+            clients = [await stack.enter_async_context(self.transport.client(url, "reference"))
+                       for url in self.transport.endpoints()["reference"]]
 
             async def one(i: int, key: tuple[str, tuple[int, ...]]) -> None:
                 async with gate:
                     if outcome.failure or not self.budget.take():
                         return
                     try:
-                        record = await sample_prefix(clients[i % len(clients)], prompts, chain, settings.seed_start,
-                                                     key, extra)
+                        record = await sample_prefix(clients[i % len(clients)], prompts, self.chain, self.seed, key,
+                                                     self.extra)
                     except REQUEST_ERRORS as error:
-                        outcome.failure = outcome.failure or f"{key}: {type(error).__name__}: {error}"
+                        where = f"teacher forcing of prompt {key[0]!r} after {len(key[1])} tokens"
+                        outcome.failure = outcome.failure or failure_text(where, error)
                         return
                     if record is not None:
                         append_records(self.path, [record])
@@ -136,46 +138,45 @@ def candidate_prefixes(*files: samples.SampleFile, positions: int | None = None)
     return sorted(distinct, key=lambda key: (key[0], len(key[1]), key[1]))
 
 
-def read_teacher_candidate(path: Path, settings: Settings) -> samples.SampleFile:
+def read_teacher_candidate(path: Path, plan: CollectionPlan) -> samples.SampleFile:
     """The candidate file to teacher-force, refused unless it was sampled with this run's chain."""
     candidate = samples.read_samples(path)
-    if json.loads(json.dumps(settings.request_defaults())) != candidate.header.request_defaults:
-        raise ValueError(f"teacher_force: {path} was sampled with another chain than this run's "
+    if json.loads(json.dumps(plan.request_defaults())) != candidate.header.request_defaults:
+        raise ValueError(f"--teacher-force: {path} was sampled with another chain than this run's "
                          f"({candidate.header.request_defaults})")
     return candidate
 
 
-async def teacher_force(urls: list[str], candidate: samples.SampleFile, prompts: dict[str, list[int]], out_dir: Path,
-                        settings: Settings, budget: Budget, own: bool = True, quiet: bool = False) -> Outcome:
+async def teacher_force(candidate: samples.SampleFile, prompts: dict[str, list[int]], out_dir: Path,
+                        plan: CollectionPlan, budget: Budget, own: bool = True, quiet: bool = False) -> Outcome:
     """Append to out_dir/reference.jsonl the reference's next-token top-N after each candidate prefix (and, with
-    `own`, each of its own prefixes) it has not reported yet."""
+    `own`, each of its own prefixes) shorter than the forcing's positions that it has not reported yet."""
     for pid, tokens in candidate.header.prompts.items():
         if list(tokens) != list(prompts.get(pid, [])):
-            raise ValueError(f"teacher_force: {candidate.path}: prompt {pid!r} is not this run's prompt")
-    chain, extra = _forcing(settings)
+            raise ValueError(f"--teacher-force: {candidate.path}: prompt {pid!r} is not this run's prompt")
+    chain, extra = forcing_request(plan.law, plan.forcing, plan.transport)
     path = out_dir / "reference.jsonl"
-    dialect = get_dialect(settings.dialect)
-    key = resolve_seed_key(out_dir, settings)
+    key = resolve_seed_key(out_dir, plan.seeds)
     async with AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(dialect.make_client(url, "reference", settings)) for url in urls]
-        header = build_header("reference", clients[0].base_url, settings, await clients[0].props(), prompts, key)
+        clients = [await stack.enter_async_context(plan.transport.client(url, "reference"))
+                   for url in plan.transport.endpoints()["reference"]]
+        header = build_header("reference", clients[0].base_url, plan, await clients[0].props(), prompts, key)
         state = start_or_resume(path, header)
         files = (candidate, samples.read_samples(path)) if own else (candidate,)
-        jobs = [job for job in candidate_prefixes(*files, positions=settings.teacher_positions)
+        jobs = [job for job in candidate_prefixes(*files, positions=plan.forcing.positions)
                 if job not in state.prefixes]
 
         async def send(item):
             i, job = item
-            return await sample_prefix(clients[i % len(clients)], prompts, chain, settings.seed_start, job, extra)
+            return await sample_prefix(clients[i % len(clients)], prompts, chain, plan.seeds.start, job, extra)
 
         outcome = await run_bounded(list(enumerate(jobs)), send,
                                     lambda record: append_records(path, [record]) if record is not None else None,
-                                    budget, settings.reference_concurrency or settings.concurrency,
-                                    "teacher forcing", REQUEST_ERRORS)
+                                    budget, plan.transport.in_flight("reference"), "teacher forcing", REQUEST_ERRORS)
     if not quiet:
         report_outcome("prefix_probs (reference)", outcome, len(state.prefixes))
     return outcome
 
 
-__all__ = ["PREFIX_SEED_TRIES", "PrefixForcer", "candidate_prefixes", "read_teacher_candidate", "sample_prefix",
-           "teacher_force"]
+__all__ = ["PREFIX_SEED_TRIES", "PrefixForcer", "candidate_prefixes", "forcing_request", "read_teacher_candidate",
+           "sample_prefix", "teacher_force"]

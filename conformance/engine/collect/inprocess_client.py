@@ -1,4 +1,4 @@
-"""The ``python`` dialect's client: an in-process engine adapter (`..adapter`) behind the collector's client
+"""The ``python`` dialect's client: an in-process engine backend (`..backend`) behind the collector's client
 interface (``complete``, ``tokenize``, ``chat_tokenize``, ``props``), so that an adapter goes through the same
 rounds, teacher forcing and certificate as an HTTP endpoint.
 
@@ -16,8 +16,9 @@ import threading
 import time
 from typing import Any
 
-from ..adapter import Sampling, load_adapter
+from ..backend import Sampling, load_backend
 from .client import Reply, SamplerChain
+from .engine_errors import EngineCallError
 
 ADAPTER_SCHEME = "python:"
 
@@ -28,8 +29,8 @@ def sampling_of(chain: SamplerChain) -> Sampling:
                     ignore_eos=chain.ignore_eos)
 
 
-def python_request(chain: SamplerChain, settings: Any = None) -> dict:
-    """The law an in-process adapter is asked for (`..adapter.Sampling`) and the tokens per completion: the sample
+def python_request(chain: SamplerChain) -> dict:
+    """The law an in-process engine is asked for (`..backend.Sampling`) and the tokens per completion: the sample
     files' request defaults, and the law part of every recorded request."""
     return {"temperature": chain.temperature, "top_k": chain.top_k, "top_p": chain.top_p, "min_p": chain.min_p,
             "max_tokens": chain.max_tokens, "ignore_eos": chain.ignore_eos}
@@ -57,7 +58,13 @@ class InProcessClient:
 
     def __init__(self, spec: str, role: str, options: dict[str, str] | None = None) -> None:
         self.spec, self.role = spec, role
-        self.adapter = load_adapter(spec, role, options)
+        try:
+            self.adapter = load_backend(spec, role, options)
+        except ValueError:
+            raise  # a bad --engine-adapter or --adapter-option: a usage error naming it
+        except Exception as error:  # noqa: BLE001 -- the engine's own failure to start (a model missing, ...)
+            raise EngineCallError(f"--engine-adapter {spec}: building the {role} raised {type(error).__name__}: "
+                                  f"{error}") from error
         self.base_url = ADAPTER_SCHEME + spec
         self.requests_sent = 0
         self._lock = None if getattr(self.adapter, "thread_safe", False) else _lock_of(self.adapter)
@@ -68,6 +75,9 @@ class InProcessClient:
     async def __aexit__(self, *exc_info: object) -> None:
         return None
 
+    async def probe(self) -> None:
+        """Nothing to reach: the engine was built with the client (a failure to build raised there)."""
+
     async def _call(self, method: str, *args: Any, times: list | None = None) -> Any:
         """The adapter's `method` in a worker thread, under the adapter's lock unless it is thread-safe; `times` gets
         when the call started and ended (inside the lock: the load the engine was under)."""
@@ -76,7 +86,11 @@ class InProcessClient:
 
         def timed() -> Any:
             started = time.time()
-            result = function(*args)
+            try:
+                result = function(*args)
+            except Exception as error:  # noqa: BLE001 -- the engine's failure, not exactspec's: the run stops on it
+                raise EngineCallError(f"{self.spec} ({self.role}): {method} raised {type(error).__name__}: "
+                                      f"{error}") from error
             if times is not None:
                 times[:] = [started, time.time()]
             return result

@@ -1,4 +1,4 @@
-"""Bounded, resumable request batches for the engine collector: jobs, the run's budget, the prompt file, the load.
+"""Bounded, resumable request batches for the engine collector: jobs, the run's budget, the load.
 
 A run's loops are bounded twice: by a request count and by a wall-clock deadline (`Budget`), whatever
 the engine does; `run_bounded` keeps at most `concurrency` requests in flight and stops at the first
@@ -10,7 +10,6 @@ background load joining the loaded waves (`BackgroundLoad`). httpx-free.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
 import sys
@@ -18,7 +17,6 @@ import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
 from tqdm import tqdm
@@ -68,6 +66,30 @@ class Job:
     seed: int
     repeat: int = 0
 
+    def __str__(self) -> str:
+        return f"prompt {self.prompt_id!r}, seed {self.seed}" + (" (repeat)" if self.repeat else "")
+
+
+def _job_in(item: object) -> object:
+    """The `Job` inside a batch's item (run_waves' items are (i, (job, index))), else the item itself."""
+    if isinstance(item, tuple):
+        return next((found for found in map(_job_in, item) if isinstance(found, Job)), item)
+    return item
+
+
+def failure_text(item: object, error: BaseException) -> str:
+    """One line for the request that stopped a batch: the error, where it went (an HTTP error's method and URL, when
+    its message does not say), then the job."""
+    job = _job_in(item)
+    text = (str(error).splitlines() or [""])[0] or type(error).__name__
+    try:
+        request = getattr(error, "request", None)  # httpx's errors carry the request (RuntimeError when unset)
+    except RuntimeError:
+        request = None
+    url = str(getattr(request, "url", "") or "")
+    where = f"{request.method} {url}: " if request is not None and url and url not in text else ""
+    return f"{type(error).__name__}: {where}{text} ({job})"
+
 
 def seed_list(n_seeds: int, seed_start: int) -> list[int]:
     """The seeds every prompt gets at both endpoints: distinct, consecutive from `seed_start`."""
@@ -86,59 +108,6 @@ def plan_jobs(prompt_ids: list[str], seeds: list[int], repeat_fraction: float) -
     jobs = [Job(pid, seed) for seed in seeds for pid in prompt_ids]
     repeated = seeds[:math.ceil(repeat_fraction * len(seeds))]
     return jobs + [Job(pid, seed, repeat=1) for seed in repeated for pid in prompt_ids]
-
-
-def _check_messages(messages: object, where: str) -> None:
-    ok = isinstance(messages, list) and messages and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages)
-    if not ok:
-        raise ValueError(f"{where}: 'messages' must be a non-empty list of {{\"role\": str, \"content\": str}}")
-
-
-def check_prompt(entry: object, where: str) -> dict:
-    """One prompt entry, validated: {"prompt_id", and exactly one of "prompt_tokens": [ids], "text": str,
-    "messages": [{"role", "content"}] (a chat, through the engine's own chat template)}."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("prompt_id"), str):
-        raise ValueError(f"{where}: expected an object with a string 'prompt_id'")
-    tokens, text, messages = entry.get("prompt_tokens"), entry.get("text"), entry.get("messages")
-    if tokens is not None and not (isinstance(tokens, list) and tokens and all(
-            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens)):
-        raise ValueError(f"{where}: 'prompt_tokens' must be a non-empty list of token ids >= 0")
-    if sum(x is not None for x in (tokens, text, messages)) != 1 or (text is not None and not isinstance(text, str)):
-        raise ValueError(f"{where}: give exactly one of 'prompt_tokens' (ids), 'text' (a string) and 'messages' "
-                         "(a chat)")
-    if messages is not None:
-        _check_messages(messages, where)
-    return {"prompt_id": entry["prompt_id"], "prompt_tokens": tokens, "text": text, "messages": messages}
-
-
-def check_prompts(entries: list, source: str) -> list[dict]:
-    """A validated prompt list: at least one, prompt ids distinct."""
-    prompts = [check_prompt(entry, f"{source}: entry {number}") for number, entry in enumerate(entries, start=1)]
-    ids = [p["prompt_id"] for p in prompts]
-    if not prompts:
-        raise ValueError(f"{source}: no prompts")
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"{source}: prompt_id {next(i for i in ids if ids.count(i) > 1)!r} listed twice")
-    return prompts
-
-
-def read_prompts(path: str | Path) -> list[dict]:
-    """Prompts from JSON Lines: {"prompt_id", "prompt_tokens": [int]}, {"prompt_id", "text": str} or {"prompt_id",
-    "messages": [...]}. Token ids are sent as they are (llama.cpp adds no BOS to a token prompt: include it if the
-    model wants one); text is tokenised by the engine itself, special tokens included, as a string prompt would be;
-    messages go through the engine's chat template (with the generation prompt), then its tokenizer."""
-    if not Path(path).is_file():
-        raise ValueError(f"prompts: no such file {path}")
-    entries = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"prompts file {path}: line {number}: not valid JSON: {error}") from None
-            entries.append(check_prompt(entry, f"prompts file {path}: line {number}"))
-    return check_prompts(entries, f"prompts file {path}")
 
 
 @dataclass
@@ -168,7 +137,7 @@ async def run_bounded(jobs: list[_J], send: Callable[[_J], Awaitable[_R]], write
             try:
                 record = await send(job)
             except expected_errors as error:
-                outcome.failure = outcome.failure or f"{job}: {type(error).__name__}: {error}"
+                outcome.failure = outcome.failure or failure_text(job, error)
                 return
             write(record)
             outcome.written, outcome.left = outcome.written + 1, outcome.left - 1
@@ -282,7 +251,7 @@ async def _run_segment(segment: Segment, send: Callable[[_J], Awaitable[_R]], wr
         results = await _wave(batch, send, extras)
         for job, result in zip(batch, results):
             if isinstance(result, expected_errors):
-                outcome.failure = outcome.failure or f"{job}: {type(result).__name__}: {result}"
+                outcome.failure = outcome.failure or failure_text(job, result)
             elif not isinstance(result, BaseException):
                 write(result)
                 outcome.written, outcome.left = outcome.written + 1, outcome.left - 1

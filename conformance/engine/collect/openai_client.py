@@ -1,4 +1,5 @@
-"""vLLM's OpenAI dialect for the collector: the same interface as `client.EngineClient` (complete, tokenize, props),
+"""vLLM's OpenAI dialect for the collector: the same interface as `client.LlamaCppClient` (complete, tokenize, props,
+probe),
 spoken to ``/v1/completions`` with token-id prompts.
 
 * The request pins the law: temperature, top-k (0 = off), top-p, min-p, no penalties, no stop strings, the seed,
@@ -30,7 +31,8 @@ from typing import Any
 
 import httpx
 
-from .client import Reply, RetryPolicy, SamplerChain, http_client, send_with_retries
+from .client import Reply, RetryPolicy, SamplerChain, http_client, probe_http, send_with_retries
+from .engine_errors import status_error
 from .jobs import WAVE
 
 DRAFT_METRICS = {"draft_n": "vllm:spec_decode_num_draft_tokens_total",
@@ -52,8 +54,7 @@ async def send_keeping_reason(client: Any, method: str, path: str, body: dict | 
     the decoded JSON, or the text with `text` (`times`: a completion's exchange, timed and waved)."""
     def read(response: httpx.Response) -> Any:
         if response.status_code >= 400:
-            raise httpx.HTTPStatusError(f"{response.status_code} from {method} {path}: {response.text[:500]}",
-                                        request=response.request, response=response)
+            raise status_error(response)
         return response.text if text else response.json()
 
     return await send_with_retries(client, method, path, body, read, times)
@@ -108,7 +109,7 @@ class OpenAIEndpoint:
     def __init__(self, base_url: str, request_timeout_s: float, retry: RetryPolicy | None,
                  transport: httpx.AsyncBaseTransport | None) -> None:
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url: {base_url!r} is not an http(s) URL")
+            raise ValueError(f"URL: {base_url!r} is not an http(s) URL")
         self.base_url, self.retry, self.requests_sent = base_url.rstrip("/"), retry or RetryPolicy(), 0
         self.model: str | None = None
         self._model_lock = asyncio.Lock()
@@ -123,6 +124,10 @@ class OpenAIEndpoint:
     async def _send(self, method: str, path: str, body: dict | None, *, text: bool = False,
                     times: list | None = None) -> Any:
         return await send_keeping_reason(self, method, path, body, text=text, times=times)
+
+    async def probe(self) -> None:
+        """Whether anything answers at the URL (`client.probe_http`, at /v1/models)."""
+        await probe_http(self._http, self.base_url, "/v1/models")
 
     async def _model(self) -> str:
         async with self._model_lock:

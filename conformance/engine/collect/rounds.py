@@ -15,8 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ....outcomes import Verdict
+
 #: Verdicts that end a run at once.
-FINAL = ("CERTIFIED", "NOT_EXACT", "CONTRACT_VIOLATION")
+FINAL = (Verdict.CERTIFIED, Verdict.NOT_EXACT, Verdict.CONTRACT_VIOLATION)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ files, so that a finding can be reproduced from what was committed.
 CERT_DIR holds reference.jsonl and candidate.jsonl (each may be gzipped: `.jsonl.gz`), from the run,
 certificate.json, and optionally draft.jsonl (the draft's reports, `exactspec engine draft-reports`: the families
 that read q are fitted too) (its verdict is printed beside the diagnosis; the diagnosis never changes it). Torch-free.
-Exit status: 0 the diagnosis was printed, 2 a file is missing or invalid (one line naming it).
 """
 
 from __future__ import annotations
@@ -16,15 +15,21 @@ import json
 import sys
 from pathlib import Path
 
+from ....outcomes import ExitCode, exit_codes_help
 from ..checks import check_comparable, coverage_positions, prompts
-from ..samples import SampleFile, checked_draft, read_samples, sample_file_in
+from ..sample_folder import checked_draft, sample_file_in
+from ..samples import SampleFile, read_samples
 from . import diagnose
 from .render import diagnosis_lines
 
-EXIT_USAGE = 2
+EXIT_CODES = (ExitCode.OK, ExitCode.USAGE, ExitCode.INTERNAL)
+EXIT_NOTES = {ExitCode.OK: "the diagnosis was printed",
+              ExitCode.USAGE: "a file is missing or invalid (one line naming it)"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description, parser.epilog = __doc__, exit_codes_help(EXIT_CODES, EXIT_NOTES)
     parser.add_argument("cert_dir", metavar="CERT_DIR", help="a certificate's folder: reference.jsonl[.gz], "
                         "candidate.jsonl[.gz] and certificate.json")
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON instead of Markdown")
@@ -61,15 +66,15 @@ def run(args: argparse.Namespace) -> int:
         diagnosis, certificate = explain(Path(args.cert_dir))
     except (ValueError, json.JSONDecodeError) as error:
         print(f"exactspec engine explain: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return int(ExitCode.USAGE)
     if args.json:
         print(json.dumps(diagnosis, indent=1, default=float))
-        return 0
+        return int(ExitCode.OK)
     verdict = certificate.get("verdict", "no certificate.json")
     print(f"# {certificate.get('impl', args.cert_dir)}: {verdict} (the diagnosis below does not change it)\n")
     temperature = certificate.get("engine", {}).get("request_defaults", {}).get("temperature")
     print("\n".join(diagnosis_lines(diagnosis, temperature)))
-    return 0
+    return int(ExitCode.OK)
 
 
 __all__ = ["add_arguments", "explain", "run"]

@@ -77,8 +77,7 @@ def neighbours(outside_keys: Sequence[tuple], parts: Sequence[Any]) -> dict | No
     hits, chance = dict.fromkeys(NEIGHBOURS, 0), dict.fromkeys(NEIGHBOURS, 0.0)
     for prompt, prefix, token in outside_keys:
         part = by_prompt.get(prompt)
-        report = part.reports.get(prefix) if part is not None else None
-        if report is None:
+        if part is None or (report := part.reports.get(prefix)) is None:
             continue
         own = _support(report)
         outside_mass = total - float(frequency[list(own)].sum())

@@ -145,7 +145,7 @@ def draft_reports(draft: Any) -> dict[str, dict[str, dict[tuple[int, ...], Any]]
 
 
 def token_tables(parts: Sequence[Any], positions: int,
-                 drafts: Mapping[str, Mapping[tuple[int, ...], Any]] | None = None) -> tuple[TokenTable, TokenTable]:
+                 drafts: Mapping[str, Mapping[str, Mapping[tuple[int, ...], Any]]] | None = None) -> tuple[TokenTable, TokenTable]:
     """(candidate, reference): every prompt's tokens at positions 1..`positions` whose prefix has a teacher-forced
     report (`parts`: `checks.PromptData`), the reference's own tokens read against the same reports; `drafts`: the
     draft's reports (`draft_reports`), when a draft file was given."""

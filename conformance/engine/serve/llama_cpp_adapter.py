@@ -25,7 +25,7 @@ import numpy as np
 
 from ....gpu_impl.model_config import default_gguf_path
 from ....reference.warping import warp_probs
-from ..adapter import Completion, Sampling, top_n
+from ..backend import Completion, Sampling, top_n
 
 
 def chain_law(logits: np.ndarray, sampling: Sampling) -> np.ndarray:

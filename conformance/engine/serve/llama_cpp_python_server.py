@@ -67,8 +67,8 @@ class LlamaCppPythonServer(LocalServer):
 def certify_arguments(reference: LlamaCppPythonServer, candidate: LlamaCppPythonServer) -> list[str]:
     """The generic dialect's options that certify these two servers (text prompts, the GGUF's tokens, raw reports,
     declared speculation, the repeat penalty off)."""
-    return ["--dialect", "openai", "--text-prompts", "--force-token-by-token", "--tokenizer", str(reference.model), "--reports", "raw",
-            "--declare-speculation", "--request-extra", json.dumps(REQUEST_EXTRA), "--engine-name",
+    return ["--dialect", "openai", "--text-prompts", "--force-token-by-token", "--tokenizer", str(reference.model),
+            "--reports", "raw", "--declare-speculation", "--request-extra", json.dumps(REQUEST_EXTRA), "--engine-name",
             "llama-cpp-python-server", "--engine-version", VERSION]
 
 

@@ -21,16 +21,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ....outcomes import Verdict
 from ...core.mutants import MutantSpec, by_name, mutant, valid_variant
 from ...core.mutants import zoo as as_zoo
 from ...sequence.cases import PROMPT_B
 from ...sequence.models import tiny_pair
 from ...sequence.mutants import ZOO as SEQUENCE_ZOO
 from ..cases import SamplePair
-from ..collect.campaign import Campaign, run_campaign
+from ..collect.campaign import Certification, run_campaign
 from ..collect.client import SamplerChain
+from ..collect.design import SeedDesign
 from ..collect.draft_reports import collect_draft_reports
-from ..collect.sampling import Settings
+from ..collect.plan import CollectionPlan, Forcing, Identity, Limits
 from ..samples import read_samples
 from .mutant_backends import make_backend
 from .mutant_server import EngineServer
@@ -67,15 +69,19 @@ DIAGNOSES = {
     "mutant-eos-only-at-round-end": "tokens-past-end",
 }
 #: The valid rows: a backend kind, what it is, the verdict it must get.
-VALID = (("gpu_impl", "exactspec's SpeculativeGenerator (model draft), served", "CERTIFIED"),
-         ("reference_loop", "the textbook speculative loop, served", "CERTIFIED"),
-         ("plain", "the plain loop served as the candidate: exact, but it never drafts", "INCONCLUSIVE"))
+VALID = (("gpu_impl", "exactspec's SpeculativeGenerator (model draft), served", Verdict.CERTIFIED),
+         ("reference_loop", "the textbook speculative loop, served", Verdict.CERTIFIED),
+         ("plain", "the plain loop served as the candidate: exact, but it never drafts", Verdict.INCONCLUSIVE))
 
 
-def settings(seed_key: str) -> Any:
-    """The zoo's sampling settings: the chain, 4 candidate requests in flight, the reports' top 6, one seed key."""
-    return Settings(chain=CHAIN, seed_key=seed_key, concurrency=4, model_name=MODEL_NAME, speculation=SPECULATION,
-                    teacher_n_probs=6, reference_n_probs=6, cache_prompt=False, engine_name="exactspec-serve")
+def plan(seed_key: str, profile: str = "quick") -> CollectionPlan:
+    """The zoo's collection plan (without URLs): the chain, 4 candidate requests in flight, the reports' top 6, one
+    seed key, at most 40000 completions a prompt (the profile's time limit a safety net far above a run's time)."""
+    return CollectionPlan(law=CHAIN, seeds=SeedDesign(key=seed_key),
+                          limits=Limits(time_limit_s=TIME_LIMIT_S[profile], first_round=64, max_per_prompt=40_000),
+                          identity=Identity(engine_name="exactspec-serve", speculation=SPECULATION,
+                                            model_name=MODEL_NAME),
+                          forcing=Forcing(teacher_n_probs=6, reference_n_probs=6))
 
 
 def backend(kind: str) -> Any:
@@ -105,9 +111,9 @@ class SharedReference:
         out.mkdir(parents=True, exist_ok=True)
         if self.file.exists():
             shutil.copyfile(self.file, out / "reference.jsonl")
-        campaign = Campaign(self.profile, TIME_LIMIT_S[self.profile], first_round=64, max_per_prompt=40_000)
         with EngineServer(backend(kind), model_name=MODEL_NAME) as server:
-            run_campaign(PROMPTS, out, settings(self.key), [self.server.base_url], [server.base_url], campaign)
+            urls = plan(self.key, self.profile).with_urls([self.server.base_url], [server.base_url])
+            run_campaign(PROMPTS, out, urls, Certification(self.profile))
         shutil.copyfile(out / "reference.jsonl", self.file)
         reference, candidate = read_samples(out / "reference.jsonl"), read_samples(out / "candidate.jsonl")
         collect_draft_reports(self.draft_server.base_url, candidate, reference.header.request_defaults,

@@ -14,11 +14,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..collect.campaign import Campaign, run_campaign
+from ..collect.campaign import Certification, run_campaign
 from ..collect.client import SamplerChain
+from ..collect.design import SeedDesign
 from ..collect.draft_reports import collect_draft_reports
-from ..collect.sampling import Settings
-from ..level import certify_samples
+from ..collect.plan import CollectionPlan, Forcing, Identity, Limits
+from ..engine_level import certify_samples
 from ..result import EngineResult
 from ..samples import read_samples
 from .synthetic_deviation import DEFAULT_PROMPT, PROBES
@@ -32,27 +33,32 @@ SEED_KEY = "5eed0000000000000000000000000050"
 DRAFT_PREFIXES = 4000
 
 
-def mode_settings(mode: str, declared_coupled: bool | None = None) -> Settings:
-    """The sampling settings of one mode's run (its truncation probe; its coupling declared as it is, or as
-    `declared_coupled` says: a user may declare a coupling the engine does not have)."""
+def mode_plan(mode: str, declared_coupled: bool | None = None, max_per_prompt: int = 50_000,
+              time_limit_s: float = 3600.0) -> CollectionPlan:
+    """The plan of one mode's run (its truncation probe; its coupling declared as it is, or as `declared_coupled`
+    says: a user may declare a coupling the engine does not have), without its URLs."""
     chain = SamplerChain(temperature=0.7, max_tokens=16, **PROBES.get(mode, {}))
     coupled = MODES[mode].seed_coupled if declared_coupled is None else declared_coupled
     speculation = {"type": "draft-model", "draft_sampling": "greedy" if coupled else "probabilistic",
                    "expect_seed_coupled": coupled}
-    return Settings(chain=chain, seed_key=SEED_KEY, concurrency=4, teacher_n_probs=20, reference_n_probs=20,
-                    engine_name="exactspec-synthetic", speculation=speculation)
+    return CollectionPlan(law=chain, seeds=SeedDesign(key=SEED_KEY),
+                          limits=Limits(time_limit_s=time_limit_s, max_per_prompt=max_per_prompt),
+                          identity=Identity(engine_name="exactspec-synthetic", speculation=speculation),
+                          forcing=Forcing(teacher_n_probs=20, reference_n_probs=20))
 
 
 def run_mode(mode: str, profile: str = "lm-like", *, max_per_prompt: int = 50_000, certify_profile: str = "standard",
              out: str | Path | None = None, time_limit_s: float = 3600.0,
              declared_coupled: bool | None = None) -> EngineResult:
     """Serve `mode` on the `profile` model and certify it in rounds; the last look's result (`out`: keep the run's
-    files there; by default a temporary folder, removed; `declared_coupled`: as `mode_settings`)."""
+    files there; by default a temporary folder, removed; `declared_coupled`: as `mode_plan`; `time_limit_s`: a safety
+    net, the budget is `max_per_prompt`)."""
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix=f"synthetic-{profile}-{mode}-"))
     try:
         with SyntheticServer("plain", profile=profile) as ref, SyntheticServer(mode, profile=profile) as cand:
-            result = run_campaign(PROMPTS, folder, mode_settings(mode, declared_coupled), [ref.base_url],
-                                  [cand.base_url], Campaign(certify_profile, time_limit_s, max_per_prompt=max_per_prompt))
+            plan = mode_plan(mode, declared_coupled, max_per_prompt, time_limit_s)
+            result = run_campaign(PROMPTS, folder, plan.with_urls([ref.base_url], [cand.base_url]),
+                                  Certification(certify_profile))
         return rediagnosed_with_draft(result, folder, profile, certify_profile) if result.verdict == "NOT_EXACT" \
             else result
     finally:
@@ -77,4 +83,4 @@ def rediagnosed_with_draft(result: EngineResult, folder: Path, profile: str, cer
     return result
 
 
-__all__ = ["DRAFT_PREFIXES", "PROMPTS", "SEED_KEY", "mode_settings", "rediagnosed_with_draft", "run_mode"]
+__all__ = ["DRAFT_PREFIXES", "PROMPTS", "SEED_KEY", "mode_plan", "rediagnosed_with_draft", "run_mode"]

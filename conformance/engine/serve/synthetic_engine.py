@@ -363,25 +363,11 @@ MODES: dict[str, Mode] = {mode.name: mode for mode in (
     LoadTemp(), EosAtRoundEnd(), BatchRowsMixed())}
 
 
-class DraftPlain(Plain):
-    """draft (not a candidate): the draft model served plain, one token per step from the warped draft row: the
-    draft's reports of a candidate's prefixes, which a NOT_EXACT's diagnosis reads (`collect.draft_reports`)."""
-
-    name, exact = "draft", False
-
-    def round(self, req: Request, k: int) -> tuple[list[int], int]:
-        return [draw(req.model.draft_row(req.context, req.chain), req.rng)], 0
-
-
-#: What the server can serve: every mode, and the draft served plain.
-SERVABLE: dict[str, Mode] = {**MODES, "draft": DraftPlain()}
-
-
 def mode_of(name: str) -> Mode:
-    """The servable mode named `name` (ValueError listing the names otherwise)."""
-    if name not in SERVABLE:
-        raise ValueError(f"mode must be one of {sorted(SERVABLE)}, got {name!r}")
-    return SERVABLE[name]
+    """The mode named `name` (ValueError listing the names otherwise)."""
+    if name not in MODES:
+        raise ValueError(f"mode must be one of {sorted(MODES)}, got {name!r}")
+    return MODES[name]
 
 
 def generate(model: SyntheticModel, mode: Mode | str, prompt: Sequence[int], max_tokens: int, chain: Chain,
@@ -406,4 +392,4 @@ def generate(model: SyntheticModel, mode: Mode | str, prompt: Sequence[int], max
     return Generated(tokens, model.eos in tokens, drafted, accepted)
 
 
-__all__ = ["DEFAULT_K", "MODES", "NO_LOAD", "SERVABLE", "Load", "Mode", "SimulatedLoad", "generate", "mode_of"]
+__all__ = ["DEFAULT_K", "MODES", "NO_LOAD", "Load", "Mode", "SimulatedLoad", "generate", "mode_of"]

@@ -37,7 +37,8 @@ from .mutant_server import (
     loopback_socket,
     sampling_from_request,
 )
-from .synthetic_engine import DEFAULT_K, SERVABLE, Load, Mode, generate, mode_of
+from .synthetic_engine import DEFAULT_K, Load, Mode, generate
+from .synthetic_served import SERVABLE, servable
 from .synthetic_model import PROFILES, Chain, SyntheticModel, as_chain
 
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     model = SyntheticModel(args.vocab, args.model_seed, args.profile)
-    backend = SyntheticBackend(model, mode_of(args.mode), args.k)
+    backend = SyntheticBackend(model, servable(args.mode), args.k)
     app = build_app(backend, model_name_of(args.profile, args.vocab, args.model_seed))
     sock = _bound_socket(args.port)
     print(f"{BUILD_INFO} ({args.mode}) listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
@@ -274,7 +275,7 @@ class SyntheticServer:
 
     def __init__(self, mode: str = "exact", *, vocab: int = 256, model_seed: int = 0, profile: str = "lm-like",
                  k: int = DEFAULT_K, ready_timeout_s: float = 30.0, stop_timeout_s: float = 5.0) -> None:
-        mode_of(mode)
+        servable(mode)
         if profile not in PROFILES:
             raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
         if ready_timeout_s <= 0 or stop_timeout_s <= 0:

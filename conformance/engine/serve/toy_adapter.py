@@ -21,7 +21,7 @@ import numpy as np
 from ....reference.rules import verify
 from ....reference.sampling import sample_token
 from ....reference.warping import SamplingParams
-from ..adapter import Completion, Sampling, top_n
+from ..backend import Completion, Sampling, top_n
 
 RULES = ("standard", "sampler_match", "residual_from_p")
 

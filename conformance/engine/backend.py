@@ -1,6 +1,6 @@
 """The in-process engine seam: certify a Python inference library with no HTTP server.
 
-An engine adapter is a class with two methods (`EngineAdapter`):
+An engine backend (what ``--engine-adapter MODULE:CLASS`` names) is a class with two methods (`EngineBackend`):
 
 * ``complete(prompt_ids, seed, sampling, max_tokens) -> Completion``: one completion, sampled the way the engine
   samples, with its speculation counters (``draft_n``, ``draft_n_accepted``; None where the engine drafts nothing);
@@ -13,7 +13,8 @@ with speculation off) and ``Class(role="candidate", **options)`` (on), once each
 it certifies two HTTP endpoints: same rounds, statistics, certificate and exit codes. Optional members:
 ``tokenize(text) -> ids`` (prompts given as text), ``chat_tokenize(messages) -> ids``, ``name``, ``version``,
 ``model_name``, ``thread_safe`` (default False: calls are serialised). Seeds are drawn at random from
-[0, 2**32 - 2], as for llama.cpp: an adapter maps them onto its engine's seeds.
+[0, 2**32 - 2], as for llama.cpp: a backend maps them onto its engine's seeds. (The name says what it is: the
+engine behind the seam; "adapter" elsewhere in exactspec is the rule, sequence and tree levels' `verify` objects.)
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class Completion:
 
 
 @runtime_checkable
-class EngineAdapter(Protocol):
-    """The two methods every adapter has (see the module's docstring for the optional ones)."""
+class EngineBackend(Protocol):
+    """The two methods every engine backend has (see the module's docstring for the optional ones)."""
 
     def complete(self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int) -> Completion: ...
 
@@ -97,8 +98,8 @@ _INSTANCES: dict[tuple[str, str, tuple], Any] = {}
 _BUILDING = threading.Lock()
 
 
-def load_adapter(spec: str, role: str, options: dict[str, str] | None = None) -> Any:
-    """The adapter for `role` built from `spec` (module:Class) with `options`, built once per process (models are
+def load_backend(spec: str, role: str, options: dict[str, str] | None = None) -> Any:
+    """The engine backend for `role` built from `spec` (module:Class) with `options`, built once per process (models are
     expensive to load); ValueError naming the argument when it cannot be built or lacks a method."""
     if role not in ROLES:
         raise ValueError(f"role: {role!r} must be one of {ROLES}")
@@ -117,4 +118,4 @@ def load_adapter(spec: str, role: str, options: dict[str, str] | None = None) ->
         return _INSTANCES[key]
 
 
-__all__ = ["Completion", "EngineAdapter", "Sampling", "load_adapter", "parse_options", "top_n"]
+__all__ = ["Completion", "EngineBackend", "Sampling", "load_backend", "parse_options", "top_n"]

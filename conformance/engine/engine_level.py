@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...errors import AdapterLoadError
+from ...outcomes import Verdict
 from ..core.driver import run_level
 from ..core.level import Level
 from ..core.mechanism import guarded
@@ -30,12 +31,12 @@ from .cases import EngineCase, SamplePair
 from .checks import (PooledData, case_summary, check_comparable, engine_name, engine_summary, hard_checks, prompts,
                      skipped_prompts)
 from .diagnosis import diagnose
-from .registry import ENGINE_CHECKS, REFERENCE_SELF_CHECKS
-from .report import write_engine_report
+from .certificate import write_engine_report
+from .check_table import ENGINE_CHECKS, PAIRED_CHECKS, PREMISE_READERS, REFERENCE_SELF_CHECKS, REPORT_READERS
+from .profile_settings import PROFILE_SETTINGS
 from .result import LEVEL_NAME, EngineResult
 from .routes import QUANTITY, prompt_routes, shortfall
 from .samples import SampleFile, read_samples
-from .settings import PROFILE_SETTINGS
 
 #: The positions the alpha table's representative prompt is read at (a run reads 1..max_tokens).
 REPRESENTATIVE_POSITIONS = 16
@@ -232,7 +233,7 @@ class EngineLevel(Level):
                                                     [case.data for case in prompt_cases]), "ruled_out": ruled,
                                    "pooled": impl.pooled},
                         "reasons": result.reasons}
-        if result.verdict == "NOT_EXACT":  # after the verdict, from it: the diagnosis never changes it
+        if result.verdict == Verdict.NOT_EXACT:  # after the verdict, from it: the diagnosis never changes it
             failed = [{"case": r.case, "check": r.check, "message": r.result.message} for r in result.counted
                       if not r.passed]
             result.extra["diagnosis"] = guarded(lambda: diagnose(
