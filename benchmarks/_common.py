@@ -34,7 +34,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # Prompts: three kinds (code, summarisation of a given text, open chat)
 # ---------------------------------------------------------------------------------------------------------
 
-_CODE = '''Add type hints to this Python code and return the whole code.
+_CODE = """Add type hints to this Python code and return the whole code.
 
 ```python
 def moving_average(values, window):
@@ -56,7 +56,7 @@ def count_words(text):
     for word in text.lower().split():
         counts[word] = counts.get(word, 0) + 1
     return counts
-```'''
+```"""
 
 _TEXT = (
     "The city council met on Tuesday to discuss the future of the old railway station. The building, which "
@@ -79,7 +79,10 @@ PROMPTS: dict[str, str] = {
 def encode_prompt(tokenizer: Any, text: str, chat: bool = True) -> torch.Tensor:
     if chat and getattr(tokenizer, "chat_template", None):
         ids = tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+            [{"role": "user", "content": text}],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
         )["input_ids"]
     else:
         ids = tokenizer(text, return_tensors="pt")["input_ids"]
@@ -134,7 +137,9 @@ def write_result(name: str, payload: dict[str, Any], out_dir: Path | None = None
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
     payload = json.loads(json.dumps({"machine": machine_info(), **payload}, default=_json_default))
-    path.write_text(json.dumps(portable_json(payload), indent=2) + "\n")  # no absolute path of this machine
+    path.write_text(
+        json.dumps(portable_json(payload), indent=2) + "\n"
+    )  # no absolute path of this machine
     return path
 
 
@@ -172,7 +177,9 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
-def interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[tuple[float, Any]]]:
+def interleaved(
+    fns: dict[str, Callable[[], Any]], repeats: int
+) -> dict[str, list[tuple[float, Any]]]:
     """Run each callable `repeats` times, interleaved (a, b, c, a, b, c, ...); returns {name: [(seconds, value)]}."""
     out: dict[str, list[tuple[float, Any]]] = {name: [] for name in fns}
     for _ in range(repeats):
@@ -186,7 +193,9 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, li
 # ---------------------------------------------------------------------------------------------------------
 
 
-def hf_generate_kwargs(temperature: float, max_new_tokens: int, top_k: int | None = None, top_p: float = 1.0) -> dict[str, Any]:
+def hf_generate_kwargs(
+    temperature: float, max_new_tokens: int, top_k: int | None = None, top_p: float = 1.0
+) -> dict[str, Any]:
     """Kwargs for transformers.generate: no early stop (min_new_tokens = max_new_tokens), same warping as ours."""
     kwargs: dict[str, Any] = {
         "max_new_tokens": max_new_tokens,
@@ -200,7 +209,13 @@ def hf_generate_kwargs(temperature: float, max_new_tokens: int, top_k: int | Non
     return kwargs
 
 
-def hf_generate(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, seed: int, **kwargs: Any) -> int:
+def hf_generate(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    seed: int,
+    **kwargs: Any,
+) -> int:
     """Run transformers.generate; returns the number of new tokens per row."""
     torch.manual_seed(seed)
     if attention_mask is None:
@@ -215,14 +230,22 @@ def hf_generate(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _forward_cached(model: Any, input_ids: torch.Tensor, ns: list[int], repeats: int) -> dict[int, list[float]]:
+def _forward_cached(
+    model: Any, input_ids: torch.Tensor, ns: list[int], repeats: int
+) -> dict[int, list[float]]:
     """Seconds of one forward of n new tokens on top of a KV cache holding `input_ids`, for each n."""
     times: dict[int, list[float]] = {n: [] for n in ns}
     with torch.no_grad():
         out = model(input_ids, use_cache=True)
-        cache = out.cache if hasattr(out, "cache") and out.cache is not None else out.past_key_values
+        cache = (
+            out.cache if hasattr(out, "cache") and out.cache is not None else out.past_key_values
+        )
         for n in ns:  # warm-up
-            model(torch.full((input_ids.shape[0], n), 100, dtype=torch.long), cache=cache, use_cache=True)
+            model(
+                torch.full((input_ids.shape[0], n), 100, dtype=torch.long),
+                cache=cache,
+                use_cache=True,
+            )
             cache.crop(-n)
         for _ in range(repeats):
             for n in ns:
@@ -234,7 +257,9 @@ def _forward_cached(model: Any, input_ids: torch.Tensor, ns: list[int], repeats:
     return times
 
 
-def verification_costs(model: Any, input_ids: torch.Tensor, ns: list[int], repeats: int = 15) -> dict[str, Any]:
+def verification_costs(
+    model: Any, input_ids: torch.Tensor, ns: list[int], repeats: int = 15
+) -> dict[str, Any]:
     """v(n) for each n (median of per-rep ratios against the n = 1 forward of the same rep), with seconds."""
     ns_all = sorted(set([1, *ns]))
     times = _forward_cached(model, input_ids, ns_all, repeats)
@@ -246,14 +271,20 @@ def verification_costs(model: Any, input_ids: torch.Tensor, ns: list[int], repea
     }
 
 
-def draft_cost_ratio(draft_model: Any, target: Any, input_ids: torch.Tensor, repeats: int = 15) -> dict[str, Any]:
+def draft_cost_ratio(
+    draft_model: Any, target: Any, input_ids: torch.Tensor, repeats: int = 15
+) -> dict[str, Any]:
     """c = time(draft scores 1 token) / time(target scores 1 token), interleaved, median of per-rep ratios."""
     td: list[float] = []
     tt: list[float] = []
     for _ in range(repeats):
         td += _forward_cached(draft_model, input_ids, [1], 1)[1]
         tt += _forward_cached(target, input_ids, [1], 1)[1]
-    return {"c": spread([d / t for d, t in zip(td, tt)]), "draft_s": spread(td), "target_s": spread(tt)}
+    return {
+        "c": spread([d / t for d, t in zip(td, tt)]),
+        "draft_s": spread(td),
+        "target_s": spread(tt),
+    }
 
 
 @contextmanager
@@ -261,6 +292,8 @@ def kernels(mode: str, *models: Any) -> Iterator[None]:
     """Run the models' Linear layers with the CPU kernel plan `mode` ("auto" or "stock"), as CachedModel does."""
     from exactspec.gpu_impl.cost.cpu_matmul import cpu_plan, planned_layers, planned_linears
 
-    linears = {id(m): m for model in models if model is not None for m in planned_layers(model, mode)[0]}
+    linears = {
+        id(m): m for model in models if model is not None for m in planned_layers(model, mode)[0]
+    }
     with planned_linears(list(linears.values()), cpu_plan(mode)):
         yield

@@ -8,12 +8,21 @@ from __future__ import annotations
 from typing import Any
 
 from exactspec.gpu_impl.loop.stats import SpecStats
-from exactspec.reference.speedup import expected_tokens, expected_tokens_per_position, improvement_factor
+from exactspec.reference.speedup import (
+    expected_tokens,
+    expected_tokens_per_position,
+    improvement_factor,
+)
 
 
 def make_draft(name: str, model: Any, cache: dict[Any, Any], cpu_matmul: str = "auto") -> Any:
     """Draft sources by name and CPU kernel plan (model-backed drafts built once and reused)."""
-    from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
+    from exactspec.gpu_impl.drafts import (
+        EarlyExitDraft,
+        ModelDraft,
+        PromptLookupDraft,
+        QuantizedSelfDraft,
+    )
 
     key = (name, cpu_matmul)
     if key not in cache:
@@ -28,15 +37,24 @@ def make_draft(name: str, model: Any, cache: dict[Any, Any], cpu_matmul: str = "
         elif name == "tiny-random":
             from exactspec.gpu_impl.models import tiny_llama
 
-            small = tiny_llama(vocab_size=model.config.vocab_size, hidden_size=64, n_layers=2, seed=0)
+            small = tiny_llama(
+                vocab_size=model.config.vocab_size, hidden_size=64, n_layers=2, seed=0
+            )
             cache[key] = ModelDraft(small, cpu_matmul=cpu_matmul)
         else:
             raise ValueError(name)
     return cache[key]
 
 
-def lookup_run(model: Any, ids: Any, tokens: int, sampling: Any, contender: str, seed: int,
-               eos_token_id: Any = None) -> Any:
+def lookup_run(
+    model: Any,
+    ids: Any,
+    tokens: int,
+    sampling: Any,
+    contender: str,
+    seed: int,
+    eos_token_id: Any = None,
+) -> Any:
     """One run of `contender` ("plain": `generate_plain`; "cost": the CLI's default policy and k; "k<N>": fixed k = N)
     with a fresh prompt-lookup draft (n-grams up to 3) and a fresh generator, as each CLI call has."""
     from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
@@ -44,9 +62,15 @@ def lookup_run(model: Any, ids: Any, tokens: int, sampling: Any, contender: str,
     from exactspec.gpu_impl.drafts import PromptLookupDraft
 
     if contender == "plain":
-        return generate_plain(model, ids, tokens, sampling=sampling, seed=seed, eos_token_id=eos_token_id)
-    policy, k = ("cost", DEFAULT_K) if contender == "cost" else ("fixed", int(contender.removeprefix("k")))
-    generator = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=k, sampling=sampling, adaptive_k=policy)
+        return generate_plain(
+            model, ids, tokens, sampling=sampling, seed=seed, eos_token_id=eos_token_id
+        )
+    policy, k = (
+        ("cost", DEFAULT_K) if contender == "cost" else ("fixed", int(contender.removeprefix("k")))
+    )
+    generator = SpeculativeGenerator(
+        model, PromptLookupDraft(ngram_max=3), k=k, sampling=sampling, adaptive_k=policy
+    )
     return generator.generate(ids, tokens, seed=seed, eos_token_id=eos_token_id)
 
 
@@ -96,8 +120,14 @@ def summarise_stats(results: list[Any]) -> dict[str, Any]:
     }
 
 
-def cost_model(acceptance_rate: float, k: int, c: float, v: float, tpc: float,
-               acceptance_rate_per_position: list | None = None) -> dict[str, float]:
+def cost_model(
+    acceptance_rate: float,
+    k: int,
+    c: float,
+    v: float,
+    tpc: float,
+    acceptance_rate_per_position: list | None = None,
+) -> dict[str, float]:
     """E[N] / (c k + v(k+1)) with E[N] from the pooled acceptance rate, and the same per position / from measured E[N]."""
     rate = min(max(acceptance_rate, 0.0), 1.0)
     c = max(c, 0.0)

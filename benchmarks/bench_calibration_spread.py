@@ -36,7 +36,10 @@ def median_of_ratios_fit(repetitions: list[dict[int, list[float]]]) -> Costs:
     """The replaced fit, as the baseline: per width the robust centre of each repetition's t(n) / (mean of its
     two width-1 times), made non-decreasing by the weighted least-squares fit."""
     widths = sorted(set(repetitions[0]) - {1})
-    centres = [robust_centre([math.log(r[n][0] / statistics.mean(r[1])) for r in repetitions]) for n in widths]
+    centres = [
+        robust_centre([math.log(r[n][0] / statistics.mean(r[1])) for r in repetitions])
+        for n in widths
+    ]
     fitted = non_decreasing([c for c, _ in centres], [1 / e**2 for _, e in centres])
     return Costs({1: 1.0, **{n: math.exp(max(x, 0.0)) for n, x in zip(widths, fitted)}}, 0.0, None)
 
@@ -55,8 +58,13 @@ def calibrate_under(load: int, calibrations: int) -> dict:
         torch.set_num_threads(threads)
     model, tokenizer = load_default_model()[:2]
     ids = encode_prompt(tokenizer, PROMPTS["summarisation"])
-    generator = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=4,
-                                     sampling=SamplingParams(temperature=0.0), adaptive_k="fixed")
+    generator = SpeculativeGenerator(
+        model,
+        PromptLookupDraft(ngram_max=3),
+        k=4,
+        sampling=SamplingParams(temperature=0.0),
+        adaptive_k="fixed",
+    )
     generator.generate(ids, 8)  # builds the target wrapper and its CPU kernel plan
     target = generator.target
     target.reset(1)
@@ -68,15 +76,37 @@ def calibrate_under(load: int, calibrations: int) -> dict:
         for _ in range(calibrations):
             repetitions = measure_times(target.time_forward, list(range(1, 10)))
             every += repetitions
-            for method, costs in (("current", fit_costs(repetitions)), ("before", median_of_ratios_fit(repetitions))):
-                fits[method].append({"v": {n: round(x, 3) for n, x in costs.v.items()}, "repetitions": len(repetitions)})
-            log(f"load {load}: v(9) now {fits['current'][-1]['v'][9]}, before {fits['before'][-1]['v'][9]}")
+            for method, costs in (
+                ("current", fit_costs(repetitions)),
+                ("before", median_of_ratios_fit(repetitions)),
+            ):
+                fits[method].append(
+                    {
+                        "v": {n: round(x, 3) for n, x in costs.v.items()},
+                        "repetitions": len(repetitions),
+                    }
+                )
+            log(
+                f"load {load}: v(9) now {fits['current'][-1]['v'][9]}, before {fits['before'][-1]['v'][9]}"
+            )
     finally:
         stop_load(procs)
-    spread = {method: {f"v{n}_max_over_min": round(max(f["v"][n] for f in rows) / min(f["v"][n] for f in rows), 3)
-                       for n in (5, 9)} for method, rows in fits.items()}
-    return {"load": load, "torch_threads": torch.get_num_threads(), "calibrations": fits, "spread": spread,
-            "mean_ratio": mean_ratio(every)}
+    spread = {
+        method: {
+            f"v{n}_max_over_min": round(
+                max(f["v"][n] for f in rows) / min(f["v"][n] for f in rows), 3
+            )
+            for n in (5, 9)
+        }
+        for method, rows in fits.items()
+    }
+    return {
+        "load": load,
+        "torch_threads": torch.get_num_threads(),
+        "calibrations": fits,
+        "spread": spread,
+        "mean_ratio": mean_ratio(every),
+    }
 
 
 def mean_ratio(repetitions: list[dict[int, list[float]]]) -> dict[int, float]:
@@ -98,8 +128,20 @@ def in_child(load: int, calibrations: int) -> dict:
     env["EXACTSPEC_BENCH_THREADS"] = str(plan.threads or 0)
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "row.json"
-        subprocess.run([sys.executable, __file__, "--child", str(load), "--calibrations", str(calibrations),
-                        "--child-out", str(out)], env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                str(load),
+                "--calibrations",
+                str(calibrations),
+                "--child-out",
+                str(out),
+            ],
+            env=env,
+            check=True,
+        )
         return json.loads(out.read_text())
 
 
@@ -118,8 +160,10 @@ def main() -> int:
     rows = [in_child(int(load), args.calibrations) for load in args.loads.split(",")]
     for row in rows:
         log(f"load {row['load']}: spread {row['spread']}")
-    path = write_result("calibration_spread", {"setup": {"loads": args.loads, "calibrations": args.calibrations},
-                                               "loads": rows})
+    path = write_result(
+        "calibration_spread",
+        {"setup": {"loads": args.loads, "calibrations": args.calibrations}, "loads": rows},
+    )
     log(f"wrote {path}")
     return 0
 

@@ -45,7 +45,9 @@ def measure(threads: int, repeats: int) -> dict:
     cached = {}
     for name, plan in plans.items():
         cached[name] = CachedModel(model, "stock" if plan is None else "auto")
-        cached[name].plan = plan  # this plan, whatever the machine's cache says (weights pack on first use)
+        cached[
+            name
+        ].plan = plan  # this plan, whatever the machine's cache says (weights pack on first use)
         cached[name].reset(1)
         cached[name].forward(prompt)
     seconds = {name: {n: [] for n in [*WIDTHS, PREFILL]} for name in plans}
@@ -58,7 +60,9 @@ def measure(threads: int, repeats: int) -> dict:
         ms = {n: 1e3 * statistics.median(times[1:]) for n, times in seconds[name].items()}
         out[name] = {"ms": ms, "v": {n: ms[n] / ms[1] for n in WIDTHS}}
     for name in plans:
-        out[name]["speed_over_stock"] = {n: out["stock"]["ms"][n] / out[name]["ms"][n] for n in [*WIDTHS, PREFILL]}
+        out[name]["speed_over_stock"] = {
+            n: out["stock"]["ms"][n] / out[name]["ms"][n] for n in [*WIDTHS, PREFILL]
+        }
     return out
 
 
@@ -72,10 +76,18 @@ def main() -> int:
         results[threads] = measure(threads, args.repeats)
         for name in results[threads]["plans"]:
             row = results[threads][name]
-            log(f"{threads} threads, {name}: " + ", ".join(f"{n}: {row['ms'][n]:.1f}" for n in [*WIDTHS, PREFILL])
-                + f" ms; v(9) = {row['v'][9]:.2f}")
-    path = write_result("cpu_kernels", {"setup": {"widths": WIDTHS, "prefill": PREFILL, "repeats": args.repeats},
-                                        "threads": results})
+            log(
+                f"{threads} threads, {name}: "
+                + ", ".join(f"{n}: {row['ms'][n]:.1f}" for n in [*WIDTHS, PREFILL])
+                + f" ms; v(9) = {row['v'][9]:.2f}"
+            )
+    path = write_result(
+        "cpu_kernels",
+        {
+            "setup": {"widths": WIDTHS, "prefill": PREFILL, "repeats": args.repeats},
+            "threads": results,
+        },
+    )
     log(f"wrote {path}")
     return 0
 

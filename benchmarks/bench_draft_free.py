@@ -36,12 +36,21 @@ def contenders(model: Any, ids: Any, n: int) -> dict[str, Callable[[], Any]]:
         return generate_plain(model, ids, n, sampling=GREEDY)
 
     def never_drafts() -> Any:
-        return SpeculativeGenerator(model, PromptLookupDraft(ngram_max=64, ngram_min=64), k=4, sampling=GREEDY).generate(ids, n)
+        return SpeculativeGenerator(
+            model, PromptLookupDraft(ngram_max=64, ngram_min=64), k=4, sampling=GREEDY
+        ).generate(ids, n)
 
     def cost_policy() -> Any:
-        return SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=4, sampling=GREEDY, adaptive_k="cost").generate(ids, n)
+        return SpeculativeGenerator(
+            model, PromptLookupDraft(ngram_max=3), k=4, sampling=GREEDY, adaptive_k="cost"
+        ).generate(ids, n)
 
-    return {"plain": plain, "draft_free_loop": never_drafts, "cost_policy": cost_policy, "plain_again": plain}
+    return {
+        "plain": plain,
+        "draft_free_loop": never_drafts,
+        "cost_policy": cost_policy,
+        "plain_again": plain,
+    }
 
 
 def measure(runs: dict[str, Callable[[], Any]], repeats: int) -> dict[str, Any]:
@@ -49,15 +58,22 @@ def measure(runs: dict[str, Callable[[], Any]], repeats: int) -> dict[str, Any]:
     rates: dict[str, list[float]] = {name: [] for name in names}
     proposed: list[int] = []
     for rep in range(repeats):
-        for name in names[rep % len(names):] + names[: rep % len(names)]:
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
             result = runs[name]()
-            rates[name].append(len(result.sequences[0]) / (result.stats.wall_time_s - result.stats.calibration_time_s))
+            rates[name].append(
+                len(result.sequences[0])
+                / (result.stats.wall_time_s - result.stats.calibration_time_s)
+            )
             if name == "draft_free_loop":
                 proposed.append(result.stats.proposed)
     ratio = lambda name: spread([r / p for p, r in zip(rates["plain"], rates[name])])
-    return {"plain_tokens_per_s": spread(rates["plain"]), "draft_free_loop_over_plain": ratio("draft_free_loop"),
-            "cost_policy_over_plain": ratio("cost_policy"), "plain_again_over_plain": ratio("plain_again"),
-            "drafts_proposed_by_the_draft_free_loop": proposed}
+    return {
+        "plain_tokens_per_s": spread(rates["plain"]),
+        "draft_free_loop_over_plain": ratio("draft_free_loop"),
+        "cost_policy_over_plain": ratio("cost_policy"),
+        "plain_again_over_plain": ratio("plain_again"),
+        "drafts_proposed_by_the_draft_free_loop": proposed,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,9 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     model, tokenizer = load_default_model()
     payload: dict[str, Any] = {"args": vars(args), "families": {}}
     for family in args.families.split(","):
-        row = measure(contenders(model, encode_prompt(tokenizer, PROMPTS[family]), args.max_new_tokens), args.repeats)
+        row = measure(
+            contenders(model, encode_prompt(tokenizer, PROMPTS[family]), args.max_new_tokens),
+            args.repeats,
+        )
         if any(row["drafts_proposed_by_the_draft_free_loop"]):
-            raise RuntimeError(f"{family}: the draft-free loop proposed drafts; the measurement would mean nothing")
+            raise RuntimeError(
+                f"{family}: the draft-free loop proposed drafts; the measurement would mean nothing"
+            )
         payload["families"][family] = row
         log(family, {k: round(v["median"], 3) for k, v in row.items() if isinstance(v, dict)})
         write_result("draft_free", payload)

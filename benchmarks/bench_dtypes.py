@@ -42,17 +42,29 @@ FAMILIES = {**PROMPTS, "demo": DEMO_PROMPT}
 GREEDY = SamplingParams(temperature=0.0)
 
 
-def exactspec_runs(model: Any, ids: torch.Tensor, n: int, ks: list[int], dtype: str) -> dict[str, Callable[[int], Any]]:
+def exactspec_runs(
+    model: Any, ids: torch.Tensor, n: int, ks: list[int], dtype: str
+) -> dict[str, Callable[[int], Any]]:
     """seed -> (tokens, end-to-end s, decode s, the token ids) for plain decoding, the cost policy and each fixed k
     of one dtype."""
+
     def run(contender: str) -> Callable[[int], tuple[int, float, float, list[int]]]:
         def timed(seed: int) -> tuple[int, float, float, list[int]]:
             result = lookup_run(model, ids, n, GREEDY, contender, seed)
             wall = run_seconds(result)
-            return len(result.sequences[0]), wall, wall - result.stats.prefill_time_s, list(result.sequences[0])
+            return (
+                len(result.sequences[0]),
+                wall,
+                wall - result.stats.prefill_time_s,
+                list(result.sequences[0]),
+            )
+
         return timed
 
-    return {f"{dtype}:{contender}": run(contender) for contender in ["plain", "cost", *(f"k{k}" for k in ks)]}
+    return {
+        f"{dtype}:{contender}": run(contender)
+        for contender in ["plain", "cost", *(f"k{k}" for k in ks)]
+    }
 
 
 def llama_run(server: LlamaServer, ids: list[int], n: int) -> Callable[[int], Any]:
@@ -63,7 +75,12 @@ def llama_run(server: LlamaServer, ids: list[int], n: int) -> Callable[[int], An
         start = time.perf_counter()
         data = request(seed)
         timings = data["timings"]
-        return len(data["tokens"]), time.perf_counter() - start, timings["predicted_ms"] / 1000, timings["predicted_per_token_ms"]
+        return (
+            len(data["tokens"]),
+            time.perf_counter() - start,
+            timings["predicted_ms"] / 1000,
+            timings["predicted_per_token_ms"],
+        )
 
     return run
 
@@ -75,23 +92,30 @@ def measure_family(runs: dict[str, Callable[[int], Any]], repeats: int) -> dict[
     names = list(runs)
     out: dict[str, list[Any]] = {name: [] for name in names}
     for rep in range(repeats):
-        for name in names[rep % len(names):] + names[: rep % len(names)]:
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
             out[name].append(runs[name](rep))
     figures = {}
     for name, results in out.items():
-        figures[name] = {"tokens": [r[0] for r in results],
-                         "tokens_per_s": spread([r[0] / r[1] for r in results]),
-                         "decode_tokens_per_s": spread([r[0] / r[2] for r in results])}
+        figures[name] = {
+            "tokens": [r[0] for r in results],
+            "tokens_per_s": spread([r[0] / r[1] for r in results]),
+            "decode_tokens_per_s": spread([r[0] / r[2] for r in results]),
+        }
         if name.startswith("llama.cpp"):
             figures[name]["ms_per_token"] = spread([r[3] for r in results])
         elif plain := out.get(name.split(":", 1)[0] + ":plain"):
-            figures[name]["same_tokens_as_plain"] = all(r[3] == plain[0][3] for r in results + plain)
+            figures[name]["same_tokens_as_plain"] = all(
+                r[3] == plain[0][3] for r in results + plain
+            )
     return figures
 
 
 def summary(family: str, figures: dict[str, Any], dtypes: list[str]) -> dict[str, Any]:
     """One table row: llama.cpp plain, and per dtype plain, the cost policy and the best speculative run."""
-    row: dict[str, Any] = {"family": family, "llama.cpp plain": round(figures["llama.cpp:plain"]["tokens_per_s"]["median"], 1)}
+    row: dict[str, Any] = {
+        "family": family,
+        "llama.cpp plain": round(figures["llama.cpp:plain"]["tokens_per_s"]["median"], 1),
+    }
     for dtype in dtypes:
         plain = figures[f"{dtype}:plain"]
         row[f"{dtype} plain"] = round(plain["tokens_per_s"]["median"], 1)
@@ -120,9 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--families", default=",".join(FAMILIES))
-    parser.add_argument("--dtypes", default="float32,bfloat16,int8", help="int8: weight-only int8 over float32")
+    parser.add_argument(
+        "--dtypes", default="float32,bfloat16,int8", help="int8: weight-only int8 over float32"
+    )
     parser.add_argument("--ks", default="2,3,4,8", help="fixed k values (the cost policy runs too)")
-    parser.add_argument("--threads", type=int, default=2, help="threads of llama-server and of torch")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="threads of llama-server and of torch"
+    )
     parser.add_argument("--out", default="dtypes")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -133,8 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     payload: dict[str, Any] = {"args": vars(args), "families": [], "table": []}
     with ExitStack() as stack:
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-dtypes-")))
-        server = stack.enter_context(LlamaServer(ensure_llama_server(), mode="plain", threads=args.threads,
-                                                 log_path=logs / "llama-plain.log"))
+        server = stack.enter_context(
+            LlamaServer(
+                ensure_llama_server(),
+                mode="plain",
+                threads=args.threads,
+                log_path=logs / "llama-plain.log",
+            )
+        )
         payload["llama_cpp_build"] = server.props().get("build_info")
         for family in args.families.split(","):
             ids = encode_prompt(tokenizer, FAMILIES[family])
@@ -142,11 +176,16 @@ def main(argv: list[str] | None = None) -> int:
             for dtype in dtypes:
                 runs.update(exactspec_runs(models[dtype][0], ids, args.max_new_tokens, ks, dtype))
             figures = measure_family(runs, args.repeats)
-            payload["families"].append({"family": family, "prompt_tokens": int(ids.shape[1]), "runs": figures})
+            payload["families"].append(
+                {"family": family, "prompt_tokens": int(ids.shape[1]), "runs": figures}
+            )
             payload["table"].append(summary(family, figures, dtypes))
             log(payload["table"][-1])
             write_result(args.out, payload)
-    log("median plain step ms", {d: statistics.median(r[f"{d} plain step ms"] for r in payload["table"]) for d in dtypes})
+    log(
+        "median plain step ms",
+        {d: statistics.median(r[f"{d} plain step ms"] for r in payload["table"]) for d in dtypes},
+    )
     return 0
 
 

@@ -39,9 +39,22 @@ from exactspec.conformance.paths import portable_args  # noqa: E402
 from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 #: llama.cpp's sampler chain pinned to plain softmax(logits / T) (the same law as exactspec's SamplingParams).
-PINNED = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0, "repeat_penalty": 1.0, "repeat_last_n": 0,
-          "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0, "xtc_probability": 0.0,
-          "mirostat": 0, "dynatemp_range": 0.0, "cache_prompt": False, "ignore_eos": True}
+PINNED = {
+    "top_k": 0,
+    "top_p": 1.0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "repeat_penalty": 1.0,
+    "repeat_last_n": 0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "dry_multiplier": 0.0,
+    "xtc_probability": 0.0,
+    "mirostat": 0,
+    "dynatemp_range": 0.0,
+    "cache_prompt": False,
+    "ignore_eos": True,
+}
 
 
 def llama_runner(server: LlamaServer, ids: list[int], n: int, temperature: float):
@@ -49,7 +62,14 @@ def llama_runner(server: LlamaServer, ids: list[int], n: int, temperature: float
     client = httpx.Client(base_url=server.base_url, timeout=600.0)
 
     def run(seed: int) -> dict[str, Any]:
-        body = {"prompt": ids, "n_predict": n, "temperature": temperature, "seed": seed, "return_tokens": True, **PINNED}
+        body = {
+            "prompt": ids,
+            "n_predict": n,
+            "temperature": temperature,
+            "seed": seed,
+            "return_tokens": True,
+            **PINNED,
+        }
         response = client.post("/completion", json=body)
         response.raise_for_status()
         data = response.json()
@@ -58,7 +78,9 @@ def llama_runner(server: LlamaServer, ids: list[int], n: int, temperature: float
     return run
 
 
-def exactspec_runners(model: Any, ids: torch.Tensor, n: int, temperature: float, k: int) -> dict[str, Any]:
+def exactspec_runners(
+    model: Any, ids: torch.Tensor, n: int, temperature: float, k: int
+) -> dict[str, Any]:
     """Callables seed -> (tokens, stats) for gpu_impl's plain loop and its prompt-lookup speculative decoding."""
     from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
     from exactspec.gpu_impl.drafts import PromptLookupDraft
@@ -67,7 +89,9 @@ def exactspec_runners(model: Any, ids: torch.Tensor, n: int, temperature: float,
     generator = SpeculativeGenerator(model, PromptLookupDraft(ngram_max=3), k=k, sampling=sampling)
     pack = lambda result: {"tokens": result.sequences[0], "stats": result.stats.to_dict()}
     return {
-        "exactspec:plain": lambda seed: pack(generate_plain(model, ids, n, sampling=sampling, seed=seed)),
+        "exactspec:plain": lambda seed: pack(
+            generate_plain(model, ids, n, sampling=sampling, seed=seed)
+        ),
         "exactspec:prompt-lookup": lambda seed: pack(generator.generate(ids, n, seed=seed)),
     }
 
@@ -79,14 +103,22 @@ def decode_seconds(name: str, seconds: list[float], values: list[Any]) -> list[f
     return [t - v["stats"]["prefill_time_s"] for t, v in zip(seconds, values)]
 
 
-def summarise(times: dict[str, list[float]], values: dict[str, list[Any]], n: int) -> dict[str, Any]:
+def summarise(
+    times: dict[str, list[float]], values: dict[str, list[Any]], n: int
+) -> dict[str, Any]:
     """tokens/s per run, speedups against each engine's own plain run (end to end and decode only), acceptance."""
     decode = {name: decode_seconds(name, ts, values[name]) for name, ts in times.items()}
-    ratios = lambda seconds, plain, name: spread([p / t for p, t in zip(seconds[plain], seconds[name])])
-    out: dict[str, Any] = {"tokens_per_s": {name: spread([n / t for t in ts]) for name, ts in times.items()},
-                           "decode_tokens_per_s": {name: spread([n / t for t in ts]) for name, ts in decode.items()},
-                           "speedup_vs_own_plain": {}, "decode_speedup_vs_own_plain": {}, "acceptance": {},
-                           "same_tokens_as_own_plain": {}}
+    ratios = lambda seconds, plain, name: spread(
+        [p / t for p, t in zip(seconds[plain], seconds[name])]
+    )
+    out: dict[str, Any] = {
+        "tokens_per_s": {name: spread([n / t for t in ts]) for name, ts in times.items()},
+        "decode_tokens_per_s": {name: spread([n / t for t in ts]) for name, ts in decode.items()},
+        "speedup_vs_own_plain": {},
+        "decode_speedup_vs_own_plain": {},
+        "acceptance": {},
+        "same_tokens_as_own_plain": {},
+    }
     for name in times:
         engine = name.split(":")[0]
         plain = f"{engine}:plain"
@@ -94,13 +126,17 @@ def summarise(times: dict[str, list[float]], values: dict[str, list[Any]], n: in
             out["speedup_vs_own_plain"][name] = ratios(times, plain, name)
             out["decode_speedup_vs_own_plain"][name] = ratios(decode, plain, name)
             out["same_tokens_as_own_plain"][name] = all(
-                a["tokens"] == b["tokens"] for a, b in zip(values[plain], values[name]))
+                a["tokens"] == b["tokens"] for a, b in zip(values[plain], values[name])
+            )
         if engine == "llama.cpp":
             timings = [v["timings"] for v in values[name]]
             drafted = sum(t.get("draft_n", 0) for t in timings)
             accepted = sum(t.get("draft_n_accepted", 0) for t in timings)
-            out["acceptance"][name] = {"draft_n": drafted, "draft_n_accepted": accepted,
-                                       "acceptance_rate": accepted / drafted if drafted else None}
+            out["acceptance"][name] = {
+                "draft_n": drafted,
+                "draft_n_accepted": accepted,
+                "acceptance_rate": accepted / drafted if drafted else None,
+            }
         elif name != plain:
             rates = [v["stats"]["acceptance_rate"] for v in values[name]]
             out["acceptance"][name] = {"acceptance_rate": statistics.median(rates)}
@@ -119,14 +155,22 @@ def run_config(runs: dict[str, Any], repeats: int, n: int) -> dict[str, Any]:
     return summarise(times, values, n)
 
 
-def start_servers(stack: ExitStack, args: argparse.Namespace, log_dir: Path) -> dict[str, LlamaServer]:
+def start_servers(
+    stack: ExitStack, args: argparse.Namespace, log_dir: Path
+) -> dict[str, LlamaServer]:
     binary = ensure_llama_server()
     ngram = ("--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", str(args.k))
     specs = {"plain": ("plain", ()), "draft-model": ("draft", ()), "ngram": ("ngram", ngram)}
     servers = {}
     for name, (mode, extra) in specs.items():
-        server = LlamaServer(binary, mode=mode, draft_max=args.k, extra_args=extra, threads=args.threads,
-                             log_path=log_dir / f"llama-{name}.log")
+        server = LlamaServer(
+            binary,
+            mode=mode,
+            draft_max=args.k,
+            extra_args=extra,
+            threads=args.threads,
+            log_path=log_dir / f"llama-{name}.log",
+        )
         servers[name] = stack.enter_context(server)
         log("llama-server", name, server.base_url, "PID", server.pid)
     return servers
@@ -138,8 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--temperatures", default="0,0.7")
     parser.add_argument("--prompts", default=",".join(PROMPTS))
-    parser.add_argument("--threads", type=int, default=2, help="threads of llama-server and of torch")
-    parser.add_argument("--k", type=int, default=4, help="drafts per round (llama.cpp: the maximum)")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="threads of llama-server and of torch"
+    )
+    parser.add_argument(
+        "--k", type=int, default=4, help="drafts per round (llama.cpp: the maximum)"
+    )
     parser.add_argument("--skip-exactspec", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -149,19 +197,41 @@ def main(argv: list[str] | None = None) -> int:
     n, configs = args.max_new_tokens, []
     payload: dict[str, Any] = {"section": "engine_speed", "args": vars(args), "configs": configs}
     with ExitStack() as stack:
-        servers = start_servers(stack, args, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-engine-"))))
-        payload["llama_cpp"] = {"props_build_info": servers["plain"].props().get("build_info"),
-                                "flags": {name: portable_args(s.flags) for name, s in servers.items()}}
+        servers = start_servers(
+            stack,
+            args,
+            Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-engine-"))),
+        )
+        payload["llama_cpp"] = {
+            "props_build_info": servers["plain"].props().get("build_info"),
+            "flags": {name: portable_args(s.flags) for name, s in servers.items()},
+        }
         for kind in args.prompts.split(","):
             ids = encode_prompt(tokenizer, PROMPTS[kind])
             for temperature in [float(t) for t in args.temperatures.split(",")]:
-                runs = {f"llama.cpp:{name}": llama_runner(s, ids[0].tolist(), n, temperature) for name, s in servers.items()}
+                runs = {
+                    f"llama.cpp:{name}": llama_runner(s, ids[0].tolist(), n, temperature)
+                    for name, s in servers.items()
+                }
                 if not args.skip_exactspec:
                     runs.update(exactspec_runners(model, ids, n, temperature, args.k))
-                result = {"prompt": kind, "temperature": temperature, "prompt_tokens": int(ids.shape[1]),
-                          "max_new_tokens": n, "repeats": args.repeats, **run_config(runs, args.repeats, n)}
+                result = {
+                    "prompt": kind,
+                    "temperature": temperature,
+                    "prompt_tokens": int(ids.shape[1]),
+                    "max_new_tokens": n,
+                    "repeats": args.repeats,
+                    **run_config(runs, args.repeats, n),
+                }
                 configs.append(result)
-                log(kind, temperature, {k: round(v["median"], 2) for k, v in result["decode_speedup_vs_own_plain"].items()})
+                log(
+                    kind,
+                    temperature,
+                    {
+                        k: round(v["median"], 2)
+                        for k, v in result["decode_speedup_vs_own_plain"].items()
+                    },
+                )
                 write_result("engine_speed", payload)
     return 0
 

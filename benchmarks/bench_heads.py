@@ -50,7 +50,9 @@ def draft_for(name: str, model: Any, cache: dict, heads_path: str | None = None)
         from exactspec.gpu_impl.drafts import HeadsDraft
         from exactspec.gpu_impl.drafts.heads import default_heads_path, load_heads
 
-        cache["heads"] = HeadsDraft(model, load_heads(heads_path or default_heads_path(model), model))
+        cache["heads"] = HeadsDraft(
+            model, load_heads(heads_path or default_heads_path(model), model)
+        )
     return cache["heads"]
 
 
@@ -63,7 +65,12 @@ def draft_cost(draft: Any, model: Any, ids: torch.Tensor) -> dict[str, float]:
     target_step = statistics.median(generator.target.time_widths([1], reps=5)[1] for _ in range(3))
     draft_step = statistics.median(draft.step_seconds() for _ in range(3))
     v = generator.target.time_widths([K + 1], reps=5)[K + 1] / target_step
-    return {"c": draft_step / target_step, "v_k_plus_1": v, "target_step_s": target_step, "draft_step_s": draft_step}
+    return {
+        "c": draft_step / target_step,
+        "v_k_plus_1": v,
+        "target_step_s": target_step,
+        "draft_step_s": draft_step,
+    }
 
 
 def predictions(alpha: list, c: float, v: float) -> dict[str, Any]:
@@ -72,18 +79,28 @@ def predictions(alpha: list, c: float, v: float) -> dict[str, Any]:
     e_n = expected_tokens_per_position(rates)
     mean_alpha = statistics.fmean(rates) if rates else 0.0
     best_k, best = optimal_k(min(mean_alpha, 0.999), GPU_LIKE["c"], None, k_max=K)
-    return {"E_N": e_n, "predicted_speedup_here": e_n / (c * K + v),
-            "predicted_speedup_gpu_like": e_n / (GPU_LIKE["c"] * K + GPU_LIKE["v"]),
-            "gpu_like_optimal_k_at_mean_alpha": best_k, "gpu_like_speedup_at_optimal_k": best}
+    return {
+        "E_N": e_n,
+        "predicted_speedup_here": e_n / (c * K + v),
+        "predicted_speedup_gpu_like": e_n / (GPU_LIKE["c"] * K + GPU_LIKE["v"]),
+        "gpu_like_optimal_k_at_mean_alpha": best_k,
+        "gpu_like_speedup_at_optimal_k": best,
+    }
 
 
-def alpha_only(model: Any, ids: torch.Tensor, draft: Any, sampling: SamplingParams, args: argparse.Namespace) -> dict:
+def alpha_only(
+    model: Any, ids: torch.Tensor, draft: Any, sampling: SamplingParams, args: argparse.Namespace
+) -> dict:
     """This draft at fixed k only (acceptance per position; no timing against plain decoding)."""
     from exactspec.gpu_impl import SpeculativeGenerator
 
     generator = SpeculativeGenerator(model, draft, k=K, sampling=sampling, adaptive_k="fixed")
-    results = [generator.generate(ids, args.max_new_tokens, seed=rep) for rep in range(args.repeats)]
-    return {"fixed": {key: value for key, value in summarise_stats(results).items() if key != "per_run"}}
+    results = [
+        generator.generate(ids, args.max_new_tokens, seed=rep) for rep in range(args.repeats)
+    ]
+    return {
+        "fixed": {key: value for key, value in summarise_stats(results).items() if key != "per_run"}
+    }
 
 
 def beside(family: str, temperature: float) -> dict[str, Any]:
@@ -93,21 +110,34 @@ def beside(family: str, temperature: float) -> dict[str, Any]:
     path = Path(__file__).resolve().parent / "results" / "smollm2_drafts.json"
     for config in json.loads(path.read_text())["configs"]:
         if config["prompt"] == family and config["temperature"] == temperature:
-            return {name: {"k": d["k"], "alpha": d["alpha"], "alpha_per_position": d["alpha_per_position"],
-                           "c_micro": d["c_micro"], "v_micro": d["v_micro"],
-                           "speedup_fixed_k": d["speedup_vs_plain"]["median"],
-                           "speedup_cost_policy": d["cost_policy"]["speedup_vs_plain"]["median"]}
-                    for name, d in config["drafts"].items()}
+            return {
+                name: {
+                    "k": d["k"],
+                    "alpha": d["alpha"],
+                    "alpha_per_position": d["alpha_per_position"],
+                    "c_micro": d["c_micro"],
+                    "v_micro": d["v_micro"],
+                    "speedup_fixed_k": d["speedup_vs_plain"]["median"],
+                    "speedup_cost_policy": d["cost_policy"]["speedup_vs_plain"]["median"],
+                }
+                for name, d in config["drafts"].items()
+            }
     return {}
 
 
-def run_config(model: Any, ids: torch.Tensor, draft: Any, sampling: SamplingParams, args: argparse.Namespace) -> dict:
+def run_config(
+    model: Any, ids: torch.Tensor, draft: Any, sampling: SamplingParams, args: argparse.Namespace
+) -> dict:
     """Plain vs this draft at fixed k and with the cost policy, interleaved rep by rep."""
     from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
 
-    generators = {policy: SpeculativeGenerator(model, draft, k=K, sampling=sampling, adaptive_k=policy)
-                  for policy in ("fixed", "cost")}
-    generators["cost"].generate(ids, 2, seed=99)  # the cost policy's one-time calibration, outside the timing
+    generators = {
+        policy: SpeculativeGenerator(model, draft, k=K, sampling=sampling, adaptive_k=policy)
+        for policy in ("fixed", "cost")
+    }
+    generators["cost"].generate(
+        ids, 2, seed=99
+    )  # the cost policy's one-time calibration, outside the timing
     times: dict[str, list[float]] = {"plain": [], "fixed": [], "cost": []}
     results: dict[str, list[Any]] = {"fixed": [], "cost": []}
     for rep in range(args.repeats):
@@ -120,8 +150,14 @@ def run_config(model: Any, ids: torch.Tensor, draft: Any, sampling: SamplingPara
     out = {}
     for policy in ("fixed", "cost"):
         ratios = [p / s for p, s in zip(times["plain"], times[policy])]
-        out[policy] = {"speedup": spread(ratios), **{key: value for key, value in summarise_stats(results[policy]).items()
-                                                     if key != "per_run"}}
+        out[policy] = {
+            "speedup": spread(ratios),
+            **{
+                key: value
+                for key, value in summarise_stats(results[policy]).items()
+                if key != "per_run"
+            },
+        }
     out["plain_seconds_per_token"] = spread(times["plain"])
     return out
 
@@ -134,10 +170,15 @@ def main() -> None:
     parser.add_argument("--drafts", nargs="+", default=list(DRAFTS))
     parser.add_argument("--families", nargs="+", default=list(PROMPTS))
     parser.add_argument("--temperatures", nargs="+", type=float, default=[0.0, 0.7])
-    parser.add_argument("--heads", default=None, help="heads file (default: the one `exactspec train-heads` saved)")
+    parser.add_argument(
+        "--heads", default=None, help="heads file (default: the one `exactspec train-heads` saved)"
+    )
     parser.add_argument("--out-name", default="heads", help="results file name (default heads)")
-    parser.add_argument("--alpha-only", action="store_true",
-                        help="acceptance at fixed k only, no speed runs (for a machine too loaded to time anything)")
+    parser.add_argument(
+        "--alpha-only",
+        action="store_true",
+        help="acceptance at fixed k only, no speed runs (for a machine too loaded to time anything)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from exactspec.gpu_impl.models import load_default_model
@@ -146,34 +187,66 @@ def main() -> None:
     cache: dict = {}
     drafts = {name: draft_for(name, model, cache, args.heads) for name in args.drafts}
     heads_info = getattr(drafts.get("heads"), "heads", None)
-    payload: dict[str, Any] = {"k": K, "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
-                               "alpha_only": args.alpha_only, "load_average_at_start": os.getloadavg(),
-                               "gpu_like_cost": GPU_LIKE, "heads_training": getattr(heads_info, "info", None),
-                               "costs": {}, "runs": []}
+    payload: dict[str, Any] = {
+        "k": K,
+        "max_new_tokens": args.max_new_tokens,
+        "repeats": args.repeats,
+        "alpha_only": args.alpha_only,
+        "load_average_at_start": os.getloadavg(),
+        "gpu_like_cost": GPU_LIKE,
+        "heads_training": getattr(heads_info, "info", None),
+        "costs": {},
+        "runs": [],
+    }
     start = time.perf_counter()
     first_ids = encode_prompt(tokenizer, PROMPTS["chat"])
     for name, draft in drafts.items():
-        payload["costs"][name] = {"c": 0.0, "v_k_plus_1": None} if name == "prompt-lookup" else draft_cost(draft, model, first_ids)
+        payload["costs"][name] = (
+            {"c": 0.0, "v_k_plus_1": None}
+            if name == "prompt-lookup"
+            else draft_cost(draft, model, first_ids)
+        )
         log("cost", name, payload["costs"][name])
     for family in args.families:
         ids = encode_prompt(tokenizer, PROMPTS[family])
         for temperature in args.temperatures:
             for name, draft in drafts.items():
                 measure = alpha_only if args.alpha_only else run_config
-                row = {"family": family, "temperature": temperature, "draft": name,
-                       **measure(model, ids, draft, SamplingParams(temperature), args)}
+                row = {
+                    "family": family,
+                    "temperature": temperature,
+                    "draft": name,
+                    **measure(model, ids, draft, SamplingParams(temperature), args),
+                }
                 cost = payload["costs"][name]
                 v = cost["v_k_plus_1"] or payload["costs"].get("heads", {}).get("v_k_plus_1") or 1.0
                 row["model"] = predictions(row["fixed"]["alpha_per_position"], cost["c"], v)
-                row["beside_from_smollm2_drafts_json"] = beside(family, temperature) if name == "heads" else None
+                row["beside_from_smollm2_drafts_json"] = (
+                    beside(family, temperature) if name == "heads" else None
+                )
                 payload["runs"].append(row)
                 payload["elapsed_s"] = time.perf_counter() - start
                 write_result(args.out_name, payload)
-                log(family, temperature, name, "alpha_i", [round(a or 0, 3) for a in row["fixed"]["alpha_per_position"]],
-                    *([] if args.alpha_only else ["speedup fixed", round(row["fixed"]["speedup"]["median"], 3),
-                                                  "cost", round(row["cost"]["speedup"]["median"], 3)]),
-                    "model here / GPU-like", round(row["model"]["predicted_speedup_here"], 3),
-                    round(row["model"]["predicted_speedup_gpu_like"], 3))
+                log(
+                    family,
+                    temperature,
+                    name,
+                    "alpha_i",
+                    [round(a or 0, 3) for a in row["fixed"]["alpha_per_position"]],
+                    *(
+                        []
+                        if args.alpha_only
+                        else [
+                            "speedup fixed",
+                            round(row["fixed"]["speedup"]["median"], 3),
+                            "cost",
+                            round(row["cost"]["speedup"]["median"], 3),
+                        ]
+                    ),
+                    "model here / GPU-like",
+                    round(row["model"]["predicted_speedup_here"], 3),
+                    round(row["model"]["predicted_speedup_gpu_like"], 3),
+                )
 
 
 if __name__ == "__main__":

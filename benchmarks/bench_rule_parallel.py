@@ -33,11 +33,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS_DIR, spread, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-BEFORE_REV = os.environ.get("EXACTSPEC_BEFORE_REV", "920c07a")  # the per-round path before issue 13 item 6
-SPECS = {"batch": "exactspec.conformance.adapters.gpu_impl:TorchCPU",
-         "per_round": "bench_rule_parallel:PerRoundTorch",
-         "per_round_before": "bench_rule_parallel:PerRoundTorchBefore"}
-LEGACY = {"TorchCPU (verify_batch)": "batch", "TorchCPU per round (verify only)": "per_round"}  # older labels
+BEFORE_REV = os.environ.get(
+    "EXACTSPEC_BEFORE_REV", "920c07a"
+)  # the per-round path before issue 13 item 6
+SPECS = {
+    "batch": "exactspec.conformance.adapters.gpu_impl:TorchCPU",
+    "per_round": "bench_rule_parallel:PerRoundTorch",
+    "per_round_before": "bench_rule_parallel:PerRoundTorchBefore",
+}
+LEGACY = {
+    "TorchCPU (verify_batch)": "batch",
+    "TorchCPU per round (verify only)": "per_round",
+}  # older labels
 
 
 class PerRoundTorch:
@@ -62,8 +69,12 @@ def _package_at(rev: str):
         folder.mkdir()
         (folder / "__init__.py").write_text("")
         for module in ("sampler", "categorical", "randomness"):
-            source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:gpu_impl/{module}.py"], check=True,
-                                    capture_output=True, text=True).stdout
+            source = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{rev}:gpu_impl/{module}.py"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             (folder / f"{module}.py").write_text(source)
         sys.path.insert(0, str(folder.parent))
         __import__(f"{name}.sampler")
@@ -84,7 +95,10 @@ class PerRoundTorchBefore:
 
 def _cpu_seconds() -> float:
     """CPU seconds of this process and of its reaped children (the workers), user and system."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
@@ -99,7 +113,10 @@ def _run(spec: str, workers: int, cases) -> tuple[float, float]:
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     if result.verdict != "CERTIFIED":
         raise RuntimeError(f"{spec}: {result.verdict}")
-    print(f"  {spec} workers={workers}: {seconds:.1f} s wall, {cpu:.1f} s CPU, load {os.getloadavg()}", flush=True)
+    print(
+        f"  {spec} workers={workers}: {seconds:.1f} s wall, {cpu:.1f} s CPU, load {os.getloadavg()}",
+        flush=True,
+    )
     return seconds, cpu
 
 
@@ -115,18 +132,24 @@ def _measure(subjects: dict, workers: int, repeats: int) -> dict:
     rows = {}
     for label, r in runs.items():
         spec, cases = subjects[label]
-        rows[label] = {"spec": spec, "cases": len(cases), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "seconds_one_process": spread(r["wall_1"]), f"seconds_{workers}_workers": spread(r["wall_n"]),
-                       "cpu_seconds_one_process": spread(r["cpu_1"]),
-                       f"cpu_seconds_{workers}_workers": spread(r["cpu_n"]),
-                       "speedup": spread([b / c for b, c in zip(r["wall_1"], r["wall_n"])])}
+        rows[label] = {
+            "spec": spec,
+            "cases": len(cases),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds_one_process": spread(r["wall_1"]),
+            f"seconds_{workers}_workers": spread(r["wall_n"]),
+            "cpu_seconds_one_process": spread(r["cpu_1"]),
+            f"cpu_seconds_{workers}_workers": spread(r["cpu_n"]),
+            "speedup": spread([b / c for b, c in zip(r["wall_1"], r["wall_n"])]),
+        }
     if "per_round" in runs and "per_round_before" in runs:
         before, new = runs["per_round_before"], runs["per_round"]
         rows["per_round"]["speedup_vs_before_one_process"] = {
             "one_process": spread([b / c for b, c in zip(before["wall_1"], new["wall_1"])]),
             f"{workers}_workers": spread([b / c for b, c in zip(before["wall_1"], new["wall_n"])]),
             "cpu_one_process": spread([b / c for b, c in zip(before["cpu_1"], new["cpu_1"])]),
-            "before_rev": BEFORE_REV}
+            "before_rev": BEFORE_REV,
+        }
     return rows
 
 
@@ -139,16 +162,31 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from exactspec.conformance.rule.cases import SUITE_CASES
 
-    subjects = {label: (SPECS[label], list(SUITE_CASES if label == "batch" else SUITE_CASES[: args.per_round_cases]))
-                for label in args.subjects}
+    subjects = {
+        label: (
+            SPECS[label],
+            list(SUITE_CASES if label == "batch" else SUITE_CASES[: args.per_round_cases]),
+        )
+        for label in args.subjects
+    }
     rows = _measure(subjects, args.workers, args.repeats)
     previous = RESULTS_DIR / "rule_parallel.json"
     stored = json.loads(previous.read_text()) if previous.is_file() else {"rows": {}}
-    kept = {LEGACY.get(label, label): {"date": stored["machine"]["date"], **row}
-            for label, row in stored["rows"].items()}
+    kept = {
+        LEGACY.get(label, label): {"date": stored["machine"]["date"], **row}
+        for label, row in stored["rows"].items()
+    }
     kept = {label: row for label, row in kept.items() if label in SPECS and label not in rows}
-    write_result("rule_parallel", {"workers": args.workers, "repeats": args.repeats, "profile": "quick",
-                                   "load_average_after": os.getloadavg(), "rows": {**kept, **rows}})
+    write_result(
+        "rule_parallel",
+        {
+            "workers": args.workers,
+            "repeats": args.repeats,
+            "profile": "quick",
+            "load_average_after": os.getloadavg(),
+            "rows": {**kept, **rows},
+        },
+    )
     for label, row in rows.items():
         print(f"{label}: {json.dumps(row)}", flush=True)
     return 0

@@ -43,7 +43,11 @@ def round_inputs(batch: int, k: int, vocab: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     logits = torch.randn(batch, k + 1, vocab, generator=g, dtype=torch.float64) * 3
     target = logits.softmax(-1).float()
-    draft = (logits[:, :k] + torch.randn(batch, k, vocab, generator=g, dtype=torch.float64)).softmax(-1).float()
+    draft = (
+        (logits[:, :k] + torch.randn(batch, k, vocab, generator=g, dtype=torch.float64))
+        .softmax(-1)
+        .float()
+    )
     tokens = torch.multinomial(draft.reshape(-1, vocab), 1, generator=g).reshape(batch, k)
     return target, draft, tokens
 
@@ -53,7 +57,9 @@ def oracle_loop(target, draft, tokens, rng: np.random.Generator) -> Callable[[],
     return lambda: [verify(p[b], q[b], x[b], rng) for b in range(p.shape[0])]
 
 
-def timed_both(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[tuple[float, float]]]:
+def timed_both(
+    fns: dict[str, Callable[[], Any]], repeats: int
+) -> dict[str, list[tuple[float, float]]]:
     """Interleaved repeats of each call: {name: [(wall seconds, this process's CPU seconds)]}.
 
     CPU seconds leave out the time the process waited for a core, so on a shared machine they are the
@@ -72,9 +78,14 @@ def summarise(runs: dict[str, list[tuple[float, float]]], baseline: str) -> dict
     out: dict[str, Any] = {}
     for clock, index in (("wall", 0), ("cpu", 1)):
         base = [row[index] for row in runs[baseline]]
-        out[f"{clock}_seconds"] = {name: spread([row[index] for row in rows]) for name, rows in runs.items()}
+        out[f"{clock}_seconds"] = {
+            name: spread([row[index] for row in rows]) for name, rows in runs.items()
+        }
         out[f"{clock}_speedup_vs_{baseline}"] = {
-            name: spread([b / max(row[index], 1e-9) for b, row in zip(base, rows)]) for name, rows in runs.items() if name != baseline}
+            name: spread([b / max(row[index], 1e-9) for b, row in zip(base, rows)])
+            for name, rows in runs.items()
+            if name != baseline
+        }
     return out
 
 
@@ -83,27 +94,47 @@ def verifier_section(batch: int, k: int, vocab: int, repeats: int) -> dict[str, 
     one, per_row = torch.Generator().manual_seed(1), make_generators(range(batch), "cpu")
     fns = {
         "oracle_loop": oracle_loop(target, draft, tokens, np.random.default_rng(1)),
-        "inverse_cdf_one_generator": lambda: verify_batch(target, draft, tokens, one, method="inverse_cdf"),
-        "inverse_cdf_per_row_generators": lambda: verify_batch(target, draft, tokens, per_row, method="inverse_cdf"),
+        "inverse_cdf_one_generator": lambda: verify_batch(
+            target, draft, tokens, one, method="inverse_cdf"
+        ),
+        "inverse_cdf_per_row_generators": lambda: verify_batch(
+            target, draft, tokens, per_row, method="inverse_cdf"
+        ),
         "race_one_generator": lambda: verify_batch(target, draft, tokens, one, method="race"),
-        "race_per_row_generators": lambda: verify_batch(target, draft, tokens, per_row, method="race"),
+        "race_per_row_generators": lambda: verify_batch(
+            target, draft, tokens, per_row, method="race"
+        ),
     }
     timed_both(fns, 1)  # warm-up
-    row = {"batch": batch, "k": k, "vocab": vocab, **summarise(timed_both(fns, repeats), "oracle_loop")}
-    log(f"B={batch:4d} loop {row['wall_seconds']['oracle_loop']['median'] * 1e3:8.2f} ms | wall (cpu) "
-        + " | ".join(f"{n} x{r['median']:.1f} (x{row['cpu_speedup_vs_oracle_loop'][n]['median']:.1f})"
-                     for n, r in row["wall_speedup_vs_oracle_loop"].items()))
+    row = {
+        "batch": batch,
+        "k": k,
+        "vocab": vocab,
+        **summarise(timed_both(fns, repeats), "oracle_loop"),
+    }
+    log(
+        f"B={batch:4d} loop {row['wall_seconds']['oracle_loop']['median'] * 1e3:8.2f} ms | wall (cpu) "
+        + " | ".join(
+            f"{n} x{r['median']:.1f} (x{row['cpu_speedup_vs_oracle_loop'][n]['median']:.1f})"
+            for n, r in row["wall_speedup_vs_oracle_loop"].items()
+        )
+    )
     return row
 
 
 def sample_section(batch: int, vocab: int, repeats: int) -> dict[str, Any]:
     probs = round_inputs(batch, 1, vocab)[0][:, 0].contiguous()
     gens = make_generators(range(batch), "cpu")
-    fns = {"race": lambda: sample(probs, gens, "race"), "inverse_cdf": lambda: sample(probs, gens, "inverse_cdf")}
+    fns = {
+        "race": lambda: sample(probs, gens, "race"),
+        "inverse_cdf": lambda: sample(probs, gens, "inverse_cdf"),
+    }
     timed_both(fns, 1)
     row = {"batch": batch, "vocab": vocab, **summarise(timed_both(fns, repeats), "race")}
-    log(f"sample B={batch:4d} race {row['wall_seconds']['race']['median'] * 1e3:7.2f} ms, "
-        f"inverse_cdf x{row['wall_speedup_vs_race']['inverse_cdf']['median']:.1f} (cpu x{row['cpu_speedup_vs_race']['inverse_cdf']['median']:.1f})")
+    log(
+        f"sample B={batch:4d} race {row['wall_seconds']['race']['median'] * 1e3:7.2f} ms, "
+        f"inverse_cdf x{row['wall_speedup_vs_race']['inverse_cdf']['median']:.1f} (cpu x{row['cpu_speedup_vs_race']['inverse_cdf']['median']:.1f})"
+    )
     return row
 
 
@@ -116,11 +147,21 @@ def philox_uniforms(seeds: torch.Tensor, counter: int, n: int) -> torch.Tensor:
     """(B,) int64 seeds -> (B, n) float64 uniforms from Philox-4x32-10 blocks at `counter`: a counter-based stream."""
     words = []
     for block in range(-(-n // 2)):
-        c = [torch.full_like(seeds, counter + block), torch.zeros_like(seeds), torch.zeros_like(seeds), torch.zeros_like(seeds)]
+        c = [
+            torch.full_like(seeds, counter + block),
+            torch.zeros_like(seeds),
+            torch.zeros_like(seeds),
+            torch.zeros_like(seeds),
+        ]
         key = [seeds & _MASK, (seeds >> 32) & _MASK]
         for _ in range(10):
             p0, p1 = c[0] * _M[0], c[2] * _M[1]
-            c = [((p1 >> 32) & _MASK) ^ c[1] ^ key[0], p1 & _MASK, ((p0 >> 32) & _MASK) ^ c[3] ^ key[1], p0 & _MASK]
+            c = [
+                ((p1 >> 32) & _MASK) ^ c[1] ^ key[0],
+                p1 & _MASK,
+                ((p0 >> 32) & _MASK) ^ c[3] ^ key[1],
+                p0 & _MASK,
+            ]
             key = [(key[0] + _W[0]) & _MASK, (key[1] + _W[1]) & _MASK]
         words += [((c[0] >> 5) * 67108864 + (c[1] >> 6)), ((c[2] >> 5) * 67108864 + (c[3] >> 6))]
     return torch.stack(words[:n], dim=1).double() / 2.0**53
@@ -134,8 +175,15 @@ def streams_section(batch: int, k: int, repeats: int) -> dict[str, Any]:
         "counter_based_philox": lambda: philox_uniforms(seeds, 7, k + 1),
     }
     timed_both(fns, 1)
-    row = {"batch": batch, "numbers_per_row": k + 1, **summarise(timed_both(fns, repeats), "per_row_generators")}
-    log(f"streams B={batch:4d} " + ", ".join(f"{n} {s['median'] * 1e6:7.0f} us" for n, s in row["wall_seconds"].items()))
+    row = {
+        "batch": batch,
+        "numbers_per_row": k + 1,
+        **summarise(timed_both(fns, repeats), "per_row_generators"),
+    }
+    log(
+        f"streams B={batch:4d} "
+        + ", ".join(f"{n} {s['median'] * 1e6:7.0f} us" for n, s in row["wall_seconds"].items())
+    )
     return row
 
 
@@ -148,8 +196,13 @@ def goal(results: list[dict[str, Any]]) -> dict[str, Any]:
                     names = ("inverse_cdf_one_generator", "inverse_cdf_per_row_generators")
                     wall = {n: row["wall_speedup_vs_oracle_loop"][n]["median"] for n in names}
                     cpu = {n: row["cpu_speedup_vs_oracle_loop"][n]["median"] for n in names}
-                    return {**GOAL, "measured_wall_median": wall, "measured_cpu_median": cpu,
-                            "load_average": block["load_average_before"], "met": min(wall.values()) >= GOAL["ratio"]}
+                    return {
+                        **GOAL,
+                        "measured_wall_median": wall,
+                        "measured_cpu_median": cpu,
+                        "load_average": block["load_average_before"],
+                        "met": min(wall.values()) >= GOAL["ratio"],
+                    }
     return {**GOAL, "measured_wall_median": None, "met": None}
 
 
@@ -160,9 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int, default=49152)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--quick", action="store_true", help="B = 1, 8 and 3 repeats (a check that the script runs)")
-    parser.add_argument("--out", type=Path, default=None, help="folder for the JSON (default benchmarks/results)")
-    parser.add_argument("--name", default="sampler", help="result file name without .json (default: sampler)")
+    parser.add_argument(
+        "--quick", action="store_true", help="B = 1, 8 and 3 repeats (a check that the script runs)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="folder for the JSON (default benchmarks/results)"
+    )
+    parser.add_argument(
+        "--name", default="sampler", help="result file name without .json (default: sampler)"
+    )
     args = parser.parse_args(argv)
     batches, repeats = ([1, 8], 3) if args.quick else (args.batches, args.repeats)
     results = []
@@ -170,16 +229,28 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(threads)
         load_before = os.getloadavg()
         log(f"threads {threads}, load average {load_before}")
-        block = {"threads": threads, "load_average_before": load_before,
-                 "verifier": [verifier_section(b, args.k, args.vocab, repeats) for b in batches],
-                 "sample": [sample_section(b, args.vocab, repeats) for b in batches],
-                 "streams": [streams_section(b, args.k, repeats) for b in batches]}
+        block = {
+            "threads": threads,
+            "load_average_before": load_before,
+            "verifier": [verifier_section(b, args.k, args.vocab, repeats) for b in batches],
+            "sample": [sample_section(b, args.vocab, repeats) for b in batches],
+            "streams": [streams_section(b, args.k, repeats) for b in batches],
+        }
         block["load_average_after"] = os.getloadavg()
         results.append(block)
-    payload = {"config": {"batches": batches, "vocab": args.vocab, "k": args.k, "repeats": repeats, "dtype": "float32",
-                          "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")},
-               "goal": goal(results), "results": results,
-               "median_of_ratios": "each ratio is the median over repetitions of loop seconds / candidate seconds"}
+    payload = {
+        "config": {
+            "batches": batches,
+            "vocab": args.vocab,
+            "k": args.k,
+            "repeats": repeats,
+            "dtype": "float32",
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+        },
+        "goal": goal(results),
+        "results": results,
+        "median_of_ratios": "each ratio is the median over repetitions of loop seconds / candidate seconds",
+    }
     path = write_result(args.name, payload, args.out)
     log("wrote", path, "goal", payload["goal"])
     return 0

@@ -40,8 +40,22 @@ from exactspec.reference.laws import unchecked_residual  # noqa: E402
 from exactspec.reference.tree_rules import shape_from_branching, without_token  # noqa: E402
 
 WIDTHS = (1, 2, 4, 8, 16, 32)
-TREES = ([2], [3], [4], [2, 2], [3, 2], [4, 2], [2, 1, 1], [2, 2, 1], [3, 1, 1], [2, 2, 2], [4, 1, 1, 1],
-         [3, 2, 1, 1], [2, 2, 1, 1, 1], [2, 1, 1, 1, 1, 1])
+TREES = (
+    [2],
+    [3],
+    [4],
+    [2, 2],
+    [3, 2],
+    [4, 2],
+    [2, 1, 1],
+    [2, 2, 1],
+    [3, 1, 1],
+    [2, 2, 2],
+    [4, 1, 1, 1],
+    [3, 2, 1, 1],
+    [2, 2, 1, 1, 1],
+    [2, 1, 1, 1, 1, 1],
+)
 CHAINS = tuple(range(1, 9))
 MAX_CHILDREN = 4
 
@@ -71,7 +85,9 @@ def balanced_shape(n: int) -> np.ndarray:
 def forward_costs(model: Any, ids: torch.Tensor, repeats: int) -> dict[str, Any]:
     """v_chain(n) and v_tree(n) for n in WIDTHS, interleaved against the 1-token forward."""
     prefix = ids.shape[1]
-    seconds: dict[str, list[float]] = {f"{kind}{n}": [] for n in WIDTHS for kind in ("chain", "tree")}
+    seconds: dict[str, list[float]] = {
+        f"{kind}{n}": [] for n in WIDTHS for kind in ("chain", "tree")
+    }
     with torch.no_grad():
         cache = model(ids, use_cache=True).past_key_values
         masks = {n: tree_mask(balanced_shape(n), prefix) for n in WIDTHS}
@@ -96,13 +112,20 @@ def forward_costs(model: Any, ids: torch.Tensor, repeats: int) -> dict[str, Any]
                 seconds[f"tree{n}"].append(run(n, True))
     one = seconds["chain1"]
     ratio = lambda key: spread([t / o for t, o in zip(seconds[key], one)])
-    return {"t1_s": spread(one), "v_chain": {str(n): ratio(f"chain{n}") for n in WIDTHS},
-            "v_tree": {str(n): ratio(f"tree{n}") for n in WIDTHS},
-            "tree_over_chain": {str(n): spread([t / c for t, c in zip(seconds[f"tree{n}"], seconds[f"chain{n}"])])
-                                for n in WIDTHS}}
+    return {
+        "t1_s": spread(one),
+        "v_chain": {str(n): ratio(f"chain{n}") for n in WIDTHS},
+        "v_tree": {str(n): ratio(f"tree{n}") for n in WIDTHS},
+        "tree_over_chain": {
+            str(n): spread([t / c for t, c in zip(seconds[f"tree{n}"], seconds[f"chain{n}"])])
+            for n in WIDTHS
+        },
+    }
 
 
-def context_rows(model: Any, draft_model: Any, ids: torch.Tensor, tokens: int, temperature: float, seed: int):
+def context_rows(
+    model: Any, draft_model: Any, ids: torch.Tensor, tokens: int, temperature: float, seed: int
+):
     """(p, q) float64 rows at every context of a continuation sampled from the target (plain decoding)."""
     from exactspec.gpu_impl import generate_plain
     from exactspec.gpu_impl.sampling.warping import warp_probs
@@ -114,7 +137,9 @@ def context_rows(model: Any, draft_model: Any, ids: torch.Tensor, tokens: int, t
         rows = []
         for net in (model, draft_model):
             logits = net(sequence).logits[0, ids.shape[1] - 1 : -1]
-            rows.append(warp_probs(logits, temperature or 1.0).double().numpy())  # T = 0: only the order is read
+            rows.append(
+                warp_probs(logits, temperature or 1.0).double().numpy()
+            )  # T = 0: only the order is read
     return rows[0], rows[1]
 
 
@@ -129,7 +154,9 @@ def accept_with_replacement(p: np.ndarray, q: np.ndarray) -> list[float]:
     return out
 
 
-def accept_without_replacement(p: np.ndarray, q: np.ndarray, rng: np.random.Generator, draws: int) -> list[float]:
+def accept_without_replacement(
+    p: np.ndarray, q: np.ndarray, rng: np.random.Generator, draws: int
+) -> list[float]:
     """A(m) for children drawn without replacement (recursive rejection sampling), averaged over `draws`."""
     total = np.zeros(MAX_CHILDREN)
     for _ in range(draws):
@@ -152,18 +179,29 @@ def accept_greedy(p: np.ndarray, q: np.ndarray) -> list[float]:
     return [float(hit in top[:m]) for m in range(1, MAX_CHILDREN + 1)]
 
 
-def acceptance(model: Any, draft_model: Any, prompts: dict[str, torch.Tensor], tokens: int) -> dict[str, Any]:
+def acceptance(
+    model: Any, draft_model: Any, prompts: dict[str, torch.Tensor], tokens: int
+) -> dict[str, Any]:
     """Mean A(m) over the contexts of the prompts' sampled continuations, per regime."""
     rng = np.random.default_rng(0)
-    regimes: dict[str, list[list[float]]] = {"T0.7_replacement": [], "T0.7_without_replacement": [], "T0_top_m": []}
+    regimes: dict[str, list[list[float]]] = {
+        "T0.7_replacement": [],
+        "T0.7_without_replacement": [],
+        "T0_top_m": [],
+    }
     for ids in prompts.values():
         p_rows, q_rows = context_rows(model, draft_model, ids, tokens, 0.7, seed=1)
         for p, q in zip(p_rows, q_rows):
             regimes["T0.7_replacement"].append(accept_with_replacement(p, q))
-            regimes["T0.7_without_replacement"].append(accept_without_replacement(p, q, rng, draws=32))
+            regimes["T0.7_without_replacement"].append(
+                accept_without_replacement(p, q, rng, draws=32)
+            )
         p_rows, q_rows = context_rows(model, draft_model, ids, tokens, 0.0, seed=1)
         regimes["T0_top_m"] += [accept_greedy(p, q) for p, q in zip(p_rows, q_rows)]
-    return {name: {"A_m": np.mean(values, axis=0).tolist(), "contexts": len(values)} for name, values in regimes.items()}
+    return {
+        name: {"A_m": np.mean(values, axis=0).tolist(), "contexts": len(values)}
+        for name, values in regimes.items()
+    }
 
 
 def expected_tokens(branching: list[int], accept: list[float]) -> float:
@@ -188,20 +226,40 @@ def predictions(costs: dict[str, Any], c: float, accept: dict[str, Any]) -> dict
     for regime, figures in accept.items():
         a_m, rows = figures["A_m"], []
         for k in CHAINS:
-            rows.append({"kind": "chain", "branching": [1] * k, "nodes": k, "E_N": expected_tokens([1] * k, a_m),
-                         "cost": c * k + v_of(costs, "v_chain", k + 1)})
+            rows.append(
+                {
+                    "kind": "chain",
+                    "branching": [1] * k,
+                    "nodes": k,
+                    "E_N": expected_tokens([1] * k, a_m),
+                    "cost": c * k + v_of(costs, "v_chain", k + 1),
+                }
+            )
         for branching in TREES:
             shape = shape_from_branching(branching)
             widths = np.cumprod([1, *branching])[:-1]
             draft_cost = c * sum(v_of(costs, "v_chain", int(w)) for w in widths)
-            rows.append({"kind": "tree", "branching": branching, "nodes": int(shape.size - 1),
-                         "E_N": expected_tokens(branching, a_m),
-                         "cost": draft_cost + v_of(costs, "v_tree", int(shape.size))})
+            rows.append(
+                {
+                    "kind": "tree",
+                    "branching": branching,
+                    "nodes": int(shape.size - 1),
+                    "E_N": expected_tokens(branching, a_m),
+                    "cost": draft_cost + v_of(costs, "v_tree", int(shape.size)),
+                }
+            )
         for row in rows:
             row["speedup"] = row["E_N"] / row["cost"]
-        best = {kind: max((r for r in rows if r["kind"] == kind), key=lambda r: r["speedup"]) for kind in ("chain", "tree")}
-        out[regime] = {"rows": rows, "best_chain": best["chain"], "best_tree": best["tree"],
-                       "tree_over_chain": best["tree"]["speedup"] / best["chain"]["speedup"]}
+        best = {
+            kind: max((r for r in rows if r["kind"] == kind), key=lambda r: r["speedup"])
+            for kind in ("chain", "tree")
+        }
+        out[regime] = {
+            "rows": rows,
+            "best_chain": best["chain"],
+            "best_tree": best["tree"],
+            "tree_over_chain": best["tree"]["speedup"] / best["chain"]["speedup"],
+        }
     return out
 
 
@@ -227,7 +285,9 @@ def trie_nodes(branches: list[list[int]]) -> int:
     return len({tuple(branch[: i + 1]) for branch in branches for i in range(len(branch))})
 
 
-def replay_lookup(prompt: list[int], truth: list[int], k: int, m: int, costs: dict[str, Any]) -> dict[str, Any]:
+def replay_lookup(
+    prompt: list[int], truth: list[int], k: int, m: int, costs: dict[str, Any]
+) -> dict[str, Any]:
     """Greedy speculative decoding replayed on the target's own greedy text (the output at T = 0 whatever
     the draft): rounds, tokens per round and the predicted speedup sum(v) / tokens of prompt lookup with
     m branches of k tokens (m = 1: the chain); a round without a match is a plain step (v(1) = 1)."""
@@ -237,7 +297,11 @@ def replay_lookup(prompt: list[int], truth: list[int], k: int, m: int, costs: di
         accepted = 0
         for branch in branches:
             run = 0
-            while run < len(branch) and position + run < len(truth) and branch[run] == truth[position + run]:
+            while (
+                run < len(branch)
+                and position + run < len(truth)
+                and branch[run] == truth[position + run]
+            ):
                 run += 1
             accepted = max(accepted, run)
         nodes = trie_nodes(branches)
@@ -245,22 +309,44 @@ def replay_lookup(prompt: list[int], truth: list[int], k: int, m: int, costs: di
         cost += v_of(costs, key, nodes + 1) if branches else 1.0
         rounds += 1
         position += accepted + 1
-    return {"k": k, "m": m, "rounds": rounds, "tokens_per_round": position / rounds, "speedup": position / cost}
+    return {
+        "k": k,
+        "m": m,
+        "rounds": rounds,
+        "tokens_per_round": position / rounds,
+        "speedup": position / cost,
+    }
 
 
-def lookup_trees(model: Any, prompts: dict[str, torch.Tensor], tokens: int, costs: dict[str, Any]) -> dict[str, Any]:
+def lookup_trees(
+    model: Any, prompts: dict[str, torch.Tensor], tokens: int, costs: dict[str, Any]
+) -> dict[str, Any]:
     """Prompt lookup at T = 0, chain (m = 1) vs trees of m = 2, 3, 4 matches, per prompt kind."""
     from exactspec.gpu_impl import generate_plain
     from exactspec.reference.warping import SamplingParams
 
     out: dict[str, Any] = {}
     for kind, ids in prompts.items():
-        truth = list(generate_plain(model, ids, tokens, SamplingParams(temperature=0.0), seed=0).sequences[0])
-        rows = [replay_lookup(ids[0].tolist(), truth, k, m, costs) for k in (2, 3, 4, 6, 8) for m in (1, 2, 3, 4)]
-        best = {name: max((r for r in rows if (r["m"] == 1) == (name == "chain")), key=lambda r: r["speedup"])
-                for name in ("chain", "tree")}
-        out[kind] = {"rows": rows, "best_chain": best["chain"], "best_tree": best["tree"],
-                     "tree_over_chain": best["tree"]["speedup"] / best["chain"]["speedup"]}
+        truth = list(
+            generate_plain(model, ids, tokens, SamplingParams(temperature=0.0), seed=0).sequences[0]
+        )
+        rows = [
+            replay_lookup(ids[0].tolist(), truth, k, m, costs)
+            for k in (2, 3, 4, 6, 8)
+            for m in (1, 2, 3, 4)
+        ]
+        best = {
+            name: max(
+                (r for r in rows if (r["m"] == 1) == (name == "chain")), key=lambda r: r["speedup"]
+            )
+            for name in ("chain", "tree")
+        }
+        out[kind] = {
+            "rows": rows,
+            "best_chain": best["chain"],
+            "best_tree": best["tree"],
+            "tree_over_chain": best["tree"]["speedup"] / best["chain"]["speedup"],
+        }
     return out
 
 
@@ -290,18 +376,44 @@ def main(argv: list[str] | None = None) -> int:
     log("A(m)", {k: [round(a, 3) for a in v["A_m"]] for k, v in result["acceptance"].items()})
     with kernels("auto", model):
         prompts["summarisation"] = encode_prompt(tokenizer, PROMPTS["summarisation"])
-        result["prompt_lookup_T0"] = lookup_trees(model, {k: prompts[k] for k in ("code", "summarisation")},
-                                                  2 * args.tokens, result["costs"])
+        result["prompt_lookup_T0"] = lookup_trees(
+            model,
+            {k: prompts[k] for k in ("code", "summarisation")},
+            2 * args.tokens,
+            result["costs"],
+        )
     for kind, figures in result["prompt_lookup_T0"].items():
-        log("prompt lookup", kind, "best chain", figures["best_chain"], "best tree", figures["best_tree"])
+        log(
+            "prompt lookup",
+            kind,
+            "best chain",
+            figures["best_chain"],
+            "best tree",
+            figures["best_tree"],
+        )
     result["predictions"] = predictions(result["costs"], c, result["acceptance"])
     for regime, figures in result["predictions"].items():
-        log(regime, "best chain", figures["best_chain"]["branching"], round(figures["best_chain"]["speedup"], 3),
-            "best tree", figures["best_tree"]["branching"], round(figures["best_tree"]["speedup"], 3),
-            "tree/chain", round(figures["tree_over_chain"], 3))
-    result["pays"] = {regime: figures["tree_over_chain"] > 1.05 for regime, figures in result["predictions"].items()}
-    result["pays"].update({f"prompt_lookup_T0_{kind}": figures["tree_over_chain"] > 1.05
-                           for kind, figures in result["prompt_lookup_T0"].items()})
+        log(
+            regime,
+            "best chain",
+            figures["best_chain"]["branching"],
+            round(figures["best_chain"]["speedup"], 3),
+            "best tree",
+            figures["best_tree"]["branching"],
+            round(figures["best_tree"]["speedup"], 3),
+            "tree/chain",
+            round(figures["tree_over_chain"], 3),
+        )
+    result["pays"] = {
+        regime: figures["tree_over_chain"] > 1.05
+        for regime, figures in result["predictions"].items()
+    }
+    result["pays"].update(
+        {
+            f"prompt_lookup_T0_{kind}": figures["tree_over_chain"] > 1.05
+            for kind, figures in result["prompt_lookup_T0"].items()
+        }
+    )
     log("written", write_result("tree", result))
     return 0
 

@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 LOADS = {0: "idle", 1: "1 busy core", 2: "2 busy cores"}
-HEADER = ("| configuration | cost policy | fixed k = 4 | best fixed k | cost ÷ best fixed | transformers (k = 4) "
-          "| plain A/A |\n|---|---|---|---|---|---|---|")
+HEADER = (
+    "| configuration | cost policy | fixed k = 4 | best fixed k | cost ÷ best fixed | transformers (k = 4) "
+    "| plain A/A |\n|---|---|---|---|---|---|---|"
+)
 
 
 def _median(entry) -> str:
@@ -18,19 +20,27 @@ def _median(entry) -> str:
 
 def row(configuration: dict) -> str:
     """One configuration's line: medians over its repeats (ratios are medians of per-repeat ratios)."""
-    name = (f"{configuration['family']}, T = {configuration['temperature']:g}, "
-            f"{LOADS.get(configuration['background_cores'], str(configuration['background_cores']))}")
+    name = (
+        f"{configuration['family']}, T = {configuration['temperature']:g}, "
+        f"{LOADS.get(configuration['background_cores'], str(configuration['background_cores']))}"
+    )
     best = f"{_median(configuration['best_fixed_speedup'])} (k = {configuration['best_fixed_k']})"
     regret = configuration["cost_over_best_fixed"]["median"]
-    return (f"| {name} | {_median(configuration['cost_speedup'])} | {_median(configuration['fixed_speedup'])} "
-            f"| {best} | {regret:.2f} | {_median(configuration.get('hf_prompt_lookup_speedup'))} "
-            f"| {_median(configuration['plain_again_ratio'])} |")
+    return (
+        f"| {name} | {_median(configuration['cost_speedup'])} | {_median(configuration['fixed_speedup'])} "
+        f"| {best} | {regret:.2f} | {_median(configuration.get('hf_prompt_lookup_speedup'))} "
+        f"| {_median(configuration['plain_again_ratio'])} |"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("path", nargs="?", type=Path,
-                        default=Path(__file__).resolve().parent / "results" / "cost_policy.json")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        default=Path(__file__).resolve().parent / "results" / "cost_policy.json",
+    )
     results = json.loads(parser.parse_args().path.read_text())
     print(HEADER)
     for configuration in sorted(results["configurations"], key=lambda c: c["background_cores"]):

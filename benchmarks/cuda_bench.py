@@ -32,16 +32,48 @@ from exactspec.reference.speedup import improvement_factor  # noqa: E402
 SHAPES = {
     # ~1.0B parameters (TinyLlama-like, 16 layers) and ~100M parameters, same 32k vocabulary
     "full": {
-        "target": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=4),
-        "draft": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=8, num_attention_heads=12, num_key_value_heads=4),
-        "vocab": 32000, "context": 512, "batches": [1, 2, 4, 8, 16, 32, 64, 128], "sampler_vocab": 49152,
-        "sampler_batches": [1, 8, 32, 128], "repeats": 10,
+        "target": dict(
+            hidden_size=2048,
+            intermediate_size=5632,
+            num_hidden_layers=16,
+            num_attention_heads=32,
+            num_key_value_heads=4,
+        ),
+        "draft": dict(
+            hidden_size=768,
+            intermediate_size=2048,
+            num_hidden_layers=8,
+            num_attention_heads=12,
+            num_key_value_heads=4,
+        ),
+        "vocab": 32000,
+        "context": 512,
+        "batches": [1, 2, 4, 8, 16, 32, 64, 128],
+        "sampler_vocab": 49152,
+        "sampler_batches": [1, 8, 32, 128],
+        "repeats": 10,
     },
     "small": {
-        "target": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
-        "draft": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2),
-        "vocab": 1000, "context": 32, "batches": [1, 2, 4, 8], "sampler_vocab": 1000,
-        "sampler_batches": [1, 8, 32], "repeats": 3,
+        "target": dict(
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        ),
+        "draft": dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        ),
+        "vocab": 1000,
+        "context": 32,
+        "batches": [1, 2, 4, 8],
+        "sampler_vocab": 1000,
+        "sampler_batches": [1, 8, 32],
+        "repeats": 3,
     },
 }
 KS = [1, 2, 4, 8]
@@ -51,7 +83,9 @@ ACCEPTANCE_RATES = [0.6, 0.8, 0.9]
 def build(shape: dict[str, int], vocab: int, device: str, dtype: torch.dtype, seed: int) -> Any:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=vocab, max_position_embeddings=4096, tie_word_embeddings=False, **shape)
+    config = LlamaConfig(
+        vocab_size=vocab, max_position_embeddings=4096, tie_word_embeddings=False, **shape
+    )
     config._attn_implementation = "sdpa"
     torch.manual_seed(seed)
     with torch.device(device):
@@ -64,7 +98,9 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def timed_forward(model: Any, cache: Any, batch: int, n: int, device: str, repeats: int) -> list[float]:
+def timed_forward(
+    model: Any, cache: Any, batch: int, n: int, device: str, repeats: int
+) -> list[float]:
     x = torch.randint(0, model.config.vocab_size, (batch, n), device=device)
     out = []
     for i in range(repeats + 2):
@@ -85,7 +121,9 @@ def prefill(model: Any, batch: int, context: int, device: str) -> Any:
 
 
 @torch.inference_mode()
-def latency_section(target: Any, draft: Any, cfg: dict[str, Any], device: str, deadline: float) -> list[dict[str, Any]]:
+def latency_section(
+    target: Any, draft: Any, cfg: dict[str, Any], device: str, deadline: float
+) -> list[dict[str, Any]]:
     rows = []
     for batch in cfg["batches"]:
         if time.perf_counter() > deadline:
@@ -109,21 +147,34 @@ def latency_section(target: Any, draft: Any, cfg: dict[str, Any], device: str, d
         c = spread(d1)["median"] / t1_med
         v = {n: spread(ts)["median"] / t1_med for n, ts in tn.items()}
         row = {
-            "batch": batch, "context": cfg["context"],
-            "target_decode_s": spread(t1), "draft_decode_s": spread(d1),
+            "batch": batch,
+            "context": cfg["context"],
+            "target_decode_s": spread(t1),
+            "draft_decode_s": spread(d1),
             "target_verify_s": {str(n): spread(ts) for n, ts in tn.items()},
-            "v": {str(n): value for n, value in v.items()}, "c": c,
+            "v": {str(n): value for n, value in v.items()},
+            "c": c,
             "predicted_speedup": {
-                str(acceptance_rate): {str(k): improvement_factor(acceptance_rate, k, c, {k + 1: v[k + 1]}) for k in KS}
+                str(acceptance_rate): {
+                    str(k): improvement_factor(acceptance_rate, k, c, {k + 1: v[k + 1]}) for k in KS
+                }
                 for acceptance_rate in ACCEPTANCE_RATES
             },
         }
         rows.append(row)
-        log(f"B={batch:4d} t1={t1_med * 1e3:7.2f} ms c={c:.3f} " + " ".join(f"v({n})={x:.2f}" for n, x in v.items()))
+        log(
+            f"B={batch:4d} t1={t1_med * 1e3:7.2f} ms c={c:.3f} "
+            + " ".join(f"v({n})={x:.2f}" for n, x in v.items())
+        )
     return rows
 
 
-def per_row_loop(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, generator: torch.Generator) -> list[list[int]]:
+def per_row_loop(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    draft_tokens: torch.Tensor,
+    generator: torch.Generator,
+) -> list[list[int]]:
     """The rule applied row by row in Python with host reads: the naive implementation verify_batch replaces."""
     out = []
     batch, k, _ = draft_probs.shape
@@ -137,7 +188,9 @@ def per_row_loop(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
                 emitted.append(x)
                 continue
             residual = (target_probs[b, i] - draft_probs[b, i]).clamp_min(0)
-            emitted.append(int(torch.multinomial(residual / residual.sum(), 1, generator=generator)))
+            emitted.append(
+                int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
+            )
             break
         else:
             emitted.append(int(torch.multinomial(target_probs[b, k], 1, generator=generator)))
@@ -166,15 +219,25 @@ def _sampler_candidates(p, q, tokens, g, device: str) -> dict[str, Any]:
     from exactspec.reference.rules import verify
 
     per_row = make_generators(range(p.shape[0]), device)
-    batched = lambda gens, method: lambda: verify_batch(p, q, tokens, gens, method=method)[1].tolist()
-    p64, q64, x_host = (p.double() / p.double().sum(-1, keepdim=True)).cpu().numpy(), q.double().cpu().numpy(), tokens.cpu().numpy()
+    batched = lambda gens, method: (
+        lambda: verify_batch(p, q, tokens, gens, method=method)[1].tolist()
+    )
+    p64, q64, x_host = (
+        (p.double() / p.double().sum(-1, keepdim=True)).cpu().numpy(),
+        q.double().cpu().numpy(),
+        tokens.cpu().numpy(),
+    )
     q64 /= q64.sum(-1, keepdims=True)
     rng = np.random.default_rng(0)
     return {
-        "race_one_generator": batched(g, "race"), "race_per_row_generators": batched(per_row, "race"),
-        "inverse_cdf_one_generator": batched(g, "inverse_cdf"), "inverse_cdf_per_row_generators": batched(per_row, "inverse_cdf"),
+        "race_one_generator": batched(g, "race"),
+        "race_per_row_generators": batched(per_row, "race"),
+        "inverse_cdf_one_generator": batched(g, "inverse_cdf"),
+        "inverse_cdf_per_row_generators": batched(per_row, "inverse_cdf"),
         "per_row_torch_loop": lambda: per_row_loop(p, q, tokens, g),
-        "numpy_oracle_loop": lambda: [verify(p64[b], q64[b], x_host[b], rng) for b in range(p.shape[0])],
+        "numpy_oracle_loop": lambda: [
+            verify(p64[b], q64[b], x_host[b], rng) for b in range(p.shape[0])
+        ],
     }
 
 
@@ -194,29 +257,57 @@ def sampler_section(cfg: dict[str, Any], device: str, deadline: float) -> list[d
         seconds = {}
         for name, fn in _sampler_candidates(p, q, tokens, g, device).items():
             loop = name.endswith("_loop")
-            seconds[name] = spread(_timed(fn, device, max(1, cfg["repeats"] // 3) if loop else cfg["repeats"]))
-        rows.append({
-            "batch": batch, "k": k, "vocab": vocab, "seconds": seconds,
-            "rows_per_s": {name: batch / s["median"] for name, s in seconds.items()},
-            "speedup_vs_per_row_torch_loop": {name: seconds["per_row_torch_loop"]["median"] / s["median"] for name, s in seconds.items()},
-            "speedup_vs_numpy_oracle_loop": {name: seconds["numpy_oracle_loop"]["median"] / s["median"] for name, s in seconds.items()},
-        })
-        log(f"sampler B={batch:4d} " + ", ".join(f"{n} {s['median'] * 1e3:.2f} ms" for n, s in seconds.items()))
+            seconds[name] = spread(
+                _timed(fn, device, max(1, cfg["repeats"] // 3) if loop else cfg["repeats"])
+            )
+        rows.append(
+            {
+                "batch": batch,
+                "k": k,
+                "vocab": vocab,
+                "seconds": seconds,
+                "rows_per_s": {name: batch / s["median"] for name, s in seconds.items()},
+                "speedup_vs_per_row_torch_loop": {
+                    name: seconds["per_row_torch_loop"]["median"] / s["median"]
+                    for name, s in seconds.items()
+                },
+                "speedup_vs_numpy_oracle_loop": {
+                    name: seconds["numpy_oracle_loop"]["median"] / s["median"]
+                    for name, s in seconds.items()
+                },
+            }
+        )
+        log(
+            f"sampler B={batch:4d} "
+            + ", ".join(f"{n} {s['median'] * 1e3:.2f} ms" for n, s in seconds.items())
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for cuda_bench.json")
-    parser.add_argument("--small", action="store_true", help="tiny shapes (CPU check of the script)")
+    parser.add_argument(
+        "--small", action="store_true", help="tiny shapes (CPU check of the script)"
+    )
     parser.add_argument("--device", default=None, help="default: cuda if available, else cpu")
-    parser.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
-                        help="default: bfloat16 on GPU, float32 on CPU")
-    parser.add_argument("--budget-s", type=float, default=240.0, help="stop starting new measurements after this")
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        choices=["float32", "float16", "bfloat16"],
+        help="default: bfloat16 on GPU, float32 on CPU",
+    )
+    parser.add_argument(
+        "--budget-s", type=float, default=240.0, help="stop starting new measurements after this"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    dtype = (
+        getattr(torch, args.dtype)
+        if args.dtype
+        else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    )
     cfg = SHAPES["small" if args.small else "full"]
     if args.small and device == "cpu":
         torch.set_num_threads(1)  # a check of the script on a (shared) CPU: no thread contention
@@ -227,10 +318,16 @@ def main(argv: list[str] | None = None) -> int:
     draft = build(cfg["draft"], cfg["vocab"], device, dtype, seed=1)
     n_target = sum(p.numel() for p in target.parameters())
     n_draft = sum(p.numel() for p in draft.parameters())
-    log(f"device {device} {dtype}; target {n_target / 1e6:.0f}M params, draft {n_draft / 1e6:.0f}M params")
+    log(
+        f"device {device} {dtype}; target {n_target / 1e6:.0f}M params, draft {n_draft / 1e6:.0f}M params"
+    )
     payload: dict[str, Any] = {
-        "device": device, "dtype": str(dtype), "shapes": "small" if args.small else "full", "config": cfg,
-        "target_params": n_target, "draft_params": n_draft,
+        "device": device,
+        "dtype": str(dtype),
+        "shapes": "small" if args.small else "full",
+        "config": cfg,
+        "target_params": n_target,
+        "draft_params": n_draft,
     }
     # sampler first while the deadline is far: it is quick; latency takes the rest of the budget
     from exactspec.gpu_impl.sampling.categorical import method_for

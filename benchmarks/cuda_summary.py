@@ -1,6 +1,6 @@
 """OUT/summary.json for benchmarks/cuda.sh: each step's exit code and seconds, the test counts, the verdicts.
 
-    python benchmarks/cuda_summary.py OUT_DIR SCRATCH_DIR     (SCRATCH_DIR: cuda.sh's step records and junit XML)
+python benchmarks/cuda_summary.py OUT_DIR SCRATCH_DIR     (SCRATCH_DIR: cuda.sh's step records and junit XML)
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ def test_counts(scratch: Path) -> dict[str, Any] | None:
     root = ElementTree.parse(path).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
     counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
-    counts["failed"] = [case.get("name") for case in suite.iter("testcase")
-                        if case.find("failure") is not None or case.find("error") is not None]
+    counts["failed"] = [
+        case.get("name")
+        for case in suite.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    ]
     return counts
 
 
@@ -34,8 +37,11 @@ def verdicts(out: Path) -> dict[str, Any]:
     for path in sorted(out.glob("cert_*.json")):
         report = json.loads(path.read_text())
         found[path.stem.removeprefix("cert_")] = {
-            "verdict": report.get("verdict"), "passed": report.get("passed"), "profile": report.get("profile", {}).get("name"),
-            "seconds": report.get("seconds"), "failed_checks": report.get("budget", {}).get("failed"),
+            "verdict": report.get("verdict"),
+            "passed": report.get("passed"),
+            "profile": report.get("profile", {}).get("name"),
+            "seconds": report.get("seconds"),
+            "failed_checks": report.get("budget", {}).get("failed"),
         }
     return found
 
@@ -43,15 +49,24 @@ def verdicts(out: Path) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     out, scratch = Path(argv[0]), Path(argv[1])
     bench = out / "cuda_bench.json"
-    summary = {"steps": steps(scratch), "tests": test_counts(scratch), "certificates": verdicts(out),
-               "bench_written": bench.exists()}
+    summary = {
+        "steps": steps(scratch),
+        "tests": test_counts(scratch),
+        "certificates": verdicts(out),
+        "bench_written": bench.exists(),
+    }
     if bench.exists():
         payload = json.loads(bench.read_text())
         summary["machine"] = payload.get("machine")
         summary["sampler_default_method"] = payload.get("sampler_default_method")
     summary["all_steps_passed"] = all(step["exit_code"] == 0 for step in summary["steps"].values())
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps({key: summary[key] for key in ("steps", "tests", "certificates", "all_steps_passed")}, indent=2))
+    print(
+        json.dumps(
+            {key: summary[key] for key in ("steps", "tests", "certificates", "all_steps_passed")},
+            indent=2,
+        )
+    )
     return 0
 
 

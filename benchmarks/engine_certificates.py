@@ -41,7 +41,9 @@ OUT_ROOT = Path("docs/certificates/engine")
 PROMPTS = REPO / "examples/engine_chat_prompts.jsonl"
 PROFILE = "standard"
 MAX_SAMPLE_BYTES = 2_000_000
-EXACTSPEC = [str(Path(sys.executable).parent / "exactspec")]  # the venv's command, as a user runs it
+EXACTSPEC = [
+    str(Path(sys.executable).parent / "exactspec")
+]  # the venv's command, as a user runs it
 
 
 @dataclass(frozen=True)
@@ -62,36 +64,61 @@ class Config:
 
 def _configs() -> dict[str, Config]:
     out = {}
-    for mode, prefix, tokens in (("ngram", "ngram", 16), ("draft", "draft-greedy", 8), ("selfdraft", "selfdraft-greedy", 16)):
+    for mode, prefix, tokens in (
+        ("ngram", "ngram", 16),
+        ("draft", "draft-greedy", 8),
+        ("selfdraft", "selfdraft-greedy", 16),
+    ):
         out[f"{prefix}-t0"] = Config("llama.cpp", mode, 0.0, max_tokens=tokens)
-        out[f"{prefix}-t0.7"] = Config("llama.cpp", mode, 0.7, max_tokens=tokens,
-                                       time_limit_s=1200.0 if mode == "selfdraft" else 600.0)
+        out[f"{prefix}-t0.7"] = Config(
+            "llama.cpp",
+            mode,
+            0.7,
+            max_tokens=tokens,
+            time_limit_s=1200.0 if mode == "selfdraft" else 600.0,
+        )
         if mode != "selfdraft":
-            out[f"{prefix}-t0.7-k40-p0.95"] = Config("llama.cpp", mode, 0.7, top_k=40, top_p=0.95, max_tokens=tokens)
-    out["ngram-t0.7-humaneval"] = Config("llama.cpp", "ngram", 0.7, time_limit_s=1200.0, prompts="humaneval",
-                                         pooled=True)
-    out["draft-probabilistic-t0.7"] = Config("llama.cpp", "draft", 0.7, "probabilistic", max_tokens=8)
-    out["selfdraft-probabilistic-t0.7"] = Config("llama.cpp", "selfdraft", 0.7, "probabilistic", time_limit_s=900.0)
+            out[f"{prefix}-t0.7-k40-p0.95"] = Config(
+                "llama.cpp", mode, 0.7, top_k=40, top_p=0.95, max_tokens=tokens
+            )
+    out["ngram-t0.7-humaneval"] = Config(
+        "llama.cpp", "ngram", 0.7, time_limit_s=1200.0, prompts="humaneval", pooled=True
+    )
+    out["draft-probabilistic-t0.7"] = Config(
+        "llama.cpp", "draft", 0.7, "probabilistic", max_tokens=8
+    )
+    out["selfdraft-probabilistic-t0.7"] = Config(
+        "llama.cpp", "selfdraft", 0.7, "probabilistic", time_limit_s=900.0
+    )
     for mode, prefix in (("ngram", "vllm-ngram"), ("selfdraft", "vllm-selfdraft")):
         tokens = 16 if mode == "ngram" else 8
         out[f"{prefix}-t0"] = Config("vllm", mode, 0.0, max_tokens=tokens, time_limit_s=1200.0)
         out[f"{prefix}-t0.7"] = Config("vllm", mode, 0.7, max_tokens=tokens, time_limit_s=1200.0)
-        out[f"{prefix}-t0.7-k40-p0.95"] = Config("vllm", mode, 0.7, top_k=40, top_p=0.95, max_tokens=tokens,
-                                                 time_limit_s=1200.0)
+        out[f"{prefix}-t0.7-k40-p0.95"] = Config(
+            "vllm", mode, 0.7, top_k=40, top_p=0.95, max_tokens=tokens, time_limit_s=1200.0
+        )
     # llama.cpp's examples/speculative program (`engine serve --engine llama-speculative`), the target as its own draft
-    out["speculative-example-t0.7"] = Config("llama-speculative", "draft", 0.7, max_tokens=16, time_limit_s=900.0)
+    out["speculative-example-t0.7"] = Config(
+        "llama-speculative", "draft", 0.7, max_tokens=16, time_limit_s=900.0
+    )
     out["lcp-lookup-t0"] = Config("llama-cpp-python", "prompt-lookup", 0.0)
     out["lcp-lookup-t0.7"] = Config("llama-cpp-python", "prompt-lookup", 0.7, time_limit_s=900.0)
     # its OpenAI server (`engine serve --engine llama-cpp-python`): raw logprobs give the sampled law under top-k only
     out["lcp-server-t0"] = Config("llama-cpp-python", "ngram", 0.0)
-    out["lcp-server-t0.7-k40"] = Config("llama-cpp-python", "ngram", 0.7, top_k=40, max_tokens=8, time_limit_s=5400.0)
+    out["lcp-server-t0.7-k40"] = Config(
+        "llama-cpp-python", "ngram", 0.7, top_k=40, max_tokens=8, time_limit_s=5400.0
+    )
     return out
 
 
 CONFIGS = _configs()
 #: Engines certified in process (`exactspec engine certify --engine-adapter`), run with their own venv's exactspec.
-IN_PROCESS = {"llama-cpp-python": ("exactspec.conformance.engine.serve.llama_cpp_adapter:LlamaCppPython",
-                                   ["--speculation-type", "prompt-lookup", "--expect-seed-coupled"])}
+IN_PROCESS = {
+    "llama-cpp-python": (
+        "exactspec.conformance.engine.serve.llama_cpp_adapter:LlamaCppPython",
+        ["--speculation-type", "prompt-lookup", "--expect-seed-coupled"],
+    )
+}
 
 
 def _is_in_process(config: Config) -> bool:
@@ -104,23 +131,46 @@ def _in_process(config: Config) -> list[str]:
     from exactspec.conformance.engine.serve.llama_cpp_python import ensure_llama_cpp_python
 
     spec, flags = IN_PROCESS[config.engine]
-    return [str(ensure_llama_cpp_python().parent / "exactspec"), "engine", "certify", "--engine-adapter", spec,
-            *flags]
+    return [
+        str(ensure_llama_cpp_python().parent / "exactspec"),
+        "engine",
+        "certify",
+        "--engine-adapter",
+        spec,
+        *flags,
+    ]
 
 
 def _serve(config: Config, logs: Path) -> tuple[subprocess.Popen, list[str], float]:
     """Start `exactspec engine serve` for `config`; -> the process, the certify command it printed, its start time."""
-    command = [*EXACTSPEC, "engine", "serve", "--engine", config.engine, "--mode", config.mode, "--draft-sampling",
-               config.draft_sampling, "--logs", str(logs)]
+    command = [
+        *EXACTSPEC,
+        "engine",
+        "serve",
+        "--engine",
+        config.engine,
+        "--mode",
+        config.mode,
+        "--draft-sampling",
+        config.draft_sampling,
+        "--logs",
+        str(logs),
+    ]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("certify: "):
-            return process, shlex.split(line[len("certify: "):])[:-6], time.monotonic() - started  # minus the
+            return (
+                process,
+                shlex.split(line[len("certify: ") :])[:-6],
+                time.monotonic() - started,
+            )  # minus the
         # placeholders "--prompts PROMPTS.jsonl --out DIR --temperature T"
-    raise RuntimeError(f"exactspec engine serve exited ({process.wait()}) before printing its certify command; see "
-                       f"{logs}")
+    raise RuntimeError(
+        f"exactspec engine serve exited ({process.wait()}) before printing its certify command; see "
+        f"{logs}"
+    )
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -147,11 +197,33 @@ def _certify_args(config: Config, certify: list[str], out: Path, seed_key: str) 
     """The printed certify command (run with this venv's exactspec, or the in-process engine's), the prompts, the law,
     the profile and the seed key."""
     command = certify if _is_in_process(config) else [*EXACTSPEC, *certify[1:]]
-    reports = ["--teacher-n-probs", str(config.top_k)] if config.top_k > 20 else []  # raw top-k: all k reported
-    prompts = ["--prompts", config.prompts or str(PROMPTS)] + (["--pooled"] if config.pooled else [])
-    return [*command, *reports, *prompts, "--out", str(out), "--profile", PROFILE, "--temperature",
-            str(config.temperature), "--top-k", str(config.top_k), "--top-p", str(config.top_p), "--max-tokens",
-            str(config.max_tokens), "--time-limit-s", str(int(config.time_limit_s)), "--seed-key", seed_key]
+    reports = (
+        ["--teacher-n-probs", str(config.top_k)] if config.top_k > 20 else []
+    )  # raw top-k: all k reported
+    prompts = ["--prompts", config.prompts or str(PROMPTS)] + (
+        ["--pooled"] if config.pooled else []
+    )
+    return [
+        *command,
+        *reports,
+        *prompts,
+        "--out",
+        str(out),
+        "--profile",
+        PROFILE,
+        "--temperature",
+        str(config.temperature),
+        "--top-k",
+        str(config.top_k),
+        "--top-p",
+        str(config.top_p),
+        "--max-tokens",
+        str(config.max_tokens),
+        "--time-limit-s",
+        str(int(config.time_limit_s)),
+        "--seed-key",
+        seed_key,
+    ]
 
 
 #: Options whose value `engine certify` itself opens: recorded as a path a checkout set up by the README resolves.
@@ -174,10 +246,14 @@ def resolvable(portable: str) -> str:
 def _portable(args: list[str]) -> str:
     """The command as recorded: this machine's paths (alone, or inside a flags string) named portably, and the paths
     `engine certify` opens named as a checkout resolves them."""
+
     def one(arg: str) -> str:
-        if " " in arg and arg.startswith("-"):  # a flags string (--engine-flags' value); JSON and text stay whole
+        if " " in arg and arg.startswith(
+            "-"
+        ):  # a flags string (--engine-flags' value); JSON and text stay whole
             return shlex.join(portable_args(shlex.split(arg)))
         return portable_path(arg) if "/" in arg and not arg.startswith("{") else arg
+
     words = [shlex.quote(one(arg)) for arg in args[1:]]
     for i, arg in enumerate(args[1:-1], start=1):
         if arg in OPENED_BY_CERTIFY:
@@ -187,12 +263,23 @@ def _portable(args: list[str]) -> str:
 
 def command_text(name: str, config: Config, args: list[str], seed_key: str) -> str:
     """command.txt: the command that reruns the configuration with the same seeds, then the commands it ran."""
-    served = "" if _is_in_process(config) else (f"exactspec engine serve --engine {config.engine} --mode "
-                                                 f"{config.mode} --draft-sampling {config.draft_sampling}\n")
-    where = ("in its cached venv, `exactspec.conformance.engine.serve.llama_cpp_python`" if _is_in_process(config)
-             else "the URLs are the ones `engine serve` printed for this run")
-    return (f".venv/bin/python benchmarks/engine_certificates.py --config {name} --seed-key {seed_key}\n\n"
-            f"# which ran ({where}):\n{served}{_portable(args)}\n")
+    served = (
+        ""
+        if _is_in_process(config)
+        else (
+            f"exactspec engine serve --engine {config.engine} --mode "
+            f"{config.mode} --draft-sampling {config.draft_sampling}\n"
+        )
+    )
+    where = (
+        "in its cached venv, `exactspec.conformance.engine.serve.llama_cpp_python`"
+        if _is_in_process(config)
+        else "the URLs are the ones `engine serve` printed for this run"
+    )
+    return (
+        f".venv/bin/python benchmarks/engine_certificates.py --config {name} --seed-key {seed_key}\n\n"
+        f"# which ran ({where}):\n{served}{_portable(args)}\n"
+    )
 
 
 def certify(name: str, seed_key: str | None = None) -> str:
@@ -215,17 +302,30 @@ def certify(name: str, seed_key: str | None = None) -> str:
     seconds = round(time.monotonic() - start, 1)
     if not (out / "certificate.json").is_file():
         out.mkdir(parents=True, exist_ok=True)
-        (out / "ENGINE_ERROR.txt").write_text(f"exactspec engine certify exited {status} without a certificate; "
-                                              f"see its output for the engine's error ({seconds} s)\n")
+        (out / "ENGINE_ERROR.txt").write_text(
+            f"exactspec engine certify exited {status} without a certificate; "
+            f"see its output for the engine's error ({seconds} s)\n"
+        )
         return "ENGINE_ERROR"
-    hashes = {n: content_sha256((out / n).read_bytes(), n) for n in ("reference.jsonl", "candidate.jsonl")}
+    hashes = {
+        n: content_sha256((out / n).read_bytes(), n) for n in ("reference.jsonl", "candidate.jsonl")
+    }
     files = [_shrink(out / "reference.jsonl"), _shrink(out / "candidate.jsonl")]
     doc = json.loads((out / "certificate.json").read_text())
-    doc["certificate_run"] = {"config": name, "engine": config.engine, "mode": config.mode,
-                              "draft_sampling": config.draft_sampling, "temperature": config.temperature,
-                              "top_k": config.top_k, "top_p": config.top_p, "max_tokens": config.max_tokens,
-                              "server_start_s": round(serve_s, 1), "runtime_s": seconds, "sample_files": files,
-                              "sample_sha256": {f: hashes[f.removesuffix(".gz")] for f in files}}  # as certified
+    doc["certificate_run"] = {
+        "config": name,
+        "engine": config.engine,
+        "mode": config.mode,
+        "draft_sampling": config.draft_sampling,
+        "temperature": config.temperature,
+        "top_k": config.top_k,
+        "top_p": config.top_p,
+        "max_tokens": config.max_tokens,
+        "server_start_s": round(serve_s, 1),
+        "runtime_s": seconds,
+        "sample_files": files,
+        "sample_sha256": {f: hashes[f.removesuffix(".gz")] for f in files},
+    }  # as certified
     (out / "certificate.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     (out / "command.txt").write_text(command_text(name, config, args, seed_key))
     print(f"{name}: {doc['verdict']} in {seconds} s (servers {serve_s:.0f} s) -> {out}", flush=True)
@@ -243,19 +343,29 @@ def write_index(root: Path = OUT_ROOT, configs: object = None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help=f"one of {', '.join(CONFIGS)}, or all")
-    parser.add_argument("--seed-key", default=None, help="hex key of the random seeds (default: a fresh one per "
-                        "configuration; the one in a certificate's command.txt reruns it with the same seeds)")
+    parser.add_argument(
+        "--seed-key",
+        default=None,
+        help="hex key of the random seeds (default: a fresh one per "
+        "configuration; the one in a certificate's command.txt reruns it with the same seeds)",
+    )
     args = parser.parse_args(argv)
     if args.config != "all" and args.config not in CONFIGS:
         parser.error(f"--config must be one of {', '.join(CONFIGS)} or all, got {args.config!r}")
     os.chdir(REPO)  # certificate paths are repository-relative
     verdicts = {}
-    for name in (list(CONFIGS) if args.config == "all" else [args.config]):
+    for name in list(CONFIGS) if args.config == "all" else [args.config]:
         verdicts[name] = certify(name, args.seed_key)
         write_index(OUT_ROOT)
     print(json.dumps(verdicts, indent=1))
-    return 0 if all(v in ("CERTIFIED", "QUALIFIED", "NOT_EXACT", "INCONCLUSIVE", "ENGINE_ERROR")
-                    for v in verdicts.values()) else 1
+    return (
+        0
+        if all(
+            v in ("CERTIFIED", "QUALIFIED", "NOT_EXACT", "INCONCLUSIVE", "ENGINE_ERROR")
+            for v in verdicts.values()
+        )
+        else 1
+    )
 
 
 if __name__ == "__main__":

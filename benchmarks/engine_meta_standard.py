@@ -46,7 +46,9 @@ def judge(row: dict, deviation: dict, target: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="standard", choices=("quick", "standard", "full"))
-    parser.add_argument("--n-sim", type=int, default=20_000, help="in-process completions per row for the deviation")
+    parser.add_argument(
+        "--n-sim", type=int, default=20_000, help="in-process completions per row for the deviation"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -56,19 +58,40 @@ def main(argv: list[str] | None = None) -> int:
     deviations = {s.name: measure(s.name, args.n_sim).as_dict() for s in subjects}
     measured_s = time.perf_counter() - start
     print(f"deviations measured in {measured_s / 60:.1f} min", file=sys.stderr, flush=True)
-    table = run_subjects("engine", args.profile, subjects, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    table = run_subjects(
+        "engine",
+        args.profile,
+        subjects,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     write_table(table, default_out("engine", args.profile))
-    rows = [{**row, "mean_token_tv": deviations[row["name"]], "judged": judge(row, deviations[row["name"]], target)}
-            for row in table["rows"]]
-    result = {"profile": args.profile, "target_mean_token_tv": target, "rows": rows, "passed": all(r["judged"] != "FAILED" for r in rows),
-              "minutes": {"deviations": round(measured_s / 60, 1), "kill_table": round(table["summary"]["seconds"] / 60, 1),
-                          "total": round((time.perf_counter() - start) / 60, 1)}}
+    rows = [
+        {
+            **row,
+            "mean_token_tv": deviations[row["name"]],
+            "judged": judge(row, deviations[row["name"]], target),
+        }
+        for row in table["rows"]
+    ]
+    result = {
+        "profile": args.profile,
+        "target_mean_token_tv": target,
+        "rows": rows,
+        "passed": all(r["judged"] != "FAILED" for r in rows),
+        "minutes": {
+            "deviations": round(measured_s / 60, 1),
+            "kill_table": round(table["summary"]["seconds"] / 60, 1),
+            "total": round((time.perf_counter() - start) / 60, 1),
+        },
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     for r in rows:
         d = r["mean_token_tv"]
-        print(f"{r['name']:36s} {r['verdict']:12s} TV {d['estimate']:.3f} [{d['lower_bound']:.3f}, {d['upper_bound']:.3f}]"
-              f"  {r['judged']}")
+        print(
+            f"{r['name']:36s} {r['verdict']:12s} TV {d['estimate']:.3f} [{d['lower_bound']:.3f}, {d['upper_bound']:.3f}]"
+            f"  {r['judged']}"
+        )
     print(f"{'PASSED' if result['passed'] else 'FAILED'}; {result['minutes']}; written {args.out}")
     return 0 if result["passed"] else 1
 

@@ -29,8 +29,15 @@ from exactspec.conformance.engine.certificate import write_engine_report
 from exactspec.conformance.engine.samples import read_samples
 
 #: The notes `engine_certificates._notes` wrote (kept); the rest are the level's own (written anew).
-COLLECTION_NOTES = ("Build:", "Engine:", "Reference server flags:", "Candidate server flags:", "n = ",
-                    "Seed coupling declared:", "Collection took")
+COLLECTION_NOTES = (
+    "Build:",
+    "Engine:",
+    "Reference server flags:",
+    "Candidate server flags:",
+    "n = ",
+    "Seed coupling declared:",
+    "Collection took",
+)
 
 
 def _sample_file(folder: Path, name: str, tmp: Path) -> Path:
@@ -53,12 +60,20 @@ def recertify(name: str) -> str:
         ref = read_samples(_sample_file(folder, "reference.jsonl", Path(tmp)))
         cand = read_samples(_sample_file(folder, "candidate.jsonl", Path(tmp)))
         result = certify_samples(ref, cand, PROFILE)
-        result.notes = [n for n in old.get("notes", []) if n.startswith(COLLECTION_NOTES)] + list(result.notes)
+        result.notes = [n for n in old.get("notes", []) if n.startswith(COLLECTION_NOTES)] + list(
+            result.notes
+        )
         run = dict(old.get("certificate_run", {}))
-        run["recertified"] = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "exactspec": __version__}
+        run["recertified"] = {
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "exactspec": __version__,
+        }
         result.extra["certificate_run"] = run
         doc = write_engine_report(result, folder)["document"]
-    for key in ("reference_file", "candidate_file"):  # name the committed files, not the temporary copies
+    for key in (
+        "reference_file",
+        "candidate_file",
+    ):  # name the committed files, not the temporary copies
         doc["engine"][key] = str(folder / Path(doc["engine"][key]).name)
     (folder / "certificate.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return doc["verdict"]
@@ -66,11 +81,18 @@ def recertify(name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", nargs="*", default=None, help="configurations (default: every certificate present)")
+    parser.add_argument(
+        "--config",
+        nargs="*",
+        default=None,
+        help="configurations (default: every certificate present)",
+    )
     args = parser.parse_args(argv)
     os.chdir(REPO)
     names = args.config or sorted(p.parent.name for p in OUT_ROOT.glob("*/certificate.json"))
-    unknown = [n for n in names if n not in CONFIGS or not (OUT_ROOT / n / "certificate.json").is_file()]
+    unknown = [
+        n for n in names if n not in CONFIGS or not (OUT_ROOT / n / "certificate.json").is_file()
+    ]
     if unknown:
         parser.error(f"no certificate to re-certify for {unknown}")
     verdicts = {name: recertify(name) for name in names}

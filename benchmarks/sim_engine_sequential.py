@@ -54,8 +54,15 @@ SCHEDULE, QUICK_SCHEDULE = (32, 128, 512, 2048), (32, 128)
 TARGET, FALSE_FAIL, FALSE_PASS, SERIAL_SHARE = 0.08, 0.05, 0.05, 0.25
 AT_TARGET = 1.05 * TARGET  # "just above the target": per-token TV at every deviating prefix
 PROMPT = "A"
-DEFAULTS = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "max_tokens": M, "n_probs": TOP_N,
-            "post_sampling_probs": True}
+DEFAULTS = {
+    "temperature": 1.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "min_p": 0.0,
+    "max_tokens": M,
+    "n_probs": TOP_N,
+    "post_sampling_probs": True,
+}
 
 
 def profile():
@@ -84,14 +91,21 @@ def _at(d: np.ndarray, p: np.ndarray, size: float) -> np.ndarray:
 
 def _rows() -> dict[str, list[np.ndarray]]:
     """Per row kind, the law over ranks at each s of the grid."""
-    out: dict[str, list[np.ndarray]] = {k: [] for k in ("p", "report_hot", "pull", "hot", "cold", "spread",
-                                                        "late_hot", "flagrant")}
+    out: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("p", "report_hot", "pull", "hot", "cold", "spread", "late_hot", "flagrant")
+    }
     for s in S_GRID:
         p, hot, cold = zipf(s), zipf(s / 1.5), zipf(s * 1.5)
-        rows = {"p": p, "report_hot": zipf(s / 1.04), "pull": _at(np.eye(V)[0], p, AT_TARGET),
-                "hot": _at(hot, p, AT_TARGET), "cold": _at(cold, p, AT_TARGET),
-                "spread": _at(0.5 * hot + 0.5 * cold, p, AT_TARGET), "late_hot": _at(hot, p, 2 * AT_TARGET),
-                "flagrant": _at(np.full(V, 1.0 / V), p, 0.3)}
+        rows = {
+            "p": p,
+            "report_hot": zipf(s / 1.04),
+            "pull": _at(np.eye(V)[0], p, AT_TARGET),
+            "hot": _at(hot, p, AT_TARGET),
+            "cold": _at(cold, p, AT_TARGET),
+            "spread": _at(0.5 * hot + 0.5 * cold, p, AT_TARGET),
+            "late_hot": _at(hot, p, 2 * AT_TARGET),
+            "flagrant": _at(np.full(V, 1.0 / V), p, 0.3),
+        }
         for kind, row in rows.items():
             out[kind].append(row)
     return out
@@ -100,9 +114,16 @@ def _rows() -> dict[str, list[np.ndarray]]:
 PROFILE = profile()
 ROWS = _rows()
 CDF = {kind: [np.cumsum(row) for row in rows] for kind, rows in ROWS.items()}
-TV = {kind: [tv_cats(row, ROWS["p"][i]) for i, row in enumerate(rows)] for kind, rows in ROWS.items()}
-REPORTED = {kind: [tuple(round(float(np.float32(x)), 6) for x in ROWS[kind][i][:TOP_N]) for i in range(len(S_GRID))]
-            for kind in ("p", "report_hot")}
+TV = {
+    kind: [tv_cats(row, ROWS["p"][i]) for i, row in enumerate(rows)] for kind, rows in ROWS.items()
+}
+REPORTED = {
+    kind: [
+        tuple(round(float(np.float32(x)), 6) for x in ROWS[kind][i][:TOP_N])
+        for i in range(len(S_GRID))
+    ]
+    for kind in ("p", "report_hot")
+}
 
 
 def _candidate_kind(family: str, h: int, position: int, load: str) -> str:
@@ -155,14 +176,20 @@ class Engine:
         if prefix not in self.reports:
             s, a, b, _ = self.key(prefix)
             probs = REPORTED[self.report_kind][s]
-            self.reports[prefix] = PrefixProbs(PROMPT, prefix, tuple(((a * r + b) % V, probs[r])
-                                                                     for r in range(TOP_N)), "post_sampling")
+            self.reports[prefix] = PrefixProbs(
+                PROMPT,
+                prefix,
+                tuple(((a * r + b) % V, probs[r]) for r in range(TOP_N)),
+                "post_sampling",
+            )
         return self.reports[prefix]
 
     def _draw(self, kind: str, s: int, u: float) -> int:
         return min(V - 1, int(np.searchsorted(CDF[kind][s], u, side="right")))
 
-    def complete(self, u: np.ndarray, kind_of=None, differ: tuple | None = None) -> tuple[tuple, float]:
+    def complete(
+        self, u: np.ndarray, kind_of=None, differ: tuple | None = None
+    ) -> tuple[tuple, float]:
         """Tokens drawn by inverse CDF from uniforms `u` (kind_of(h, position): the row kind; None: the law);
         `differ` = (position, token): at that position draw from the law conditioned to avoid token. Also the
         summed per-token TV on the categories."""
@@ -176,7 +203,9 @@ class Engine:
                 avoid = (differ[1] - b) * pow(a, -1, V) % V
                 row = ROWS["p"][s].copy()
                 row[avoid] = 0.0
-                rank = min(V - 1, int(np.searchsorted(np.cumsum(row / row.sum()), u[t], side="right")))
+                rank = min(
+                    V - 1, int(np.searchsorted(np.cumsum(row / row.sum()), u[t], side="right"))
+                )
             else:
                 rank = self._draw(kind, s, u[t])
             tv += TV[kind][s]
@@ -184,10 +213,21 @@ class Engine:
         return tuple(tokens), tv
 
 
-def _completion(seed: int, index: int, tokens: tuple, tops=None, load: str | None = None) -> Completion:
+def _completion(
+    seed: int, index: int, tokens: tuple, tops=None, load: str | None = None
+) -> Completion:
     timings = {"draft_n": 6, "draft_n_accepted": 3} if tops is None else {}
-    return Completion(PROMPT, seed, tokens, top_probs=tops, probs_kind="post_sampling", finish_reason="length",
-                      timings=timings, index=index, load=load)
+    return Completion(
+        PROMPT,
+        seed,
+        tokens,
+        top_probs=tops,
+        probs_kind="post_sampling",
+        finish_reason="length",
+        timings=timings,
+        index=index,
+        load=load,
+    )
 
 
 def grow(engine: Engine, ref: list, cand: list, seeds: list[int], n: int, state: dict) -> None:
@@ -196,8 +236,14 @@ def grow(engine: Engine, ref: list, cand: list, seeds: list[int], n: int, state:
     for index in range(len(ref), n):
         u_ref = rng.random(M)
         tokens, _ = engine.complete(u_ref)
-        ref.append(_completion(seeds[index], index, tokens, tuple(engine.report(tokens[:t]).top_probs
-                                                                  for t in range(M))))
+        ref.append(
+            _completion(
+                seeds[index],
+                index,
+                tokens,
+                tuple(engine.report(tokens[:t]).top_probs for t in range(M)),
+            )
+        )
         load = "serial" if is_serial(index, SERIAL_SHARE) else "loaded"
         differ = None
         if engine.coupled:
@@ -207,8 +253,9 @@ def grow(engine: Engine, ref: list, cand: list, seeds: list[int], n: int, state:
                 differ, u_cand[position:] = (position, tokens[position]), rng.random(M - position)
         else:
             u_cand = rng.random(M)
-        c_tokens, tv = engine.complete(u_cand, lambda h, pos, load=load: _candidate_kind(engine.family, h, pos, load),
-                                       differ)
+        c_tokens, tv = engine.complete(
+            u_cand, lambda h, pos, load=load: _candidate_kind(engine.family, h, pos, load), differ
+        )
         cand.append(_completion(seeds[index], index, c_tokens, load=load))
         state["tv"] += tv
         state["mismatches"] += c_tokens != tokens
@@ -218,11 +265,21 @@ def grow(engine: Engine, ref: list, cand: list, seeds: list[int], n: int, state:
 
 
 def _header(role: str, design: dict, coupled: bool) -> Header:
-    spec = {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": coupled} \
-        if role == "candidate" else None
-    return Header(role=role, engine={"name": "sim", "version": "1", "speculation": spec}, model={"name": "zipf-1009",
-                  "sha256": None}, request_defaults=dict(DEFAULTS), prompts={PROMPT: (1, 2, 3)},
-                  created="2026-12-06T00:00:00+00:00", exactspec_version="sim", design=design)
+    spec = (
+        {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": coupled}
+        if role == "candidate"
+        else None
+    )
+    return Header(
+        role=role,
+        engine={"name": "sim", "version": "1", "speculation": spec},
+        model={"name": "zipf-1009", "sha256": None},
+        request_defaults=dict(DEFAULTS),
+        prompts={PROMPT: (1, 2, 3)},
+        created="2026-12-06T00:00:00+00:00",
+        exactspec_version="sim",
+        design=design,
+    )
 
 
 def _look(result, n: int) -> dict:
@@ -230,10 +287,20 @@ def _look(result, n: int) -> dict:
     entry = result.extra["engine"]["ruled_out"]["per_prompt"].get(PROMPT, {})
     bounds = {r["route"]: float(r["bound"]) for r in entry.get("routes", [])}
     failed = [r for r in result.counted if not r.passed]
-    return {"verdict": result.verdict, "completions": n, "failed": sorted({r.check for r in failed}),
-            "strongest_load": sorted({str(r.result.details.get("strongest_load")) for r in failed
-                                      if "strongest_load" in r.result.details}),
-            "void": bool(result.invalid), "bounds": bounds}
+    return {
+        "verdict": result.verdict,
+        "completions": n,
+        "failed": sorted({r.check for r in failed}),
+        "strongest_load": sorted(
+            {
+                str(r.result.details.get("strongest_load"))
+                for r in failed
+                if "strongest_load" in r.result.details
+            }
+        ),
+        "void": bool(result.invalid),
+        "bounds": bounds,
+    }
 
 
 def one_run(task: tuple[str, int, bool]) -> dict:
@@ -244,8 +311,11 @@ def one_run(task: tuple[str, int, bool]) -> dict:
     cap = QUICK_SCHEDULE[-1] if quick else SCENARIOS[name][5]
     engine = Engine(name, 1_000_003 * run + zlib.crc32(name.encode()))
     key = f"{engine.seed:032x}"
-    design = {"seeds": {"kind": "random", "space": SPACE, "key": key}, "concurrency": 4,
-              "load": {"concurrency": 4, "serial_share": SERIAL_SHARE}}
+    design = {
+        "seeds": {"kind": "random", "space": SPACE, "key": key},
+        "concurrency": 4,
+        "load": {"concurrency": 4, "serial_share": SERIAL_SHARE},
+    }
     seeds = random_seeds(key, SPACE, cap)
     ref: list[Completion] = []
     cand: list[Completion] = []
@@ -253,17 +323,29 @@ def one_run(task: tuple[str, int, bool]) -> dict:
     looks = []
     for n in (n for n in SCHEDULE if n <= cap):
         grow(engine, ref, cand, seeds, n, state)
-        reference = SampleFile("sim/reference.jsonl", _header("reference", design, False), list(ref),
-                               list(engine.reports.values()))
-        candidate = SampleFile("sim/candidate.jsonl", _header("candidate", design, engine.coupled), list(cand), [])
+        reference = SampleFile(
+            "sim/reference.jsonl",
+            _header("reference", design, False),
+            list(ref),
+            list(engine.reports.values()),
+        )
+        candidate = SampleFile(
+            "sim/candidate.jsonl", _header("candidate", design, engine.coupled), list(cand), []
+        )
         result = certify_samples(reference, candidate, PROFILE)
         looks.append(_look(result, n))
         if next_counts(result, {PROMPT: n}, SCHEDULE[0], cap).counts is None:
             break
-    return {**looks[-1], "scenario": name, "run": run, "looks": [look["verdict"] for look in looks],
-            "realised_tv": state["tv"] / (M * len(cand)), "mismatch_rate": state["mismatches"] / len(cand),
-            "qualified_ever": any(look["verdict"] == "QUALIFIED" for look in looks),
-            "seconds": time.perf_counter() - t0}
+    return {
+        **looks[-1],
+        "scenario": name,
+        "run": run,
+        "looks": [look["verdict"] for look in looks],
+        "realised_tv": state["tv"] / (M * len(cand)),
+        "mismatch_rate": state["mismatches"] / len(cand),
+        "qualified_ever": any(look["verdict"] == "QUALIFIED" for look in looks),
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def _rate(runs: list[dict], hit, stated: float | None = None) -> dict:
@@ -280,96 +362,181 @@ def _median(values: list) -> float | None:
 
 
 #: the events a row counts, and which of them each kind of scenario is judged by (against which stated rate)
-EVENTS = {"not_exact": ("NOT_EXACT",), "certified": ("CERTIFIED",), "qualified": ("QUALIFIED",),
-          "inconclusive": ("INCONCLUSIVE",), "certified_or_qualified": ("CERTIFIED", "QUALIFIED")}
-JUDGED = {"false_fail": {"not_exact": FALSE_FAIL}, "monotone": {"certified_or_qualified": FALSE_PASS / 2},
-          "shape": {"certified": FALSE_PASS}, "coupling": {"certified": FALSE_PASS}, "power": {}}
+EVENTS = {
+    "not_exact": ("NOT_EXACT",),
+    "certified": ("CERTIFIED",),
+    "qualified": ("QUALIFIED",),
+    "inconclusive": ("INCONCLUSIVE",),
+    "certified_or_qualified": ("CERTIFIED", "QUALIFIED"),
+}
+JUDGED = {
+    "false_fail": {"not_exact": FALSE_FAIL},
+    "monotone": {"certified_or_qualified": FALSE_PASS / 2},
+    "shape": {"certified": FALSE_PASS},
+    "coupling": {"certified": FALSE_PASS},
+    "power": {},
+}
 
 
 def summarise(name: str, runs: list[dict]) -> dict:
     """The scenario's row: each verdict's rate with its Clopper-Pearson interval (and the stated rate where it is
     judged), completions to NOT_EXACT, the checks that failed and the load they name, the routes' last bounds."""
     judged = JUDGED[SCENARIOS[name][4]]
-    rates = {event: _rate(runs, lambda r, vs=verdicts: r["verdict"] in vs, judged.get(event))
-             for event, verdicts in EVENTS.items()}
+    rates = {
+        event: _rate(runs, lambda r, vs=verdicts: r["verdict"] in vs, judged.get(event))
+        for event, verdicts in EVENTS.items()
+    }
     not_exact = [r["completions"] for r in runs if r["verdict"] == "NOT_EXACT"]
-    any_shape = [min(r["bounds"].get("coupling", 1.0), r["bounds"].get("law_any", 1.0)) for r in runs]
-    return {"runs": len(runs), "judged": {event: rates[event] for event in judged}, "rates": rates,
-            "final_verdicts": {verdicts[0]: rates[event]["count"] for event, verdicts in EVENTS.items()
-                               if len(verdicts) == 1},
-            "completions_at_end": {str(n): sum(r["completions"] == n for r in runs) for n in SCHEDULE},
-            "median_completions_to_not_exact": _median(not_exact),
-            "completions_to_not_exact": {str(n): not_exact.count(n) for n in sorted(set(not_exact))},
-            "failed_checks": {c: sum(c in r["failed"] for r in runs)
-                              for c in sorted({c for r in runs for c in r["failed"]})},
-            "strongest_load_of_failures": {k: sum(k in r["strongest_load"] for r in runs)
-                                           for k in ("all", "serial", "loaded")},
-            "reports_void": sum(r["void"] for r in runs), "cpu_seconds": round(sum(r["seconds"] for r in runs), 1),
-            "qualified_at_some_look": sum(r["qualified_ever"] for r in runs),
-            "realised_tv": None if SCENARIOS[name][1] else {  # seed-coupled: not computed
-                "mean": float(np.mean([r["realised_tv"] for r in runs])),
-                "min": float(np.min([r["realised_tv"] for r in runs]))},
-            "mismatch_rate_mean": float(np.mean([r["mismatch_rate"] for r in runs])),
-            "best_any_shape_bound_at_end": {"min": float(min(any_shape)), "median": float(np.median(any_shape))},
-            "median_bound_at_end": {route: _median([r["bounds"][route] for r in runs if route in r["bounds"]])
-                                    for route in ("coupling", "law_any", "law_monotone")}}
+    any_shape = [
+        min(r["bounds"].get("coupling", 1.0), r["bounds"].get("law_any", 1.0)) for r in runs
+    ]
+    return {
+        "runs": len(runs),
+        "judged": {event: rates[event] for event in judged},
+        "rates": rates,
+        "final_verdicts": {
+            verdicts[0]: rates[event]["count"]
+            for event, verdicts in EVENTS.items()
+            if len(verdicts) == 1
+        },
+        "completions_at_end": {str(n): sum(r["completions"] == n for r in runs) for n in SCHEDULE},
+        "median_completions_to_not_exact": _median(not_exact),
+        "completions_to_not_exact": {str(n): not_exact.count(n) for n in sorted(set(not_exact))},
+        "failed_checks": {
+            c: sum(c in r["failed"] for r in runs)
+            for c in sorted({c for r in runs for c in r["failed"]})
+        },
+        "strongest_load_of_failures": {
+            k: sum(k in r["strongest_load"] for r in runs) for k in ("all", "serial", "loaded")
+        },
+        "reports_void": sum(r["void"] for r in runs),
+        "cpu_seconds": round(sum(r["seconds"] for r in runs), 1),
+        "qualified_at_some_look": sum(r["qualified_ever"] for r in runs),
+        "realised_tv": None
+        if SCENARIOS[name][1]
+        else {  # seed-coupled: not computed
+            "mean": float(np.mean([r["realised_tv"] for r in runs])),
+            "min": float(np.min([r["realised_tv"] for r in runs])),
+        },
+        "mismatch_rate_mean": float(np.mean([r["mismatch_rate"] for r in runs])),
+        "best_any_shape_bound_at_end": {
+            "min": float(min(any_shape)),
+            "median": float(np.median(any_shape)),
+        },
+        "median_bound_at_end": {
+            route: _median([r["bounds"][route] for r in runs if route in r["bounds"]])
+            for route in ("coupling", "law_any", "law_monotone")
+        },
+    }
 
 
 def _version() -> str:
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True,
-                             timeout=30, check=False)
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
 def _table(doc: dict) -> str:
-    head = ("| scenario | runs | NOT_EXACT / CERTIFIED / QUALIFIED / INCONCLUSIVE | judged: rate (95 % upper end) vs "
-            "stated | median completions to NOT_EXACT |")
+    head = (
+        "| scenario | runs | NOT_EXACT / CERTIFIED / QUALIFIED / INCONCLUSIVE | judged: rate (95 % upper end) vs "
+        "stated | median completions to NOT_EXACT |"
+    )
     lines = [head, "|---|---|---|---|---|"]
     for name, row in doc["scenarios"].items():
         v = row["final_verdicts"]
-        judged = "; ".join(f"{event} {r['rate']:.3f} ({r['upper']:.3f}) vs {r['stated']:g} "
-                           + ("within" if r["upper_within_stated"] else "ABOVE") for event, r in row["judged"].items())
-        lines.append(f"| {name} | {row['runs']} | {v['NOT_EXACT']} / {v['CERTIFIED']} / {v['QUALIFIED']} / "
-                     f"{v['INCONCLUSIVE']} | {judged or '-'} | {row['median_completions_to_not_exact']} |")
+        judged = "; ".join(
+            f"{event} {r['rate']:.3f} ({r['upper']:.3f}) vs {r['stated']:g} "
+            + ("within" if r["upper_within_stated"] else "ABOVE")
+            for event, r in row["judged"].items()
+        )
+        lines.append(
+            f"| {name} | {row['runs']} | {v['NOT_EXACT']} / {v['CERTIFIED']} / {v['QUALIFIED']} / "
+            f"{v['INCONCLUSIVE']} | {judged or '-'} | {row['median_completions_to_not_exact']} |"
+        )
     return "\n".join(lines)
 
 
 def _parameters(args: argparse.Namespace) -> dict:
-    return {"runs": args.runs, "quick": args.quick, "workers": args.workers, "schedule": list(SCHEDULE),
-            "quick_schedule": list(QUICK_SCHEDULE), "vocabulary": V, "top_n": TOP_N, "max_tokens": M,
-            "zipf_exponents": S_GRID.round(4).tolist(), "target_tv": TARGET, "at_target_tv": AT_TARGET,
-            "total_false_fail": FALSE_FAIL, "false_pass_rate": FALSE_PASS, "route_false_pass": FALSE_PASS / 2,
-            "serial_share": SERIAL_SHARE, "seed_space": SPACE, "prompts": 1, "rounding": "float32, then 6 decimals",
-            "profile": "quick, with total_false_fail, target_tv and false_pass_rate replaced by the values above",
-            "scenarios": {k: dict(zip(("family", "coupled", "reports", "runs_share", "judged", "cap"), v))
-                          for k, v in SCENARIOS.items()}}
+    return {
+        "runs": args.runs,
+        "quick": args.quick,
+        "workers": args.workers,
+        "schedule": list(SCHEDULE),
+        "quick_schedule": list(QUICK_SCHEDULE),
+        "vocabulary": V,
+        "top_n": TOP_N,
+        "max_tokens": M,
+        "zipf_exponents": S_GRID.round(4).tolist(),
+        "target_tv": TARGET,
+        "at_target_tv": AT_TARGET,
+        "total_false_fail": FALSE_FAIL,
+        "false_pass_rate": FALSE_PASS,
+        "route_false_pass": FALSE_PASS / 2,
+        "serial_share": SERIAL_SHARE,
+        "seed_space": SPACE,
+        "prompts": 1,
+        "rounding": "float32, then 6 decimals",
+        "profile": "quick, with total_false_fail, target_tv and false_pass_rate replaced by the values above",
+        "scenarios": {
+            k: dict(zip(("family", "coupled", "reports", "runs_share", "judged", "cap"), v))
+            for k, v in SCENARIOS.items()
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=200, help="runs of `exact`; the others: their share of it")
-    parser.add_argument("--quick", action="store_true", help="3 runs each, looks at 32 and 128: checks the script")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (runs are independent)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--runs", type=int, default=200, help="runs of `exact`; the others: their share of it"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="3 runs each, looks at 32 and 128: checks the script"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, help="worker processes (runs are independent)"
+    )
     parser.add_argument("--only", nargs="*", default=None, help="scenarios to run (default: all)")
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/engine_sequential.json"))
     args = parser.parse_args(argv)
     started = time.perf_counter()
     names = [name for name in SCENARIOS if not args.only or name in args.only]
-    tasks = sorted(((name, run, args.quick) for name in names  # the long rows first: the workers end together
-                    for run in range(3 if args.quick else max(10, round(SCENARIOS[name][3] * args.runs)))),
-                   key=lambda task: -SCENARIOS[task[0]][5])
+    tasks = sorted(
+        (
+            (name, run, args.quick)
+            for name in names  # the long rows first: the workers end together
+            for run in range(3 if args.quick else max(10, round(SCENARIOS[name][3] * args.runs)))
+        ),
+        key=lambda task: -SCENARIOS[task[0]][5],
+    )
     runs: dict[str, list[dict]] = {name: [] for name in names}
     with multiprocessing.get_context("fork").Pool(args.workers) as pool:
         for done, result in enumerate(pool.imap_unordered(one_run, tasks), start=1):
             runs[result["scenario"]].append(result)
             if done % 20 == 0 or done == len(tasks):
-                print(f"{done}/{len(tasks)} runs, {time.perf_counter() - started:.0f} s", flush=True)
-    doc = {"benchmark": "sim_engine_sequential", "machine": machine_info(), "code_version": _version(),
-           "parameters": _parameters(args), "seconds": round(time.perf_counter() - started, 1),
-           "scenarios": {name: summarise(name, sorted(runs[name], key=lambda r: r["run"])) for name in names}}
+                print(
+                    f"{done}/{len(tasks)} runs, {time.perf_counter() - started:.0f} s", flush=True
+                )
+    doc = {
+        "benchmark": "sim_engine_sequential",
+        "machine": machine_info(),
+        "code_version": _version(),
+        "parameters": _parameters(args),
+        "seconds": round(time.perf_counter() - started, 1),
+        "scenarios": {
+            name: summarise(name, sorted(runs[name], key=lambda r: r["run"])) for name in names
+        },
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(_table(doc))

@@ -49,11 +49,24 @@ SCENARIOS = [
 ]
 
 
-def kept_of_best_fixed(later_prior: float, acceptance: list[float], slope: float, answer: int | None, seeds: int,
-                       match_rate: float = 1.0) -> float:
+def kept_of_best_fixed(
+    later_prior: float,
+    acceptance: list[float],
+    slope: float,
+    answer: int | None,
+    seeds: int,
+    match_rate: float = 1.0,
+) -> float:
     """The policy's mean throughput over the best fixed k's (0..8) on one simulated machine and draft."""
-    policy, fixed = throughputs(acceptance, slope, 64 if answer else 40, seeds,
-                                {"later_prior_acceptance_rate": later_prior}, answer_tokens=answer, match_rate=match_rate)
+    policy, fixed = throughputs(
+        acceptance,
+        slope,
+        64 if answer else 40,
+        seeds,
+        {"later_prior_acceptance_rate": later_prior},
+        answer_tokens=answer,
+        match_rate=match_rate,
+    )
     return policy / max(fixed)
 
 
@@ -64,14 +77,25 @@ def main() -> int:
     args = parser.parse_args()
     results = {}
     for prior in [float(p) for p in args.priors.split(",")]:
-        kept = {name: kept_of_best_fixed(prior, *rest[:3], args.seeds, *rest[3:]) for name, *rest in SCENARIOS}
+        kept = {
+            name: kept_of_best_fixed(prior, *rest[:3], args.seeds, *rest[3:])
+            for name, *rest in SCENARIOS
+        }
         worst = min(kept, key=kept.get)
         mean = statistics.geometric_mean(kept.values())
-        results[str(prior)] = {"kept_of_best_fixed": kept, "worst": worst, "worst_kept": kept[worst],
-                               "geometric_mean_kept": mean}
-        log(f"later prior {prior}: worst {kept[worst]:.3f} ({worst}), geometric mean {mean:.3f}; "
-            + ", ".join(f"{name} {value:.3f}" for name, value in kept.items()))
-    path = write_result("policy_prior_sweep", {"seeds": args.seeds, "scenarios": SCENARIOS, "priors": results})
+        results[str(prior)] = {
+            "kept_of_best_fixed": kept,
+            "worst": worst,
+            "worst_kept": kept[worst],
+            "geometric_mean_kept": mean,
+        }
+        log(
+            f"later prior {prior}: worst {kept[worst]:.3f} ({worst}), geometric mean {mean:.3f}; "
+            + ", ".join(f"{name} {value:.3f}" for name, value in kept.items())
+        )
+    path = write_result(
+        "policy_prior_sweep", {"seeds": args.seeds, "scenarios": SCENARIOS, "priors": results}
+    )
     log(f"wrote {path}")
     return 0
 

@@ -19,10 +19,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTERS = {  # folder -> (adapter class, what it runs)
-    "vllm-rejection-sampler": ("DraftProbs", "rejection_sample with draft probabilities (draft-model path)"),
-    "vllm-rejection-sampler-ngram": ("NoDraftProbs", "rejection_sample without draft probabilities (n-gram path)"),
-    "vllm-rejection-sampler-constrained": ("ConstrainedDraftProbs", "apply_sampling_constraints at T = 1, then "
-                                           "rejection_sample, as RejectionSampler.forward"),
+    "vllm-rejection-sampler": (
+        "DraftProbs",
+        "rejection_sample with draft probabilities (draft-model path)",
+    ),
+    "vllm-rejection-sampler-ngram": (
+        "NoDraftProbs",
+        "rejection_sample without draft probabilities (n-gram path)",
+    ),
+    "vllm-rejection-sampler-constrained": (
+        "ConstrainedDraftProbs",
+        "apply_sampling_constraints at T = 1, then rejection_sample, as RejectionSampler.forward",
+    ),
 }
 
 
@@ -50,20 +58,48 @@ def main(argv: list[str] | None = None) -> int:
             continue
         out = ROOT / "docs" / "certificates" / "engine" / folder
         shutil.rmtree(out, ignore_errors=True)
-        command = [str(exactspec), "certify", "--impl", f"exactspec.conformance.adapters.vllm_rejection:{name}",
-                   "--level", "rule", "--profile", args.profile, "--out", str(out), "--no-progress"]
+        command = [
+            str(exactspec),
+            "certify",
+            "--impl",
+            f"exactspec.conformance.adapters.vllm_rejection:{name}",
+            "--level",
+            "rule",
+            "--profile",
+            args.profile,
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
         started = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         minutes = (time.perf_counter() - started) / 60
-        verdict = json.loads((out / "certificate.json").read_text())["verdict"] if (out / "certificate.json").exists() \
+        verdict = (
+            json.loads((out / "certificate.json").read_text())["verdict"]
+            if (out / "certificate.json").exists()
             else f"no certificate (exit {done.returncode}): {done.stderr[-500:]}"
-        portable = ["exactspec", *command[1:-3], "--out", f"docs/certificates/engine/{folder}", "--no-progress"]
+        )
+        portable = [
+            "exactspec",
+            *command[1:-3],
+            "--out",
+            f"docs/certificates/engine/{folder}",
+            "--no-progress",
+        ]
         if out.exists():
-            (out / "command.txt").write_text(f".venv/bin/python benchmarks/vllm_rule_certificates.py --profile "
-                                             f"{args.profile} --only {folder}\n\n# which ran (in vLLM's cached venv, "
-                                             f"exactspec installed there from this checkout):\n{' '.join(portable)}\n")
-        results[folder] = {"adapter": name, "what": what, "verdict": verdict, "minutes": round(minutes, 1),
-                           "exit": done.returncode, "command": " ".join(portable)}
+            (out / "command.txt").write_text(
+                f".venv/bin/python benchmarks/vllm_rule_certificates.py --profile "
+                f"{args.profile} --only {folder}\n\n# which ran (in vLLM's cached venv, "
+                f"exactspec installed there from this checkout):\n{' '.join(portable)}\n"
+            )
+        results[folder] = {
+            "adapter": name,
+            "what": what,
+            "verdict": verdict,
+            "minutes": round(minutes, 1),
+            "exit": done.returncode,
+            "command": " ".join(portable),
+        }
         print(f"{folder}: {verdict} in {minutes:.1f} min", file=sys.stderr)
     target = ROOT / "benchmarks" / "results" / "vllm_rule_certificates.json"
     previous = json.loads(target.read_text()) if target.exists() else {}

@@ -20,7 +20,13 @@ import importlib
 from typing import Any
 
 from .loader import call_implementation, load_adapter
-from ..errors import ContractViolation, ExactspecError, ImplementationError, ImplUnavailable, Unsupported
+from ..errors import (
+    ContractViolation,
+    ExactspecError,
+    ImplementationError,
+    ImplUnavailable,
+    Unsupported,
+)
 
 CONTRACT_VERSION = "1.4"
 
@@ -33,8 +39,21 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "strategies": (".rule.strategies", None),
 }
 
-__all__ = ["CONTRACT_VERSION", "Certificate", "ContractViolation", "ExactspecError", "ImplUnavailable", "ImplementationError",
-           "SamplingParams", "Unsupported", "call_implementation", "certify", "load_adapter", "load_cases", "strategies"]
+__all__ = [
+    "CONTRACT_VERSION",
+    "Certificate",
+    "ContractViolation",
+    "ExactspecError",
+    "ImplUnavailable",
+    "ImplementationError",
+    "SamplingParams",
+    "Unsupported",
+    "call_implementation",
+    "certify",
+    "load_adapter",
+    "load_cases",
+    "strategies",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -56,16 +56,31 @@ from .core.registry import budget_for, planned_checks
 STATED_KINDS: dict[str, tuple[str, str]] = {
     "ks": ("exact (KS on continuous PIT values, finite-n law)", "exact"),
     "binomial": ("exact two-sided binomial test (<= nominal)", "proven bound"),
-    "binomial_upper": ("one-sided binomial tail at a dominating rate (events with conditional probability <= the "
-                       "rate: stochastic domination), valid at any n", "proven bound"),
-    "permutation": ("Hoeffding-Serfling bound at level/2 + sequential Monte-Carlo permutation p-value (Besag & "
-                    "Clifford 1991) at level/2, Bonferroni; pooled-sample bins; valid at any n under exchangeability",
-                    "proven bound"),
-    "multinomial": ("exact multinomial test: enumeration (<= 200k outcomes) or Monte-Carlo p-value (1+e)/(1+B), "
-                    "valid at any n (failure: INCONCLUSIVE, not NOT_EXACT)", "proven bound"),
-    "sequential": ("e-process (a nonnegative supermartingale under exactness) against 1/rate: Ville's inequality, "
-                   "valid at every look and under any stopping rule", "proven bound"),
-    "fisher": ("Fisher's exact test, one-sided (conditional on the margins, <= nominal)", "proven bound")}
+    "binomial_upper": (
+        "one-sided binomial tail at a dominating rate (events with conditional probability <= the "
+        "rate: stochastic domination), valid at any n",
+        "proven bound",
+    ),
+    "permutation": (
+        "Hoeffding-Serfling bound at level/2 + sequential Monte-Carlo permutation p-value (Besag & "
+        "Clifford 1991) at level/2, Bonferroni; pooled-sample bins; valid at any n under exchangeability",
+        "proven bound",
+    ),
+    "multinomial": (
+        "exact multinomial test: enumeration (<= 200k outcomes) or Monte-Carlo p-value (1+e)/(1+B), "
+        "valid at any n (failure: INCONCLUSIVE, not NOT_EXACT)",
+        "proven bound",
+    ),
+    "sequential": (
+        "e-process (a nonnegative supermartingale under exactness) against 1/rate: Ville's inequality, "
+        "valid at every look and under any stopping rule",
+        "proven bound",
+    ),
+    "fisher": (
+        "Fisher's exact test, one-sided (conditional on the margins, <= nominal)",
+        "proven bound",
+    ),
+}
 #: Guarantee of a row's tail: "exact", "proven bound", "asymptotic only" (unproven at finite n), "hard (0)".
 GUARANTEES = ("exact", "proven bound", "asymptotic only", "hard (0)")
 #: Largest window of outcomes enumerated for an exact realised rate (else the nominal rate is the bound).
@@ -77,7 +92,11 @@ def _outcomes(bin_prob: np.ndarray, n: int):
     lo, hi, out = _window(np.array([n]), np.array([bin_prob[0]]))
     x1 = np.arange(lo[0], hi[0] + 1)
     if bin_prob.size == 2:
-        return np.stack([x1, n - x1], 1).astype(float), stats.binom.pmf(x1, n, bin_prob[0]), float(out[0])
+        return (
+            np.stack([x1, n - x1], 1).astype(float),
+            stats.binom.pmf(x1, n, bin_prob[0]),
+            float(out[0]),
+        )
     r = bin_prob[1] / (bin_prob[1] + bin_prob[2])
     lo2, hi2, out2 = _window(n - x1, np.full(x1.shape, r))
     if x1.size * (int(hi2.max() - lo2.min()) + 1) > MAX_OUTCOMES:
@@ -107,32 +126,79 @@ def exact_realised_rate(bin_prob: np.ndarray, n: int, rate: float) -> float | No
     return float(prob[order][pval < rate].sum() + outside)
 
 
-def check_row(level: str, case: str, check: str, law: np.ndarray | None, n: float | None, min_expected: float,
-              rate: float, false_pass_rate: float, kind: str = "lr") -> dict:
+def check_row(
+    level: str,
+    case: str,
+    check: str,
+    law: np.ndarray | None,
+    n: float | None,
+    min_expected: float,
+    rate: float,
+    false_pass_rate: float,
+    kind: str = "lr",
+) -> dict:
     """One row: nominal rate, bins, how the realised rate is known, its guarantee, the realised rate, the
     detectable binned TV; `n` None: set by the data (engine level)."""
-    row = {"level": level, "case": case, "check": check, "n": None if n is None else int(round(n)), "nominal": rate}
+    row = {
+        "level": level,
+        "case": case,
+        "check": check,
+        "n": None if n is None else int(round(n)),
+        "nominal": rate,
+    }
     if kind != "lr" and kind not in STATED_KINDS:
         raise ValueError(f"kind must be 'lr' or one of {sorted(STATED_KINDS)}, got {kind!r}")
     if kind in STATED_KINDS:
         how, guarantee = STATED_KINDS[kind]
-        return {**row, "bins": None, "how": how, "guarantee": guarantee, "realised": rate, "detectable_tv": None}
+        return {
+            **row,
+            "bins": None,
+            "how": how,
+            "guarantee": guarantee,
+            "realised": rate,
+            "detectable_tv": None,
+        }
     law = None if law is None else np.asarray(law, float)
     if law is None or n is None or n < 1:
-        return {**row, "bins": 0, "how": "no observation reaches this test: it does not run", "guarantee": "hard (0)",
-                "realised": 0.0, "detectable_tv": None}
+        return {
+            **row,
+            "bins": 0,
+            "how": "no observation reaches this test: it does not run",
+            "guarantee": "hard (0)",
+            "realised": 0.0,
+            "detectable_tv": None,
+        }
     if np.count_nonzero(law) == 1:
-        return {**row, "bins": 1, "how": "point-mass law: the hard zero-probability check (every sample must hit it)",
-                "guarantee": "hard (0)", "realised": 0.0, "detectable_tv": None}
-    bins = gof_bins(law / law.sum(), int(round(n)), min_expected, "lr")[1]  # as the test pools, fallback included
+        return {
+            **row,
+            "bins": 1,
+            "how": "point-mass law: the hard zero-probability check (every sample must hit it)",
+            "guarantee": "hard (0)",
+            "realised": 0.0,
+            "detectable_tv": None,
+        }
+    bins = gof_bins(law / law.sum(), int(round(n)), min_expected, "lr")[
+        1
+    ]  # as the test pools, fallback included
     exact = exact_realised_rate(bins, int(round(n)), rate)
-    how = ("exact tail: no outcome at this n reaches the level (rate 0)" if exact == 0.0 else
-           "exact tail, rate computed exactly" if exact is not None else
-           "exact tail (<= nominal)" if bins.size <= 3 else "Agrawal bound (<= nominal)")
+    how = (
+        "exact tail: no outcome at this n reaches the level (rate 0)"
+        if exact == 0.0
+        else "exact tail, rate computed exactly"
+        if exact is not None
+        else "exact tail (<= nominal)"
+        if bins.size <= 3
+        else "Agrawal bound (<= nominal)"
+    )
     guarantee = "exact" if exact is not None or bins.size <= 3 else "proven bound"
-    return {**row, "bins": int(bins.size), "how": how, "guarantee": guarantee,
-            "realised": exact if exact is not None else rate,
-            "detectable_tv": min_discrepancy_multinomial_lr(n, bins.size, rate, false_pass_rate)}
+    return {
+        **row,
+        "bins": int(bins.size),
+        "how": how,
+        "guarantee": guarantee,
+        "realised": exact if exact is not None else rate,
+        "detectable_tv": min_discrepancy_multinomial_lr(n, bins.size, rate, false_pass_rate),
+    }
 
 
 def level_rows(level_name: str, profile_name: str) -> tuple[list[dict], float]:
@@ -147,11 +213,29 @@ def level_rows(level_name: str, profile_name: str) -> tuple[list[dict], float]:
         for check, _ in planned_checks(level, case):
             for plan in check.plans(case, prof):
                 n_test = None if n is None else n * plan.reach
-                me = plan.min_expected if plan.min_expected is not None else (
-                    settings.min_expected(int(n_test or 0)) if hasattr(settings, "min_expected") else 0.0)
+                me = (
+                    plan.min_expected
+                    if plan.min_expected is not None
+                    else (
+                        settings.min_expected(int(n_test or 0))
+                        if hasattr(settings, "min_expected")
+                        else 0.0
+                    )
+                )
                 law = plan.law_for(n_test) if n_test is not None else None
-                rows.append(check_row(level_name, case.name, plan.name, law, n_test, me, rate,
-                                      prof.false_pass_rate, plan.test))
+                rows.append(
+                    check_row(
+                        level_name,
+                        case.name,
+                        plan.name,
+                        law,
+                        n_test,
+                        me,
+                        rate,
+                        prof.false_pass_rate,
+                        plan.test,
+                    )
+                )
     return rows, prof.total_false_fail(level_name)
 
 
@@ -164,12 +248,19 @@ def confirm_share(level_name: str, profile_name: str) -> dict | None:
         return None
     cases = level.representative_cases(prof)
     rate = budget_for(level, prof, cases).per_check_false_fail_rate
-    standard = sum(len(names) for case in cases for check, names in planned_checks(level, case)
-                   if check.category == "standard_rule")
+    standard = sum(
+        len(names)
+        for case in cases
+        for check, names in planned_checks(level, case)
+        if check.category == "standard_rule"
+    )
     total = sum(len(names) for case in cases for _, names in planned_checks(level, case))
-    return {"standard_rule_tests": standard, "confirmatory_rate_at_most": rate * standard,
-            "worst_case_exact_non_standard": rate * total,
-            "within_if_confirmed": rate * total <= prof.total_false_fail(level_name) * (1 + 1e-9)}
+    return {
+        "standard_rule_tests": standard,
+        "confirmatory_rate_at_most": rate * standard,
+        "worst_case_exact_non_standard": rate * total,
+        "within_if_confirmed": rate * total <= prof.total_false_fail(level_name) * (1 + 1e-9),
+    }
 
 
 def table(levels: Sequence[str] | None = None, profiles: Sequence[str] = PROFILE_NAMES) -> dict:
@@ -181,9 +272,15 @@ def table(levels: Sequence[str] | None = None, profiles: Sequence[str] = PROFILE
         for profile in profiles:
             rows, total = level_rows(level, profile)
             s_nom, s_real = sum(r["nominal"] for r in rows), sum(r["realised"] for r in rows)
-            entry = {"rows": rows, "n_checks": len(rows), "total_stated": total, "sum_nominal": s_nom,
-                     "sum_realised": s_real, "within": s_real <= total * (1 + 1e-9) and s_nom <= total * (1 + 1e-9),
-                     "asymptotic_only": sum(r["guarantee"] == "asymptotic only" for r in rows)}
+            entry = {
+                "rows": rows,
+                "n_checks": len(rows),
+                "total_stated": total,
+                "sum_nominal": s_nom,
+                "sum_realised": s_real,
+                "within": s_real <= total * (1 + 1e-9) and s_nom <= total * (1 + 1e-9),
+                "asymptotic_only": sum(r["guarantee"] == "asymptotic only" for r in rows),
+            }
             confirm = confirm_share(level, profile)
             if confirm is not None:
                 entry["confirm"] = confirm
@@ -197,39 +294,62 @@ def _fmt(v) -> str:
 
 def to_markdown(doc: dict) -> str:
     """The table as Markdown: one summary line per level and profile, then every check."""
-    out = ["# Per-check false-fail rates (generated by `python -m exactspec.conformance.alpha_table`)", "",
-           __doc__.split("\n\n", 1)[1].split("Usage:")[0].strip(), "", "## Summary", "",
-           "| level | profile | statistical checks | stated total | sum nominal | sum realised | within | "
-           "asymptotic-only checks (size unproven) |", "|---|---|---|---|---|---|---|---|"]
+    out = [
+        "# Per-check false-fail rates (generated by `python -m exactspec.conformance.alpha_table`)",
+        "",
+        __doc__.split("\n\n", 1)[1].split("Usage:")[0].strip(),
+        "",
+        "## Summary",
+        "",
+        "| level | profile | statistical checks | stated total | sum nominal | sum realised | within | "
+        "asymptotic-only checks (size unproven) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for level, profs in doc.items():
         for prof, t in profs.items():
-            out.append(f"| {level} | {prof} | {t['n_checks']} | {t['total_stated']:g} | {t['sum_nominal']:.4g} | "
-                       f"{t['sum_realised']:.4g} | {'yes' if t['within'] else 'NO'} | {t['asymptotic_only']} |")
+            out.append(
+                f"| {level} | {prof} | {t['n_checks']} | {t['total_stated']:g} | {t['sum_nominal']:.4g} | "
+                f"{t['sum_realised']:.4g} | {'yes' if t['within'] else 'NO'} | {t['asymptotic_only']} |"
+            )
     out.append("")
     for level, profs in doc.items():
         for prof, t in profs.items():
             if "confirm" in t:
                 c = t["confirm"]
-                out.append(f"* {level}/{prof}: confirmatory tests (after a standard-rule failure on a case) take that "
-                           f"case's standard-rule share, inside the budget (at most {c['confirmatory_rate_at_most']:.4g} "
-                           f"over {c['standard_rule_tests']} standard-rule tests): an exact non-standard rule's false "
-                           f"NOT_EXACT rate is <= {c['worst_case_exact_non_standard']:.4g} "
-                           f"({'within' if c['within_if_confirmed'] else 'ABOVE'} the stated total)")
+                out.append(
+                    f"* {level}/{prof}: confirmatory tests (after a standard-rule failure on a case) take that "
+                    f"case's standard-rule share, inside the budget (at most {c['confirmatory_rate_at_most']:.4g} "
+                    f"over {c['standard_rule_tests']} standard-rule tests): an exact non-standard rule's false "
+                    f"NOT_EXACT rate is <= {c['worst_case_exact_non_standard']:.4g} "
+                    f"({'within' if c['within_if_confirmed'] else 'ABOVE'} the stated total)"
+                )
     for level, profs in doc.items():
         for prof, t in profs.items():
-            out += ["", f"## {level} level, {prof} profile", "",
-                    "| case | check | n | bins | nominal | realised | guarantee | how | detectable binned TV |",
-                    "|---|---|---|---|---|---|---|---|---|"]
-            out += [f"| {r['case']} | {r['check']} | {_fmt(r['n'])} | {_fmt(r['bins'])} | {r['nominal']:.3g} | "
-                    f"{r['realised']:.3g} | {r['guarantee']} | {r['how']} | {_fmt(r['detectable_tv'])} |"
-                    for r in t["rows"]]
+            out += [
+                "",
+                f"## {level} level, {prof} profile",
+                "",
+                "| case | check | n | bins | nominal | realised | guarantee | how | detectable binned TV |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
+            out += [
+                f"| {r['case']} | {r['check']} | {_fmt(r['n'])} | {_fmt(r['bins'])} | {r['nominal']:.3g} | "
+                f"{r['realised']:.3g} | {r['guarantee']} | {r['how']} | {_fmt(r['detectable_tv'])} |"
+                for r in t["rows"]
+            ]
     return "\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="write the per-check false-fail table (Markdown + JSON)")
-    parser.add_argument("--out", default="docs", help="directory for alpha-table.md / alpha-table.json")
-    parser.add_argument("--levels", nargs="+", default=list(level_names()), choices=list(level_names()))
+    parser = argparse.ArgumentParser(
+        description="write the per-check false-fail table (Markdown + JSON)"
+    )
+    parser.add_argument(
+        "--out", default="docs", help="directory for alpha-table.md / alpha-table.json"
+    )
+    parser.add_argument(
+        "--levels", nargs="+", default=list(level_names()), choices=list(level_names())
+    )
     args = parser.parse_args(argv)
     doc = table(tuple(args.levels))
     out = Path(args.out)
@@ -238,8 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "alpha-table.md").write_text(to_markdown(doc))
     for level, profs in doc.items():
         for prof, t in profs.items():
-            print(f"{level:>8} {prof:>8}: {t['n_checks']} checks, sum realised {t['sum_realised']:.4g} "
-                  f"<= stated {t['total_stated']:g}: {t['within']}; {t['asymptotic_only']} asymptotic only")
+            print(
+                f"{level:>8} {prof:>8}: {t['n_checks']} checks, sum realised {t['sum_realised']:.4g} "
+                f"<= stated {t['total_stated']:g}: {t['within']}; {t['asymptotic_only']} asymptotic only"
+            )
     return 0 if all(t["within"] for p in doc.values() for t in p.values()) else 1
 
 

@@ -24,7 +24,14 @@ from .core.profiles import get_profile
 from .core.report import SuiteResult, document
 from .loader import load_adapter
 
-Verdict = Literal["CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "QUALIFIED", "EXACT_NOT_STANDARD", "CERTIFIED"]
+Verdict = Literal[
+    "CONTRACT_VIOLATION",
+    "NOT_EXACT",
+    "INCONCLUSIVE",
+    "QUALIFIED",
+    "EXACT_NOT_STANDARD",
+    "CERTIFIED",
+]
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,9 @@ def _builtins(spec: Any) -> dict:
 def resolve(impl: Any, level: str = "auto") -> tuple[str, Any, str, str | None]:
     """(level, object to certify, its name in the report, spec a worker can load it from or None)."""
     own = None if level == "auto" else get_level(level).own_input(impl)
-    if own is not None:  # a level that certifies something else than an adapter (the engine level's sample files)
+    if (
+        own is not None
+    ):  # a level that certifies something else than an adapter (the engine level's sample files)
         return level, own[0], own[1], None
     loaded = load_adapter(impl, level=level, builtins=_builtins(impl))
     spec = impl if isinstance(impl, str) else None
@@ -102,9 +111,18 @@ def resolve(impl: Any, level: str = "auto") -> tuple[str, Any, str, str | None]:
     return loaded.level, loaded.adapter, name, spec
 
 
-def certify(impl: Any, level: str = "auto", profile: str = "standard", *, cases: Sequence[Any] | None = None,
-            workers: int = 1, scheduler: str | None = None, fail_fast: bool = False, hypothesis: bool = True,
-            progress: Callable[[CaseOutcome], None] | None = None) -> Certificate:
+def certify(
+    impl: Any,
+    level: str = "auto",
+    profile: str = "standard",
+    *,
+    cases: Sequence[Any] | None = None,
+    workers: int = 1,
+    scheduler: str | None = None,
+    fail_fast: bool = False,
+    hypothesis: bool = True,
+    progress: Callable[[CaseOutcome], None] | None = None,
+) -> Certificate:
     """Certify `impl` at `level` ("auto": the level its adapter offers) and `profile`.
 
     `impl`: "MODULE:NAME", a generation-level builtin name, an adapter object, or (engine level) a pair of sample
@@ -114,12 +132,24 @@ def certify(impl: Any, level: str = "auto", profile: str = "standard", *, cases:
     level_name, obj, name, spec = resolve(impl, level)
     lvl = get_level(level_name)
     selected = None if cases is None else list(cases)
-    if selected is not None and all(isinstance(c, str) for c in selected):  # names: the level's cases of those names
+    if selected is not None and all(
+        isinstance(c, str) for c in selected
+    ):  # names: the level's cases of those names
         selected = lvl.select_cases(_profile(profile), obj, selected)
     upload = [path for path in [module_file(spec)] if path is not None and scheduler]
     with case_executor(workers, scheduler, upload) as executor:
-        result = run_level(lvl, obj, name, profile=profile, cases=selected, executor=executor, fail_fast=fail_fast,
-                           spec=spec, extras=hypothesis, progress=progress)
+        result = run_level(
+            lvl,
+            obj,
+            name,
+            profile=profile,
+            cases=selected,
+            executor=executor,
+            fail_fast=fail_fast,
+            spec=spec,
+            extras=hypothesis,
+            progress=progress,
+        )
     return Certificate(result, spec or name)
 
 

@@ -53,18 +53,28 @@ def tail_of(record) -> str:
     return "none (one bin)"
 
 
-def replicate_pvalues(impl_spec: str | None, profile_name: str, replicates: int, cases=None,
-                      on_replicate: Callable[[dict, int], None] | None = None, level: str = "rule",
-                      executor: Any = None) -> dict:
+def replicate_pvalues(
+    impl_spec: str | None,
+    profile_name: str,
+    replicates: int,
+    cases=None,
+    on_replicate: Callable[[dict, int], None] | None = None,
+    level: str = "rule",
+    executor: Any = None,
+) -> dict:
     """{(case, check): [p-values]} and the tails used, from `replicates` salted runs of `level`'s suite on
     `impl_spec` (None: the level's reference); `on_replicate(raw so far, replicates done)` after each one."""
     declared = get_level(level)
     if declared.reference_spec is None:
-        raise ValueError(f"calibrate: the {level} level cannot be replicated offline (it has no exact reference to "
-                         "run: the engine level's data are sample files)")
+        raise ValueError(
+            f"calibrate: the {level} level cannot be replicated offline (it has no exact reference to "
+            "run: the engine level's data are sample files)"
+        )
     profile = get_profile(profile_name)
     _, obj, name, spec = resolve(impl_spec or declared.reference_spec, level)
-    if cases is None or all(isinstance(c, str) for c in cases):  # names (None: the profile's); else case objects
+    if cases is None or all(
+        isinstance(c, str) for c in cases
+    ):  # names (None: the profile's); else case objects
         cases = declared.select_cases(profile, obj, cases)
     pvalues: dict = defaultdict(list)
     info: dict = {}
@@ -73,14 +83,30 @@ def replicate_pvalues(impl_spec: str | None, profile_name: str, replicates: int,
     try:
         for r in range(replicates):
             set_seed_salt(f"calibrate-{r}")
-            result = run_level(declared, obj, name, profile=profile, cases=cases, executor=executor, spec=spec,
-                               extras=False)
+            result = run_level(
+                declared,
+                obj,
+                name,
+                profile=profile,
+                cases=cases,
+                executor=executor,
+                spec=spec,
+                extras=False,
+            )
             raw["per_check_false_fail_rate"] = result.budget["per_check_false_fail_rate"]
             raw["rounds"] = {case: plan["n"] for case, plan in result.plan.items()}
             for rec in result.records:
-                if rec.statistical and not rec.result.details.get("skipped") and not rec.result.details.get("confirmatory"):
+                if (
+                    rec.statistical
+                    and not rec.result.details.get("skipped")
+                    and not rec.result.details.get("confirmatory")
+                ):
                     pvalues[(rec.case, rec.check)].append(float(rec.result.p_value))
-                    info[(rec.case, rec.check)] = (rec.result.n, rec.result.details.get("n_bins"), tail_of(rec))
+                    info[(rec.case, rec.check)] = (
+                        rec.result.n,
+                        rec.result.details.get("n_bins"),
+                        tail_of(rec),
+                    )
             if on_replicate is not None:
                 on_replicate(raw, r + 1)
     finally:
@@ -95,8 +121,14 @@ def _rates(pvals: list[float], n_tests: int = 1) -> dict:
     for a in ALPHAS:
         k, n, rate, (lo, hi) = rejection_rate(pvals, a, CONFIDENCE)
         excess_p = float(stats.binom.sf(k - 1, n, a)) if k else 1.0
-        out[f"{a:g}"] = {"rejections": k, "rate": rate, "ci": [lo, hi], "nominal_in_ci": lo <= a <= hi,
-                         "p_value_rate_above_nominal": excess_p, "above_nominal": excess_p < 0.01 / n_tests}
+        out[f"{a:g}"] = {
+            "rejections": k,
+            "rate": rate,
+            "ci": [lo, hi],
+            "nominal_in_ci": lo <= a <= hi,
+            "p_value_rate_above_nominal": excess_p,
+            "above_nominal": excess_p < 0.01 / n_tests,
+        }
     return out
 
 
@@ -107,13 +139,32 @@ def summarize(raw: dict) -> dict:
     n_tests = len(raw["pvalues"]) * len(ALPHAS)
     for key, pv in sorted(raw["pvalues"].items()):
         n, bins, tail = raw["info"][key]
-        checks.append({"case": key[0], "check": key[1], "n": n, "n_bins": bins, "tail": tail,
-                       "replicates": len(pv), "rates": _rates(pv, n_tests)})
+        checks.append(
+            {
+                "case": key[0],
+                "check": key[1],
+                "n": n,
+                "n_bins": bins,
+                "tail": tail,
+                "replicates": len(pv),
+                "rates": _rates(pv, n_tests),
+            }
+        )
         pooled[tail] += pv
     by_tail = {tail: {"trials": len(pv), "rates": _rates(pv)} for tail, pv in pooled.items()}
-    contradicted = [f"{c['case']}/{c['check']} at {a}" for c in checks for a, v in c["rates"].items() if v["above_nominal"]]
-    return {"checks": checks, "by_tail": by_tail, "checks_above_nominal": contradicted,
-            "per_check_false_fail_rate": raw["per_check_false_fail_rate"], "rounds": raw["rounds"]}
+    contradicted = [
+        f"{c['case']}/{c['check']} at {a}"
+        for c in checks
+        for a, v in c["rates"].items()
+        if v["above_nominal"]
+    ]
+    return {
+        "checks": checks,
+        "by_tail": by_tail,
+        "checks_above_nominal": contradicted,
+        "per_check_false_fail_rate": raw["per_check_false_fail_rate"],
+        "rounds": raw["rounds"],
+    }
 
 
 def replicable_levels() -> list[str]:
@@ -122,23 +173,48 @@ def replicable_levels() -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--impl", default=None, metavar="MODULE:NAME",
-                        help="a known-exact implementation of the level (default: the level's exact reference)")
-    parser.add_argument("--replicates", type=int, default=200, help="salted runs of the suite (default 200)")
-    parser.add_argument("--level", choices=replicable_levels(), default="rule",
-                        help="level to calibrate (default rule; not engine: see the module docstring)")
-    parser.add_argument("--workers", type=int, default=1, help="local worker processes for each replicate's cases")
-    parser.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run the cases on this Dask cluster")
-    parser.add_argument("--profile", choices=PROFILE_NAMES, default="quick", help="profile (default quick)")
+    parser.add_argument(
+        "--impl",
+        default=None,
+        metavar="MODULE:NAME",
+        help="a known-exact implementation of the level (default: the level's exact reference)",
+    )
+    parser.add_argument(
+        "--replicates", type=int, default=200, help="salted runs of the suite (default 200)"
+    )
+    parser.add_argument(
+        "--level",
+        choices=replicable_levels(),
+        default="rule",
+        help="level to calibrate (default rule; not engine: see the module docstring)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="local worker processes for each replicate's cases"
+    )
+    parser.add_argument(
+        "--scheduler", default=None, metavar="ADDRESS", help="run the cases on this Dask cluster"
+    )
+    parser.add_argument(
+        "--profile", choices=PROFILE_NAMES, default="quick", help="profile (default quick)"
+    )
     parser.add_argument("--out", default=None, metavar="FILE", help="write the JSON result here")
     parser.add_argument("--progress", action="store_true", help="print one line per replicate")
 
 
 def _document(args: argparse.Namespace, raw: dict, done: int, seconds: float) -> dict:
-    return {"impl": args.impl or get_level(args.level).reference_spec, "level": args.level, "profile": args.profile, "replicates": done,
-            "replicates_requested": args.replicates, "complete": done == args.replicates, "alphas": list(ALPHAS),
-            "confidence": CONFIDENCE, **summarize(raw), "seconds": round(seconds, 1),
-            "provenance": collect(args.impl or str(get_level(args.level).reference_spec))}
+    return {
+        "impl": args.impl or get_level(args.level).reference_spec,
+        "level": args.level,
+        "profile": args.profile,
+        "replicates": done,
+        "replicates_requested": args.replicates,
+        "complete": done == args.replicates,
+        "alphas": list(ALPHAS),
+        "confidence": CONFIDENCE,
+        **summarize(raw),
+        "seconds": round(seconds, 1),
+        "provenance": collect(args.impl or str(get_level(args.level).reference_spec)),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,21 +225,39 @@ def run(args: argparse.Namespace) -> int:
 
     def after(raw: dict, done: int) -> None:
         if args.progress:
-            print(f"replicate {done}/{args.replicates} ({time.perf_counter() - start:.0f} s)", flush=True)
-        if out is not None:  # written after every replicate: an interrupted run keeps what it measured
+            print(
+                f"replicate {done}/{args.replicates} ({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
+        if (
+            out is not None
+        ):  # written after every replicate: an interrupted run keeps what it measured
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(_document(args, raw, done, time.perf_counter() - start), indent=1) + "\n")
+            out.write_text(
+                json.dumps(_document(args, raw, done, time.perf_counter() - start), indent=1) + "\n"
+            )
 
     with case_executor(args.workers, args.scheduler) as executor:
-        raw = replicate_pvalues(args.impl, args.profile, args.replicates, on_replicate=after, level=args.level,
-                                executor=executor)
+        raw = replicate_pvalues(
+            args.impl,
+            args.profile,
+            args.replicates,
+            on_replicate=after,
+            level=args.level,
+            executor=executor,
+        )
     result = _document(args, raw, args.replicates, time.perf_counter() - start)
     for tail, t in result["by_tail"].items():
-        line = ", ".join(f"alpha {a}: {v['rate']:.4g} [{v['ci'][0]:.3g}, {v['ci'][1]:.3g}]" for a, v in t["rates"].items())
+        line = ", ".join(
+            f"alpha {a}: {v['rate']:.4g} [{v['ci'][0]:.3g}, {v['ci'][1]:.3g}]"
+            for a, v in t["rates"].items()
+        )
         print(f"{tail:>16}: {t['trials']} trials; {line}")
     bad = result["checks_above_nominal"]
-    print(f"{len(result['checks'])} checks x {args.replicates} replicates in {result['seconds']} s; "
-          f"checks whose rejection rate is significantly above nominal: {bad or 'none'}")
+    print(
+        f"{len(result['checks'])} checks x {args.replicates} replicates in {result['seconds']} s; "
+        f"checks whose rejection rate is significantly above nominal: {bad or 'none'}"
+    )
     if out is not None:
         out.write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {out}")

@@ -33,9 +33,15 @@ EXIT_QUALIFIED = 5
 #: "unavailable", as in `certify-samples`.
 #: QUALIFIED (engine level: the target reached for a named class of deviations only) has 5 of its own: it is not
 #: the bare CERTIFIED, and not "could not decide".
-EXIT = {"CERTIFIED": EXIT_CERTIFIED, "EXACT_NOT_STANDARD": EXIT_CERTIFIED, "NOT_EXACT": EXIT_FAILED,
-        "CONTRACT_VIOLATION": EXIT_FAILED, "FAILED": EXIT_FAILED, "INCONCLUSIVE": EXIT_UNAVAILABLE,
-        "QUALIFIED": EXIT_QUALIFIED}
+EXIT = {
+    "CERTIFIED": EXIT_CERTIFIED,
+    "EXACT_NOT_STANDARD": EXIT_CERTIFIED,
+    "NOT_EXACT": EXIT_FAILED,
+    "CONTRACT_VIOLATION": EXIT_FAILED,
+    "FAILED": EXIT_FAILED,
+    "INCONCLUSIVE": EXIT_UNAVAILABLE,
+    "QUALIFIED": EXIT_QUALIFIED,
+}
 
 EXIT_CODES_HELP = """\
 exit status:
@@ -52,49 +58,99 @@ exit status:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EXIT_CODES_HELP
-    parser.add_argument("--impl", default="exactspec.conformance.adapters.reference:Reference",
-                        help="MODULE:NAME of the implementation (an object with verify(), generate() or verify_tree(), "
-                             "or a zero-argument callable returning one), or a builtin sequence adapter name such as "
-                             "'reference' or 'gpu_impl'; MODULE is imported from sys.path, the current directory "
-                             "included (default: exactspec's NumPy reference)")
-    parser.add_argument("--profile", default="standard", choices=list(PROFILE_NAMES),
-                        help="quick (CI), standard (default) or full (certificate grade)")
-    parser.add_argument("--out", default="conformance-report", help="directory for certificate.json, "
-                        "CERTIFICATE.md and the PNG plots (default: ./conformance-report); created and checked "
-                        "for writability before the run starts")
-    parser.add_argument("--fail-fast", action="store_true", help="stop at the first failing case (serial runs)")
-    parser.add_argument("--no-hypothesis", action="store_true", help="rule level: skip the Hypothesis-generated cases")
+    parser.add_argument(
+        "--impl",
+        default="exactspec.conformance.adapters.reference:Reference",
+        help="MODULE:NAME of the implementation (an object with verify(), generate() or verify_tree(), "
+        "or a zero-argument callable returning one), or a builtin sequence adapter name such as "
+        "'reference' or 'gpu_impl'; MODULE is imported from sys.path, the current directory "
+        "included (default: exactspec's NumPy reference)",
+    )
+    parser.add_argument(
+        "--profile",
+        default="standard",
+        choices=list(PROFILE_NAMES),
+        help="quick (CI), standard (default) or full (certificate grade)",
+    )
+    parser.add_argument(
+        "--out",
+        default="conformance-report",
+        help="directory for certificate.json, "
+        "CERTIFICATE.md and the PNG plots (default: ./conformance-report); created and checked "
+        "for writability before the run starts",
+    )
+    parser.add_argument(
+        "--fail-fast", action="store_true", help="stop at the first failing case (serial runs)"
+    )
+    parser.add_argument(
+        "--no-hypothesis",
+        action="store_true",
+        help="rule level: skip the Hypothesis-generated cases",
+    )
     parser.add_argument("--no-progress", action="store_true", help="print no line per case")
-    parser.add_argument("--level", default="auto", choices=["auto", *level_names()],
-                        help="auto (default): the sequence level if the adapter offers generate(), else the rule "
-                             "level (verify()), else the tree level (verify_tree()); a level name demands it (the "
-                             "engine level: exactspec certify-samples)")
-    parser.add_argument("--cases", default=None, metavar="NAMES", help="run only these cases (comma-separated names)")
-    parser.add_argument("-k", dest="case_filter", default=None, metavar="SUBSTRINGS",
-                        help="run only the cases whose name contains one of these comma-separated substrings")
-    parser.add_argument("--workers", type=int, default=0,
-                        help="local worker processes for the cases (0, the default: one per CPU core; 1: in-process)")
-    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="run the cases on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786); "
-                             "every worker needs the same exactspec installed and the adapter importable")
-    parser.add_argument("--real-model", action="store_true",
-                        help="sequence level: also run the cases on the embedded SmolLM2-135M (float32; -k bf16 picks "
-                             "the bfloat16 ones instead)")
+    parser.add_argument(
+        "--level",
+        default="auto",
+        choices=["auto", *level_names()],
+        help="auto (default): the sequence level if the adapter offers generate(), else the rule "
+        "level (verify()), else the tree level (verify_tree()); a level name demands it (the "
+        "engine level: exactspec certify-samples)",
+    )
+    parser.add_argument(
+        "--cases",
+        default=None,
+        metavar="NAMES",
+        help="run only these cases (comma-separated names)",
+    )
+    parser.add_argument(
+        "-k",
+        dest="case_filter",
+        default=None,
+        metavar="SUBSTRINGS",
+        help="run only the cases whose name contains one of these comma-separated substrings",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="local worker processes for the cases (0, the default: one per CPU core; 1: in-process)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the cases on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786); "
+        "every worker needs the same exactspec installed and the adapter importable",
+    )
+    parser.add_argument(
+        "--real-model",
+        action="store_true",
+        help="sequence level: also run the cases on the embedded SmolLM2-135M (float32; -k bf16 picks "
+        "the bfloat16 ones instead)",
+    )
 
 
 def _names(text: str | None) -> list[str]:
     return [n.strip() for n in (text or "").split(",") if n.strip()]
 
 
-def select_cases(level: Any, profile: str, impl: Any, names: str | None, substrings: str | None,
-                 real_model: bool = False) -> list[str] | None:
+def select_cases(
+    level: Any,
+    profile: str,
+    impl: Any,
+    names: str | None,
+    substrings: str | None,
+    real_model: bool = False,
+) -> list[str] | None:
     """The case names --cases / -k (and --real-model) select at `level` (None: the profile's); ValueError naming
     the option when a name is unknown or nothing matches."""
     prof = get_profile(profile)
     if not names and not substrings and not real_model:
         return None
     every = [c.name for c in level.select_cases(prof, impl)]
-    other_dtypes: list[str] = []  # real-model cases in another dtype than float32: only when -k or --cases names them
+    other_dtypes: list[
+        str
+    ] = []  # real-model cases in another dtype than float32: only when -k or --cases names them
     if real_model:
         from .sequence.cases import REAL_CASES
 
@@ -111,7 +167,11 @@ def select_cases(level: Any, profile: str, impl: Any, names: str | None, substri
         chosen = [n for n in wanted if n in known]
     if substrings:
         parts = _names(substrings)
-        chosen = [n for n in (chosen if names else chosen + other_dtypes) if any(part in n for part in parts)]
+        chosen = [
+            n
+            for n in (chosen if names else chosen + other_dtypes)
+            if any(part in n for part in parts)
+        ]
         if not chosen:
             raise ValueError(f"-k {substrings!r} matches no case name of the {level.name} level")
     return chosen
@@ -120,9 +180,12 @@ def select_cases(level: Any, profile: str, impl: Any, names: str | None, substri
 def _progress(args: argparse.Namespace):
     if args.no_progress:
         return None
-    return lambda o: print(f"  case {o.case}: {o.entry.get('status', 'ok')} "
-                           f"{'passed' if all(r.passed for r in o.records) else 'FAILED'} ({o.entry.get('seconds')} s)",
-                           file=sys.stderr, flush=True)
+    return lambda o: print(
+        f"  case {o.case}: {o.entry.get('status', 'ok')} "
+        f"{'passed' if all(r.passed for r in o.records) else 'FAILED'} ({o.entry.get('seconds')} s)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _certify(args: argparse.Namespace) -> int:
@@ -132,24 +195,38 @@ def _certify(args: argparse.Namespace) -> int:
     try:
         check_writable(args.out)
         level, obj, _, _ = resolve(args.impl, args.level)
-        cases = select_cases(get_level(level), args.profile, obj, args.cases, args.case_filter, args.real_model)
+        cases = select_cases(
+            get_level(level), args.profile, obj, args.cases, args.case_filter, args.real_model
+        )
     except (AdapterLoadError, ValueError) as error:
         print(f"exactspec certify: {error}", file=sys.stderr)
         return EXIT_USAGE
     workers = args.workers if args.workers and args.workers > 0 else (os.cpu_count() or 1)
     try:
-        cert = certify(args.impl, level, args.profile, cases=cases, workers=1 if args.scheduler else workers,
-                       scheduler=args.scheduler, fail_fast=args.fail_fast, hypothesis=not args.no_hypothesis,
-                       progress=_progress(args))
+        cert = certify(
+            args.impl,
+            level,
+            args.profile,
+            cases=cases,
+            workers=1 if args.scheduler else workers,
+            scheduler=args.scheduler,
+            fail_fast=args.fail_fast,
+            hypothesis=not args.no_hypothesis,
+            progress=_progress(args),
+        )
     except (OSError, TimeoutError) as error:  # the scheduler cannot be reached
         print(f"exactspec certify: --scheduler {args.scheduler}: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except ValueError as error:  # e.g. a worker with another exactspec, numpy or scipy: not one run's certificate
+    except (
+        ValueError
+    ) as error:  # e.g. a worker with another exactspec, numpy or scipy: not one run's certificate
         print(f"exactspec certify: {error}", file=sys.stderr)
         return EXIT_USAGE
     paths = cert.write(args.out)
     print(get_level(level).summary(cert.result))
-    print(f"  report: {paths['markdown']} (+ {paths['json']}{', ' + str(len(paths['plots'])) + ' plots' if paths.get('plots') else ''})")
+    print(
+        f"  report: {paths['markdown']} (+ {paths['json']}{', ' + str(len(paths['plots'])) + ' plots' if paths.get('plots') else ''})"
+    )
     return EXIT[cert.verdict]
 
 
@@ -160,9 +237,13 @@ def run(args: argparse.Namespace) -> int:
     except ImplUnavailable as error:
         print(f"exactspec certify: {args.impl} is unavailable here: {error}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    except ImplementationError as error:  # should be recorded per case; never let it look like our crash
-        print(f"exactspec certify: {args.impl} failed outside any recorded case: {error}\n{error.traceback_text}",
-              file=sys.stderr)
+    except (
+        ImplementationError
+    ) as error:  # should be recorded per case; never let it look like our crash
+        print(
+            f"exactspec certify: {args.impl} failed outside any recorded case: {error}\n{error.traceback_text}",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     except Exception:  # noqa: BLE001 -- anything else is a bug in exactspec
         return internal_crash(" ".join(sys.argv))

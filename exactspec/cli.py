@@ -22,18 +22,44 @@ EXIT_USAGE = int(ExitCode.USAGE)
 EXIT_INTERNAL = int(ExitCode.INTERNAL)
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "reference-demo": ("exactspec.reference.demo", "print the seed-article figures computed by the exact oracle"),
-    "generate": ("exactspec.gpu_impl.cli.cli", "speculative decoding on a real model (default: the embedded SmolLM2-135M)"),
-    "train-heads": ("exactspec.gpu_impl.heads.train_heads_cli", "train the prediction-heads draft (--draft heads) on the target, offline"),
-    "certify": ("exactspec.conformance.certify_command", "certify an implementation (rule, sequence or tree level) and write a report"),
-    "certify-samples": ("exactspec.conformance.engine.certify_samples",
-                        "certify a serving engine offline from reference and candidate sample files (JSONL)"),
-    "kill-table": ("exactspec.conformance.kill_table", "run a level's mutant zoo (--level rule|sequence|tree|engine) and write its kill table"),
+    "reference-demo": (
+        "exactspec.reference.demo",
+        "print the seed-article figures computed by the exact oracle",
+    ),
+    "generate": (
+        "exactspec.gpu_impl.cli.cli",
+        "speculative decoding on a real model (default: the embedded SmolLM2-135M)",
+    ),
+    "train-heads": (
+        "exactspec.gpu_impl.heads.train_heads_cli",
+        "train the prediction-heads draft (--draft heads) on the target, offline",
+    ),
+    "certify": (
+        "exactspec.conformance.certify_command",
+        "certify an implementation (rule, sequence or tree level) and write a report",
+    ),
+    "certify-samples": (
+        "exactspec.conformance.engine.certify_samples",
+        "certify a serving engine offline from reference and candidate sample files (JSONL)",
+    ),
+    "kill-table": (
+        "exactspec.conformance.kill_table",
+        "run a level's mutant zoo (--level rule|sequence|tree|engine) and write its kill table",
+    ),
     "proofs": ("exactspec.proofs.cli", "run every machine check of the correctness argument"),
-    "calibrate": ("exactspec.conformance.calibrate", "run a known-exact implementation R times on salted seeds: each check's rejection rate at 1e-2 / 1e-3"),
-    "cache": ("exactspec.cache_cli", "what exactspec caches on this machine (models, kernel plans, ...): info, clear"),
-    "engine": ("exactspec.conformance.engine.cli", "engine level: `exactspec engine certify` certifies a serving "
-               "engine in one command (`serve` starts llama.cpp, its speculative example, vLLM or llama-cpp-python, `collect` samples files)"),
+    "calibrate": (
+        "exactspec.conformance.calibrate",
+        "run a known-exact implementation R times on salted seeds: each check's rejection rate at 1e-2 / 1e-3",
+    ),
+    "cache": (
+        "exactspec.cache_cli",
+        "what exactspec caches on this machine (models, kernel plans, ...): info, clear",
+    ),
+    "engine": (
+        "exactspec.conformance.engine.cli",
+        "engine level: `exactspec engine certify` certifies a serving "
+        "engine in one command (`serve` starts llama.cpp, its speculative example, vLLM or llama-cpp-python, `collect` samples files)",
+    ),
 }
 
 
@@ -46,10 +72,13 @@ def _attach(sub_parser: argparse.ArgumentParser, module_name: str) -> None:
 
 def build_parser(chosen: str | None) -> argparse.ArgumentParser:
     """The top-level parser; only the `chosen` subcommand's module is imported."""
-    parser = argparse.ArgumentParser(prog="exactspec", description="exactspec: the reference speculative-sampling "
-                                     "implementations are measured against.",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=exit_codes_help() + "each command's --help lists the codes it returns\n")
+    parser = argparse.ArgumentParser(
+        prog="exactspec",
+        description="exactspec: the reference speculative-sampling "
+        "implementations are measured against.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exit_codes_help() + "each command's --help lists the codes it returns\n",
+    )
     parser.add_argument("--version", action="version", version=f"exactspec {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
@@ -67,11 +96,19 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(chosen)
     except ModuleNotFoundError as error:
         missing = str(error.name or "")
-        if chosen is None or not (missing == SUBCOMMANDS[chosen][0] or not missing.startswith("exactspec")):
+        if chosen is None or not (
+            missing == SUBCOMMANDS[chosen][0] or not missing.startswith("exactspec")
+        ):
             return internal_crash(command)
-        what = "is not available in this install" if missing.startswith("exactspec") else "needs a missing package"
-        print(f"exactspec {chosen}: {what} ({error}); the torch-backed commands need `pip install exactspec[torch]`",
-              file=sys.stderr)
+        what = (
+            "is not available in this install"
+            if missing.startswith("exactspec")
+            else "needs a missing package"
+        )
+        print(
+            f"exactspec {chosen}: {what} ({error}); the torch-backed commands need `pip install exactspec[torch]`",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except Exception:  # noqa: BLE001 -- a subcommand module that fails to import is our own bug
         return internal_crash(command)

@@ -11,8 +11,10 @@ import traceback
 from .outcomes import ExitCode
 
 EXIT_INTERNAL = ExitCode.INTERNAL
-INTERNAL_ERROR_HINT = ("exactspec: internal error (a bug in exactspec, not in your implementation). Please report it "
-                       "with the traceback above and the command line: {command}")
+INTERNAL_ERROR_HINT = (
+    "exactspec: internal error (a bug in exactspec, not in your implementation). Please report it "
+    "with the traceback above and the command line: {command}"
+)
 
 
 def internal_crash(command: str) -> int:

@@ -18,7 +18,9 @@ class AdapterLoadError(ExactspecError, ValueError):
     itself failed and `cause` keeps the original exception.
     """
 
-    def __init__(self, message: str, module: str | None = None, cause: BaseException | None = None) -> None:
+    def __init__(
+        self, message: str, module: str | None = None, cause: BaseException | None = None
+    ) -> None:
         super().__init__(message)
         self.module = module
         self.cause = cause
@@ -43,13 +45,24 @@ class ImplementationError(ExactspecError):
     `original` the exception itself (None when unknown).
     """
 
-    def __init__(self, message: str, exc_type: str = "", traceback_text: str = "",
-                 original: BaseException | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        exc_type: str = "",
+        traceback_text: str = "",
+        original: BaseException | None = None,
+    ) -> None:
         super().__init__(message)
         self.exc_type = exc_type
         self.traceback_text = traceback_text
         self.original = original
 
 
-__all__ = ["AdapterLoadError", "ContractViolation", "ExactspecError", "ImplUnavailable", "ImplementationError",
-           "Unsupported"]
+__all__ = [
+    "AdapterLoadError",
+    "ContractViolation",
+    "ExactspecError",
+    "ImplUnavailable",
+    "ImplementationError",
+    "Unsupported",
+]

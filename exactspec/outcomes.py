@@ -37,7 +37,9 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad arguments or input files: the message names the argument, file, line or field
     INTERNAL = 3  # exactspec itself crashed: a bug to report, with the traceback
     INCONCLUSIVE = 4  # nothing failed, but the run cannot decide: the report says what would
-    QUALIFIED = 5  # the target is reached only for the deviations the certificate names, not for any shape
+    QUALIFIED = (
+        5  # the target is reached only for the deviations the certificate names, not for any shape
+    )
     UNAVAILABLE = 6  # what was to be run cannot run here: an engine unreachable or failing, a missing package or device
     INCOMPLETE = 7  # a collection stopped at its limit before it had every record: rerun the command to resume
 
@@ -63,21 +65,33 @@ EXIT_MEANING: dict[ExitCode, str] = {
     ExitCode.INCONCLUSIVE: "INCONCLUSIVE: nothing failed, but the run cannot decide (the report says what would)",
     ExitCode.QUALIFIED: "QUALIFIED: the target reached only for the class of deviations the certificate names",
     ExitCode.UNAVAILABLE: "unavailable: an engine unreachable or failing, a missing package or device (the message "
-                          "says what to fix)",
+    "says what to fix)",
     ExitCode.INCOMPLETE: "incomplete: a collection stopped at its limit; rerun the same command to resume",
 }
 
 
-def exit_codes_help(codes: "tuple[ExitCode, ...] | None" = None, notes: "dict[ExitCode, str] | None" = None) -> str:
+def exit_codes_help(
+    codes: "tuple[ExitCode, ...] | None" = None, notes: "dict[ExitCode, str] | None" = None
+) -> str:
     """The exit-status epilog of a command: the codes it can return (all by default), each with its meaning and the
     command's own note on it (a note's later lines, after a newline, are indented below it: a list)."""
     lines = ["exit status:"]
     for code in codes or tuple(ExitCode):
         first, *more = ((notes or {}).get(code) or "").split("\n")
         text = f"  {int(code)}  {EXIT_MEANING[code]}" + (f"; {first}" if first else "")
-        lines.append(textwrap.fill(text, width=HELP_WIDTH, subsequent_indent=" " * 5, break_on_hyphens=False))
-        lines += [textwrap.fill(part, width=HELP_WIDTH, initial_indent=" " * 5, subsequent_indent=" " * 7,
-                                break_on_hyphens=False) for part in more]
+        lines.append(
+            textwrap.fill(text, width=HELP_WIDTH, subsequent_indent=" " * 5, break_on_hyphens=False)
+        )
+        lines += [
+            textwrap.fill(
+                part,
+                width=HELP_WIDTH,
+                initial_indent=" " * 5,
+                subsequent_indent=" " * 7,
+                break_on_hyphens=False,
+            )
+            for part in more
+        ]
     return "\n".join(lines) + "\n"
 
 

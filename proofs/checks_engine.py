@@ -15,7 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..conformance.engine import law_checks, law_stream  # read at the call: the tests break them to see a check fail
+from ..conformance.engine import (
+    law_checks,
+    law_stream,
+)  # read at the call: the tests break them to see a check fail
 from ..conformance.engine.law_checks import CONTEXT_WEIGHTS, prefix_law_log_e, tempered_log_e
 from ..conformance.engine.law_stream import StreamToken, categories
 
@@ -30,7 +33,9 @@ def _exact_pit(law: Sequence[Fraction], order: Sequence[int], token: int, w: Fra
     return before + w * law[token]
 
 
-def _report(law: Sequence[Fraction], listed: int, rng: random.Random, rho: Fraction, a: Fraction) -> list[tuple]:
+def _report(
+    law: Sequence[Fraction], listed: int, rng: random.Random, rho: Fraction, a: Fraction
+) -> list[tuple]:
     """The top-`listed` of `law` (ids < len - 1), each reported with an error of at most rho p' + a (some at the edge,
     so the list may sum to more than 1): p' = (p + e) / (1 -/+ rho) with |e| <= a."""
     head = sorted(range(len(law) - 1), key=lambda i: (-law[i], i))[:listed]
@@ -46,6 +51,7 @@ def _report(law: Sequence[Fraction], listed: int, rng: random.Random, rho: Fract
 def tolerance_envelope_and_slack(cases: int = 300) -> CheckResult:
     """Reports within rho p' + a of the truth: the envelope bounds every true category mass, and every PIT value is
     within rho + N a of the exact one (same order, same W)."""
+
     def body():
         rng, worst, checked = random.Random(SEED + 14), F0, 0
         rho, a = Fraction(1, 1000), Fraction(1, 10**5)
@@ -60,20 +66,33 @@ def tolerance_envelope_and_slack(cases: int = 300) -> CheckResult:
             tail = [i for i in range(vocab) if i not in set(order)]
             true_masses = [law[i] for i in order] + [sum((law[i] for i in tail), F0)]
             for c, mass in enumerate(true_masses):
-                expect(Fraction(float(cats.envelope[c])) >= mass - Fraction(1, 10**12),
-                       f"case {case}: category {c}: envelope {cats.envelope[c]} < true mass {fmt(mass)}")
+                expect(
+                    Fraction(float(cats.envelope[c])) >= mass - Fraction(1, 10**12),
+                    f"case {case}: category {c}: envelope {cats.envelope[c]} < true mass {fmt(mass)}",
+                )
             for token in range(vocab):
                 if law[token] == 0:
                     continue
                 w = Fraction(rng.randint(0, 1000), 1000)
                 got = law_stream.pit_value(cats, token, float(w))[1]
-                exact = (_exact_pit(law, order, token, w) if token in order else
-                         sum((law[i] for i in order), F0) + w * true_masses[-1])
+                exact = (
+                    _exact_pit(law, order, token, w)
+                    if token in order
+                    else sum((law[i] for i in order), F0) + w * true_masses[-1]
+                )
                 gap = abs(Fraction(got) - exact)
-                bound = Fraction(cats.eta) + Fraction(1, 10**12)  # float rounding of the computation itself
-                expect(gap <= bound, f"case {case}: token {token}: |U' - U| = {fmt(gap)} > eta = {fmt(bound)}")
+                bound = Fraction(cats.eta) + Fraction(
+                    1, 10**12
+                )  # float rounding of the computation itself
+                expect(
+                    gap <= bound,
+                    f"case {case}: token {token}: |U' - U| = {fmt(gap)} > eta = {fmt(bound)}",
+                )
                 worst, checked = max(worst, gap / Fraction(cats.eta)), checked + 1
-        return checked, f"{checked} (report, token, W) triples; largest |U' - U| / eta = {fmt(worst)}"
+        return (
+            checked,
+            f"{checked} (report, token, W) triples; largest |U' - U| / eta = {fmt(worst)}",
+        )
 
     return run_guarded("tolerance_envelope_and_slack", body)
 
@@ -112,8 +131,12 @@ def _monotone_alternatives(law: list[Fraction]) -> list[tuple[str, list[Fraction
     top = [law[i] / kept if i in keep else F0 for i in range(len(law))]
     best = order[0]
     pull = [(law[i] + (1 if i == best else 0)) / 2 for i in range(len(law))]
-    return [("cooler (p^2)", [x / sum(sq, F0) for x in sq], 1), ("hotter (mix with uniform)", hot, -1),
-            ("truncated to the top half", top, 1), ("pulled to the argmax", pull, 1)]
+    return [
+        ("cooler (p^2)", [x / sum(sq, F0) for x in sq], 1),
+        ("hotter (mix with uniform)", hot, -1),
+        ("truncated to the top half", top, 1),
+        ("pulled to the argmax", pull, 1),
+    ]
 
 
 @check("C14")
@@ -125,19 +148,30 @@ def monotone_drift_tent(cases: int = 200) -> CheckResult:
         for case in range(cases):
             law = random_dist(rng, rng.randint(2, 8), denom=60, p_zero=0.0)
             ranked = sorted(law, reverse=True)
-            corners = [sum(ranked[:k], F0) for k in range(len(law) + 1)]  # G - t is linear between these
+            corners = [
+                sum(ranked[:k], F0) for k in range(len(law) + 1)
+            ]  # G - t is linear between these
             for name, alt, sign in _monotone_alternatives(law):
                 distance = tv(law, alt)
                 if distance == 0:
                     continue
                 drift = sign * (Fraction(1, 2) - _pit_mean(law, alt))
-                expect(drift >= distance / 2, f"case {case}, {name}: |E U - 1/2| = {fmt(drift)} < TV / 2 = "
-                       f"{fmt(distance / 2)}")
+                expect(
+                    drift >= distance / 2,
+                    f"case {case}, {name}: |E U - 1/2| = {fmt(drift)} < TV / 2 = "
+                    f"{fmt(distance / 2)}",
+                )
                 peak = max(abs(_pit_cdf_at(law, alt, t) - t) for t in corners)
-                expect(peak == distance, f"case {case}, {name}: the PIT's largest deviation {fmt(peak)} != TV "
-                       f"{fmt(distance)}")
+                expect(
+                    peak == distance,
+                    f"case {case}, {name}: the PIT's largest deviation {fmt(peak)} != TV "
+                    f"{fmt(distance)}",
+                )
                 tightest, checked = min(tightest, drift / distance), checked + 1
-        return checked, f"{checked} monotone alternatives; smallest |E U - 1/2| / TV = {fmt(tightest)} (>= 1/2)"
+        return (
+            checked,
+            f"{checked} monotone alternatives; smallest |E U - 1/2| / TV = {fmt(tightest)} (>= 1/2)",
+        )
 
     return run_guarded("monotone_drift_tent", body)
 
@@ -156,13 +190,25 @@ def context_mixture_is_exact(cases: int = 100) -> CheckResult:
             i, j = rng.sample(range(len(law)), 2)
             plus = [x + (eps if k == i else -eps if k == j else 0) for k, x in enumerate(law)]
             minus = [x - (eps if k == i else -eps if k == j else 0) for k, x in enumerate(law)]
-            expect(tv(law, plus) == eps and tv(law, minus) == eps, f"case {case}: the alternatives are not at TV eps")
-            expect([(a + b) / 2 for a, b in zip(plus, minus)] == list(law), f"case {case}: the mixture is not p")
+            expect(
+                tv(law, plus) == eps and tv(law, minus) == eps,
+                f"case {case}: the alternatives are not at TV eps",
+            )
+            expect(
+                [(a + b) / 2 for a, b in zip(plus, minus)] == list(law),
+                f"case {case}: the mixture is not p",
+            )
             for t in grid:
                 mixed = (_pit_cdf_at(law, plus, t) + _pit_cdf_at(law, minus, t)) / 2
-                expect(mixed == t, f"case {case}: the mixture's PIT CDF at {t} is {fmt(mixed)}, not {t}")
+                expect(
+                    mixed == t,
+                    f"case {case}: the mixture's PIT CDF at {t} is {fmt(mixed)}, not {t}",
+                )
             checked += 1
-        return checked, f"{checked} laws: the fair mixture of +-eps deviations is the law p itself (exact)"
+        return (
+            checked,
+            f"{checked} laws: the fair mixture of +-eps deviations is the law p itself (exact)",
+        )
 
     return run_guarded("context_mixture_is_exact", body)
 
@@ -171,6 +217,7 @@ def context_mixture_is_exact(cases: int = 100) -> CheckResult:
 def context_bettor_supermartingale(cases: int = 400) -> CheckResult:
     """The context bettors' factor 1 - s + s q(G) / envelope(G) has mean <= 1 under every law within the report's
     tolerance, whatever their counts (so their wealth is a test supermartingale)."""
+
     def body():
         rng, worst, checked = np.random.default_rng(SEED + 45), 0.0, 0
         for case in range(cases):
@@ -178,7 +225,10 @@ def context_bettor_supermartingale(cases: int = 400) -> CheckResult:
             true = rng.dirichlet(np.full(size, 0.5))
             listed = int(rng.integers(1, size))
             errors = 1.0 + rng.uniform(-1e-3, 1e-3, listed)
-            report = tuple((int(i), float(true[i] * errors[k])) for k, i in enumerate(np.argsort(-true)[:listed]))
+            report = tuple(
+                (int(i), float(true[i] * errors[k]))
+                for k, i in enumerate(np.argsort(-true)[:listed])
+            )
             cats = categories(report)
             true_cats = np.append(true[list(cats.ids)], true.sum() - true[list(cats.ids)].sum())
             counts = rng.integers(0, 30, size=4).astype(float)
@@ -189,16 +239,26 @@ def context_bettor_supermartingale(cases: int = 400) -> CheckResult:
                     masses, envelopes, g = law_checks._grouped(cats, c)
                     q = (counts[g] + kappa * masses[g] / masses.sum()) / (counts.sum() + kappa)
                     mean += true_cats[c] * (1.0 - stake + stake * q / envelopes[g])
-                expect(mean <= 1.0 + 1e-12, f"case {case}: kappa {kappa}: the factor's mean is {mean:.15f} > 1")
+                expect(
+                    mean <= 1.0 + 1e-12,
+                    f"case {case}: kappa {kappa}: the factor's mean is {mean:.15f} > 1",
+                )
                 worst, checked = max(worst, mean), checked + 1
-        return checked, f"{checked} (law, counts, weight) triples; largest mean factor {worst:.12f} (<= 1)"
+        return (
+            checked,
+            f"{checked} (law, counts, weight) triples; largest mean factor {worst:.12f} (<= 1)",
+        )
 
     return run_guarded("context_bettor_supermartingale", body)
 
 
 def _one_prefix_tokens(cats, categories_seen) -> list:
-    return [StreamToken(i, i, 1, (), int(cats.ids[c]) if c < len(cats.ids) else -1, cats, int(c), 0.5, "p")
-            for i, c in enumerate(categories_seen)]
+    return [
+        StreamToken(
+            i, i, 1, (), int(cats.ids[c]) if c < len(cats.ids) else -1, cats, int(c), 0.5, "p"
+        )
+        for i, c in enumerate(categories_seen)
+    ]
 
 
 @check("C14")
@@ -206,6 +266,7 @@ def reference_bettors_supermartingale(cases: int = 200) -> CheckResult:
     """The reference's self-check bettors, the code's `tempered_log_e` (factor q_theta(c) / envelope(c)) and
     `prefix_law_log_e` (Dirichlet predictive / envelope): after any history, the next token's factor on the e-value
     has mean <= 1 under every law within the report's tolerance."""
+
     def body():
         rng, worst, checked = np.random.default_rng(SEED + 46), 0.0, 0
         for case in range(cases):
@@ -213,16 +274,28 @@ def reference_bettors_supermartingale(cases: int = 200) -> CheckResult:
             true = rng.dirichlet(np.full(size, 0.5))
             listed = int(rng.integers(1, size))
             errors = 1.0 + rng.uniform(-1e-3, 1e-3, listed)
-            cats = categories(tuple((int(i), float(true[i] * errors[k]))
-                                    for k, i in enumerate(np.argsort(-true)[:listed])))
+            cats = categories(
+                tuple(
+                    (int(i), float(true[i] * errors[k]))
+                    for k, i in enumerate(np.argsort(-true)[:listed])
+                )
+            )
             true_cats = np.append(true[list(cats.ids)], true.sum() - true[list(cats.ids)].sum())
             history = list(rng.integers(0, cats.probs.size, size=int(rng.integers(0, 12))))
             for name, log_e in (("tempered", tempered_log_e), ("prefix_law", prefix_law_log_e)):
                 before = log_e(_one_prefix_tokens(cats, history))
-                mean = sum(true_cats[c] * math.exp(log_e(_one_prefix_tokens(cats, history + [c])) - before)
-                           for c in range(cats.probs.size))
-                expect(mean <= 1.0 + 1e-12, f"case {case}: {name}: the next factor's mean is {mean:.15f} > 1")
+                mean = sum(
+                    true_cats[c] * math.exp(log_e(_one_prefix_tokens(cats, history + [c])) - before)
+                    for c in range(cats.probs.size)
+                )
+                expect(
+                    mean <= 1.0 + 1e-12,
+                    f"case {case}: {name}: the next factor's mean is {mean:.15f} > 1",
+                )
                 worst, checked = max(worst, mean), checked + 1
-        return checked, f"{checked} (law, history, bettor) triples; largest mean factor {worst:.12f} (<= 1)"
+        return (
+            checked,
+            f"{checked} (law, history, bettor) triples; largest mean factor {worst:.12f} (<= 1)",
+        )
 
     return run_guarded("reference_bettors_supermartingale", body)

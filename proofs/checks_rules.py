@@ -16,17 +16,45 @@ import numpy as np
 from ..reference import rules
 from ..reference.laws import round_distribution
 
-from .cases import SEED, edge_pairs, greedy_model, random_dist, random_pairs, sequence_cases, warping_cases
-from .kernels import (F0, Kernel, ancestral_law, argmax, first_token_law, fmt, greedy_kernel,
-                                      kernel_round_law, kernel_sequence_law, nonzero, one_hot, sampler_match_kernel,
-                                      standard_kernel, threshold_kernel, tv, tv_law, typical_kernel)
+from .cases import (
+    SEED,
+    edge_pairs,
+    greedy_model,
+    random_dist,
+    random_pairs,
+    sequence_cases,
+    warping_cases,
+)
+from .kernels import (
+    F0,
+    Kernel,
+    ancestral_law,
+    argmax,
+    first_token_law,
+    fmt,
+    greedy_kernel,
+    kernel_round_law,
+    kernel_sequence_law,
+    nonzero,
+    one_hot,
+    sampler_match_kernel,
+    standard_kernel,
+    threshold_kernel,
+    tv,
+    tv_law,
+    typical_kernel,
+)
 from .registry import CheckResult, check, expect, run_guarded
 
 
 @check("C9")
 def warping_counterexamples(law: Callable | None = None, min_tv: float = 1e-3) -> CheckResult:
     """Exact laws: warping p and q consistently gives the warped p; each mismatch computed here gives TV > 0."""
-    law = law or (lambda intended, p_used, q_used, sampled: first_token_law(standard_kernel, p_used, q_used, sampled))
+    law = law or (
+        lambda intended, p_used, q_used, sampled: first_token_law(
+            standard_kernel, p_used, q_used, sampled
+        )
+    )
 
     def body():
         details = []
@@ -34,7 +62,10 @@ def warping_counterexamples(law: Callable | None = None, min_tv: float = 1e-3) -
             emitted = law(intended, p_used, q_used, sampled)
             distance = tv(emitted, intended)
             if i == 0:
-                expect(distance == 0, f"{name}: emitted law differs from the warped p (TV {fmt(distance)})")
+                expect(
+                    distance == 0,
+                    f"{name}: emitted law differs from the warped p (TV {fmt(distance)})",
+                )
             else:
                 expect(distance > min_tv, f"{name}: no counter-example (TV {fmt(distance)})")
                 details.append(f"{name.split(',')[0] if ',' in name else name}: TV={fmt(distance)}")
@@ -44,7 +75,9 @@ def warping_counterexamples(law: Callable | None = None, min_tv: float = 1e-3) -
 
 
 @check("C10")
-def exact_greedy_sampler_match(sampler_match: Kernel = sampler_match_kernel, greedy: Kernel = greedy_kernel) -> CheckResult:
+def exact_greedy_sampler_match(
+    sampler_match: Kernel = sampler_match_kernel, greedy: Kernel = greedy_kernel
+) -> CheckResult:
     """Fraction enumeration: sampler-match gives the target's sequence law; greedy verification gives greedy decoding."""
 
     def body():
@@ -52,12 +85,27 @@ def exact_greedy_sampler_match(sampler_match: Kernel = sampler_match_kernel, gre
         for name, target, draft, vocab, length, k in cases:
             expected = nonzero(ancestral_law(target, (0,), length))
             got = nonzero(kernel_sequence_law(sampler_match, target, draft, (0,), length, k))
-            expect(got == expected, f"{name}: sampler-match loop law != target law, TV = {fmt(tv_law(got, expected))}")
+            expect(
+                got == expected,
+                f"{name}: sampler-match loop law != target law, TV = {fmt(tv_law(got, expected))}",
+            )
             greedy_target = greedy_model(target)
             expected_greedy = nonzero(ancestral_law(greedy_target, (0,), length))
-            got_greedy = nonzero(kernel_sequence_law(greedy, target, draft, (0,), length, k,
-                                                     bonus=lambda row: one_hot(len(row), argmax(row))))
-            expect(got_greedy == expected_greedy, f"{name}: greedy verification != greedy decoding of the target")
+            got_greedy = nonzero(
+                kernel_sequence_law(
+                    greedy,
+                    target,
+                    draft,
+                    (0,),
+                    length,
+                    k,
+                    bonus=lambda row: one_hot(len(row), argmax(row)),
+                )
+            )
+            expect(
+                got_greedy == expected_greedy,
+                f"{name}: greedy verification != greedy decoding of the target",
+            )
             expect(len(expected_greedy) == 1, "greedy decoding should be deterministic")
         return 2 * len(cases), f"{len(cases)} prefix-dependent model pairs for each rule"
 
@@ -97,10 +145,14 @@ def _grid(size: int) -> np.ndarray:
     return (np.arange(size) + 0.5) / size
 
 
-def _batch_grid_law(verify_batch_fn: Callable, p_rows, q_rows, drafts, m_accept: int, m_final: int) -> dict:
+def _batch_grid_law(
+    verify_batch_fn: Callable, p_rows, q_rows, drafts, m_accept: int, m_final: int
+) -> dict:
     """Law verify_batch realises: every draft tuple, every grid point of the k acceptance and the final uniform."""
     k, vocab = len(q_rows), len(p_rows[0])
-    mesh = np.stack(np.meshgrid(*([_grid(m_accept)] * k), _grid(m_final), indexing="ij"), axis=-1).reshape(-1, k + 1)
+    mesh = np.stack(
+        np.meshgrid(*([_grid(m_accept)] * k), _grid(m_final), indexing="ij"), axis=-1
+    ).reshape(-1, k + 1)
     law: dict[tuple, Fraction] = defaultdict(lambda: F0)
     weight_grid = Fraction(1, m_accept**k * m_final)
     batch = mesh.shape[0]
@@ -112,18 +164,24 @@ def _batch_grid_law(verify_batch_fn: Callable, p_rows, q_rows, drafts, m_accept:
             GridUniforms([mesh[:, :k], mesh[:, k]]),
         )
         weight = math.prod(q_rows[0][x] for x in d) * weight_grid
-        emitted, multiplicity = np.unique(np.concatenate([tokens, counts[:, None]], axis=1), axis=0, return_counts=True)
+        emitted, multiplicity = np.unique(
+            np.concatenate([tokens, counts[:, None]], axis=1), axis=0, return_counts=True
+        )
         for row, times in zip(emitted, multiplicity):
             law[tuple(int(t) for t in row[: row[-1]])] += weight * int(times)
     return law
 
 
-def _sampler_match_grid_law(sampler_match_fn: Callable, p_rows, q_rows, drafts, m_grid: int) -> dict:
+def _sampler_match_grid_law(
+    sampler_match_fn: Callable, p_rows, q_rows, drafts, m_grid: int
+) -> dict:
     """Law verify_sampler_match realises: one uniform per row (inverse CDF of p) on the grid of p's denominators."""
     k = len(q_rows)
     law: dict[tuple, Fraction] = defaultdict(lambda: F0)
     for d in drafts:
-        for point in np.stack(np.meshgrid(*([_grid(m_grid)] * (k + 1)), indexing="ij"), -1).reshape(-1, k + 1):
+        for point in np.stack(np.meshgrid(*([_grid(m_grid)] * (k + 1)), indexing="ij"), -1).reshape(
+            -1, k + 1
+        ):
             out = sampler_match_fn(_floats(p_rows), _floats(q_rows), list(d), GridUniforms([point]))
             law[tuple(out)] += math.prod(q_rows[0][x] for x in d) * Fraction(1, m_grid ** (k + 1))
     return law
@@ -142,13 +200,19 @@ def _grid_round(index: int, p, q, verify_batch_fn, sampler_match_fn, greedy_fn) 
         drafts = [d + (x,) for d in drafts for x in range(vocab) if q[x] > 0]
     law = _batch_grid_law(verify_batch_fn, p_rows, q_rows, drafts, m_accept, m_final)
     expected = nonzero(round_distribution(p_rows, q_rows))
-    expect(nonzero(law) == expected, f"pair {index} (k={k}): verify_batch on the grid realises a law "
-                                     f"at TV {fmt(tv_law(law, expected))} from round_distribution")
+    expect(
+        nonzero(law) == expected,
+        f"pair {index} (k={k}): verify_batch on the grid realises a law "
+        f"at TV {fmt(tv_law(law, expected))} from round_distribution",
+    )
     m_match = _lcm_denominators(list(p) + list(p))
     if m_match ** (k + 1) * len(drafts) <= 20_000:
         match_law = _sampler_match_grid_law(sampler_match_fn, p_rows, q_rows, drafts, m_match)
         want = nonzero(kernel_round_law(sampler_match_kernel, p_rows, q_rows))
-        expect(nonzero(match_law) == want, f"pair {index}: verify_sampler_match on the grid != its exact law")
+        expect(
+            nonzero(match_law) == want,
+            f"pair {index}: verify_sampler_match on the grid != its exact law",
+        )
     # greedy: deterministic; output must be the greedy prefix the draft agrees with, then the argmax
     best = [argmax(row) for row in p_rows]
     for d in drafts:
@@ -156,13 +220,19 @@ def _grid_round(index: int, p, q, verify_batch_fn, sampler_match_fn, greedy_fn) 
         n = 0
         while n < k and d[n] == best[n]:
             n += 1
-        expect(out == best[: n + 1], f"pair {index}: verify_greedy({d}) = {out}, expected {best[: n + 1]}")
+        expect(
+            out == best[: n + 1],
+            f"pair {index}: verify_greedy({d}) = {out}, expected {best[: n + 1]}",
+        )
     return True
 
 
 @check("C1", "C3", "C10")
-def sampled_rules_on_grid(verify_batch_fn: Callable | None = None, sampler_match_fn: Callable | None = None,
-                          greedy_fn: Callable | None = None) -> CheckResult:
+def sampled_rules_on_grid(
+    verify_batch_fn: Callable | None = None,
+    sampler_match_fn: Callable | None = None,
+    greedy_fn: Callable | None = None,
+) -> CheckResult:
     """The oracle's sampled rules, run on every point of a uniform grid, realise exactly the enumerated laws."""
     verify_batch_fn = verify_batch_fn or rules.verify_batch
     sampler_match_fn = sampler_match_fn or rules.verify_sampler_match
@@ -170,18 +240,30 @@ def sampled_rules_on_grid(verify_batch_fn: Callable | None = None, sampler_match
 
     def body():
         rng = random.Random(SEED + 9)
-        pairs = [(p, q) for _, p, q in edge_pairs()] + [(random_dist(rng, 3, 4), random_dist(rng, 3, 4)) for _ in range(12)]
-        count = sum(_grid_round(index, p, q, verify_batch_fn, sampler_match_fn, greedy_fn) for index, (p, q) in enumerate(pairs))
-        return count, f"{count} rounds (k = 1, 2) enumerated on uniform grids: verify_batch, verify_sampler_match, verify_greedy"
+        pairs = [(p, q) for _, p, q in edge_pairs()] + [
+            (random_dist(rng, 3, 4), random_dist(rng, 3, 4)) for _ in range(12)
+        ]
+        count = sum(
+            _grid_round(index, p, q, verify_batch_fn, sampler_match_fn, greedy_fn)
+            for index, (p, q) in enumerate(pairs)
+        )
+        return (
+            count,
+            f"{count} rounds (k = 1, 2) enumerated on uniform grids: verify_batch, verify_sampler_match, verify_greedy",
+        )
 
     return run_guarded("sampled_rules_on_grid", body)
 
 
 @check("C11")
-def inexact_rules_counterexamples(kernels: dict | None = None, cases: int = 200, min_tv: float = 1e-3) -> CheckResult:
+def inexact_rules_counterexamples(
+    kernels: dict | None = None, cases: int = 200, min_tv: float = 1e-3
+) -> CheckResult:
     """Computed counter-examples: typical acceptance (Medusa) and thresholded acceptance emit a law != p."""
-    kernels = kernels or {"typical acceptance (eps=0.09, delta=0.3)": typical_kernel(),
-                          "thresholded acceptance (p/q >= 1/2)": threshold_kernel()}
+    kernels = kernels or {
+        "typical acceptance (eps=0.09, delta=0.3)": typical_kernel(),
+        "thresholded acceptance (p/q >= 1/2)": threshold_kernel(),
+    }
 
     def body():
         details = []
@@ -192,10 +274,15 @@ def inexact_rules_counterexamples(kernels: dict | None = None, cases: int = 200,
                 distance = tv(first_token_law(kernel, p, q), p)
                 if distance > worst:
                     worst, witness = distance, (case, p, q)
-            expect(worst > min_tv, f"{name}: no counter-example found in {len(pairs)} cases (max TV {fmt(worst)})")
+            expect(
+                worst > min_tv,
+                f"{name}: no counter-example found in {len(pairs)} cases (max TV {fmt(worst)})",
+            )
             assert witness is not None  # worst > min_tv (>= 0): some case set it
             case, p, q = witness
-            details.append(f"{name}: max TV {fmt(worst)} at {case} p={[str(v) for v in p]} q={[str(v) for v in q]}")
+            details.append(
+                f"{name}: max TV {fmt(worst)} at {case} p={[str(v) for v in p]} q={[str(v) for v in q]}"
+            )
         return len(pairs) * len(kernels), "; ".join(details)
 
     return run_guarded("inexact_rules_counterexamples", body)

@@ -11,8 +11,16 @@ from .registry import all_checks, claim_table, run_checks
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The subcommand's options: `--only NAME ...` and `--list`."""
-    parser.add_argument("--only", nargs="+", metavar="CHECK", choices=list(all_checks()), help="run only these checks")
-    parser.add_argument("--list", action="store_true", help="list the checks and their claims, run nothing")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="CHECK",
+        choices=list(all_checks()),
+        help="run only these checks",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="list the checks and their claims, run nothing"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,11 +36,17 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(claim_table(results))
     failed = [r.name for r in results if not r.passed]
-    print(f"\n{len(results) - len(failed)}/{len(results)} checks passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(
+        f"\n{len(results) - len(failed)}/{len(results)} checks passed"
+        + (f"; FAILED: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m exactspec.proofs", description="Run every machine check of proofs/ARGUMENT.md.")
+    parser = argparse.ArgumentParser(
+        prog="python -m exactspec.proofs",
+        description="Run every machine check of proofs/ARGUMENT.md.",
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))

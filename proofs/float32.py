@@ -26,7 +26,9 @@ UNIT_ROUNDOFF_F32 = Fraction(1, 2**24)  # float32, round to nearest
 GRID_F32 = Fraction(1, 2**24)  # spacing of float32 uniforms in [0, 1) (torch.rand)
 
 
-def float_tv_bound(vocab: int, k: int, u: Fraction = UNIT_ROUNDOFF_F32, g: Fraction = GRID_F32) -> Fraction:
+def float_tv_bound(
+    vocab: int, k: int, u: Fraction = UNIT_ROUNDOFF_F32, g: Fraction = GRID_F32
+) -> Fraction:
     """ARGUMENT.md C12: B(V, k) = k (S(V) + 7.03 u + g + S'(V)) + S(V), with
     S'(V) = 3.01 V u + (V - 1)(g - u) and S(V) = S'(V) + u (1 + 2u); valid for V u <= 0.005."""
     sampling = Fraction(301, 100) * vocab * u + (vocab - 1) * (g - u)
@@ -70,7 +72,9 @@ def _f32_inverse_cdf_law(weights: np.ndarray) -> list[Fraction]:
     return law
 
 
-def f32_round_law(p_rows: Sequence[Sequence[Fraction]], q_rows: Sequence[Sequence[Fraction]]) -> dict:
+def f32_round_law(
+    p_rows: Sequence[Sequence[Fraction]], q_rows: Sequence[Sequence[Fraction]]
+) -> dict:
     """Exact law of one round of a float32 implementation: drafts and final tokens by float32 inverse CDF,
     accept iff U < fl(p(x)/q(x)) with U on the float32 grid, residual max(0, fl(p - q))."""
     k = len(q_rows)
@@ -131,15 +135,22 @@ def _check_entrywise(i: int, p: Sequence[Fraction], q: Sequence[Fraction]) -> No
         if q[x] > 0:
             ratio = Fraction(float(np.float32(p32[x] / q32[x])))
             err = abs(min(F1, ratio) - min(F1, p[x] / q[x]))
-            expect(err <= Fraction(302, 100) * UNIT_ROUNDOFF_F32, f"case {i}: acceptance probability moved by {fmt(err)} > 3.02u")
+            expect(
+                err <= Fraction(302, 100) * UNIT_ROUNDOFF_F32,
+                f"case {i}: acceptance probability moved by {fmt(err)} > 3.02u",
+            )
     w_hat = [Fraction(float(v)) for v in np.maximum(np.float32(0), p32 - q32)]
     w_err = sum((abs(a - max(F0, b - c)) for a, b, c in zip(w_hat, p, q)), F0)
-    expect(w_err <= Fraction(401, 100) * UNIT_ROUNDOFF_F32, f"case {i}: residual weights off by {fmt(w_err)} > 4.01u")
+    expect(
+        w_err <= Fraction(401, 100) * UNIT_ROUNDOFF_F32,
+        f"case {i}: residual weights off by {fmt(w_err)} > 4.01u",
+    )
 
 
 @check("C12")
 def float32_tv_bound(bound: Callable = float_tv_bound, cases: int = 40) -> CheckResult:
     """Exact law of a float32 implementation vs the exact rational law: TV per round <= the bound of C12."""
+
     def body():
         rng = random.Random(SEED + 11)
         worst_ratio, worst_tv, changed = 0.0, F0, 0
@@ -150,12 +161,19 @@ def float32_tv_bound(bound: Callable = float_tv_bound, cases: int = 40) -> Check
                 _check_entrywise(i, p, q)
             distance = tv_law(round_distribution(p_rows, q_rows), f32_round_law(p_rows, q_rows))
             limit = bound(vocab, k)
-            expect(distance <= limit, f"case {i} (V={vocab}, k={k}): float32 TV {fmt(distance)} > bound {fmt(limit)}")
+            expect(
+                distance <= limit,
+                f"case {i} (V={vocab}, k={k}): float32 TV {fmt(distance)} > bound {fmt(limit)}",
+            )
             changed += distance > 0
             worst_tv = max(worst_tv, distance)
             worst_ratio = max(worst_ratio, float(distance / limit))
-        expect(changed > 0, "float32 never changed the law: the comparison is not exercising rounding")
-        return cases, (f"{cases} rounds (V in 2..7, k = 1, 2): acceptance <= 3.02u and residual <= 4.01u entrywise; "
-                       f"max exact TV {fmt(worst_tv)}, max TV/bound {worst_ratio:.2f}, {changed} laws changed by rounding")
+        expect(
+            changed > 0, "float32 never changed the law: the comparison is not exercising rounding"
+        )
+        return cases, (
+            f"{cases} rounds (V in 2..7, k = 1, 2): acceptance <= 3.02u and residual <= 4.01u entrywise; "
+            f"max exact TV {fmt(worst_tv)}, max TV/bound {worst_ratio:.2f}, {changed} laws changed by rounding"
+        )
 
     return run_guarded("float32_tv_bound", body)

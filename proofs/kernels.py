@@ -21,7 +21,9 @@ F0, F1 = Fraction(0), Fraction(1)
 
 Kernel = Callable[[Sequence[Fraction], Sequence[Fraction]], list[tuple[Any, Sequence[Any]]]]
 ToyModel = Callable[[tuple[int, ...]], Sequence[Fraction]]
-KSchedule = Callable[[tuple, tuple], int]  # (generated tokens, accepted counts of past rounds) -> this round's k
+KSchedule = Callable[
+    [tuple, tuple], int
+]  # (generated tokens, accepted counts of past rounds) -> this round's k
 
 
 # --------------------------------------------------------------------------------------------------
@@ -138,7 +140,9 @@ def threshold_kernel(theta: Fraction = Fraction(1, 2)) -> Kernel:
 # --------------------------------------------------------------------------------------------------
 
 
-def first_token_law(kernel: Kernel, p: Sequence, q: Sequence, sample: Sequence | None = None) -> list:
+def first_token_law(
+    kernel: Kernel, p: Sequence, q: Sequence, sample: Sequence | None = None
+) -> list:
     """Law of the token emitted at one position: draft x ~ `sample` (default q), rule `kernel(p, q)`."""
     s = q if sample is None else sample
     out = [F0] * len(p)
@@ -179,8 +183,14 @@ def kernel_round_law(kernel: Kernel, p_rows: Sequence, q_rows: Sequence) -> dict
 
 
 def kernel_sequence_law(
-    kernel: Kernel, target: ToyModel, draft: ToyModel, prompt: tuple, length: int, k: int | KSchedule,
-    eos: int | None = None, bonus: Callable[[Sequence], Sequence] | None = None,
+    kernel: Kernel,
+    target: ToyModel,
+    draft: ToyModel,
+    prompt: tuple,
+    length: int,
+    k: int | KSchedule,
+    eos: int | None = None,
+    bonus: Callable[[Sequence], Sequence] | None = None,
 ) -> dict[tuple[int, ...], Fraction]:
     """Exact law of the generation loop written from the argument (independent of `reference`).
 
@@ -194,7 +204,9 @@ def kernel_sequence_law(
     schedule = k if callable(k) else (lambda generated, history: k)
 
     def stopped(generated: tuple) -> bool:
-        return len(generated) >= length or (eos is not None and bool(generated) and generated[-1] == eos)
+        return len(generated) >= length or (
+            eos is not None and bool(generated) and generated[-1] == eos
+        )
 
     def start_round(generated: tuple, weight: Fraction, history: tuple) -> None:
         if stopped(generated):
@@ -221,13 +233,17 @@ def kernel_sequence_law(
             if accept < 1:
                 for y, r_y in enumerate(rejected):
                     if r_y > 0:
-                        start_round(generated + (y,), weight * q[x] * (1 - accept) * r_y, history + (i,))
+                        start_round(
+                            generated + (y,), weight * q[x] * (1 - accept) * r_y, history + (i,)
+                        )
 
     start_round((), F1, ())
     return dict(law)
 
 
-def ancestral_law(target: ToyModel, prompt: tuple, length: int, eos: int | None = None) -> dict[tuple[int, ...], Fraction]:
+def ancestral_law(
+    target: ToyModel, prompt: tuple, length: int, eos: int | None = None
+) -> dict[tuple[int, ...], Fraction]:
     """Law of plain ancestral sampling from `target` with the same stopping rule."""
     law: dict[tuple[int, ...], Fraction] = {}
 
@@ -271,7 +287,9 @@ def product_law(p_rows: Sequence[Sequence]) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-def warped_probs(logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None) -> np.ndarray:
+def warped_probs(
+    logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None
+) -> np.ndarray:
     """softmax(logits / T) restricted to the top-k scores (ties at the k-th kept), in float64."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")

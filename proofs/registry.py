@@ -13,8 +13,19 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 # The check modules, in the order of the claims they check (this is the order of every listing).
-CHECK_MODULES = ("checks_position", "checks_loop", "checks_acceptance", "checks_rules", "float32", "checks_tree",
-                 "checks_engine", "checks_sequential", "checks_any_shape", "checks_paired", "traceability")
+CHECK_MODULES = (
+    "checks_position",
+    "checks_loop",
+    "checks_acceptance",
+    "checks_rules",
+    "float32",
+    "checks_tree",
+    "checks_engine",
+    "checks_sequential",
+    "checks_any_shape",
+    "checks_paired",
+    "traceability",
+)
 
 
 @dataclass
@@ -56,7 +67,9 @@ def all_checks() -> dict[str, Check]:
 
     def order(chk: Check) -> tuple[int, int]:
         code = getattr(chk.func, "__code__", None)
-        return rank.get(getattr(chk.func, "__module__", ""), len(rank)), code.co_firstlineno if code else 0
+        return rank.get(
+            getattr(chk.func, "__module__", ""), len(rank)
+        ), code.co_firstlineno if code else 0
 
     return {chk.name: chk for chk in sorted(CHECKS.values(), key=order)}
 

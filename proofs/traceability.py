@@ -40,7 +40,11 @@ def traceability_rows(text: str | None = None) -> list[tuple[str, str]]:
     """(claim, table row) for the rows of the traceability table in ARGUMENT.md."""
     text = ARGUMENT.read_text(encoding="utf-8") if text is None else text
     section = text.split("## Traceability", 1)[1] if "## Traceability" in text else ""
-    return [(line.split("|")[1].strip(), line) for line in section.splitlines() if re.match(r"\|\s*C\d+", line)]
+    return [
+        (line.split("|")[1].strip(), line)
+        for line in section.splitlines()
+        if re.match(r"\|\s*C\d+", line)
+    ]
 
 
 def defines(source: Path, dotted: str) -> bool:
@@ -52,8 +56,15 @@ def defines(source: Path, dotted: str) -> bool:
             if not isinstance(node, ast.ClassDef):
                 return False
             scope = node.body
-        node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                     and n.name == part), None)
+        node = next(
+            (
+                n
+                for n in scope
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.name == part
+            ),
+            None,
+        )
         if node is None:
             return False
     return True
@@ -65,7 +76,10 @@ def _check_locations(rows: list[tuple[str, str]], base: Path) -> int:
     for claim, line in rows:
         for path, dotted in _LOCATION.findall(line):
             expect((base / path).is_file(), f"{claim}: {path} does not exist")
-            expect(defines(base / path, dotted), f"{claim}: {path}:{dotted} is not a function or class in that module")
+            expect(
+                defines(base / path, dotted),
+                f"{claim}: {path}:{dotted} is not a function or class in that module",
+            )
             located += 1
     return located
 
@@ -77,13 +91,25 @@ def _check_names(rows: list[tuple[str, str]]) -> None:
         names = _CHECK_NAME.findall(line)
         expect(names, f"{claim}: row names no check")
         for name in names:
-            expect(name in checks, f"{claim}: check {name} is not registered in proofs/ (python -m exactspec.proofs --list)")
-            expect(claim in checks[name].claims, f"{claim}: check {name} is not registered for {claim}")
+            expect(
+                name in checks,
+                f"{claim}: check {name} is not registered in proofs/ (python -m exactspec.proofs --list)",
+            )
+            expect(
+                claim in checks[name].claims, f"{claim}: check {name} is not registered for {claim}"
+            )
 
 
-def _check_test_files(rows: list[tuple[str, str]], base: Path, checkout: bool) -> dict[str, set[str]]:
+def _check_test_files(
+    rows: list[tuple[str, str]], base: Path, checkout: bool
+) -> dict[str, set[str]]:
     """Listed test files exist (tests/ ones only in a checkout); returns them as present/planned/appeared/unchecked."""
-    found: dict[str, set[str]] = {"present": set(), "planned": set(), "appeared": set(), "unchecked": set()}
+    found: dict[str, set[str]] = {
+        "present": set(),
+        "planned": set(),
+        "appeared": set(),
+        "unchecked": set(),
+    }
     for claim, line in rows:
         for path, is_planned in _TEST_FILE.findall(line):
             if path.startswith("tests/") and not checkout:
@@ -109,14 +135,26 @@ def traceability(text: str | None = None, base: Path | None = None) -> CheckResu
         expect(rows, "no traceability table found in ARGUMENT.md")
         claims_with_rows = {claim for claim, _ in rows}
         all_claims = {c for chk in all_checks().values() for c in chk.claims}
-        expect(all_claims <= claims_with_rows, f"claims without a traceability row: {sorted(all_claims - claims_with_rows)}")
+        expect(
+            all_claims <= claims_with_rows,
+            f"claims without a traceability row: {sorted(all_claims - claims_with_rows)}",
+        )
         located = _check_locations(rows, base)
         _check_names(rows)
         files = _check_test_files(rows, base, checkout)
-        mode = (f"checkout mode ({base})" if checkout else
-                f"installed-package mode ({base}; no checkout: {len(files['unchecked'])} listed tests/ files not checked)")
-        extra = f"; now present, still marked planned: {sorted(files['appeared'])}" if files["appeared"] else ""
-        return located, (f"{mode}: {len(rows)} claims, {located} code locations resolved; {len(files['present'])} listed "
-                         f"test files present, {len(files['planned'])} planned conformance test files not yet written{extra}")
+        mode = (
+            f"checkout mode ({base})"
+            if checkout
+            else f"installed-package mode ({base}; no checkout: {len(files['unchecked'])} listed tests/ files not checked)"
+        )
+        extra = (
+            f"; now present, still marked planned: {sorted(files['appeared'])}"
+            if files["appeared"]
+            else ""
+        )
+        return located, (
+            f"{mode}: {len(rows)} claims, {located} code locations resolved; {len(files['present'])} listed "
+            f"test files present, {len(files['planned'])} planned conformance test files not yet written{extra}"
+        )
 
     return run_guarded("traceability", body)

@@ -26,11 +26,18 @@ def demo_drafts() -> dict[str, list[Fraction]]:
     return {"uniform": UNIFORM, "60% of the way": sixty_percent, "identical": list(TARGET)}
 
 
-def simulate_first_token(p: np.ndarray, q: np.ndarray, k: int, rounds: int, seed: int) -> np.ndarray:
+def simulate_first_token(
+    p: np.ndarray, q: np.ndarray, k: int, rounds: int, seed: int
+) -> np.ndarray:
     """Empirical law of the first emitted token over `rounds` independent rounds (drafts drawn from q)."""
     rng = np.random.default_rng(seed)
     drafts = rng.choice(p.size, size=(rounds, k), p=q)
-    tokens, _ = verify_batch(np.broadcast_to(p, (rounds, k + 1, p.size)), np.broadcast_to(q, (rounds, k, p.size)), drafts, rng)
+    tokens, _ = verify_batch(
+        np.broadcast_to(p, (rounds, k + 1, p.size)),
+        np.broadcast_to(q, (rounds, k, p.size)),
+        drafts,
+        rng,
+    )
     return np.bincount(tokens[:, 0], minlength=p.size) / rounds
 
 
@@ -58,17 +65,23 @@ def demo_rows(k: int = 4, rounds: int = 20_000, seed: int = 0) -> list[dict]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-k", type=int, default=4, help="draft tokens per round (default 4)")
-    parser.add_argument("--rounds", type=int, default=20_000, help="simulated rounds (default 20,000)")
+    parser.add_argument(
+        "--rounds", type=int, default=20_000, help="simulated rounds (default 20,000)"
+    )
     parser.add_argument("--seed", type=int, default=0)
 
 
 def run(args: argparse.Namespace) -> int:
     print("Target p = (0.50, 0.30, 0.15, 0.05), k =", args.k)
-    print(f"{'draft':<16}{'alpha':>7}{'E[tokens/call]':>16}   simulated first-token law ({args.rounds:,} rounds)   exact == p")
+    print(
+        f"{'draft':<16}{'alpha':>7}{'E[tokens/call]':>16}   simulated first-token law ({args.rounds:,} rounds)   exact == p"
+    )
     all_exact = True
     for record in demo_rows(args.k, args.rounds, args.seed):
         simulated = " / ".join(f"{v:.3f}" for v in record["simulated_first_token"])
         exact = record["exact_first_token_equals_p"] and record["exact_law_sums_to_one"]
         all_exact &= exact
-        print(f"{record['draft']:<16}{record['acceptance_rate']:>7.2f}{record['expected_tokens']:>16.2f}   {simulated:<48}{'yes (rational)' if exact else 'NO'}")
+        print(
+            f"{record['draft']:<16}{record['acceptance_rate']:>7.2f}{record['expected_tokens']:>16.2f}   {simulated:<48}{'yes (rational)' if exact else 'NO'}"
+        )
     return 0 if all_exact else 1

@@ -28,7 +28,9 @@ def acceptance_rate(p: Any, q: Any) -> Any:
     if is_rational(p) or is_rational(q):
         p_rows, q_rows = as_rational_rows([p], "p"), as_rational_rows([q], "q")
         if len(p_rows[0]) != len(q_rows[0]):
-            raise ValueError(f"p and q have mismatched vocabularies: {len(p_rows[0])} vs {len(q_rows[0])}")
+            raise ValueError(
+                f"p and q have mismatched vocabularies: {len(p_rows[0])} vs {len(q_rows[0])}"
+            )
         return sum((min(a, b) for a, b in zip(p_rows[0], q_rows[0])), Fraction(0))
     p_arr = as_prob_array(p, "p", ndim=(1, 2, 3))
     q_arr = as_prob_array(q, "q", ndim=(1, 2, 3))
@@ -67,7 +69,9 @@ def residual(p: Any, q: Any) -> Any:
     if is_rational(p) or is_rational(q):
         p_rows, q_rows = as_rational_rows([p], "p"), as_rational_rows([q], "q")
         if len(p_rows[0]) != len(q_rows[0]):
-            raise ValueError(f"p and q have mismatched vocabularies: {len(p_rows[0])} vs {len(q_rows[0])}")
+            raise ValueError(
+                f"p and q have mismatched vocabularies: {len(p_rows[0])} vs {len(q_rows[0])}"
+            )
         return _residual_rational(p_rows[0], q_rows[0])
     p_arr = as_prob_array(p, "p", ndim=(1, 2, 3))
     q_arr = as_prob_array(q, "q", ndim=(1, 2, 3))
@@ -76,12 +80,15 @@ def residual(p: Any, q: Any) -> Any:
     return unchecked_residual(p_arr, q_arr)
 
 
-def _round_law(p_rows: list[list], q_rows: list[list], zero: Any, one: Any) -> dict[tuple[int, ...], Any]:
+def _round_law(
+    p_rows: list[list], q_rows: list[list], zero: Any, one: Any
+) -> dict[tuple[int, ...], Any]:
     """Branch walk of the standard rule with generic arithmetic (float or Fraction)."""
     k = len(q_rows)
     residuals = [
-        _residual_rational(p_rows[i], q_rows[i]) if isinstance(zero, Fraction) else
-        list(unchecked_residual(np.asarray(p_rows[i]), np.asarray(q_rows[i])))
+        _residual_rational(p_rows[i], q_rows[i])
+        if isinstance(zero, Fraction)
+        else list(unchecked_residual(np.asarray(p_rows[i]), np.asarray(q_rows[i])))
         for i in range(k)
     ]
     law: dict[tuple[int, ...], Any] = defaultdict(lambda: zero)
@@ -120,14 +127,18 @@ def round_distribution(target_probs: Any, draft_probs: Any) -> dict[tuple[int, .
     if is_rational(target_probs) or is_rational(draft_probs):
         p_rows = as_rational_rows(target_probs, "target_probs")
         q_rows = as_rational_rows(draft_probs, "draft_probs")
-        check_round_shapes(np.empty((len(p_rows), len(p_rows[0]))), np.empty((len(q_rows), len(q_rows[0]))))
+        check_round_shapes(
+            np.empty((len(p_rows), len(p_rows[0]))), np.empty((len(q_rows), len(q_rows[0])))
+        )
         _check_branches(q_rows, p_rows)
         return _round_law(p_rows, q_rows, Fraction(0), Fraction(1))
     p_arr = as_prob_array(target_probs, "target_probs", ndim=2)
     q_arr = as_prob_array(draft_probs, "draft_probs", ndim=2)
     check_round_shapes(p_arr, q_arr)
     _check_branches(q_arr, p_arr)
-    return _round_law([list(map(float, r)) for r in p_arr], [list(map(float, r)) for r in q_arr], 0.0, 1.0)
+    return _round_law(
+        [list(map(float, r)) for r in p_arr], [list(map(float, r)) for r in q_arr], 0.0, 1.0
+    )
 
 
 def _check_branches(q_rows: Any, p_rows: Any) -> None:

@@ -78,7 +78,9 @@ def verify_batch(target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np
     return _standard(p, q, x, k, rng)
 
 
-def verify(target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator) -> list[int]:
+def verify(
+    target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator
+) -> list[int]:
     """Standard rule, one round: (k+1, V), (k, V), (k,) -> the emitted tokens (length 1..k+1)."""
     check_rng(rng)
     p, q, x, k = _checked_batch(target_probs, draft_probs, draft_tokens, batched=False)
@@ -86,7 +88,9 @@ def verify(target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.rando
     return tokens[0, : counts[0]].tolist()
 
 
-def verify_sampler_match(target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator) -> list[int]:
+def verify_sampler_match(
+    target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator
+) -> list[int]:
     """Exact but weaker rule: draw y_i ~ p_i, keep drafts while y_i == x_i, emit y_i at the first mismatch."""
     check_rng(rng)
     p, q, x, k = _checked_batch(target_probs, draft_probs, draft_tokens, batched=False)
@@ -96,7 +100,9 @@ def verify_sampler_match(target_probs: Any, draft_probs: Any, draft_tokens: Any,
     return x[0, :n_accepted].tolist() + [int(samples[n_accepted])]
 
 
-def verify_greedy(target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator | None = None) -> list[int]:
+def verify_greedy(
+    target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator | None = None
+) -> list[int]:
     """Greedy rule: keep drafts while x_i == argmax p_i (lowest id on ties), then emit that argmax."""
     p, q, x, k = _checked_batch(target_probs, draft_probs, draft_tokens, batched=False)
     best = p[0].argmax(axis=-1)

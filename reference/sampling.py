@@ -26,10 +26,14 @@ def inverse_cdf(probs: Any, uniforms: Any) -> np.ndarray:
     if probs.ndim < 1 or probs.shape[-1] < 1:
         raise ValueError(f"probs must have a non-empty vocabulary axis, got shape {probs.shape}")
     if probs.ndim > 1 and uniforms.shape != probs.shape[:-1]:
-        raise ValueError(f"uniforms must have shape {probs.shape[:-1]} (one per row of probs), got {uniforms.shape}")
+        raise ValueError(
+            f"uniforms must have shape {probs.shape[:-1]} (one per row of probs), got {uniforms.shape}"
+        )
     positive = probs > 0
     if not positive.any(axis=-1).all():
-        raise ValueError("probs has a row with no positive probability: nothing can be sampled from it")
+        raise ValueError(
+            "probs has a row with no positive probability: nothing can be sampled from it"
+        )
     last_positive = probs.shape[-1] - 1 - np.argmax(positive[..., ::-1], axis=-1)
     cumulative = np.cumsum(probs, axis=-1)
     if probs.ndim == 1:

@@ -26,7 +26,9 @@ ToyModel = Callable[[tuple[int, ...]], Sequence[Any]]
 def _checked_model(model: ToyModel, name: str) -> Callable[[tuple[int, ...]], tuple]:
     """Wrap a toy model with validation and memoisation of its rows."""
     if not callable(model):
-        raise ValueError(f"{name} must be a callable prefix -> distribution, got {type(model).__name__}")
+        raise ValueError(
+            f"{name} must be a callable prefix -> distribution, got {type(model).__name__}"
+        )
 
     @lru_cache(maxsize=None)
     def row(prefix: tuple[int, ...]) -> tuple:
@@ -50,7 +52,9 @@ def _check_length(length: Any) -> int:
     return int(length)
 
 
-def target_sequence_law(target: ToyModel, prompt: Sequence[int], length: int) -> dict[tuple[int, ...], Any]:
+def target_sequence_law(
+    target: ToyModel, prompt: Sequence[int], length: int
+) -> dict[tuple[int, ...], Any]:
     """Law of the first `length` tokens of plain ancestral sampling from `target` after `prompt`."""
     row, length, prompt = _checked_model(target, "target"), _check_length(length), tuple(prompt)
     law: dict[tuple[int, ...], Any] = {}
@@ -85,7 +89,11 @@ def speculative_sequence_law(
         p, q = p_row(prefix), q_row(prefix)
         if len(p) != len(q):
             raise ValueError(f"target and draft have mismatched vocabularies: {len(p)} vs {len(q)}")
-        return _residual_rational(p, q) if exact else unchecked_residual(np.asarray(p), np.asarray(q)).tolist()
+        return (
+            _residual_rational(p, q)
+            if exact
+            else unchecked_residual(np.asarray(p), np.asarray(q)).tolist()
+        )
 
     def start_round(generated: tuple[int, ...], weight: Any) -> None:
         if len(generated) >= length:

@@ -22,7 +22,9 @@ RATE_ROUNDING_TOL = 1e-9
 
 
 def _check_acceptance_rate(acceptance_rate: Any, name: str = "acceptance_rate") -> float:
-    if isinstance(acceptance_rate, bool) or not isinstance(acceptance_rate, (int, float, np.floating, np.integer)):
+    if isinstance(acceptance_rate, bool) or not isinstance(
+        acceptance_rate, (int, float, np.floating, np.integer)
+    ):
         raise ValueError(f"{name} must be a number in [0, 1], got {acceptance_rate!r}")
     if not np.isfinite(acceptance_rate) or not (0 <= acceptance_rate <= 1 + RATE_ROUNDING_TOL):
         raise ValueError(f"{name} must be in [0, 1], got {acceptance_rate!r}")
@@ -32,7 +34,9 @@ def _check_acceptance_rate(acceptance_rate: Any, name: str = "acceptance_rate") 
 def _check_acceptance_rates(acceptance_rates: Any) -> np.ndarray:
     array = np.asarray(acceptance_rates, dtype=np.float64)
     if array.ndim != 1 or array.size < 1:
-        raise ValueError(f"acceptance_rates must be a non-empty 1-D sequence of per-position acceptance rates, got shape {array.shape}")
+        raise ValueError(
+            f"acceptance_rates must be a non-empty 1-D sequence of per-position acceptance rates, got shape {array.shape}"
+        )
     if np.isnan(array).any() or (array < 0).any() or (array > 1 + RATE_ROUNDING_TOL).any():
         raise ValueError(f"acceptance_rates must all lie in [0, 1], got {array.tolist()}")
     return np.minimum(array, 1.0)
@@ -60,7 +64,9 @@ def expected_tokens_per_position(acceptance_rates: Sequence[float] | np.ndarray)
 def expected_tokens_every_k(acceptance_rates: Sequence[float] | np.ndarray) -> np.ndarray:
     """E[N] when drafting k = 0, 1, ..., len(acceptance_rates) tokens (positions alpha_1..alpha_k), in one pass:
     a k policy compares every k each round."""
-    return np.asarray(expected_tokens_every_k_unchecked(_check_acceptance_rates(acceptance_rates).tolist()))
+    return np.asarray(
+        expected_tokens_every_k_unchecked(_check_acceptance_rates(acceptance_rates).tolist())
+    )
 
 
 def expected_tokens_every_k_unchecked(acceptance_rates: list[float]) -> list[float]:
@@ -115,19 +121,30 @@ def verification_cost(verify_cost: VerifyCost, n_tokens: int) -> float:
     return value
 
 
-def improvement_factor(acceptance_rate: float, k: int, c: float, verify_cost: VerifyCost = None) -> float:
+def improvement_factor(
+    acceptance_rate: float, k: int, c: float, verify_cost: VerifyCost = None
+) -> float:
     """Expected speedup over plain decoding: E[N] / (c k + v(k+1)) (Leviathan et al. Thm 3.8 when v = 1)."""
-    if isinstance(c, bool) or not isinstance(c, (int, float, np.floating)) or not np.isfinite(c) or c < 0:
+    if (
+        isinstance(c, bool)
+        or not isinstance(c, (int, float, np.floating))
+        or not np.isfinite(c)
+        or c < 0
+    ):
         raise ValueError(f"c (draft cost / target cost) must be a finite number >= 0, got {c!r}")
     k = check_k(k)
     return expected_tokens(acceptance_rate, k) / (c * k + verification_cost(verify_cost, k + 1))
 
 
-def optimal_k(acceptance_rate: float, c: float, verify_cost: VerifyCost = None, k_max: int = 32) -> tuple[int, float]:
+def optimal_k(
+    acceptance_rate: float, c: float, verify_cost: VerifyCost = None, k_max: int = 32
+) -> tuple[int, float]:
     """The k in 1..k_max maximising the improvement factor, and that factor.
 
     A factor below 1 means speculative decoding does not pay at these (acceptance_rate, c, v): decode plainly.
     """
     k_max = check_k(k_max, "k_max")
-    best = max(range(1, k_max + 1), key=lambda k: improvement_factor(acceptance_rate, k, c, verify_cost))
+    best = max(
+        range(1, k_max + 1), key=lambda k: improvement_factor(acceptance_rate, k, c, verify_cost)
+    )
     return best, improvement_factor(acceptance_rate, best, c, verify_cost)

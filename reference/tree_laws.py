@@ -56,7 +56,9 @@ class _Arithmetic:
         return list(without_token(np.asarray(q), token))
 
 
-def tree_round_law(parent: Any, model: ContextRows, replacement: bool, rational: bool = False) -> Law:
+def tree_round_law(
+    parent: Any, model: ContextRows, replacement: bool, rational: bool = False
+) -> Law:
     """Exact law {emitted tuple: probability} of one round on the shape `parent`: drafts drawn from the
     model's q rows, verified by the tree rule. Refused (ValueError) beyond MAX_BRANCHES branches."""
     shape, ar = check_shape(parent), _Arithmetic(model, rational)
@@ -74,12 +76,16 @@ def tree_round_law(parent: Any, model: ContextRows, replacement: bool, rational:
     def walk(node: int, path: tuple[int, ...], weight: Any) -> None:
         visits[0] += 1
         if visits[0] > MAX_BRANCHES:
-            raise ValueError(f"tree_round_law would walk more than {MAX_BRANCHES} branches; use a smaller "
-                             "model.vocab_size or tree (parent) for exact enumeration")
+            raise ValueError(
+                f"tree_round_law would walk more than {MAX_BRANCHES} branches; use a smaller "
+                "model.vocab_size or tree (parent) for exact enumeration"
+            )
         p, q = ar.rows(path)
         siblings(kids[node], 0, p, q, path, weight)
 
-    def siblings(children: list[int], j: int, p: list, q: list, path: tuple[int, ...], weight: Any) -> None:
+    def siblings(
+        children: list[int], j: int, p: list, q: list, path: tuple[int, ...], weight: Any
+    ) -> None:
         if j == len(children):  # a leaf, or every child rejected: emit from the (last residual) p
             emit(p, path, weight)
             return
@@ -93,8 +99,14 @@ def tree_round_law(parent: Any, model: ContextRows, replacement: bool, rational:
             if replacement:
                 reject += q_x * (ar.one - accept_probability)
             elif accept_probability < 1:
-                siblings(children, j + 1, ar.residual(p, q), ar.remove(q, x), path,
-                         weight * (q_x * (ar.one - accept_probability)))
+                siblings(
+                    children,
+                    j + 1,
+                    ar.residual(p, q),
+                    ar.remove(q, x),
+                    path,
+                    weight * (q_x * (ar.one - accept_probability)),
+                )
         if replacement and reject > 0:
             siblings(children, j + 1, ar.residual(p, q), q, path, weight * reject)
 

@@ -52,7 +52,9 @@ class ContextRows:
             if not 0.0 <= float(getattr(self, name)) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if not isinstance(self.min_support, int) or not 1 <= self.min_support <= self.vocab_size:
-            raise ValueError(f"min_support must be an int in [1, vocab_size={self.vocab_size}], got {self.min_support!r}")
+            raise ValueError(
+                f"min_support must be an int in [1, vocab_size={self.vocab_size}], got {self.min_support!r}"
+            )
         if not isinstance(self.scale, int) or self.scale < 1:
             raise ValueError(f"scale must be an int >= 1, got {self.scale!r}")
 

@@ -20,12 +20,28 @@ import numpy as np
 
 from .laws import unchecked_residual
 from .sampling import sample_token
-from .tree_sampling import check_shape, sample_tree, sample_trees, shape_from_branching, without_token
+from .tree_sampling import (
+    check_shape,
+    sample_tree,
+    sample_trees,
+    shape_from_branching,
+    without_token,
+)
 from .trees import DraftTree
 from .validation import check_rng
 
-__all__ = ["STANDARD", "SiblingRule", "check_shape", "sample_tree", "sample_trees", "shape_from_branching",
-           "verify_tree", "verify_tree_batch", "walk_tree", "without_token"]
+__all__ = [
+    "STANDARD",
+    "SiblingRule",
+    "check_shape",
+    "sample_tree",
+    "sample_trees",
+    "shape_from_branching",
+    "verify_tree",
+    "verify_tree_batch",
+    "walk_tree",
+    "without_token",
+]
 
 Row = np.ndarray
 
@@ -57,9 +73,15 @@ def _check_tree(tree: Any) -> DraftTree:
     return tree
 
 
-def walk_tree(tree: DraftTree, rng: np.random.Generator, rule: SiblingRule = STANDARD, *,
-              replacement: bool | None = None, shared_coin: bool = False,
-              target_row: Callable[[DraftTree, int], Row] | None = None) -> list[int]:
+def walk_tree(
+    tree: DraftTree,
+    rng: np.random.Generator,
+    rule: SiblingRule = STANDARD,
+    *,
+    replacement: bool | None = None,
+    shared_coin: bool = False,
+    target_row: Callable[[DraftTree, int], Row] | None = None,
+) -> list[int]:
     """One round of `rule` on `tree`; the knobs exist for the mutant zoo (the oracle uses the defaults):
     `replacement` overrides the tree's, `shared_coin` draws one uniform per node instead of per child,
     `target_row(tree, node)` replaces the target row of `node`."""

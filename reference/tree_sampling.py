@@ -53,7 +53,9 @@ def shape_from_branching(branching: list[int]) -> np.ndarray:
     return np.asarray(parent, dtype=np.int64)
 
 
-def _draw_children(q_rows: np.ndarray, count: int, replacement: bool, rng: np.random.Generator) -> np.ndarray:
+def _draw_children(
+    q_rows: np.ndarray, count: int, replacement: bool, rng: np.random.Generator
+) -> np.ndarray:
     """(n, count) children tokens, row r drawn from q_rows[r] (without replacement: sequentially, removing)."""
     n = q_rows.shape[0]
     if replacement:
@@ -63,8 +65,10 @@ def _draw_children(q_rows: np.ndarray, count: int, replacement: bool, rng: np.ra
     for j in range(count):
         mass = law.sum(axis=1)
         if (mass <= 0).any():
-            raise ValueError("model: the draft row has fewer positive tokens than the node has children "
-                             "(replacement=False needs min_support >= the widest node)")
+            raise ValueError(
+                "model: the draft row has fewer positive tokens than the node has children "
+                "(replacement=False needs min_support >= the widest node)"
+            )
         out[:, j] = inverse_cdf(law / mass[:, None], rng.random(n))
         law[rows, out[:, j]] = 0.0
     return out
@@ -89,25 +93,40 @@ class _Paths:
         return np.asarray(ids, dtype=np.int64)[inverse.ravel()]
 
 
-def _draw_chunk(shape: np.ndarray, model: ContextRows, replacement: bool, rng: np.random.Generator,
-                n: int) -> list[DraftTree]:
+def _draw_chunk(
+    shape: np.ndarray, model: ContextRows, replacement: bool, rng: np.random.Generator, n: int
+) -> list[DraftTree]:
     size, vocab, children = shape.size, model.vocab_size, children_lists(shape)
-    tokens, path_id, paths = np.full((n, size), -1, dtype=np.int64), np.zeros((n, size), dtype=np.int64), _Paths()
+    tokens, path_id, paths = (
+        np.full((n, size), -1, dtype=np.int64),
+        np.zeros((n, size), dtype=np.int64),
+        _Paths(),
+    )
     for node in range(size):
         if node > 0:
             path_id[:, node] = paths.extend(path_id[:, shape[node]], tokens[:, node], vocab)
         if children[node]:
             ids, inverse = np.unique(path_id[:, node], return_inverse=True)
-            q_rows = np.stack([model.rows(paths.paths[i])[1] for i in ids.tolist()])[inverse.ravel()]
-            tokens[:, children[node]] = _draw_children(q_rows, len(children[node]), replacement, rng)
+            q_rows = np.stack([model.rows(paths.paths[i])[1] for i in ids.tolist()])[
+                inverse.ravel()
+            ]
+            tokens[:, children[node]] = _draw_children(
+                q_rows, len(children[node]), replacement, rng
+            )
     p_table = np.stack([model.rows(path)[0] for path in paths.paths])
     q_table = np.stack([model.rows(path)[1] for path in paths.paths])
-    leaves = np.array([not kids for kids in children])[None, :, None]  # a leaf's draft row is unused: a copy of p
+    leaves = np.array([not kids for kids in children])[
+        None, :, None
+    ]  # a leaf's draft row is unused: a copy of p
     target = p_table[path_id]
-    return DraftTree.from_checked_batch(shape, tokens, target, np.where(leaves, target, q_table[path_id]), replacement)
+    return DraftTree.from_checked_batch(
+        shape, tokens, target, np.where(leaves, target, q_table[path_id]), replacement
+    )
 
 
-def sample_trees(parent: Any, model: ContextRows, replacement: bool, rng: np.random.Generator, n: int) -> list[DraftTree]:
+def sample_trees(
+    parent: Any, model: ContextRows, replacement: bool, rng: np.random.Generator, n: int
+) -> list[DraftTree]:
     """n independent DraftTrees of the shape `parent`: children of each context drawn from q(context)
     (i.i.d., or without replacement), every context's rows from `model`."""
     check_rng(rng)
@@ -123,6 +142,8 @@ def sample_trees(parent: Any, model: ContextRows, replacement: bool, rng: np.ran
     return trees
 
 
-def sample_tree(parent: Any, model: ContextRows, replacement: bool, rng: np.random.Generator) -> DraftTree:
+def sample_tree(
+    parent: Any, model: ContextRows, replacement: bool, rng: np.random.Generator
+) -> DraftTree:
     """One DraftTree of the shape `parent` (see `sample_trees`)."""
     return sample_trees(parent, model, replacement, rng, 1)[0]

@@ -17,6 +17,7 @@ import numpy as np
 
 from .validation import as_prob_array, check_int_array
 
+
 def _check_parent(parent: Any) -> np.ndarray:
     array = check_int_array(parent, "parent", lo=-1)
     if array.size < 1 or array[0] != -1:
@@ -24,19 +25,25 @@ def _check_parent(parent: Any) -> np.ndarray:
     nodes = np.arange(array.size)
     if array.size > 1 and ((array[1:] < 0) | (array[1:] >= nodes[1:])).any():
         bad = int(np.argwhere((array[1:] < 0) | (array[1:] >= nodes[1:]))[0, 0]) + 1
-        raise ValueError(f"parent[{bad}] = {int(array[bad])} must be in [0, {bad}) (parents before children)")
+        raise ValueError(
+            f"parent[{bad}] = {int(array[bad])} must be in [0, {bad}) (parents before children)"
+        )
     return array
 
 
 def _check_tokens(tokens: Any, size: int, vocab_size: int) -> np.ndarray:
     array = check_int_array(tokens, "tokens", lo=-1, hi=vocab_size)
     if array.size != size:
-        raise ValueError(f"tokens must have length {size} (one per context, parent has {size}), got {array.size}")
+        raise ValueError(
+            f"tokens must have length {size} (one per context, parent has {size}), got {array.size}"
+        )
     if array[0] != -1:
         raise ValueError(f"tokens[0] must be -1 (the root has no draft token), got {int(array[0])}")
     if size > 1 and (array[1:] < 0).any():
         bad = int(np.argwhere(array[1:] < 0)[0, 0]) + 1
-        raise ValueError(f"tokens[{bad}] = {int(array[bad])} must be a token id in [0, {vocab_size})")
+        raise ValueError(
+            f"tokens[{bad}] = {int(array[bad])} must be a token id in [0, {vocab_size})"
+        )
     return array
 
 
@@ -64,7 +71,9 @@ class DraftTree:
     target_probs: np.ndarray
     draft_probs: np.ndarray
     replacement: bool = True
-    _children: tuple[np.ndarray, ...] = field(init=False, repr=False, compare=False)  # set in __post_init__
+    _children: tuple[np.ndarray, ...] = field(
+        init=False, repr=False, compare=False
+    )  # set in __post_init__
 
     def __post_init__(self) -> None:
         parent = _check_parent(self.parent)
@@ -78,17 +87,30 @@ class DraftTree:
         tokens = _check_tokens(self.tokens, size, target.shape[1])
         if not isinstance(self.replacement, (bool, np.bool_)):
             raise ValueError(f"replacement must be a bool, got {self.replacement!r}")
-        for name, value in (("parent", parent), ("tokens", tokens), ("target_probs", target), ("draft_probs", draft)):
+        for name, value in (
+            ("parent", parent),
+            ("tokens", tokens),
+            ("target_probs", target),
+            ("draft_probs", draft),
+        ):
             value = value.copy()  # never freeze the caller's own array
             value.setflags(write=False)
             object.__setattr__(self, name, value)
         object.__setattr__(self, "replacement", bool(self.replacement))
-        object.__setattr__(self, "_children", tuple(np.asarray(k, dtype=np.int64) for k in children_lists(parent)))
+        object.__setattr__(
+            self, "_children", tuple(np.asarray(k, dtype=np.int64) for k in children_lists(parent))
+        )
         self._check_draws()
 
     @classmethod
-    def from_checked_batch(cls, parent: np.ndarray, tokens: np.ndarray, target_probs: np.ndarray,
-                           draft_probs: np.ndarray, replacement: bool) -> list["DraftTree"]:
+    def from_checked_batch(
+        cls,
+        parent: np.ndarray,
+        tokens: np.ndarray,
+        target_probs: np.ndarray,
+        draft_probs: np.ndarray,
+        replacement: bool,
+    ) -> list["DraftTree"]:
         """Trees [parent, tokens[r], target_probs[r], draft_probs[r]] for every r, validated as one batch: the
         rows of the whole stack and every draft's probability checked at once (what __post_init__ checks per
         tree, vectorised), so a sampler can build tens of thousands of trees cheaply."""
@@ -97,21 +119,32 @@ class DraftTree:
         target = as_prob_array(target_probs, "target_probs", ndim=3)
         draft = as_prob_array(draft_probs, "draft_probs", ndim=3)
         if target.shape != (batch, size, target.shape[2]) or draft.shape != target.shape:
-            raise ValueError(f"target_probs and draft_probs must both be ({batch}, {size}, V), got {target.shape} "
-                             f"and {draft.shape}")
-        tokens = check_int_array(np.asarray(tokens).ravel(), "tokens", lo=-1, hi=target.shape[2]).reshape(batch, size)
+            raise ValueError(
+                f"target_probs and draft_probs must both be ({batch}, {size}, V), got {target.shape} "
+                f"and {draft.shape}"
+            )
+        tokens = check_int_array(
+            np.asarray(tokens).ravel(), "tokens", lo=-1, hi=target.shape[2]
+        ).reshape(batch, size)
         if (tokens[:, 0] != -1).any() or (size > 1 and (tokens[:, 1:] < 0).any()):
-            raise ValueError("tokens: every tree must have -1 at the root and a token id at every node")
+            raise ValueError(
+                "tokens: every tree must have -1 at the root and a token id at every node"
+            )
         rows = np.arange(batch)[:, None]
         if size > 1 and (draft[rows, parent[None, 1:], tokens[:, 1:]] <= 0).any():
-            raise ValueError("tokens: a drafted token has draft probability 0 at its parent's context")
+            raise ValueError(
+                "tokens: a drafted token has draft probability 0 at its parent's context"
+            )
         kids = tuple(np.asarray(k, dtype=np.int64) for k in children_lists(parent))
         parent.setflags(write=False)
         out = []
         for r in range(batch):
             tree = object.__new__(cls)
-            for name, value in (("tokens", tokens[r].copy()), ("target_probs", target[r].copy()),
-                                ("draft_probs", draft[r].copy())):
+            for name, value in (
+                ("tokens", tokens[r].copy()),
+                ("target_probs", target[r].copy()),
+                ("draft_probs", draft[r].copy()),
+            ):
                 value.setflags(write=False)
                 object.__setattr__(tree, name, value)
             object.__setattr__(tree, "parent", parent)
@@ -193,9 +226,13 @@ def chain_tree(target_probs: Any, draft_probs: Any, draft_tokens: Any) -> DraftT
     target = as_prob_array(target_probs, "target_probs", ndim=2)
     draft = as_prob_array(draft_probs, "draft_probs", ndim=2)
     if target.shape[0] != draft.shape[0] + 1:
-        raise ValueError(f"target_probs must hold k+1 = {draft.shape[0] + 1} rows, got shape {target.shape}")
+        raise ValueError(
+            f"target_probs must hold k+1 = {draft.shape[0] + 1} rows, got shape {target.shape}"
+        )
     if draft.shape[1] != target.shape[1]:
-        raise ValueError(f"draft_probs and target_probs have mismatched vocabularies: {draft.shape[1]} vs {target.shape[1]}")
+        raise ValueError(
+            f"draft_probs and target_probs have mismatched vocabularies: {draft.shape[1]} vs {target.shape[1]}"
+        )
     k = draft.shape[0]
     tokens = check_int_array(draft_tokens, "draft_tokens", lo=0, hi=target.shape[1])
     if tokens.size != k:

@@ -35,7 +35,9 @@ def as_prob_array(probs: Any, name: str, ndim: int | tuple[int, ...]) -> np.ndar
         raise ValueError(f"{name} must be an array of probabilities: {error}") from None
     allowed = (ndim,) if isinstance(ndim, int) else ndim
     if array.ndim not in allowed:
-        raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dimensions, got shape {array.shape}")
+        raise ValueError(
+            f"{name} must have {' or '.join(map(str, allowed))} dimensions, got shape {array.shape}"
+        )
     if array.shape[-1] < 1:
         raise ValueError(f"{name} must have a non-empty vocabulary axis, got shape {array.shape}")
     if array.size and array.min() >= 0 and np.abs(array.sum(axis=-1) - 1.0).max() <= PROB_SUM_TOL:
@@ -67,11 +69,15 @@ def as_rational_rows(probs: Any, name: str) -> list[list[Fraction]]:
             raise ValueError(f"{name} row {i} has {len(row)} entries, expected {width}")
         for value in row:
             if not isinstance(value, (Fraction, int)):
-                raise ValueError(f"{name} mixes Fraction and non-Fraction entries (row {i}: {value!r})")
+                raise ValueError(
+                    f"{name} mixes Fraction and non-Fraction entries (row {i}: {value!r})"
+                )
             if value < 0:
                 raise ValueError(f"{name} row {i} contains a negative probability {value}")
         if sum(row, Fraction(0)) != 1:
-            raise ValueError(f"{name} row {i} must sum to exactly 1 in rational mode, sums to {sum(row, Fraction(0))}")
+            raise ValueError(
+                f"{name} row {i} must sum to exactly 1 in rational mode, sums to {sum(row, Fraction(0))}"
+            )
     return [[Fraction(v) for v in row] for row in rows]
 
 
@@ -84,7 +90,9 @@ def check_k(k: Any, name: str = "k") -> int:
     return int(k)
 
 
-def check_round_shapes(target_probs: np.ndarray, draft_probs: np.ndarray, batched: bool = False) -> int:
+def check_round_shapes(
+    target_probs: np.ndarray, draft_probs: np.ndarray, batched: bool = False
+) -> int:
     """Check (k+1, V) target rows against (k, V) draft rows (with a leading batch axis if `batched`); return k."""
     lead = 1 if batched else 0
     if draft_probs.shape[-1] != target_probs.shape[-1]:
@@ -125,7 +133,9 @@ def as_token_array(tokens: Any, name: str, shape: tuple[int, ...], vocab_size: i
     if array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {array.shape}")
     if array.size and (array.min() < 0 or array.max() >= vocab_size):
-        raise ValueError(f"{name} holds a token id outside [0, {vocab_size}): min {array.min()}, max {array.max()}")
+        raise ValueError(
+            f"{name} holds a token id outside [0, {vocab_size}): min {array.min()}, max {array.max()}"
+        )
     return array
 
 
@@ -193,9 +203,14 @@ def check_positive_number(value: Any, name: str) -> float:
 
 def check_error_rates(false_fail_rate: Any, false_pass_rate: Any) -> tuple[float, float]:
     """A test's false-fail rate and false-pass rate false_pass_rate, each in (0, 1) and summing to less than 1."""
-    fail, miss = check_rate(false_fail_rate, "false_fail_rate"), check_rate(false_pass_rate, "false_pass_rate")
+    fail, miss = (
+        check_rate(false_fail_rate, "false_fail_rate"),
+        check_rate(false_pass_rate, "false_pass_rate"),
+    )
     if fail + miss >= 1.0:
-        raise ValueError(f"false_fail_rate + false_pass_rate must be < 1 (false_fail_rate={fail}, false_pass_rate={miss})")
+        raise ValueError(
+            f"false_fail_rate + false_pass_rate must be < 1 (false_fail_rate={fail}, false_pass_rate={miss})"
+        )
     return fail, miss
 
 

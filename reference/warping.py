@@ -48,11 +48,15 @@ class SamplingParams:
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float, min_p: float) -> None:
     """Raise ValueError naming the argument for any out-of-range warping parameter."""
-    if not isinstance(temperature, (int, float, np.floating, np.integer)) or not np.isfinite(temperature):
+    if not isinstance(temperature, (int, float, np.floating, np.integer)) or not np.isfinite(
+        temperature
+    ):
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1):
+    if top_k is not None and (
+        isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1
+    ):
         raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
     if not isinstance(top_p, (int, float, np.floating)) or not (0 < top_p <= 1):
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
@@ -69,7 +73,9 @@ def _softmax(scores: np.ndarray) -> np.ndarray:
 def _as_logits(logits: Any) -> np.ndarray:
     array = np.asarray(logits, dtype=np.float64)
     if array.ndim < 1 or array.shape[-1] < 1:
-        raise ValueError(f"logits must have a non-empty last (vocabulary) axis, got shape {array.shape}")
+        raise ValueError(
+            f"logits must have a non-empty last (vocabulary) axis, got shape {array.shape}"
+        )
     if np.isnan(array).any():
         raise ValueError("logits contains NaN")
     if np.isposinf(array).any():
@@ -88,7 +94,11 @@ def greedy_probs(logits: Any) -> np.ndarray:
 
 
 def warp_probs(
-    logits: Any, temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0, min_p: float = 0.0
+    logits: Any,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
 ) -> np.ndarray:
     """Warp `logits` (..., V) into probabilities (float64) in the documented order."""
     check_sampling(temperature, top_k, top_p, min_p)
@@ -105,7 +115,9 @@ def warp_probs(
         order = np.argsort(-probs, axis=-1, kind="stable")
         sorted_probs = np.take_along_axis(probs, order, axis=-1)
         mass_before = np.cumsum(sorted_probs, axis=-1)
-        mass_before = np.concatenate([np.zeros_like(mass_before[..., :1]), mass_before[..., :-1]], axis=-1)
+        mass_before = np.concatenate(
+            [np.zeros_like(mass_before[..., :1]), mass_before[..., :-1]], axis=-1
+        )
         keep_sorted = mass_before < top_p
         keep = np.empty_like(keep_sorted)
         np.put_along_axis(keep, order, keep_sorted, axis=-1)

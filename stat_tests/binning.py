@@ -5,6 +5,7 @@ sorted by descending probability (ties by id) and merged greedily, in that order
 consecutive bins that each reach min_expected; a short remainder joins the previous bin.
 Zero-probability tokens get bin -1: they are handled by the hard zero check.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +17,7 @@ def pool_bins(p: np.ndarray, n: float, min_expected: float) -> tuple[np.ndarray,
     Loops over bins (at most n / min_expected), never over tokens.
     """
     V = p.size
-    order = np.lexsort((np.arange(V), -p))           # descending prob, ties by id
+    order = np.lexsort((np.arange(V), -p))  # descending prob, ties by id
     order = order[p[order] > 0]
     e = n * p[order]
     n_big = int(np.count_nonzero(e >= min_expected))  # a prefix, since e is sorted
@@ -27,7 +28,7 @@ def pool_bins(p: np.ndarray, n: float, min_expected: float) -> tuple[np.ndarray,
         c = np.cumsum(rare)
         total = c[-1]
         tol = 1e-9 * min_expected
-        bounds = []                                   # index of last token in each rare bin
+        bounds = []  # index of last token in each rare bin
         start_mass = 0.0
         while total - start_mass >= min_expected - tol:
             j = int(np.searchsorted(c, start_mass + min_expected - tol, side="left"))
@@ -38,15 +39,15 @@ def pool_bins(p: np.ndarray, n: float, min_expected: float) -> tuple[np.ndarray,
             rare_labels = np.zeros(rare.size, dtype=np.int64)
             n_rare_bins = 1
         else:
-            if bounds[-1] != c.size - 1:              # remainder < min_expected: join last bin
+            if bounds[-1] != c.size - 1:  # remainder < min_expected: join last bin
                 bounds[-1] = c.size - 1
             edges = np.zeros(c.size, dtype=np.int64)
             edges[np.asarray(bounds[:-1], dtype=np.int64) + 1] = 1
             rare_labels = np.cumsum(edges)
             n_rare_bins = len(bounds)
         labels[n_big:] = n_big + rare_labels
-        if not bounds and n_big > 0:                  # all rare mass < min_expected: join the
-            labels[n_big:] = n_big - 1                # least probable frequent token's bin
+        if not bounds and n_big > 0:  # all rare mass < min_expected: join the
+            labels[n_big:] = n_big - 1  # least probable frequent token's bin
             n_rare_bins = 0
         n_bins = n_big + n_rare_bins
     else:

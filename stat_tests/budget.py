@@ -7,6 +7,7 @@ procedure (statsmodels), uniformly more powerful at the same family-wise rate.
 The false-pass side needs no splitting: each check on its own detects its stated
 deviation with probability >= 1 - false_pass_rate.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,7 +56,9 @@ class ErrorBudget:
         if p.ndim != 1 or p.size == 0:
             raise ValueError("p_values must be a non-empty 1-D sequence")
         if p.size > self.n_checks:
-            raise ValueError(f"p_values has {p.size} entries but the budget covers n_checks={self.n_checks}")
+            raise ValueError(
+                f"p_values has {p.size} entries but the budget covers n_checks={self.n_checks}"
+            )
         if not np.all(np.isfinite(p)) or np.any((p < 0) | (p > 1)):
             raise ValueError("p_values must be numbers in [0, 1]")
         return p
@@ -64,8 +67,12 @@ class ErrorBudget:
         """Reject check i iff p_i < per_check_false_fail_rate."""
         p = self._pvals(p_values)
         reject = p < self.per_check_false_fail_rate
-        return {"method": "bonferroni", "reject": reject.tolist(), "passed": not bool(reject.any()),
-                "total_false_fail": self.total_false_fail}
+        return {
+            "method": "bonferroni",
+            "reject": reject.tolist(),
+            "passed": not bool(reject.any()),
+            "total_false_fail": self.total_false_fail,
+        }
 
     def holm(self, p_values) -> dict:
         """Holm step-down at family-wise rate total_false_fail; missing checks (fewer p-values
@@ -74,16 +81,25 @@ class ErrorBudget:
         padded = np.concatenate([p, np.ones(self.n_checks - p.size)])
         reject, adj, _, _ = multipletests(padded, alpha=self.total_false_fail, method="holm")
         reject = reject[: p.size]
-        return {"method": "holm", "reject": reject.tolist(), "adjusted_p": adj[: p.size].tolist(),
-                "passed": not bool(reject.any()), "total_false_fail": self.total_false_fail}
+        return {
+            "method": "holm",
+            "reject": reject.tolist(),
+            "adjusted_p": adj[: p.size].tolist(),
+            "passed": not bool(reject.any()),
+            "total_false_fail": self.total_false_fail,
+        }
 
     def min_discrepancy_chisquare_gof(self, n: float, n_bins: int) -> float:
         """Binned TV a chi-square check with n samples, n_bins bins detects at this budget."""
-        return min_discrepancy_chisquare_gof(n, n_bins, self.per_check_false_fail_rate, self.false_pass_rate)
+        return min_discrepancy_chisquare_gof(
+            n, n_bins, self.per_check_false_fail_rate, self.false_pass_rate
+        )
 
     def min_num_samples_chisquare_gof(self, epsilon_tv: float, n_bins: int) -> int:
         """Samples per check so every check detects binned TV >= epsilon_tv w.p. >= 1 - false_pass_rate."""
-        return min_num_samples_chisquare_gof(epsilon_tv, n_bins, self.per_check_false_fail_rate, self.false_pass_rate)
+        return min_num_samples_chisquare_gof(
+            epsilon_tv, n_bins, self.per_check_false_fail_rate, self.false_pass_rate
+        )
 
     def summarize(self, results) -> dict:
         """One verdict for a run: all passed?, false-fail rate actually spent (must be <= budget),
@@ -91,8 +107,13 @@ class ErrorBudget:
         results = list(results)
         spent = float(sum(r.false_fail_rate for r in results))
         tvs = [r.detectable_tv for r in results if np.isfinite(r.detectable_tv)]
-        return {"passed": all(r.passed for r in results), "n_results": len(results),
-                "false_fail_rate_spent": spent, "total_false_fail": self.total_false_fail,
-                "within_budget": spent <= self.total_false_fail * (1 + 1e-9),
-                "worst_detectable_tv": max(tvs) if tvs else None, "false_pass_rate": self.false_pass_rate,
-                "failed": [r.name for r in results if not r.passed]}
+        return {
+            "passed": all(r.passed for r in results),
+            "n_results": len(results),
+            "false_fail_rate_spent": spent,
+            "total_false_fail": self.total_false_fail,
+            "within_budget": spent <= self.total_false_fail * (1 + 1e-9),
+            "worst_detectable_tv": max(tvs) if tvs else None,
+            "false_pass_rate": self.false_pass_rate,
+            "failed": [r.name for r in results if not r.passed],
+        }

@@ -17,6 +17,7 @@ false_fail_rate = 1e-5 is in benchmarks/results/stat_calibration.json; below tha
 min_expected (the discrepancy shrinks like 1/min_expected) or use
 `assert_multinomial_exact` when n*V is small.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,7 +26,12 @@ import numpy as np
 from scipy import stats
 
 from ..reference.validation import (
-    as_prob_vector, check_counts, check_error_rates, check_int_array, check_positive_number, check_rate,
+    as_prob_vector,
+    check_counts,
+    check_error_rates,
+    check_int_array,
+    check_positive_number,
+    check_rate,
 )
 
 from .binning import pool_bins
@@ -41,7 +47,9 @@ GOF_METHODS = ("pearson", "g", "lr")
 def _counts_from(samples, counts, V: int) -> np.ndarray:
     """Per-token counts from token ids or from counts=, refusing an empty sample."""
     if (samples is None) == (counts is None):
-        raise ValueError("samples: pass exactly one of samples (token ids) or counts= (per-token counts)")
+        raise ValueError(
+            "samples: pass exactly one of samples (token ids) or counts= (per-token counts)"
+        )
     if samples is not None:
         c = np.bincount(check_int_array(samples, "samples", lo=0, hi=V), minlength=V)
     else:
@@ -51,23 +59,29 @@ def _counts_from(samples, counts, V: int) -> np.ndarray:
     return c
 
 
-def _zero_result(counts: np.ndarray, p: np.ndarray, false_pass_rate: float, name: str) -> TestResult:
+def _zero_result(
+    counts: np.ndarray, p: np.ndarray, false_pass_rate: float, name: str
+) -> TestResult:
     n = int(counts.sum())
     zero = p == 0
     bad = np.flatnonzero(zero & (counts > 0))
     n_bad = int(counts[bad].sum())
     # A deviation putting mass m on zero-probability tokens is missed w.p. (1-m)^n.
     m_star = min_discrepancy_within_support(n, false_pass_rate) if n > 0 else float("nan")
-    details = {"detectable_zero_mass": m_star, "n_zero_prob_tokens_emitted": int(bad.size),
-               "detectable_metric": "mass on zero-probability tokens"}
+    details = {
+        "detectable_zero_mass": m_star,
+        "n_zero_prob_tokens_emitted": int(bad.size),
+        "detectable_metric": "mass on zero-probability tokens",
+    }
     if bad.size:
         top = bad[np.argsort(-counts[bad], kind="stable")][:5]
         listing = ", ".join(f"token {int(t)} x{int(counts[t])}" for t in top)
         more = f" (+{bad.size - top.size} more tokens)" if bad.size > top.size else ""
         details["offending_tokens"] = {int(t): int(counts[t]) for t in top}
-        msg = (f"{name}: FAIL: {n_bad} of {n} samples have probability 0 under p: "
-               f"{listing}{more}")
-        return TestResult(name, float(n_bad), 0.0, n, 0.0, false_pass_rate, float("nan"), False, msg, details)
+        msg = f"{name}: FAIL: {n_bad} of {n} samples have probability 0 under p: {listing}{more}"
+        return TestResult(
+            name, float(n_bad), 0.0, n, 0.0, false_pass_rate, float("nan"), False, msg, details
+        )
     msg = f"{name}: PASS: no zero-probability token among {n} samples"
     return TestResult(name, 0.0, 1.0, n, 0.0, false_pass_rate, float("nan"), True, msg, details)
 
@@ -80,8 +94,14 @@ def checked_gof_inputs(samples, counts, p, false_fail_rate, false_pass_rate, nam
     return pp, a, be, c, _zero_result(c, pp, be, name)
 
 
-def assert_within_support(samples=None, p=None, *, counts=None, false_pass_rate: float = 0.001,
-                          name: str = "zero_probability_check") -> TestResult:
+def assert_within_support(
+    samples=None,
+    p=None,
+    *,
+    counts=None,
+    false_pass_rate: float = 0.001,
+    name: str = "zero_probability_check",
+) -> TestResult:
     """Hard check: fail if any token with p == 0 appears (false-fail rate exactly 0).
 
     The message names the offending tokens and their counts.  ``detectable_tv`` is NaN (no TV statement);
@@ -112,8 +132,17 @@ def _binned_statistic(method: str, obs: np.ndarray, exp: np.ndarray, bin_prob: n
     G with a proven tail ("lr": exact for <= 3 bins, Agrawal's bound otherwise; see `lr_tail`)."""
     if method == "lr":
         pval, stat, how = lr_pvalue(obs, bin_prob)
-        return stat, pval, float(stats.chi2.sf(stat, bin_prob.size - 1)), {
-            "tail": how, "false_fail_rate_is": "proven (exact tail)" if how == "exact" else "proven (Agrawal bound)"}
+        return (
+            stat,
+            pval,
+            float(stats.chi2.sf(stat, bin_prob.size - 1)),
+            {
+                "tail": how,
+                "false_fail_rate_is": "proven (exact tail)"
+                if how == "exact"
+                else "proven (Agrawal bound)",
+            },
+        )
     if method == "pearson":
         stat = float(np.sum((obs - exp) ** 2 / exp))
         pval, plain, info = pearson_pvalue(stat, bin_prob, n)
@@ -122,10 +151,17 @@ def _binned_statistic(method: str, obs: np.ndarray, exp: np.ndarray, bin_prob: n
     nz = obs > 0
     stat = float(2.0 * np.sum(obs[nz] * np.log(obs[nz] / exp[nz])))
     q = 1.0 + (bin_prob.size + 1.0) / (6.0 * n)
-    return stat, float(stats.chi2.sf(stat / q, df)), float(stats.chi2.sf(stat, df)), {"williams_q": q}
+    return (
+        stat,
+        float(stats.chi2.sf(stat / q, df)),
+        float(stats.chi2.sf(stat, df)),
+        {"williams_q": q},
+    )
 
 
-def gof_bins(pp: np.ndarray, n: int, min_expected: float, method: str) -> tuple[np.ndarray, np.ndarray]:
+def gof_bins(
+    pp: np.ndarray, n: int, min_expected: float, method: str
+) -> tuple[np.ndarray, np.ndarray]:
     """The p-only bins; for "lr" with fewer than 2 pooled bins, the mode against the rest (its exact two-bin
     tail needs no minimum count)."""
     bin_of_token, bin_prob = pool_bins(pp, n, min_expected)
@@ -136,9 +172,17 @@ def gof_bins(pp: np.ndarray, n: int, min_expected: float, method: str) -> tuple[
     return bin_of_token, bin_prob
 
 
-def assert_chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=None, false_pass_rate: float = 0.001,
-                         min_expected: float = 20.0, method: str = "pearson",
-                         name: str = "chisquare_gof") -> TestResult:
+def assert_chisquare_gof(
+    samples=None,
+    p=None,
+    false_fail_rate=None,
+    *,
+    counts=None,
+    false_pass_rate: float = 0.001,
+    min_expected: float = 20.0,
+    method: str = "pearson",
+    name: str = "chisquare_gof",
+) -> TestResult:
     """Chi-square goodness of fit of token samples (or per-token ``counts=``) to p.
 
     Runs the zero-probability hard check first (a p == 0 token fails the test outright),
@@ -150,22 +194,36 @@ def assert_chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=N
     m = check_positive_number(min_expected, "min_expected")
     if method not in GOF_METHODS:
         raise ValueError(f"method must be one of {GOF_METHODS}, got {method!r}")
-    pp, a, be, c, zr = checked_gof_inputs(samples, counts, p, false_fail_rate, false_pass_rate, name)
+    pp, a, be, c, zr = checked_gof_inputs(
+        samples, counts, p, false_fail_rate, false_pass_rate, name
+    )
     n = int(c.sum())
     if not zr.passed:
-        return TestResult(name, float("inf"), 0.0, n, a, be, float("nan"), False, zr.message,
-                          {**zr.details, "method": method})
+        return TestResult(
+            name,
+            float("inf"),
+            0.0,
+            n,
+            a,
+            be,
+            float("nan"),
+            False,
+            zr.message,
+            {**zr.details, "method": method},
+        )
     support = int(np.count_nonzero(pp))
     if support == 1:
         msg = f"{name}: PASS: p is a point mass and every one of {n} samples hit it"
-        return TestResult(name, 0.0, 1.0, n, a, be, 0.0, True, msg,
-                          {"method": method, "n_bins": 1, "df": 0})
+        return TestResult(
+            name, 0.0, 1.0, n, a, be, 0.0, True, msg, {"method": method, "n_bins": 1, "df": 0}
+        )
     bin_of_token, bin_prob = gof_bins(pp, n, m, method)
     B = bin_prob.size
     if B < 2:
         raise ValueError(
             f"samples: n={n} too small: fewer than 2 bins reach min_expected={m:g}; "
-            f"need n >= about {int(np.ceil(2 * m / max(1e-300, 1.0 - pp.max())))}")
+            f"need n >= about {int(np.ceil(2 * m / max(1e-300, 1.0 - pp.max())))}"
+        )
     pos = bin_of_token >= 0
     obs = np.bincount(bin_of_token[pos], weights=c[pos], minlength=B)
     exp = n * bin_prob
@@ -176,22 +234,34 @@ def assert_chisquare_gof(samples=None, p=None, false_fail_rate=None, *, counts=N
     passed = bool(pval >= a)
     worst = int(np.argmax(np.abs(resid)))
     details = {
-        "method": method, "df": df, "n_bins": B, "min_expected": m,
-        "min_bin_expected": float(exp.min()), "n_tokens_pooled": int(np.count_nonzero(
-            np.bincount(bin_of_token[pos], minlength=B)[bin_of_token[pos]] > 1)),
-        "p_value_chi2_plain": plain, "worst_bin": worst,
+        "method": method,
+        "df": df,
+        "n_bins": B,
+        "min_expected": m,
+        "min_bin_expected": float(exp.min()),
+        "n_tokens_pooled": int(
+            np.count_nonzero(np.bincount(bin_of_token[pos], minlength=B)[bin_of_token[pos]] > 1)
+        ),
+        "p_value_chi2_plain": plain,
+        "worst_bin": worst,
         "worst_bin_std_residual": float(resid[worst]),
         "worst_bin_tokens": np.flatnonzero(bin_of_token == worst)[:10].tolist(),
         "detectable_metric": "TV on the pooled bins (w = 2*TV planning)",
         **info,
     }
-    if method == "lr":  # a theorem (lr_tail): the rate at which an exact implementation fails this check
+    if (
+        method == "lr"
+    ):  # a theorem (lr_tail): the rate at which an exact implementation fails this check
         details["realised_false_fail_rate_at_most"] = a
     verdict = "PASS" if passed else "FAIL"
-    msg = (f"{name}: {verdict}: {method} stat={stat:.4g} df={df} p={pval:.3g} "
-           f"(false_fail_rate={a:.3g}, n={n}, {B} bins); detects binned TV >= {d:.3g} w.p. >= {1 - be:g}")
+    msg = (
+        f"{name}: {verdict}: {method} stat={stat:.4g} df={df} p={pval:.3g} "
+        f"(false_fail_rate={a:.3g}, n={n}, {B} bins); detects binned TV >= {d:.3g} w.p. >= {1 - be:g}"
+    )
     if not passed:
-        msg += f"; worst bin {worst} (tokens {details['worst_bin_tokens'][:5]}) z={resid[worst]:+.2f}"
+        msg += (
+            f"; worst bin {worst} (tokens {details['worst_bin_tokens'][:5]}) z={resid[worst]:+.2f}"
+        )
     return TestResult(name, stat, pval, n, a, be, d, passed, msg, details)
 
 
@@ -213,7 +283,9 @@ def min_num_samples_within_support(discrepancy: float, false_pass_rate: float = 
     if discrepancy == 1.0:
         return 1
     n = max(1, math.ceil(math.log(be) / math.log1p(-discrepancy)))
-    while n > 1 and min_discrepancy_within_support(n - 1, be) <= discrepancy:  # rounding of the logs
+    while (
+        n > 1 and min_discrepancy_within_support(n - 1, be) <= discrepancy
+    ):  # rounding of the logs
         n -= 1
     while min_discrepancy_within_support(n, be) > discrepancy:
         n += 1

@@ -18,6 +18,7 @@ Power is planned as for Pearson (noncentral chi-square, noncentrality n w^2, w >
 against the bound's critical value, which is never below the exact test's: the detectable TV stated for a
 check is therefore that of the (less powerful) bound test and holds for the exact one too.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,7 +68,9 @@ def lr_critical_value(false_fail_rate: float, n_bins: int) -> float:
 def _window(m: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lo, hi, mass outside [lo, hi]) of Bin(m, r), elementwise."""
     lo = np.maximum(stats.binom.ppf(WINDOW_TAIL, m, r), 0)
-    hi = m - np.maximum(stats.binom.ppf(WINDOW_TAIL, m, 1.0 - r), 0)  # m - X ~ Bin(m, 1 - r): accurate far tail
+    hi = m - np.maximum(
+        stats.binom.ppf(WINDOW_TAIL, m, 1.0 - r), 0
+    )  # m - X ~ Bin(m, 1 - r): accurate far tail
     outside = stats.binom.cdf(lo - 1, m, r) + stats.binom.cdf(m - hi - 1, m, 1.0 - r)
     return lo.astype(np.int64), hi.astype(np.int64), np.asarray(outside, dtype=np.float64)
 
@@ -107,16 +110,23 @@ def _exact_three(g_obs: float, n: int, p: np.ndarray) -> float:
 
     def g_of(b):
         c = m - b
-        return 2.0 * (special.xlogy(x1, x1 / (n * p[0])) + special.xlogy(b, b / (n * p[1]))
-                      + special.xlogy(c, c / (n * p[2])))
+        return 2.0 * (
+            special.xlogy(x1, x1 / (n * p[0]))
+            + special.xlogy(b, b / (n * p[1]))
+            + special.xlogy(c, c / (n * p[2]))
+        )
 
     centre = np.clip(np.floor(m * r), 0, m).astype(np.int64)
-    centre = np.where((centre + 1 <= m) & (g_of(np.minimum(centre + 1, m)) < g_of(centre)), centre + 1, centre)
+    centre = np.where(
+        (centre + 1 <= m) & (g_of(np.minimum(centre + 1, m)) < g_of(centre)), centre + 1, centre
+    )
     inside = g_of(centre) < floor  # some X_2 is less extreme than the observation
     # left end: first b in [0, centre] with G(b) < floor; right end: last b in [centre, m] with G(b) < floor
     left = _bisect(lambda b: g_of(b) < floor, np.zeros_like(centre), centre)
     right = _bisect(lambda b: g_of(b) >= floor, centre, m + 1) - 1
-    cond = np.where(inside, stats.binom.cdf(left - 1, m, r) + stats.binom.cdf(m - right - 1, m, 1.0 - r), 1.0)
+    cond = np.where(
+        inside, stats.binom.cdf(left - 1, m, r) + stats.binom.cdf(m - right - 1, m, 1.0 - r), 1.0
+    )
     return float(out1[0] + np.sum(stats.binom.pmf(x1, n, p[0]) * cond))
 
 

@@ -45,8 +45,9 @@ from .result import TestResult
 _CHUNK = 1 << 15
 
 
-def pooled_bins(sample_a: Sequence[Hashable], sample_b: Sequence[Hashable], min_pooled: float
-                ) -> tuple[np.ndarray, np.ndarray, list[list]]:
+def pooled_bins(
+    sample_a: Sequence[Hashable], sample_b: Sequence[Hashable], min_pooled: float
+) -> tuple[np.ndarray, np.ndarray, list[list]]:
     """(counts of a per bin, counts of b per bin, categories of each bin) on bins from the pooled sample."""
     ca, cb = Counter(sample_a), Counter(sample_b)
     pooled = ca + cb
@@ -60,7 +61,12 @@ def pooled_bins(sample_a: Sequence[Hashable], sample_b: Sequence[Hashable], min_
         else:
             bins[-1].append(cat)
             filling += pooled[cat]
-    if len(bins) > 1 and filling < min_pooled and len(bins[-1]) and pooled[bins[-1][0]] < min_pooled:
+    if (
+        len(bins) > 1
+        and filling < min_pooled
+        and len(bins[-1])
+        and pooled[bins[-1][0]] < min_pooled
+    ):
         bins[-2].extend(bins.pop())  # a short rare remainder joins the previous bin
     a = np.array([sum(ca[c] for c in cats) for cats in bins], dtype=np.int64)
     b = np.array([sum(cb[c] for c in cats) for cats in bins], dtype=np.int64)
@@ -102,8 +108,9 @@ def hoeffding_pvalue(counts_a: np.ndarray, counts_b: np.ndarray) -> float:
     return float(min(1.0, 2 * pooled.size * math.exp(-2.0 * n_small * d * d / finite)))
 
 
-def permutation_pvalue(counts_a: np.ndarray, counts_b: np.ndarray, level: float, h: int,
-                       rng: np.random.Generator) -> dict:
+def permutation_pvalue(
+    counts_a: np.ndarray, counts_b: np.ndarray, level: float, h: int, rng: np.random.Generator
+) -> dict:
     """Sequential Monte-Carlo permutation p-value of Pearson's statistic (see the module docstring)."""
     pooled = counts_a + counts_b
     n_a, n_b = int(counts_a.sum()), int(counts_b.sum())
@@ -115,7 +122,9 @@ def permutation_pvalue(counts_a: np.ndarray, counts_b: np.ndarray, level: float,
     while drawn < max_draws and exceed < h:
         size = min(_CHUNK, max_draws - drawn)
         split = rng.multivariate_hypergeometric(pooled, n_small, size=size, method="marginals")
-        hits = np.flatnonzero(pearson_statistic(split, pooled, n_small, n_a + n_b - n_small) >= observed - tol)
+        hits = np.flatnonzero(
+            pearson_statistic(split, pooled, n_small, n_a + n_b - n_small) >= observed - tol
+        )
         if exceed + hits.size >= h:  # stop at the draw that makes the h-th exceedance
             drawn += int(hits[h - exceed - 1]) + 1
             exceed = h
@@ -124,14 +133,28 @@ def permutation_pvalue(counts_a: np.ndarray, counts_b: np.ndarray, level: float,
         drawn += size
     stopped = exceed >= h
     p_value = h / drawn if stopped else (1 + exceed) / (1 + max_draws)
-    return {"statistic": observed, "p_value": float(min(1.0, p_value)), "draws": drawn, "exceedances": exceed,
-            "stopped_early": stopped, "max_draws": max_draws, "h": h}
+    return {
+        "statistic": observed,
+        "p_value": float(min(1.0, p_value)),
+        "draws": drawn,
+        "exceedances": exceed,
+        "stopped_early": stopped,
+        "max_draws": max_draws,
+        "h": h,
+    }
 
 
-def assert_permutation_homogeneity(sample_a: Sequence[Hashable], sample_b: Sequence[Hashable], false_fail_rate: float, *,
-                                   false_pass_rate: float = 0.001, min_expected: float = 10.0, max_bins: int = 60,
-                                   rng: int | np.random.Generator = 0, name: str = "permutation_homogeneity"
-                                   ) -> TestResult:
+def assert_permutation_homogeneity(
+    sample_a: Sequence[Hashable],
+    sample_b: Sequence[Hashable],
+    false_fail_rate: float,
+    *,
+    false_pass_rate: float = 0.001,
+    min_expected: float = 10.0,
+    max_bins: int = 60,
+    rng: int | np.random.Generator = 0,
+    name: str = "permutation_homogeneity",
+) -> TestResult:
     """Do `sample_a` and `sample_b` come from one law? Exact permutation test on pooled-sample bins."""
     level, be = check_error_rates(false_fail_rate, false_pass_rate)
     m = check_positive_number(min_expected, "min_expected")
@@ -139,36 +162,59 @@ def assert_permutation_homogeneity(sample_a: Sequence[Hashable], sample_b: Seque
         raise ValueError(f"max_bins must be an integer >= 2, got {max_bins!r}")
     n_a, n_b = len(sample_a), len(sample_b)
     if n_a == 0 or n_b == 0:
-        raise ValueError(f"sample_a/sample_b: both samples must be non-empty (n_a={n_a}, n_b={n_b})")
+        raise ValueError(
+            f"sample_a/sample_b: both samples must be non-empty (n_a={n_a}, n_b={n_b})"
+        )
     n = n_a + n_b
     min_pooled = max(m * n / min(n_a, n_b), n / max_bins)
     a, b, bins = pooled_bins(sample_a, sample_b, min_pooled)
     n_eff = n_a * n_b / n
-    details = {"n_a": n_a, "n_b": n_b, "n_eff": n_eff, "n_bins": len(bins), "min_pooled_count": min_pooled,
-               "bins": [[_show(c) for c in cats[:5]] for cats in bins[:20]],
-               "counts_a": a.tolist()[:20], "counts_b": b.tolist()[:20],
-               "detectable_metric": "TV between the two laws on the pooled-sample bins (chi-square planning)"}
+    details = {
+        "n_a": n_a,
+        "n_b": n_b,
+        "n_eff": n_eff,
+        "n_bins": len(bins),
+        "min_pooled_count": min_pooled,
+        "bins": [[_show(c) for c in cats[:5]] for cats in bins[:20]],
+        "counts_a": a.tolist()[:20],
+        "counts_b": b.tolist()[:20],
+        "detectable_metric": "TV between the two laws on the pooled-sample bins (chi-square planning)",
+    }
     if len(bins) == 1:
         msg = f"{name}: PASS: both samples fall in one pooled bin ({n_a} + {n_b} samples): nothing to compare"
         return TestResult(name, 0.0, 1.0, n, level, be, float("nan"), True, msg, details)
     g = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     bound = hoeffding_pvalue(a, b)
     if bound <= level / 2:
-        mc = {"statistic": float(pearson_statistic(a[None, :], a + b, n_a, n_b)[0]), "p_value": 1.0, "draws": 0}
+        mc = {
+            "statistic": float(pearson_statistic(a[None, :], a + b, n_a, n_b)[0]),
+            "p_value": 1.0,
+            "draws": 0,
+        }
     else:
         mc = permutation_pvalue(a, b, level / 2, choose_h(level / 2, be), g)
     p_value = float(min(1.0, 2 * min(bound, mc["p_value"])))
     tv = min_discrepancy_permutation_homogeneity(n_a, n_b, len(bins), level, be)
     passed = bool(p_value > level)
     worst = int(np.argmax(np.abs(a / n_a - b / n_b)))
-    msg = (f"{name}: {'PASS' if passed else 'FAIL'}: chi2={mc['statistic']:.4g} p={p_value:.3g} "
-           f"(Hoeffding bound {bound:.3g}, {mc['draws']} permutations; false_fail_rate={level:.3g}, n_a={n_a}, "
-           f"n_b={n_b}, {len(bins)} bins); "
-           f"detects binned TV >= {tv:.3g} w.p. >= {1 - be:g}")
+    msg = (
+        f"{name}: {'PASS' if passed else 'FAIL'}: chi2={mc['statistic']:.4g} p={p_value:.3g} "
+        f"(Hoeffding bound {bound:.3g}, {mc['draws']} permutations; false_fail_rate={level:.3g}, n_a={n_a}, "
+        f"n_b={n_b}, {len(bins)} bins); "
+        f"detects binned TV >= {tv:.3g} w.p. >= {1 - be:g}"
+    )
     if not passed:
-        msg += (f"; most different bin {[_show(c) for c in bins[worst][:3]]}: "
-                f"{a[worst] / n_a:.3f} (first) vs {b[worst] / n_b:.3f} (second)")
-    details.update(mc, p_value=p_value, p_value_permutation=mc["p_value"], p_value_hoeffding=bound, worst_bin=worst)
+        msg += (
+            f"; most different bin {[_show(c) for c in bins[worst][:3]]}: "
+            f"{a[worst] / n_a:.3f} (first) vs {b[worst] / n_b:.3f} (second)"
+        )
+    details.update(
+        mc,
+        p_value=p_value,
+        p_value_permutation=mc["p_value"],
+        p_value_hoeffding=bound,
+        worst_bin=worst,
+    )
     return TestResult(name, mc["statistic"], p_value, n, level, be, tv, passed, msg, details)
 
 
@@ -179,8 +225,9 @@ def _show(cat: Any) -> Any:
     return "<end>" if cat is None else int(cat)
 
 
-def min_discrepancy_permutation_homogeneity(n_a: int, n_b: int, n_bins: int, false_fail_rate: float,
-                                            false_pass_rate: float = 0.001) -> float:
+def min_discrepancy_permutation_homogeneity(
+    n_a: int, n_b: int, n_bins: int, false_fail_rate: float, false_pass_rate: float = 0.001
+) -> float:
     """Binned TV between the two laws that `assert_permutation_homogeneity` with n_a + n_b samples on n_bins
     pooled bins detects w.p. >= 1 - false_pass_rate: chi-square planning at n_eff = n_a n_b / (n_a + n_b), level
     false_fail_rate / 4 and false_pass_rate / 2 (the other half is the Monte-Carlo step's, see `choose_h`)."""
@@ -188,8 +235,11 @@ def min_discrepancy_permutation_homogeneity(n_a: int, n_b: int, n_bins: int, fal
     return min_discrepancy_chisquare_gof(n_eff, n_bins, false_fail_rate / 4, false_pass_rate / 2)
 
 
-def min_num_samples_permutation_homogeneity(discrepancy: float, n_bins: int, false_fail_rate: float,
-                                            false_pass_rate: float = 0.001) -> int:
+def min_num_samples_permutation_homogeneity(
+    discrepancy: float, n_bins: int, false_fail_rate: float, false_pass_rate: float = 0.001
+) -> int:
     """Samples per side (equal sizes, so n_eff = n / 2) for `assert_permutation_homogeneity` to detect binned TV
     >= discrepancy on n_bins pooled bins w.p. >= 1 - false_pass_rate."""
-    return 2 * min_num_samples_chisquare_gof(discrepancy, n_bins, false_fail_rate / 4, false_pass_rate / 2)
+    return 2 * min_num_samples_chisquare_gof(
+        discrepancy, n_bins, false_fail_rate / 4, false_pass_rate / 2
+    )

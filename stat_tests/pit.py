@@ -14,6 +14,7 @@ For fixed p_t = p and tokens drawn from q, U has density q_x/p_x on token x's in
 so TV(law of U, U(0,1)) = TV(q, p) exactly; binning U into B equal cells keeps the
 w >= 2*TV planning of `power` for the binned law.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,24 +51,34 @@ def pit_values(tokens, probs, rng=None, ordering: str = "id") -> np.ndarray:
     zero = np.flatnonzero(px == 0)
     if zero.size:
         t = int(zero[0])
-        raise ValueError(f"tokens: token {int(x[t])} at position {t} has probability 0 under probs "
-                         f"({zero.size} such positions); PIT undefined -- this is a hard failure")
+        raise ValueError(
+            f"tokens: token {int(x[t])} at position {t} has probability 0 under probs "
+            f"({zero.size} such positions); PIT undefined -- this is a hard failure"
+        )
     F = np.empty(n)
     ids = np.arange(V)
     step = max(1, _CHUNK_ELEMS // V)
-    for s in range(0, n, step):                     # chunks of rows, vectorised within
-        Pc, xc, pc = P[s:s + step], x[s:s + step, None], px[s:s + step, None]
+    for s in range(0, n, step):  # chunks of rows, vectorised within
+        Pc, xc, pc = P[s : s + step], x[s : s + step, None], px[s : s + step, None]
         if ordering == "id":
             before = ids[None, :] < xc
         else:
             before = (Pc > pc) | ((Pc == pc) & (ids[None, :] < xc))
-        F[s:s + step] = np.einsum("ij,ij->i", Pc, before)
+        F[s : s + step] = np.einsum("ij,ij->i", Pc, before)
     return np.clip(F + w * px, 0.0, 1.0)
 
 
-def assert_pit_uniform(u, false_fail_rate=None, *, false_pass_rate: float = 0.001, method: str = "ks",
-                       bins: int | None = None, min_expected: float = 20.0, slack: float = 0.0,
-                       name: str = "pit_uniformity") -> TestResult:
+def assert_pit_uniform(
+    u,
+    false_fail_rate=None,
+    *,
+    false_pass_rate: float = 0.001,
+    method: str = "ks",
+    bins: int | None = None,
+    min_expected: float = 20.0,
+    slack: float = 0.0,
+    name: str = "pit_uniformity",
+) -> TestResult:
     """Test that PIT values are iid U(0,1): Kolmogorov-Smirnov ("ks") or equal-cell
     chi-square ("chisquare", ``bins`` cells, default min(100, n // min_expected)).
 
@@ -96,16 +107,35 @@ def assert_pit_uniform(u, false_fail_rate=None, *, false_pass_rate: float = 0.00
         if n < 2:
             raise ValueError(f"u: n={n} too small for KS (need >= 2)")
         statistic = float(stats.kstest(uu, "uniform", method="exact").statistic)
-        pvalue = float(stats.kstwo.sf(statistic - slack, n)) if statistic > slack else 1.0  # the finite-n law
+        pvalue = (
+            float(stats.kstwo.sf(statistic - slack, n)) if statistic > slack else 1.0
+        )  # the finite-n law
         crit = float(stats.kstwo.isf(a, n)) + float(slack)
         d = min_discrepancy_pit_uniform(n, a, be, slack=slack)
         passed = bool(pvalue >= a)
         widened = f", critical value widened by slack {slack:.3g}" if slack else ""
-        msg = (f"{name}: {'PASS' if passed else 'FAIL'}: KS D={statistic:.4g} p={pvalue:.3g} "
-               f"(false_fail_rate={a:.3g}, n={n}{widened}); detects Kolmogorov distance >= {d:.3g} w.p. >= {1 - be:g}")
-        return TestResult(name, statistic, pvalue, n, a, be, float("nan"), passed, msg,
-                          {"method": "ks", "critical_D": crit, "slack": float(slack), "detectable_kolmogorov": d,
-                           "detectable_metric": "Kolmogorov distance of the law of U (<= TV)"})
+        msg = (
+            f"{name}: {'PASS' if passed else 'FAIL'}: KS D={statistic:.4g} p={pvalue:.3g} "
+            f"(false_fail_rate={a:.3g}, n={n}{widened}); detects Kolmogorov distance >= {d:.3g} w.p. >= {1 - be:g}"
+        )
+        return TestResult(
+            name,
+            statistic,
+            pvalue,
+            n,
+            a,
+            be,
+            float("nan"),
+            passed,
+            msg,
+            {
+                "method": "ks",
+                "critical_D": crit,
+                "slack": float(slack),
+                "detectable_kolmogorov": d,
+                "detectable_metric": "Kolmogorov distance of the law of U (<= TV)",
+            },
+        )
     if method != "chisquare":
         raise ValueError(f"method must be 'ks' or 'chisquare', got {method!r}")
     if bins is None:
@@ -116,15 +146,37 @@ def assert_pit_uniform(u, false_fail_rate=None, *, false_pass_rate: float = 0.00
     if n / bins < min_expected:
         raise ValueError(f"u: n={n} too small for {bins} bins at min_expected={min_expected:g}")
     cell = np.minimum((uu * bins).astype(np.int64), bins - 1)
-    r = assert_chisquare_gof(counts=np.bincount(cell, minlength=bins), p=np.full(bins, 1.0 / bins),
-                      false_fail_rate=a, false_pass_rate=be, min_expected=min_expected, name=name)
+    r = assert_chisquare_gof(
+        counts=np.bincount(cell, minlength=bins),
+        p=np.full(bins, 1.0 / bins),
+        false_fail_rate=a,
+        false_pass_rate=be,
+        min_expected=min_expected,
+        name=name,
+    )
     det = dict(r.details, detectable_metric=f"TV of the law of U binned into {bins} equal cells")
-    return TestResult(r.name, r.statistic, r.p_value, r.n, r.false_fail_rate, r.false_pass_rate, r.detectable_tv,
-                      r.passed, r.message, det)
+    return TestResult(
+        r.name,
+        r.statistic,
+        r.p_value,
+        r.n,
+        r.false_fail_rate,
+        r.false_pass_rate,
+        r.detectable_tv,
+        r.passed,
+        r.message,
+        det,
+    )
 
 
-def min_discrepancy_pit_uniform(n: int, false_fail_rate: float, false_pass_rate: float = 0.001, method: str = "ks",
-                                bins: int | None = None, slack: float = 0.0) -> float:
+def min_discrepancy_pit_uniform(
+    n: int,
+    false_fail_rate: float,
+    false_pass_rate: float = 0.001,
+    method: str = "ks",
+    bins: int | None = None,
+    slack: float = 0.0,
+) -> float:
     """What `assert_pit_uniform` on n values detects w.p. >= 1 - false_pass_rate. "ks": a Kolmogorov distance
     (<= TV) of the law of U: the critical D (plus `slack`) plus the DKW margin sqrt(log(2 / false_pass_rate) / 2n).
     "chisquare": the TV of U binned into `bins` equal cells (chi-square planning; `bins` required here)."""
@@ -134,22 +186,39 @@ def min_discrepancy_pit_uniform(n: int, false_fail_rate: float, false_pass_rate:
         return crit + math.sqrt(math.log(2.0 / be) / (2.0 * n))
     if method == "chisquare":
         if bins is None:
-            raise ValueError("bins: min_discrepancy_pit_uniform needs the cell count for method='chisquare'")
+            raise ValueError(
+                "bins: min_discrepancy_pit_uniform needs the cell count for method='chisquare'"
+            )
         return min_discrepancy_chisquare_gof(n, bins, a, be)
     raise ValueError(f"method must be 'ks' or 'chisquare', got {method!r}")
 
 
-def min_num_samples_pit_uniform(discrepancy: float, false_fail_rate: float, false_pass_rate: float = 0.001,
-                                method: str = "ks", bins: int | None = None, slack: float = 0.0,
-                                min_expected: float = 20.0, limit: int = 10**9) -> int | None:
+def min_num_samples_pit_uniform(
+    discrepancy: float,
+    false_fail_rate: float,
+    false_pass_rate: float = 0.001,
+    method: str = "ks",
+    bins: int | None = None,
+    slack: float = 0.0,
+    min_expected: float = 20.0,
+    limit: int = 10**9,
+) -> int | None:
     """Fewest values at which `min_discrepancy_pit_uniform` <= discrepancy (None past `limit`); for "chisquare"
     also at least bins * min_expected, the test's own floor."""
     if not 0.0 < discrepancy <= 1.0:
         raise ValueError(f"discrepancy must be in (0, 1], got {discrepancy!r}")
     if method == "chisquare":
         if bins is None:
-            raise ValueError("bins: min_num_samples_pit_uniform needs the cell count for method='chisquare'")
+            raise ValueError(
+                "bins: min_num_samples_pit_uniform needs the cell count for method='chisquare'"
+            )
         n = min_num_samples_chisquare_gof(discrepancy, bins, false_fail_rate, false_pass_rate)
         return max(n, int(math.ceil(bins * min_expected)))
-    return fewest_samples(lambda n: min_discrepancy_pit_uniform(n, false_fail_rate, false_pass_rate, method,
-                                                                slack=slack) <= discrepancy, 2, limit)
+    return fewest_samples(
+        lambda n: (
+            min_discrepancy_pit_uniform(n, false_fail_rate, false_pass_rate, method, slack=slack)
+            <= discrepancy
+        ),
+        2,
+        limit,
+    )

@@ -19,6 +19,7 @@ The chi-square test's triple (after TFP's statistical_testing.py): `assert_chisq
 `plan_gof`, which finds the bin count and n together for a given law p. The other tests' power functions
 are built on these two.
 """
+
 from __future__ import annotations
 
 import math
@@ -74,11 +75,18 @@ def noncentrality_at(df: int, crit: float, false_pass_rate: float) -> float:
 def chisquare_power(n: float, effect_w: float, n_bins: int, false_fail_rate: float) -> float:
     """Power of a chi-square GoF test on n_bins bins (statsmodels GofChisquarePower)."""
     b = _check_bins(n_bins)
-    return float(GofChisquarePower().power(effect_size=effect_w, nobs=n, alpha=false_fail_rate, n_bins=b))
+    return float(
+        GofChisquarePower().power(effect_size=effect_w, nobs=n, alpha=false_fail_rate, n_bins=b)
+    )
 
 
-def min_num_samples_chisquare_gof(epsilon_tv: float, n_bins: int, false_fail_rate: float,
-                                  false_pass_rate: float = 0.001, tail: str = "chi2") -> int:
+def min_num_samples_chisquare_gof(
+    epsilon_tv: float,
+    n_bins: int,
+    false_fail_rate: float,
+    false_pass_rate: float = 0.001,
+    tail: str = "chi2",
+) -> int:
     """Smallest n so `assert_chisquare_gof` on n_bins bins detects every binned deviation of TV >= epsilon_tv
     with probability >= 1 - false_pass_rate (plans with w = 2*epsilon; `tail` as in TAILS: "lr_bound" for
     method="lr", i.e. `min_num_samples_multinomial_lr`)."""
@@ -94,8 +102,13 @@ def min_num_samples_chisquare_gof(epsilon_tv: float, n_bins: int, false_fail_rat
     return max(1, int(math.ceil(lam / (4.0 * eps * eps))))
 
 
-def min_discrepancy_chisquare_gof(n: float, n_bins: int, false_fail_rate: float, false_pass_rate: float = 0.001,
-                                  tail: str = "chi2") -> float:
+def min_discrepancy_chisquare_gof(
+    n: float,
+    n_bins: int,
+    false_fail_rate: float,
+    false_pass_rate: float = 0.001,
+    tail: str = "chi2",
+) -> float:
     """Smallest binned TV deviation that `assert_chisquare_gof` on n samples and n_bins bins detects with
     probability >= 1 - false_pass_rate (`tail` as in TAILS).  Values > 1 mean: no guarantee."""
     nn = check_positive_number(n, "n")
@@ -110,11 +123,21 @@ def _lam(n_bins: int, false_fail_rate: float, false_pass_rate: float, tail: str)
     if tail == "chi2":
         return _noncentrality(n_bins - 1, false_fail_rate, false_pass_rate)
     if tail == "lr_bound":
-        return noncentrality_at(n_bins - 1, lr_critical_value(false_fail_rate, n_bins), false_pass_rate)
+        return noncentrality_at(
+            n_bins - 1, lr_critical_value(false_fail_rate, n_bins), false_pass_rate
+        )
     raise ValueError(f"tail must be one of {TAILS}, got {tail!r}")
 
 
-def plan_gof(p, epsilon_tv, false_fail_rate, false_pass_rate=0.001, min_expected=20.0, tail="chi2", max_bins=None):
+def plan_gof(
+    p,
+    epsilon_tv,
+    false_fail_rate,
+    false_pass_rate=0.001,
+    min_expected=20.0,
+    tail="chi2",
+    max_bins=None,
+):
     """(n, n_bins) for `assert_chisquare_gof` against p: iterate n -> bins(n) -> n to a fixed
     point, since pooling makes the bin count depend on n (tail="lr_bound" for method="lr").
     With ``max_bins`` the test pools at min_expected = max(min_expected, n / max_bins). The one planner of
@@ -123,11 +146,18 @@ def plan_gof(p, epsilon_tv, false_fail_rate, false_pass_rate=0.001, min_expected
     the rest, an exact two-bin tail)."""
     pp = as_prob_vector(p, "p")
     floor = 0 if tail == "lr_bound" else int(np.ceil(2 * min_expected / max(1e-12, 1 - pp.max())))
-    n = max(min_num_samples_chisquare_gof(epsilon_tv, 2, false_fail_rate, false_pass_rate, tail=tail), floor)
-    for _ in range(200):  # n only grows, so the result detects epsilon_tv on the bins it is tested with
+    n = max(
+        min_num_samples_chisquare_gof(epsilon_tv, 2, false_fail_rate, false_pass_rate, tail=tail),
+        floor,
+    )
+    for _ in range(
+        200
+    ):  # n only grows, so the result detects epsilon_tv on the bins it is tested with
         me = min_expected if max_bins is None else max(min_expected, n / max_bins)
         bins = max(2, pool_bins(pp, n, me)[1].size)
-        n_new = min_num_samples_chisquare_gof(epsilon_tv, bins, false_fail_rate, false_pass_rate, tail=tail)
+        n_new = min_num_samples_chisquare_gof(
+            epsilon_tv, bins, false_fail_rate, false_pass_rate, tail=tail
+        )
         if n_new <= n:
             return n, bins
         n = n_new

@@ -1,4 +1,5 @@
 """`TestResult`: the one record every statistical test returns, JSON-ready."""
+
 from __future__ import annotations
 
 import math
@@ -51,9 +52,17 @@ class TestResult:
 
     def to_dict(self) -> dict:
         """Plain-JSON dict (NaN/inf become None, numpy scalars become Python)."""
-        return jsonable({
-            "name": self.name, "statistic": self.statistic, "p_value": self.p_value,
-            "n": self.n, "false_fail_rate": self.false_fail_rate, "false_pass_rate": self.false_pass_rate,
-            "detectable_tv": self.detectable_tv, "passed": self.passed,
-            "message": self.message, "details": self.details,
-        })
+        return jsonable(
+            {
+                "name": self.name,
+                "statistic": self.statistic,
+                "p_value": self.p_value,
+                "n": self.n,
+                "false_fail_rate": self.false_fail_rate,
+                "false_pass_rate": self.false_pass_rate,
+                "detectable_tv": self.detectable_tv,
+                "passed": self.passed,
+                "message": self.message,
+                "details": self.details,
+            }
+        )

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Callable
 
 
-def fewest_samples(detects: Callable[[int], bool], start: int = 1, limit: int = 10**9) -> int | None:
+def fewest_samples(
+    detects: Callable[[int], bool], start: int = 1, limit: int = 10**9
+) -> int | None:
     """The smallest n >= `start` with `detects(n)`, assuming it stays true once true; None past `limit`."""
     hi = start
     while not detects(hi):

@@ -48,9 +48,15 @@ def psi(lam: np.ndarray | float) -> np.ndarray:
 def radius(variance_sum: float, delta: float, multiplicity: int = 1) -> float:
     """The half-width of the anytime bound on sum m_t: min over the grid of (log(|grid| k / delta) + psi V) / lam,
     with k = `multiplicity` statements sharing delta (sides, witnesses) by a union bound."""
-    if not (0.0 < delta < 1.0) or variance_sum < 0 or not (isinstance(multiplicity, int) and multiplicity >= 1):
-        raise ValueError(f"need 0 < delta < 1, variance_sum >= 0, multiplicity >= 1; got {delta}, {variance_sum}, "
-                         f"{multiplicity}")
+    if (
+        not (0.0 < delta < 1.0)
+        or variance_sum < 0
+        or not (isinstance(multiplicity, int) and multiplicity >= 1)
+    ):
+        raise ValueError(
+            f"need 0 < delta < 1, variance_sum >= 0, multiplicity >= 1; got {delta}, {variance_sum}, "
+            f"{multiplicity}"
+        )
     log_term = math.log(LAMBDAS.size * multiplicity / delta)
     return float(np.min((log_term + psi(LAMBDAS) * variance_sum) / LAMBDAS))
 
@@ -80,10 +86,14 @@ def drift_log_e(stream: DriftStream) -> float:
     """log of the e-process against "every |m_t| <= eta_t": the equal-weight mixture, over sign patterns, sides and
     the lam grid, of exp(lam (pattern sum - slack) - psi(lam) V) (each a supermartingale under the null)."""
     strata = len(stream.sums)
-    signs = np.array([[1.0 if (j >> s) & 1 else -1.0 for s in range(strata)] for j in range(2 ** strata)])
+    signs = np.array(
+        [[1.0 if (j >> s) & 1 else -1.0 for s in range(strata)] for j in range(2**strata)]
+    )
     totals = signs @ np.asarray(stream.sums, dtype=np.float64) if strata else np.zeros(1)
-    exponents = (LAMBDAS[None, :] * (totals[:, None] - stream.slack)
-                 - psi(LAMBDAS)[None, :] * stream.variance_sum)
+    exponents = (
+        LAMBDAS[None, :] * (totals[:, None] - stream.slack)
+        - psi(LAMBDAS)[None, :] * stream.variance_sum
+    )
     return mixture_log(exponents.ravel())
 
 
@@ -95,13 +105,29 @@ def assert_drift(stream: DriftStream, false_fail_rate: float, name: str = "drift
     log_e = drift_log_e(stream) if stream.count else 0.0
     passed = not log_e_process_reject(log_e, a)
     per = max(1, stream.count)
-    message = (f"{name}: {'PASS' if passed else 'FAIL'}: witnessed drift {stream.signed_total / per:.4g} per value "
-               f"over {stream.count} values in {len(stream.sums)} strata (slack {stream.slack / per:.2g}); e-value "
-               f"{_fmt_e(log_e)} against 1/{a:.3g} (anytime-valid, Ville)")
-    return TestResult(name, stream.signed_total, float(min(1.0, math.exp(-log_e))), stream.count, a, float("nan"),
-                      float("nan"), passed, message,
-                      {"strata_sums": list(stream.sums), "variance_sum": stream.variance_sum, "slack": stream.slack,
-                       "log_e_value": log_e, "sequential": "anytime-valid e-process (empirical Bernstein)"})
+    message = (
+        f"{name}: {'PASS' if passed else 'FAIL'}: witnessed drift {stream.signed_total / per:.4g} per value "
+        f"over {stream.count} values in {len(stream.sums)} strata (slack {stream.slack / per:.2g}); e-value "
+        f"{_fmt_e(log_e)} against 1/{a:.3g} (anytime-valid, Ville)"
+    )
+    return TestResult(
+        name,
+        stream.signed_total,
+        float(min(1.0, math.exp(-log_e))),
+        stream.count,
+        a,
+        float("nan"),
+        float("nan"),
+        passed,
+        message,
+        {
+            "strata_sums": list(stream.sums),
+            "variance_sum": stream.variance_sum,
+            "slack": stream.slack,
+            "log_e_value": log_e,
+            "sequential": "anytime-valid e-process (empirical Bernstein)",
+        },
+    )
 
 
 def _fmt_e(log_e: float) -> str:
@@ -119,7 +145,9 @@ def drift_bound(stream: DriftStream, false_pass_rate: float) -> float:
     return (stream.signed_total + r + stream.slack) / stream.count
 
 
-def min_discrepancy_drift(count: int, false_pass_rate: float, strata: int = 1, variance: float = 1.0 / 12.0) -> float:
+def min_discrepancy_drift(
+    count: int, false_pass_rate: float, strata: int = 1, variance: float = 1.0 / 12.0
+) -> float:
     """The per-value drift bound that `count` values of an exact stream reach (observed sums at 0, V = count *
     `variance`; U(0,1) PIT values centred have variance 1/12): what a run of that size can rule out."""
     if not (isinstance(count, int) and count >= 1):
@@ -128,12 +156,19 @@ def min_discrepancy_drift(count: int, false_pass_rate: float, strata: int = 1, v
     return radius(count * variance, be, 2 * _patterns(strata)) / count
 
 
-def min_num_samples_drift(target: float, false_pass_rate: float, strata: int = 1, variance: float = 1.0 / 12.0,
-                          limit: int = 10**9) -> int | None:
+def min_num_samples_drift(
+    target: float,
+    false_pass_rate: float,
+    strata: int = 1,
+    variance: float = 1.0 / 12.0,
+    limit: int = 10**9,
+) -> int | None:
     """Fewest values at which `min_discrepancy_drift` <= target (None past `limit`)."""
     if not 0.0 < target <= 1.0:
         raise ValueError(f"target must be in (0, 1], got {target!r}")
-    return fewest_samples(lambda n: min_discrepancy_drift(n, false_pass_rate, strata, variance) <= target, 1, limit)
+    return fewest_samples(
+        lambda n: min_discrepancy_drift(n, false_pass_rate, strata, variance) <= target, 1, limit
+    )
 
 
 def log_e_process_reject(log_e: float, false_fail_rate: float) -> bool:
@@ -150,5 +185,16 @@ def mixture_log(values: Sequence[float] | np.ndarray) -> float:
     return top + math.log(float(np.mean(np.exp(arr - top))))
 
 
-__all__ = ["LAMBDAS", "DriftStream", "assert_drift", "drift_bound", "drift_log_e", "log_e_process_reject",
-           "min_discrepancy_drift", "min_num_samples_drift", "mixture_log", "psi", "radius"]
+__all__ = [
+    "LAMBDAS",
+    "DriftStream",
+    "assert_drift",
+    "drift_bound",
+    "drift_log_e",
+    "log_e_process_reject",
+    "min_discrepancy_drift",
+    "min_num_samples_drift",
+    "mixture_log",
+    "psi",
+    "radius",
+]

@@ -66,16 +66,25 @@ def pytest_collection_finish(session):
     import sys
     from pathlib import Path
 
-    files = sorted({item.path.name for item in session.items
-                    if item.path.name.startswith("test_engine_") and item.get_closest_marker("slow")})
+    files = sorted(
+        {
+            item.path.name
+            for item in session.items
+            if item.path.name.startswith("test_engine_") and item.get_closest_marker("slow")
+        }
+    )
     if not files or os.environ.get("EXACTSPEC_NO_PREBUILD") or session.config.option.collectonly:
         return
     log = cache_root() / "engine_prebuild.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
-        _PREBUILD["process"] = subprocess.Popen([sys.executable, "-m", "tests.engine_prebuild", *files],
-                                                cwd=Path(__file__).parent.parent, stdout=out,
-                                                stderr=subprocess.STDOUT, start_new_session=True)
+        _PREBUILD["process"] = subprocess.Popen(
+            [sys.executable, "-m", "tests.engine_prebuild", *files],
+            cwd=Path(__file__).parent.parent,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     _PREBUILD["log"] = log
 
 
@@ -104,5 +113,7 @@ def pytest_sessionfinish(session, exitstatus):
     _stop_prebuild()
     bare = sorted(name for name in sys.modules if name.split(".")[0] in _DESIGN_FOLDERS)
     if bare:
-        print(f"\nbare modules imported during the run (import them as exactspec.*): {', '.join(bare[:20])}")
+        print(
+            f"\nbare modules imported during the run (import them as exactspec.*): {', '.join(bare[:20])}"
+        )
         session.exitstatus = 1

@@ -16,9 +16,21 @@ from exactspec.conformance.engine.serve.llama_server import LlamaServer, ensure_
 #: Requests of the engine tests are bounded in time: a 135M model answers 32 tokens in well under this.
 REQUEST_TIMEOUT_S = 120.0
 #: The pinned sampler chain: plain softmax(logits / T); every other llama.cpp stage off, no prompt cache.
-PINNED = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0, "repeat_penalty": 1.0, "repeat_last_n": 0,
-          "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0, "xtc_probability": 0.0,
-          "mirostat": 0, "dynatemp_range": 0.0, "cache_prompt": False}
+PINNED = {
+    "top_k": 0,
+    "top_p": 1.0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "repeat_penalty": 1.0,
+    "repeat_last_n": 0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "dry_multiplier": 0.0,
+    "xtc_probability": 0.0,
+    "mirostat": 0,
+    "dynatemp_range": 0.0,
+    "cache_prompt": False,
+}
 #: n-gram drafter settings small enough to fire on short generations (llama.cpp's defaults look up 12-grams).
 NGRAM_ARGS = ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8")
 
@@ -70,10 +82,16 @@ def complete(server: LlamaServer, prompt_tokens: list[int], **params) -> dict:
 
 def chat_prompt_tokens(server: LlamaServer, text: str) -> list[int]:
     """`text` as a user turn of the model's chat template, tokenised by the server (special tokens parsed)."""
-    templated = httpx.post(f"{server.base_url}/apply-template", timeout=REQUEST_TIMEOUT_S,
-                           json={"messages": [{"role": "user", "content": text}]})
+    templated = httpx.post(
+        f"{server.base_url}/apply-template",
+        timeout=REQUEST_TIMEOUT_S,
+        json={"messages": [{"role": "user", "content": text}]},
+    )
     templated.raise_for_status()
-    tokens = httpx.post(f"{server.base_url}/tokenize", timeout=REQUEST_TIMEOUT_S,
-                        json={"content": templated.json()["prompt"], "add_special": False, "parse_special": True})
+    tokens = httpx.post(
+        f"{server.base_url}/tokenize",
+        timeout=REQUEST_TIMEOUT_S,
+        json={"content": templated.json()["prompt"], "add_special": False, "parse_special": True},
+    )
     tokens.raise_for_status()
     return [int(t) for t in tokens.json()["tokens"]]

@@ -38,7 +38,9 @@ class Import:
 @cache
 def package_modules(repo: Path = REPO) -> dict[str, Path]:
     """Module name -> source file, for every module of the mapped folders (a package is its `__init__.py`)."""
-    mapping = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    mapping = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"
+    ]
     modules = {}
     for package, folder in mapping.items():
         for path in sorted((repo / folder).rglob("*.py")):
@@ -53,7 +55,8 @@ def package_modules(repo: Path = REPO) -> dict[str, Path]:
 def _type_checking_test(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _relative(name: str, package: str) -> str:
@@ -61,7 +64,7 @@ def _relative(name: str, package: str) -> str:
     level = len(name) - len(name.lstrip("."))
     if not level:
         return name
-    base = package.split(".")[:len(package.split(".")) - level + 1]
+    base = package.split(".")[: len(package.split(".")) - level + 1]
     return ".".join(base + ([name[level:]] if name[level:] else []))
 
 
@@ -73,18 +76,28 @@ def facade(source: str, package: str) -> dict[str, str]:
             targets = node.targets
         else:
             targets = [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in targets) and node.value is not None:
+        if (
+            any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in targets)
+            and node.value is not None
+        ):
             try:
                 table = ast.literal_eval(node.value)
             except ValueError:  # built, not written out: its names are not followed
                 return {}
-            return {name: _relative(value[0] if isinstance(value, tuple) else value, package)
-                    for name, value in table.items()}
+            return {
+                name: _relative(value[0] if isinstance(value, tuple) else value, package)
+                for name, value in table.items()
+            }
     return {}
 
 
-def scan(source: str, module: str, is_package: bool, known: set[str] | frozenset[str] = frozenset(),
-         facades: dict[str, dict[str, str]] | None = None) -> list[Import]:
+def scan(
+    source: str,
+    module: str,
+    is_package: bool,
+    known: set[str] | frozenset[str] = frozenset(),
+    facades: dict[str, dict[str, str]] | None = None,
+) -> list[Import]:
     """The imports of one module's `source` (relative ones resolved against `module`; `from X import a` names the
     module X.a when `known` holds it, or the module X's `facades` table gives for a)."""
     base = module.split(".") if is_package else module.split(".")[:-1]
@@ -93,18 +106,33 @@ def scan(source: str, module: str, is_package: bool, known: set[str] | frozenset
     def visit(node: ast.AST, in_function: bool, type_checking: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Import):
-                found.extend(Import(module, child.lineno, alias.name, in_function, type_checking)
-                             for alias in child.names)
+                found.extend(
+                    Import(module, child.lineno, alias.name, in_function, type_checking)
+                    for alias in child.names
+                )
             elif isinstance(child, ast.ImportFrom):
-                parts = base[:len(base) - child.level + 1] if child.level else []
+                parts = base[: len(base) - child.level + 1] if child.level else []
                 source_module = ".".join(parts + ([child.module] if child.module else []))
                 for alias in child.names:
                     named = f"{source_module}.{alias.name}"
                     lazy = (facades or {}).get(source_module, {}).get(alias.name)
-                    found.append(Import(module, child.lineno, named if named in known else lazy or source_module,
-                                        in_function, type_checking))
-            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-            visit(child, inner, type_checking or (isinstance(child, ast.If) and _type_checking_test(child)))
+                    found.append(
+                        Import(
+                            module,
+                            child.lineno,
+                            named if named in known else lazy or source_module,
+                            in_function,
+                            type_checking,
+                        )
+                    )
+            inner = in_function or isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+            )
+            visit(
+                child,
+                inner,
+                type_checking or (isinstance(child, ast.If) and _type_checking_test(child)),
+            )
 
     visit(ast.parse(source), False, False)
     return found
@@ -113,8 +141,11 @@ def scan(source: str, module: str, is_package: bool, known: set[str] | frozenset
 @cache
 def package_facades(repo: Path = REPO) -> dict[str, dict[str, str]]:
     """Package -> its `facade` table, for the packages that have one."""
-    tables = {name: facade(path.read_text(), name) for name, path in package_modules(repo).items()
-              if path.name == "__init__.py"}
+    tables = {
+        name: facade(path.read_text(), name)
+        for name, path in package_modules(repo).items()
+        if path.name == "__init__.py"
+    }
     return {name: table for name, table in tables.items() if table}
 
 
@@ -122,13 +153,24 @@ def package_facades(repo: Path = REPO) -> dict[str, dict[str, str]]:
 def imports_of(module: str, repo: Path = REPO) -> tuple[Import, ...]:
     modules = package_modules(repo)
     path = modules[module]
-    return tuple(scan(path.read_text(), module, path.name == "__init__.py", frozenset(modules), package_facades(repo)))
+    return tuple(
+        scan(
+            path.read_text(),
+            module,
+            path.name == "__init__.py",
+            frozenset(modules),
+            package_facades(repo),
+        )
+    )
 
 
 def import_graph(repo: Path = REPO) -> dict[str, set[str]]:
     """Module -> the package's modules it imports, by any statement (inside functions and under TYPE_CHECKING too)."""
     modules = package_modules(repo)
-    return {m: {i.target for i in imports_of(m, repo) if i.target in modules and i.target != m} for m in modules}
+    return {
+        m: {i.target for i in imports_of(m, repo) if i.target in modules and i.target != m}
+        for m in modules
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

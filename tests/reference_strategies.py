@@ -34,10 +34,14 @@ def _row(rng: np.random.Generator, vocab: int, kind: str) -> np.ndarray:
 @st.composite
 def round_pairs(draw, max_vocab: int = 6, max_k: int = 3, large_vocab: bool = False):
     """(target_probs (k+1, V), draft_probs (k, V)) with edge-case relations between p and q."""
-    vocab = draw(st.sampled_from([30_000, 50_000])) if large_vocab else draw(st.integers(1, max_vocab))
+    vocab = (
+        draw(st.sampled_from([30_000, 50_000])) if large_vocab else draw(st.integers(1, max_vocab))
+    )
     k = draw(st.integers(1, max_k))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    relation = draw(st.sampled_from(["independent", "equal", "disjoint", "draft_zero", "target_zero"]))
+    relation = draw(
+        st.sampled_from(["independent", "equal", "disjoint", "draft_zero", "target_zero"])
+    )
     target = np.stack([_row(rng, vocab, draw(st.sampled_from(KINDS))) for _ in range(k + 1)])
     draft = np.stack([_row(rng, vocab, draw(st.sampled_from(KINDS))) for _ in range(k)])
     if relation == "equal":

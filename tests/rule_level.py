@@ -16,15 +16,33 @@ from exactspec.conformance.rule.invariants import invariant_records  # noqa: F40
 from exactspec.conformance.rule.level import LEVEL, statistical_records  # noqa: F401 -- re-exported for the tests
 
 
-def run_suite(impl: Any, name: str, profile: str | Profile = "standard", cases: list | None = None,
-              hypothesis: bool = True, workers: int = 1, fail_fast: bool = False, spec: str | None = None) -> SuiteResult:
+def run_suite(
+    impl: Any,
+    name: str,
+    profile: str | Profile = "standard",
+    cases: list | None = None,
+    hypothesis: bool = True,
+    workers: int = 1,
+    fail_fast: bool = False,
+    spec: str | None = None,
+) -> SuiteResult:
     with case_executor(workers) as executor:
-        return run_level(LEVEL, impl, name, profile=profile, cases=cases, executor=executor, extras=hypothesis,
-                         fail_fast=fail_fast, spec=spec)
+        return run_level(
+            LEVEL,
+            impl,
+            name,
+            profile=profile,
+            cases=cases,
+            executor=executor,
+            extras=hypothesis,
+            fail_fast=fail_fast,
+            spec=spec,
+        )
 
 
-def confirmatory_records(harness: Any, case: Any, profile: Profile, records: list[CheckRecord],
-                         rate: float) -> tuple[list[CheckRecord], list[str]]:
+def confirmatory_records(
+    harness: Any, case: Any, profile: Profile, records: list[CheckRecord], rate: float
+) -> tuple[list[CheckRecord], list[str]]:
     reach = next((r.result.details["reach"] for r in records if "reach" in r.result.details), None)
     return LEVEL.confirm(harness, case, profile, records, rate, {}, reach)
 

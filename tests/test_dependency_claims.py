@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-CLAIMED = {"numpy", "scipy", "statsmodels", "matplotlib"}  # as docs/engine-level.md and conformance/CONTRACT.md say
+CLAIMED = {
+    "numpy",
+    "scipy",
+    "statsmodels",
+    "matplotlib",
+}  # as docs/engine-level.md and conformance/CONTRACT.md say
 BLOCKED = ("torch", "httpx", "transformers")
 
 _LOAD = """
@@ -51,7 +56,11 @@ def _third_party_imports(path: Path, lazy: bool = True) -> set[str]:
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
-    return {n for n in names if n not in sys.stdlib_module_names and n not in ("exactspec", "__future__")}
+    return {
+        n
+        for n in names
+        if n not in sys.stdlib_module_names and n not in ("exactspec", "__future__")
+    }
 
 
 def test_certify_samples_imports_only_the_packages_the_docs_name():
@@ -62,7 +71,11 @@ def test_certify_samples_imports_only_the_packages_the_docs_name():
     # the engine level's own modules, imports in their functions too; the core's driver and executor, loaded here as
     # well, defer to their functions what only other runs use (torch threads of a torch level, a Dask cluster)
     imports = {f: _third_party_imports(f, lazy="engine" in f.parts) for f in files}
-    used = {name: sorted(str(f) for f in files if name in imports[f]) for f in files for name in imports[f]}
+    used = {
+        name: sorted(str(f) for f in files if name in imports[f])
+        for f in files
+        for name in imports[f]
+    }
     assert set(used) <= CLAIMED, {k: v for k, v in used.items() if k not in CLAIMED}
     assert "statsmodels" in used  # the docs must name it: stat_tests uses it on this path
 

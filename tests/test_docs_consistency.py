@@ -29,16 +29,25 @@ def doc_pages() -> list[Path]:
 
 def outside_regions(text: str) -> str:
     """`text` without its generated regions (what a person typed)."""
-    return re.sub(r"^<!-- generated: ([\w-]+) -->\n.*?^<!-- end generated: \1 -->$", "", text, flags=re.S | re.M)
+    return re.sub(
+        r"^<!-- generated: ([\w-]+) -->\n.*?^<!-- end generated: \1 -->$",
+        "",
+        text,
+        flags=re.S | re.M,
+    )
 
 
 # --------------------------------------------------------------------------- generated regions
 def test_the_region_reader_and_writer():
-    text = ("a\n<!-- generated: x -->\nold\n<!-- end generated: x -->\nb\n"
-            "<!-- generated: y -->\n<!-- end generated: y -->\n")
+    text = (
+        "a\n<!-- generated: x -->\nold\n<!-- end generated: x -->\nb\n"
+        "<!-- generated: y -->\n<!-- end generated: y -->\n"
+    )
     assert regions(text) == {"x": ["old\n"], "y": [""]}
     assert fill(text, {"x": "new"}) == text.replace("old", "new")
-    assert unmatched_marks(text) == [] and unmatched_marks("<!-- generated: z -->\n") == ["<!-- generated: z -->"]
+    assert unmatched_marks(text) == [] and unmatched_marks("<!-- generated: z -->\n") == [
+        "<!-- generated: z -->"
+    ]
 
 
 def test_generated_regions_are_current():
@@ -53,13 +62,21 @@ def test_generated_regions_are_current():
 def test_pages_that_describe_the_engine_routes_hold_the_generated_text():
     """The route descriptions live in one place (`engine.route_text`): the pages that state them hold its region,
     and no page retypes them outside one."""
-    holding = {str(page) for page in pages(REPO) if "engine-routes" in regions((REPO / page).read_text())}
-    assert {"README.md", "docs/engine-level.md", "conformance/CONTRACT.md",
-            "docs/certificates/engine/README.md"} <= holding
+    holding = {
+        str(page) for page in pages(REPO) if "engine-routes" in regions((REPO / page).read_text())
+    }
+    assert {
+        "README.md",
+        "docs/engine-level.md",
+        "conformance/CONTRACT.md",
+        "docs/certificates/engine/README.md",
+    } <= holding
     phrases = [how.split(":")[0][:60] for how in ROUTE_HOW.values()]
     for page in doc_pages():
         typed = outside_regions((REPO / page).read_text())
-        assert not [p for p in phrases if p in typed], f"{page}: a route described outside the generated region"
+        assert not [p for p in phrases if p in typed], (
+            f"{page}: a route described outside the generated region"
+        )
 
 
 # --------------------------------------------------------------------------- figures typed in prose
@@ -76,9 +93,13 @@ def test_claim_ranges_follow_the_argument():
     files = [*doc_pages(), *[p.relative_to(REPO) for p in (REPO / "proofs").glob("*.py")]]
     for path in files:
         for end in re.findall(r"\bclaims C1\s*(?:–|-|\.\.)\s*C(\d+)\b", (REPO / path).read_text()):
-            assert int(end) == claims[-1], f"{path}: claims C1–C{end}, but proofs/ARGUMENT.md has C1–C{claims[-1]}"
+            assert int(end) == claims[-1], (
+                f"{path}: claims C1–C{end}, but proofs/ARGUMENT.md has C1–C{claims[-1]}"
+            )
     for route, names in ROUTE_CLAIMS.items():
-        assert {int(n[1:]) for n in names} <= set(claims), f"{route} cites a claim the argument lacks: {names}"
+        assert {int(n[1:]) for n in names} <= set(claims), (
+            f"{route} cites a claim the argument lacks: {names}"
+        )
 
 
 def test_versions_follow_the_code():
@@ -101,7 +122,9 @@ EXIT_PAIRS = (  # (verdict, code) as the docs write them
 EXIT_FIRST = (
     re.compile(rf"\bexit(?:s| status)? (\d)[ :]+\**({VERDICT})"),  # exit 0 CERTIFIED
     re.compile(rf"\bexits (\d) for (?:an? |the two )?({VERDICT})"),  # exits 1 for a NOT_EXACT
-    re.compile(rf"\(exit (?:\d+ [A-Z_]+, )*(?:(\d) ({VERDICT}))"),  # (exit 0 CERTIFIED, 1 NOT_EXACT, ...)
+    re.compile(
+        rf"\(exit (?:\d+ [A-Z_]+, )*(?:(\d) ({VERDICT}))"
+    ),  # (exit 0 CERTIFIED, 1 NOT_EXACT, ...)
 )
 
 
@@ -116,7 +139,12 @@ def exit_claims(text: str) -> list[tuple[str, int]]:
 
 def test_the_exit_claim_reader():
     text = "QUALIFIED (exit 5); exits 1 for a NOT_EXACT; (exit 0 CERTIFIED, 1 NOT_EXACT, 4 INCONCLUSIVE)"
-    assert set(exit_claims(text)) == {("QUALIFIED", 5), ("NOT_EXACT", 1), ("CERTIFIED", 0), ("INCONCLUSIVE", 4)}
+    assert set(exit_claims(text)) == {
+        ("QUALIFIED", 5),
+        ("NOT_EXACT", 1),
+        ("CERTIFIED", 0),
+        ("INCONCLUSIVE", 4),
+    }
 
 
 def test_exit_codes_in_the_docs_follow_outcomes():
@@ -127,7 +155,9 @@ def test_exit_codes_in_the_docs_follow_outcomes():
         assert not wrong, f"{page}: exit codes that are not exactspec.outcomes' {wrong}"
         for code, phrase in re.findall(r"\b(\d) (?:is )?(?:for )?an? (usage|internal|crash)", text):
             expected = ExitCode.USAGE if phrase == "usage" else ExitCode.INTERNAL
-            assert int(code) == int(expected), f"{page}: '{code} ... {phrase}' but ExitCode says {int(expected)}"
+            assert int(code) == int(expected), (
+                f"{page}: '{code} ... {phrase}' but ExitCode says {int(expected)}"
+            )
 
 
 def _subcommands() -> tuple[set[str], set[str]]:
@@ -142,10 +172,16 @@ COMMAND = re.compile(r"(?:^|`)(?:[\w./-]*/)?exactspec ([a-z][\w-]*)(?: ([a-z][\w
 
 def named_commands(text: str) -> list[tuple[str, str]]:
     """The `exactspec NAME [SUB]` a page names: in inline code, or at the start of a line of a code block."""
-    blocks = [COMMAND.findall(line.strip())[:1] for block in re.findall(r"```.*?```", text, re.S)
-              for line in block.splitlines()]
-    inline = [m for line in re.findall(r"`[^`\n]+`", re.sub(r"```.*?```", "", text, flags=re.S))
-              for m in COMMAND.findall(line)]
+    blocks = [
+        COMMAND.findall(line.strip())[:1]
+        for block in re.findall(r"```.*?```", text, re.S)
+        for line in block.splitlines()
+    ]
+    inline = [
+        m
+        for line in re.findall(r"`[^`\n]+`", re.sub(r"```.*?```", "", text, flags=re.S))
+        for m in COMMAND.findall(line)
+    ]
     return inline + [m[0] for m in blocks if m]
 
 
@@ -162,25 +198,31 @@ def test_every_exactspec_command_named_in_the_docs_exists():
         for first, second in named_commands((REPO / page).read_text()):
             assert first in top, f"{page}: `exactspec {first}` is no subcommand ({sorted(top)})"
             if first == "engine" and second:
-                assert second in engine, f"{page}: `exactspec engine {second}` is no subcommand ({sorted(engine)})"
+                assert second in engine, (
+                    f"{page}: `exactspec engine {second}` is no subcommand ({sorted(engine)})"
+                )
 
 
 KILL_CLAIM = re.compile(r"\ball (\d+) (rule|sequence|tree|engine)-level\s+mutants\b")
 
 
 def test_kill_claims_follow_the_committed_kill_tables():
-    """"Rejects all N <level>-level mutants": the level's committed kill table rejected all N, and its valid variants
+    """ "Rejects all N <level>-level mutants": the level's committed kill table rejected all N, and its valid variants
     got their expected verdicts."""
     tables = {}
     for path in (REPO / "docs/certificates/kill-tables").glob("*/kill-table.json"):
         summary = json.loads(path.read_text())["summary"]
         assert summary["mutants_rejected"] == summary["mutants"], f"{path}: a mutant escaped"
-        assert summary["valid_variants_as_expected"] == summary["valid_variants"], f"{path}: a valid variant failed"
+        assert summary["valid_variants_as_expected"] == summary["valid_variants"], (
+            f"{path}: a valid variant failed"
+        )
         tables.setdefault(summary["level"], set()).add(summary["mutants"])
     claims = KILL_CLAIM.findall((REPO / "README.md").read_text())
     assert claims, "README.md states no kill-table claim ('all N <level>-level mutants')"
     for n, level in claims:
-        assert {int(n)} == tables[level], f"README.md: all {n} {level}-level mutants; the kill tables: {tables[level]}"
+        assert {int(n)} == tables[level], (
+            f"README.md: all {n} {level}-level mutants; the kill tables: {tables[level]}"
+        )
 
 
 def _runs() -> dict:
@@ -194,11 +236,17 @@ def test_test_run_minutes_follow_their_source():
     ci = round(runs["ci_fresh_clone"]["seconds"] / 60)
     for page in ("README.md", "docs/setup.md"):
         text = " ".join((REPO / page).read_text().split())
-        stated = re.findall(r"(\d+(?:\.\d+)?) min (?:from a fresh clone|on the project's 2-core machine \(at)", text)
-        assert stated and {float(m) for m in stated} == {ci}, f"{page}: CI minutes {stated}, test_runs.json {ci}"
+        stated = re.findall(
+            r"(\d+(?:\.\d+)?) min (?:from a fresh clone|on the project's 2-core machine \(at)", text
+        )
+        assert stated and {float(m) for m in stated} == {ci}, (
+            f"{page}: CI minutes {stated}, test_runs.json {ci}"
+        )
         if "fast_lane" in runs:
             fast = round(runs["fast_lane"]["seconds"] / 60)
-            said = re.findall(r"(\d+) min(?: \d+ s)? (?:here|on the project's)", text.split("fast lane", 1)[-1])[:1]
+            said = re.findall(
+                r"(\d+) min(?: \d+ s)? (?:here|on the project's)", text.split("fast lane", 1)[-1]
+            )[:1]
             assert said == [str(fast)], f"{page}: fast lane {said} min, test_runs.json {fast}"
 
 

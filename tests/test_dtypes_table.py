@@ -18,7 +18,9 @@ def _module(name: str):
 
 
 def test_the_readme_table_is_the_result_file(monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["dtypes_table.py", str(BENCHMARKS / "results" / "dtypes.json")])
+    monkeypatch.setattr(
+        sys, "argv", ["dtypes_table.py", str(BENCHMARKS / "results" / "dtypes.json")]
+    )
     assert _module("dtypes_table").main() == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     assert len(lines) == 2 + 4, "header, rule and one line per prompt family"
@@ -28,26 +30,43 @@ def test_the_readme_table_is_the_result_file(monkeypatch, capsys):
 
 
 def _run(tokens_per_s: float, same: bool | None = None) -> dict:
-    run = {"tokens_per_s": {"median": tokens_per_s}, "decode_tokens_per_s": {"median": 2 * tokens_per_s}}
+    run = {
+        "tokens_per_s": {"median": tokens_per_s},
+        "decode_tokens_per_s": {"median": 2 * tokens_per_s},
+    }
     if same is not None:
         run["same_tokens_as_plain"] = same
     return run
 
 
 def test_a_fastest_run_with_another_text_is_marked_and_a_missing_dtype_is_a_dash():
-    family = {"family": "code", "runs": {
-        "llama.cpp:plain": _run(70.0), "float32:plain": _run(30.0, True), "float32:k3": _run(60.0, True),
-        "float32:cost": _run(50.0, True), "bfloat16:plain": _run(25.0, True), "bfloat16:k8": _run(90.0, False),
-        "bfloat16:cost": _run(80.0, True)}}
+    family = {
+        "family": "code",
+        "runs": {
+            "llama.cpp:plain": _run(70.0),
+            "float32:plain": _run(30.0, True),
+            "float32:k3": _run(60.0, True),
+            "float32:cost": _run(50.0, True),
+            "bfloat16:plain": _run(25.0, True),
+            "bfloat16:k8": _run(90.0, False),
+            "bfloat16:cost": _run(80.0, True),
+        },
+    }
     assert _module("dtypes_table").row(family) == (
         "| code | 70.0 (140.0) | 30.0 (60.0) | 60.0 (120.0), k = 3 | 25.0 (50.0) "
-        "| 90.0 (180.0), k = 8 (text ≠ plain's) | – |")
+        "| 90.0 (180.0), k = 8 (text ≠ plain's) | – |"
+    )
 
 
 def test_measure_family_compares_each_run_with_its_dtypes_plain_text():
     pytest.importorskip("torch")
     bench = _module("bench_dtypes")
-    texts = {"float32:plain": [1, 2, 3], "float32:k3": [1, 2, 3], "bfloat16:plain": [1, 2, 3], "bfloat16:k8": [1, 2, 4]}
+    texts = {
+        "float32:plain": [1, 2, 3],
+        "float32:k3": [1, 2, 3],
+        "bfloat16:plain": [1, 2, 3],
+        "bfloat16:k8": [1, 2, 4],
+    }
     runs = {name: (lambda seed, text=text: (3, 0.3, 0.2, text)) for name, text in texts.items()}
     runs["llama.cpp:plain"] = lambda seed: (3, 0.1, 0.05, 5.0)
     figures = bench.measure_family(runs, repeats=2)

@@ -27,20 +27,24 @@ from tests.test_engine_offline import (
 
 def tempered(law, theta: float, from_position: int = 2):
     """`law` raised to `theta` (renormalised) at positions >= `from_position`: the wrong temperature there."""
+
     def warped(pid, prefix):
         row = law(pid, prefix)
         if len(prefix) + 1 < from_position:
             return row
         powered = np.where(row > 0, row, 0.0) ** theta
         return powered / powered.sum()
+
     return warped
 
 
 def stale(law, eps: float):
     """`law` whose token comes, with probability eps, from the previous position's law (a row not advanced)."""
+
     def warped(pid, prefix):
         row = law(pid, prefix)
         return row if not prefix else (1 - eps) * row + eps * law(pid, prefix[:-1])
+
     return warped
 
 
@@ -57,7 +61,10 @@ def test_a_wrong_temperature_is_named_with_its_factor_inside_the_interval(tmp_pa
     assert diagnosis["mechanism"]["family"] == "temperature", diagnosis["mechanism"]
     assert best["interval"][0] <= theta <= best["interval"][1], best
     assert "T ~" in diagnosis["mechanism"]["text"]
-    assert result.verdict == "NOT_EXACT" and result.extra["diagnosis"]["mechanism"]["family"] == "temperature"
+    assert (
+        result.verdict == "NOT_EXACT"
+        and result.extra["diagnosis"]["mechanism"]["family"] == "temperature"
+    )
 
 
 def test_a_row_not_advanced_is_named_stale_row(tmp_path):
@@ -75,21 +82,35 @@ def test_truncation_on_one_side_is_named_top_k(tmp_path):
 
 def test_a_late_bug_is_localised_to_its_first_position(tmp_path):
     diagnosis, _ = _diagnosis(tmp_path, tempered(base_law, 0.5, from_position=4))
-    assert diagnosis["where"]["first"] == 4, [(e["position"], e["candidate"].get("best")) for e in
-                                              diagnosis["by_position"]]
+    assert diagnosis["where"]["first"] == 4, [
+        (e["position"], e["candidate"].get("best")) for e in diagnosis["by_position"]
+    ]
     early = [e for e in diagnosis["by_position"] if e["position"] < 4]
-    assert all(e["candidate"]["best"]["gain_nats"] < diagnosis["where"]["threshold_nats"] for e in early)
-    assert min(diagnosis["fitted_positions"]) == 4  # fitted where it lives, not diluted by the exact positions
+    assert all(
+        e["candidate"]["best"]["gain_nats"] < diagnosis["where"]["threshold_nats"] for e in early
+    )
+    assert (
+        min(diagnosis["fitted_positions"]) == 4
+    )  # fitted where it lives, not diluted by the exact positions
     best = diagnosis["fits"][0]
     assert best["family"] == "temperature" and abs(best["value"] - 0.5) < 0.1, best
 
 
 def test_the_reference_control_fits_exact_and_an_exact_candidate_names_nothing(tmp_path):
     diagnosis, result = _diagnosis(tmp_path, base_law)
-    assert diagnosis["mechanism"]["family"] is None and "none of the named families" in diagnosis["mechanism"]["text"]
+    assert (
+        diagnosis["mechanism"]["family"] is None
+        and "none of the named families" in diagnosis["mechanism"]["text"]
+    )
     for f in diagnosis["fits"]:
-        assert f["reference"]["interval"][0] <= f["reference"]["exact"] <= f["reference"]["interval"][1], f
-    assert result.verdict != "NOT_EXACT" and "diagnosis" not in result.extra  # no diagnosis noise on a pass
+        assert (
+            f["reference"]["interval"][0]
+            <= f["reference"]["exact"]
+            <= f["reference"]["interval"][1]
+        ), f
+    assert (
+        result.verdict != "NOT_EXACT" and "diagnosis" not in result.extra
+    )  # no diagnosis noise on a pass
 
 
 def test_every_family_is_exact_at_its_exact_value(tmp_path):
@@ -105,7 +126,9 @@ def test_every_family_is_exact_at_its_exact_value(tmp_path):
         family_named("nope")
 
 
-def test_the_certificate_shows_the_diagnosis_and_the_verdict_does_not_depend_on_it(tmp_path, monkeypatch):
+def test_the_certificate_shows_the_diagnosis_and_the_verdict_does_not_depend_on_it(
+    tmp_path, monkeypatch
+):
     from exactspec.conformance.engine import engine_level as level
     from exactspec.conformance.engine.certificate import write_engine_report
 
@@ -114,11 +137,18 @@ def test_the_certificate_shows_the_diagnosis_and_the_verdict_does_not_depend_on_
     write_engine_report(result, tmp_path / "cert")
     markdown = (tmp_path / "cert" / "CERTIFICATE.md").read_text()
     assert "## Diagnosis" in markdown and "**Mechanism:** temperature" in markdown
-    assert json.loads((tmp_path / "cert" / "certificate.json").read_text())["diagnosis"]["mechanism"]["family"]
-    for picture in ("diagnosis_prefix.png", "diagnosis_positions.png"):  # the pictures, linked from the Markdown
+    assert json.loads((tmp_path / "cert" / "certificate.json").read_text())["diagnosis"][
+        "mechanism"
+    ]["family"]
+    for picture in (
+        "diagnosis_prefix.png",
+        "diagnosis_positions.png",
+    ):  # the pictures, linked from the Markdown
         assert (tmp_path / "cert" / picture).stat().st_size > 1000 and f"]({picture})" in markdown
     calls = []
-    monkeypatch.setattr(level, "diagnose", lambda *a: calls.append(a) or {"mechanism": {"family": "x", "text": "x"}})
+    monkeypatch.setattr(
+        level, "diagnose", lambda *a: calls.append(a) or {"mechanism": {"family": "x", "text": "x"}}
+    )
     again = certify(ref, cand, QUICK_LOOSE)
     assert calls and again.verdict == result.verdict and again.reasons == result.reasons
     assert again.extra["diagnosis"]["mechanism"]["family"] == "x"
@@ -153,7 +183,9 @@ def test_tokens_outside_the_reported_support_name_a_truncation_skipped_on_one_si
     ref, cand = make_files(tmp_path, base_law, n=300, top_k=3)
     parts = prompts(read_samples(ref), read_samples(cand))
     diagnosis = diagnose(parts, MAX_TOKENS, 1.0)
-    assert diagnosis["outside_tokens"] > 10 and diagnosis["mechanism"]["family"] == "outside-support"
+    assert (
+        diagnosis["outside_tokens"] > 10 and diagnosis["mechanism"]["family"] == "outside-support"
+    )
     assert "none of the reference's own" in diagnosis["mechanism"]["text"]
 
 
@@ -163,10 +195,14 @@ def test_a_greedy_divergence_is_named_from_its_hard_check(tmp_path):
     result = certify(*make_files(tmp_path, n=20, greedy=True, mutate=_diverge_at_seed_23))
     assert result.verdict == "NOT_EXACT"
     mechanism = result.extra["diagnosis"]["mechanism"]
-    assert mechanism["family"] == "greedy-divergence" and "greedy_equality" in mechanism["text"], mechanism
+    assert mechanism["family"] == "greedy-divergence" and "greedy_equality" in mechanism["text"], (
+        mechanism
+    )
 
 
-def test_explain_needs_no_extra_and_a_subcommand_whose_extra_is_missing_says_what_to_install(monkeypatch, capsys):
+def test_explain_needs_no_extra_and_a_subcommand_whose_extra_is_missing_says_what_to_install(
+    monkeypatch, capsys
+):
     """On the base install (no httpx) `engine certify` says which package it needs; `engine explain` still runs."""
     import argparse
     import importlib
@@ -183,7 +219,9 @@ def test_explain_needs_no_extra_and_a_subcommand_whose_extra_is_missing_says_wha
     monkeypatch.setattr(cli.importlib, "import_module", without_httpx)
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
-    assert cli.run(parser.parse_args(["certify", "--prompts", "p.jsonl", "--out", "o"])) == 6  # unavailable here
+    assert (
+        cli.run(parser.parse_args(["certify", "--prompts", "p.jsonl", "--out", "o"])) == 6
+    )  # unavailable here
     assert "needs a missing package" in capsys.readouterr().err
     assert cli.run(parser.parse_args(["explain", "/no/such/folder"])) == 2
     assert "CERT_DIR" in capsys.readouterr().err
@@ -199,4 +237,6 @@ def test_a_diagnosis_that_fails_is_stated_and_the_verdict_stands(tmp_path, monke
     monkeypatch.setattr(level, "diagnose", broken)
     result = certify(ref, cand)
     assert result.verdict == "NOT_EXACT"
-    assert "could not be made (RuntimeError: boom)" in result.extra["diagnosis"]["mechanism"]["text"]
+    assert (
+        "could not be made (RuntimeError: boom)" in result.extra["diagnosis"]["mechanism"]["text"]
+    )

@@ -19,7 +19,12 @@ from exactspec.conformance.engine.diagnosis.draft_families import (
 )
 from exactspec.conformance.engine.diagnosis.tokens import TokenTable
 from exactspec.conformance.engine.sample_folder import checked_draft
-from exactspec.conformance.engine.samples import Completion, PrefixProbs, read_samples, write_samples
+from exactspec.conformance.engine.samples import (
+    Completion,
+    PrefixProbs,
+    read_samples,
+    write_samples,
+)
 
 from tests.test_engine_offline import (
     EOS,
@@ -39,10 +44,24 @@ def _table(p: list[float], q: list[float]) -> TokenTable:
     """A one-row table over ids 0..len(p)-1 listed in that order, with the draft's q."""
     width = len(p)
     one = np.ones((1, width), dtype=bool)
-    return TokenTable(np.array([p]), np.arange(width)[None, :], one, np.zeros((1, width)), np.array([False]),
-                      np.array([0]), np.array([2]), np.array([0]), np.array(["p0"], dtype=object),
-                      np.array([""], dtype=object), [("p0", (1,))], np.array([0]), 0, np.array([q]), np.array([True]),
-                      np.zeros((1, width)))
+    return TokenTable(
+        np.array([p]),
+        np.arange(width)[None, :],
+        one,
+        np.zeros((1, width)),
+        np.array([False]),
+        np.array([0]),
+        np.array([2]),
+        np.array([0]),
+        np.array(["p0"], dtype=object),
+        np.array([""], dtype=object),
+        [("p0", (1,))],
+        np.array([0]),
+        0,
+        np.array([q]),
+        np.array([True]),
+        np.zeros((1, width)),
+    )
 
 
 def test_resampling_from_p_at_a_rejection_gives_min_p_q_plus_beta_p():
@@ -56,14 +75,20 @@ def test_drafts_from_the_ratios_own_q_are_exact_and_hotter_drafts_are_not():
     assert draft_law_mismatched(table, 1.0)[0] == pytest.approx([0.2, 0.3, 0.5])
     # drafts from q^0 = uniform, accepted with min(1, p/q) = (1/3, 1, 1): kept (1/9, 1/3, 1/3); the residual
     # (p - q)^+ = (0, .1, .3) normalised takes the remaining 2/9
-    assert draft_law_mismatched(table, 0.0)[0] == pytest.approx([1 / 9, 1 / 3 + 2 / 9 * 0.25, 1 / 3 + 2 / 9 * 0.75])
+    assert draft_law_mismatched(table, 0.0)[0] == pytest.approx(
+        [1 / 9, 1 / 3 + 2 / 9 * 0.25, 1 / 3 + 2 / 9 * 0.75]
+    )
 
 
 def test_a_reused_acceptance_uniform_puts_the_correction_in_the_residuals_upper_quantiles():
     # only draft 0 can be rejected (u in [1/3, 1)); the residual (0, .25, .75) in id order puts u >= 1/3 on id 2
     law = shared_uniform(_table([0.2, 0.3, 0.5], [0.6, 0.2, 0.2]), 1.0)
-    assert law[0] == pytest.approx([0.2, 0.2, 0.6])  # min(p, q) = .2 each, + .6 x 2/3 on id 2; exact: (.2, .3, .5)
-    assert shared_uniform(_table([0.2, 0.3, 0.5], [0.6, 0.2, 0.2]), 0.0)[0] == pytest.approx([0.2, 0.3, 0.5])
+    assert law[0] == pytest.approx(
+        [0.2, 0.2, 0.6]
+    )  # min(p, q) = .2 each, + .6 x 2/3 on id 2; exact: (.2, .3, .5)
+    assert shared_uniform(_table([0.2, 0.3, 0.5], [0.6, 0.2, 0.2]), 0.0)[0] == pytest.approx(
+        [0.2, 0.3, 0.5]
+    )
 
 
 # ----------------------------------------------------------------------------------------- candidates built so
@@ -77,9 +102,11 @@ def draft_law(pid: str, prefix: tuple[int, ...]) -> np.ndarray:
 
 def with_draft(mechanism):
     """The candidate law a draft rule with `mechanism` gives at every drafted position (all but position 1)."""
+
     def law(pid, prefix):
         p = base_law(pid, prefix)
         return p if not prefix else mechanism(p, draft_law(pid, prefix))
+
     return law
 
 
@@ -107,11 +134,18 @@ def write_draft(path, candidate_path):
     completions, as a draft file."""
     candidate = read_samples(candidate_path)
     law = cached(draft_law)
-    records = [PrefixProbs(r.prompt_id, r.prefix_tokens, tuple((i, float(q)) for i, q in
-                                                               enumerate(law(r.prompt_id, r.prefix_tokens))),
-                           "post_sampling")
-               for r in prefix_records(law, list(candidate.completions))]
-    write_samples(path, replace(header("reference", candidate.header.request_defaults), role="draft"), records)
+    records = [
+        PrefixProbs(
+            r.prompt_id,
+            r.prefix_tokens,
+            tuple((i, float(q)) for i, q in enumerate(law(r.prompt_id, r.prefix_tokens))),
+            "post_sampling",
+        )
+        for r in prefix_records(law, list(candidate.completions))
+    ]
+    write_samples(
+        path, replace(header("reference", candidate.header.request_defaults), role="draft"), records
+    )
     return checked_draft(read_samples(path), candidate)
 
 
@@ -123,18 +157,29 @@ def _diagnosis(tmp_path, law, n=1500, draft=True, **kwargs):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, mechanism", [("resample-from-p", resample), ("shared-uniform", reused)])
-def test_a_draft_rule_bug_is_named_with_the_drafts_reports_and_not_without(tmp_path, name, mechanism):
+@pytest.mark.parametrize(
+    "name, mechanism", [("resample-from-p", resample), ("shared-uniform", reused)]
+)
+def test_a_draft_rule_bug_is_named_with_the_drafts_reports_and_not_without(
+    tmp_path, name, mechanism
+):
     named = _diagnosis(tmp_path, with_draft(mechanism))
     assert named["draft_reports"] and named["mechanism"]["family"] == name, named["mechanism"]
-    assert named["fits"][0]["interval"][0] > 0.5, named["fits"][0]  # most tokens are at drafted positions
+    assert named["fits"][0]["interval"][0] > 0.5, named["fits"][
+        0
+    ]  # most tokens are at drafted positions
     blind = _diagnosis(tmp_path, with_draft(mechanism), draft=False)
-    assert not blind["draft_reports"] and blind["mechanism"]["family"] not in ("resample-from-p", "shared-uniform")
+    assert not blind["draft_reports"] and blind["mechanism"]["family"] not in (
+        "resample-from-p",
+        "shared-uniform",
+    )
 
 
 def test_an_exact_candidate_with_the_drafts_reports_is_named_by_no_family(tmp_path):
     diagnosis = _diagnosis(tmp_path, base_law, n=800)
-    assert diagnosis["draft_reports"] and diagnosis["mechanism"]["family"] is None, diagnosis["mechanism"]
+    assert diagnosis["draft_reports"] and diagnosis["mechanism"]["family"] is None, diagnosis[
+        "mechanism"
+    ]
 
 
 def test_a_draft_file_of_other_prompts_is_refused(tmp_path):
@@ -156,15 +201,32 @@ def _reused_stream_completions(n: int) -> list[Completion]:
             uniforms, tokens = np.random.default_rng([seed, 7]).random(2), []
             while len(tokens) < MAX_TOKENS and (not tokens or tokens[-1] != EOS):
                 u = uniforms[len(tokens) % 2]
-                tokens.append(min(V - 1, int(np.searchsorted(np.cumsum(law(pid, tuple(tokens))), u, side="right"))))
-            out.append(Completion(prompt_id=pid, seed=seed, tokens=tuple(tokens), probs_kind="post_sampling",
-                                  timings={"draft_n": 7, "draft_n_accepted": 3}))
+                tokens.append(
+                    min(
+                        V - 1,
+                        int(np.searchsorted(np.cumsum(law(pid, tuple(tokens))), u, side="right")),
+                    )
+                )
+            out.append(
+                Completion(
+                    prompt_id=pid,
+                    seed=seed,
+                    tokens=tuple(tokens),
+                    probs_kind="post_sampling",
+                    timings={"draft_n": 7, "draft_n_accepted": 3},
+                )
+            )
     return out
 
 
 def test_a_stream_reused_at_every_round_is_named_reused_uniform(tmp_path):
-    diagnosis = _diagnosis(tmp_path, base_law, n=600, draft=False, mutate=lambda cand: _reused_stream_completions(600))
-    assert diagnosis["mechanism"]["family"] == "reused-uniform", (diagnosis["mechanism"], diagnosis["fits"][:2])
+    diagnosis = _diagnosis(
+        tmp_path, base_law, n=600, draft=False, mutate=lambda cand: _reused_stream_completions(600)
+    )
+    assert diagnosis["mechanism"]["family"] == "reused-uniform", (
+        diagnosis["mechanism"],
+        diagnosis["fits"][:2],
+    )
     assert diagnosis["dependence"]["lag"] == 2 and diagnosis["dependence"]["worst"]["statistic"] > 0
 
 

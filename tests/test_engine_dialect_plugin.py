@@ -40,8 +40,13 @@ class ToyServer:
 
     def __init__(self, role: str, rule: str = "standard") -> None:
         self.engine, self.bodies = ToyEngine(role=role, rule=rule), []
-        self.app = Starlette(routes=[Route("/toy/info", self.info), Route("/toy/sample", self.sample, methods=["POST"]),
-                                     Route("/toy/report", self.report, methods=["POST"])])
+        self.app = Starlette(
+            routes=[
+                Route("/toy/info", self.info),
+                Route("/toy/sample", self.sample, methods=["POST"]),
+                Route("/toy/report", self.report, methods=["POST"]),
+            ]
+        )
 
     def _refused(self, request: Request) -> JSONResponse | None:
         if request.headers.get("authorization") != f"Bearer {TOKEN}":
@@ -49,28 +54,49 @@ class ToyServer:
         return None
 
     async def info(self, request: Request) -> JSONResponse:
-        return self._refused(request) or JSONResponse({"engine": "toy", "version": "1",
-                                                       "model": self.engine.model_name})
+        return self._refused(request) or JSONResponse(
+            {"engine": "toy", "version": "1", "model": self.engine.model_name}
+        )
 
     @staticmethod
     def _sampling(body: dict) -> Sampling:
-        return Sampling(body["temperature"], body["top_k"], body["top_p"], body["min_p"], body["ignore_eos"])
+        return Sampling(
+            body["temperature"], body["top_k"], body["top_p"], body["min_p"], body["ignore_eos"]
+        )
 
     async def sample(self, request: Request) -> JSONResponse:
         body = await request.json()
         if (refused := self._refused(request)) is not None:
             return refused
         self.bodies.append(body)
-        done = self.engine.complete(body["prompt"], body["seed"], self._sampling(body), body["max_tokens"])
-        top = ([self.engine.report(body["prompt"] + list(done.tokens[:t]), self._sampling(body), body["n_probs"])
-                for t in range(len(done.tokens))] if body["n_probs"] else None)
-        return JSONResponse({"ids": list(done.tokens), "eos": done.stopped_by_eos, "drafted": done.draft_n,
-                             "accepted": done.draft_n_accepted, "top": top})
+        done = self.engine.complete(
+            body["prompt"], body["seed"], self._sampling(body), body["max_tokens"]
+        )
+        top = (
+            [
+                self.engine.report(
+                    body["prompt"] + list(done.tokens[:t]), self._sampling(body), body["n_probs"]
+                )
+                for t in range(len(done.tokens))
+            ]
+            if body["n_probs"]
+            else None
+        )
+        return JSONResponse(
+            {
+                "ids": list(done.tokens),
+                "eos": done.stopped_by_eos,
+                "drafted": done.draft_n,
+                "accepted": done.draft_n_accepted,
+                "top": top,
+            }
+        )
 
     async def report(self, request: Request) -> JSONResponse:
         body = await request.json()
         return self._refused(request) or JSONResponse(
-            {"top": self.engine.report(body["prompt"], self._sampling(body), body["n_probs"])})
+            {"top": self.engine.report(body["prompt"], self._sampling(body), body["n_probs"])}
+        )
 
 
 @pytest.fixture
@@ -83,26 +109,67 @@ def toy_dialect():
 def _certify(tmp_path, ref_url: str, cand_url: str, *extra: str) -> int:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
-    return exactspec_main(["engine", "certify", "--dialect", "toy", "--reference-url", ref_url, "--candidate-url",
-                           cand_url, "--prompts", str(prompts), "--out", str(tmp_path / "out"), "--profile", "quick",
-                           "--temperature", "0.7", "--max-tokens", "6", "--seed-key", KEY, "--max-per-prompt", "512",
-                           "--retry-wait-s", "0.01", *extra])
+    return exactspec_main(
+        [
+            "engine",
+            "certify",
+            "--dialect",
+            "toy",
+            "--reference-url",
+            ref_url,
+            "--candidate-url",
+            cand_url,
+            "--prompts",
+            str(prompts),
+            "--out",
+            str(tmp_path / "out"),
+            "--profile",
+            "quick",
+            "--temperature",
+            "0.7",
+            "--max-tokens",
+            "6",
+            "--seed-key",
+            KEY,
+            "--max-per-prompt",
+            "512",
+            "--retry-wait-s",
+            "0.01",
+            *extra,
+        ]
+    )
 
 
 @pytest.mark.parametrize("declared", [True, False], ids=["declared-coupled", "teacher-forced"])
-def test_a_toy_dialect_added_in_one_module_certifies_end_to_end(toy_dialect, tmp_path, capsys, declared):
+def test_a_toy_dialect_added_in_one_module_certifies_end_to_end(
+    toy_dialect, tmp_path, capsys, declared
+):
     reference, candidate = ToyServer("reference"), ToyServer("candidate", rule="sampler_match")
     with serve(reference) as ref_url, serve(candidate) as cand_url:
-        code = _certify(tmp_path, ref_url, cand_url, "--toy-token", TOKEN, "--speculation-type", "draft-model",
-                        *(["--expect-seed-coupled"] if declared else []))
+        code = _certify(
+            tmp_path,
+            ref_url,
+            cand_url,
+            "--toy-token",
+            TOKEN,
+            "--speculation-type",
+            "draft-model",
+            *(["--expect-seed-coupled"] if declared else []),
+        )
     doc = json.loads((tmp_path / "out" / "certificate.json").read_text())
     assert code == 0 and doc["verdict"] == "CERTIFIED", doc["reasons"]
-    assert all(entry["best_any_shape"]["route"] == "coupling" for entry in doc["engine"]["ruled_out"]["per_prompt"]
-               .values())
+    assert all(
+        entry["best_any_shape"]["route"] == "coupling"
+        for entry in doc["engine"]["ruled_out"]["per_prompt"].values()
+    )
     assert json.loads((tmp_path / "out" / "run.json").read_text())["design"]["dialect"] == "toy"
     ref = samples.read_samples(tmp_path / "out" / "reference.jsonl")
-    assert ref.header.engine["name"] == "toy" and ref.header.engine["props"]["build_info"] == "toy 1"
-    assert bool(ref.prefix_probs) is not declared  # teacher-forced through the toy client's report_after
+    assert (
+        ref.header.engine["name"] == "toy" and ref.header.engine["props"]["build_info"] == "toy 1"
+    )
+    assert (
+        bool(ref.prefix_probs) is not declared
+    )  # teacher-forced through the toy client's report_after
     assert candidate.bodies and all(body["temperature"] == 0.7 for body in candidate.bodies)
     assert "CERTIFIED" in capsys.readouterr().out
 
@@ -111,17 +178,38 @@ def test_the_toy_dialect_owns_its_flag_and_its_group_in_the_help(toy_dialect, tm
     with pytest.raises(SystemExit):
         exactspec_main(["engine", "certify", "--help"])
     shown = capsys.readouterr().out
-    assert "--dialect toy:\n  --toy-token TOY_TOKEN" in shown and "{llama.cpp,vllm,openai,toy}" in shown
-    code = exactspec_main(["engine", "certify", "--reference-url", "http://127.0.0.1:9", "--candidate-url",
-                           "http://127.0.0.1:9", "--prompts", "p.jsonl", "--out", str(tmp_path / "o"),
-                           "--temperature", "0.7", "--toy-token", TOKEN])
+    assert (
+        "--dialect toy:\n  --toy-token TOY_TOKEN" in shown
+        and "{llama.cpp,vllm,openai,toy}" in shown
+    )
+    code = exactspec_main(
+        [
+            "engine",
+            "certify",
+            "--reference-url",
+            "http://127.0.0.1:9",
+            "--candidate-url",
+            "http://127.0.0.1:9",
+            "--prompts",
+            "p.jsonl",
+            "--out",
+            str(tmp_path / "o"),
+            "--temperature",
+            "0.7",
+            "--toy-token",
+            TOKEN,
+        ]
+    )
     assert code == 2
-    assert capsys.readouterr().err.strip() == ("exactspec engine certify: --toy-token: only with --dialect toy (this "
-                                               "run's dialect is llama.cpp)")
+    assert capsys.readouterr().err.strip() == (
+        "exactspec engine certify: --toy-token: only with --dialect toy (this "
+        "run's dialect is llama.cpp)"
+    )
 
 
-def test_a_toy_server_that_refuses_the_token_is_unavailable_naming_its_endpoint_and_message(toy_dialect, tmp_path,
-                                                                                           capsys):
+def test_a_toy_server_that_refuses_the_token_is_unavailable_naming_its_endpoint_and_message(
+    toy_dialect, tmp_path, capsys
+):
     with serve(ToyServer("reference")) as ref_url, serve(ToyServer("candidate")) as cand_url:
         code = _certify(tmp_path, ref_url, cand_url, "--toy-token", "wrong", "--retries", "1")
     lines = capsys.readouterr().err.strip().splitlines()

@@ -18,9 +18,16 @@ from exactspec.cli import build_parser  # noqa: E402
 from exactspec.conformance.engine.collect.arguments import EngineHelpFormatter, chosen_dialect  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-GROUPS = ["what to certify", "sampling: the law both ends are asked for (every request pins it)", "load and budget",
-          "identity: the engine and its speculation, as the certificate records them", "--dialect llama.cpp",
-          "--dialect vllm", "--dialect openai", "in process (--engine-adapter): a Python engine instead of two URLs"]
+GROUPS = [
+    "what to certify",
+    "sampling: the law both ends are asked for (every request pins it)",
+    "load and budget",
+    "identity: the engine and its speculation, as the certificate records them",
+    "--dialect llama.cpp",
+    "--dialect vllm",
+    "--dialect openai",
+    "in process (--engine-adapter): a Python engine instead of two URLs",
+]
 
 
 def _subcommand(name: str) -> argparse.ArgumentParser:
@@ -29,8 +36,11 @@ def _subcommand(name: str) -> argparse.ArgumentParser:
 
 
 def _groups(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
-    return {group.title: [a.option_strings[0] for a in group._group_actions]
-            for group in parser._action_groups if group.title not in ("positional arguments", "options")}
+    return {
+        group.title: [a.option_strings[0] for a in group._group_actions]
+        for group in parser._action_groups
+        if group.title not in ("positional arguments", "options")
+    }
 
 
 @pytest.mark.parametrize("name", ["certify", "collect"])
@@ -39,7 +49,10 @@ def test_every_option_shows_its_default_or_that_it_is_required(name):
     for action in parser._actions:
         if action.option_strings and action.dest != "help":
             shown = formatter._get_help_string(action)
-            assert "default" in shown or shown.endswith("(required)"), (action.option_strings, shown)
+            assert "default" in shown or shown.endswith("(required)"), (
+                action.option_strings,
+                shown,
+            )
     required = {a.option_strings[0] for a in parser._actions if a.required}
     assert "--temperature" in required and "--prompts" in required
     help_text = parser.format_help()
@@ -49,11 +62,24 @@ def test_every_option_shows_its_default_or_that_it_is_required(name):
 def test_certify_help_groups_its_flags_and_names_what_exists():
     parser = _subcommand("certify")
     groups = _groups(parser)
-    assert [title for title in groups if groups[title]] == [g for g in GROUPS if g != "--dialect vllm"]  # no flags
-    assert groups["--dialect openai"] == ["--tokenizer", "--reports", "--text-prompts", "--force-token-by-token",
-                                          "--draft-counter", "--accepted-counter", "--request-extra"]
+    assert [title for title in groups if groups[title]] == [
+        g for g in GROUPS if g != "--dialect vllm"
+    ]  # no flags
+    assert groups["--dialect openai"] == [
+        "--tokenizer",
+        "--reports",
+        "--text-prompts",
+        "--force-token-by-token",
+        "--draft-counter",
+        "--accepted-counter",
+        "--request-extra",
+    ]
     assert groups["--dialect llama.cpp"] == ["--endpoint", "--no-cache-prompt"]
-    assert "--temperature" in groups[GROUPS[1]] and "--top-p" in groups[GROUPS[1]] and "--min-p" in groups[GROUPS[1]]
+    assert (
+        "--temperature" in groups[GROUPS[1]]
+        and "--top-p" in groups[GROUPS[1]]
+        and "--min-p" in groups[GROUPS[1]]
+    )
     dialect = next(a for a in parser._actions if a.dest == "dialect")
     assert list(dialect.choices) == ["llama.cpp", "vllm", "openai"]
     help_text = " ".join(parser.format_help().split())
@@ -61,7 +87,10 @@ def test_certify_help_groups_its_flags_and_names_what_exists():
     assert "--top-p TOP_P top-p (nucleus) truncation (1: off) (default: 1.0)" in help_text
     assert "--min-p MIN_P min-p truncation (0: off) (default: 0.0)" in help_text
     assert "llama.cpp, vLLM or llama-cpp-python" in help_text
-    assert _groups(_subcommand("collect"))["--dialect llama.cpp"] == ["--endpoint", "--cache-prompt"]
+    assert _groups(_subcommand("collect"))["--dialect llama.cpp"] == [
+        "--endpoint",
+        "--cache-prompt",
+    ]
 
 
 def test_serve_and_engine_help_name_the_four_engines_and_show_defaults():
@@ -87,7 +116,9 @@ def _recorded_certify_commands() -> list[tuple[str, list[str]]]:
     return found
 
 
-@pytest.mark.parametrize("name, argv", _recorded_certify_commands(), ids=[n for n, _ in _recorded_certify_commands()])
+@pytest.mark.parametrize(
+    "name, argv", _recorded_certify_commands(), ids=[n for n, _ in _recorded_certify_commands()]
+)
 def test_every_recorded_certify_command_still_parses(name, argv):
     """The flags of every certificate's command.txt keep their spelling and meaning: parsed, their dialect chosen
     and no flag refused as another dialect's (reproducing a run needs its servers, not a new spelling)."""

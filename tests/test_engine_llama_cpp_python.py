@@ -29,11 +29,15 @@ SEED_KEY = "11a3a000000000000000000000000001"  # fixed: the same random seeds ev
 
 def test_the_chain_filters_before_the_temperature_as_llama_cpp_does():
     logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
-    law = chain_law(logits, Sampling(temperature=0.5, top_p=0.75))  # top-p on the T = 1 law keeps 0.5 and 0.3
+    law = chain_law(
+        logits, Sampling(temperature=0.5, top_p=0.75)
+    )  # top-p on the T = 1 law keeps 0.5 and 0.3
     assert law[2] == law[3] == 0.0
     assert law[0] / law[1] == pytest.approx((0.5 / 0.3) ** 2)
     assert chain_law(logits, Sampling(temperature=0.0)).tolist() == [1.0, 0.0, 0.0, 0.0]
-    assert chain_law(logits, Sampling(temperature=1.0, min_p=0.5)).tolist() == pytest.approx([0.625, 0.375, 0, 0])
+    assert chain_law(logits, Sampling(temperature=1.0, min_p=0.5)).tolist() == pytest.approx(
+        [0.625, 0.375, 0, 0]
+    )
 
 
 def test_the_draft_counter_counts_what_the_completion_kept():
@@ -51,11 +55,38 @@ def venv_exactspec() -> Path:
 
 
 def _certify(exactspec: Path, out: Path, *extra: str) -> tuple[int, dict, str]:
-    result = subprocess.run([str(exactspec), "engine", "certify", "--engine-adapter", ADAPTER, "--prompts",
-                             str(PROMPTS), "--out", str(out), "--max-tokens", "8", "--profile", "quick",
-                             "--speculation-type", "prompt-lookup", "--time-limit-s", "900", "--seed-key", SEED_KEY, *extra],
-                            capture_output=True, text=True, timeout=1200)
-    doc = json.loads((out / "certificate.json").read_text()) if (out / "certificate.json").exists() else {}
+    result = subprocess.run(
+        [
+            str(exactspec),
+            "engine",
+            "certify",
+            "--engine-adapter",
+            ADAPTER,
+            "--prompts",
+            str(PROMPTS),
+            "--out",
+            str(out),
+            "--max-tokens",
+            "8",
+            "--profile",
+            "quick",
+            "--speculation-type",
+            "prompt-lookup",
+            "--time-limit-s",
+            "900",
+            "--seed-key",
+            SEED_KEY,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    doc = (
+        json.loads((out / "certificate.json").read_text())
+        if (out / "certificate.json").exists()
+        else {}
+    )
     return result.returncode, doc, result.stderr[-3000:]
 
 
@@ -67,13 +98,22 @@ def test_llama_cpp_python_greedy_speculation_gives_the_plain_outputs(venv_exacts
 
 
 @pytest.mark.slow
-def test_llama_cpp_python_sampled_speculation_is_not_seed_coupled_and_passes_the_law_checks(venv_exactspec, tmp_path):
+def test_llama_cpp_python_sampled_speculation_is_not_seed_coupled_and_passes_the_law_checks(
+    venv_exactspec, tmp_path
+):
     """Declared seed-coupled, its sampled speculation mismatches plain decoding at some seeds (its drafts are
     evaluated in one batch, and ggml's CPU kernels are not batch-invariant): the coupling is disproved, never
     exactness, and no check fails. One round (32 completions a prompt): INCONCLUSIVE short of the target, or
     QUALIFIED (the monotone route reaches the quick target; no any-shape route can at 32 completions)."""
-    code, doc, err = _certify(venv_exactspec, tmp_path, "--temperature", "0.7", "--expect-seed-coupled",
-                              "--max-per-prompt", "32")
+    code, doc, err = _certify(
+        venv_exactspec,
+        tmp_path,
+        "--temperature",
+        "0.7",
+        "--expect-seed-coupled",
+        "--max-per-prompt",
+        "32",
+    )
     assert (code, doc["verdict"]) in ((4, "INCONCLUSIVE"), (5, "QUALIFIED")), err
     assert not [check for check in doc["checks"] if not check["passed"]]
     assert any("declared seed coupling is disproved" in note for note in doc["notes"]), doc["notes"]
@@ -93,13 +133,41 @@ def test_llama_cpp_python_server_through_the_generic_dialect(venv_exactspec, tmp
     with reference, candidate:
         command = certify_command("llama-cpp-python", "ngram", "greedy", reference, candidate)
         exactspec = Path(sys.executable).parent / "exactspec"
-        result = subprocess.run([str(exactspec), *command[1:], "--prompts", str(PROMPTS), "--out", str(tmp_path / "c"),
-                                 "--profile", "quick", "--temperature", "0.7", "--top-k", "40", "--teacher-n-probs",
-                                 "40", "--max-tokens", "8", "--max-per-prompt", "32", "--seed-key", SEED_KEY,
-                                 "--time-limit-s", "900"], capture_output=True, text=True, timeout=1200)
+        result = subprocess.run(
+            [
+                str(exactspec),
+                *command[1:],
+                "--prompts",
+                str(PROMPTS),
+                "--out",
+                str(tmp_path / "c"),
+                "--profile",
+                "quick",
+                "--temperature",
+                "0.7",
+                "--top-k",
+                "40",
+                "--teacher-n-probs",
+                "40",
+                "--max-tokens",
+                "8",
+                "--max-per-prompt",
+                "32",
+                "--seed-key",
+                SEED_KEY,
+                "--time-limit-s",
+                "900",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
     doc = json.loads((tmp_path / "c" / "certificate.json").read_text())
-    assert (result.returncode, doc["verdict"]) in ((4, "INCONCLUSIVE"), (5, "QUALIFIED")), \
+    assert (result.returncode, doc["verdict"]) in ((4, "INCONCLUSIVE"), (5, "QUALIFIED")), (
         shlex.join(command) + result.stderr[-3000:]
+    )
     assert not [check for check in doc["checks"] if not check["passed"]]
     assert not [r for r in doc["reasons"] if "premise" in r or "void" in r], doc["reasons"]
-    assert {check["check"] for check in doc["checks"]} >= {"law_drift", "context_law"}, "the law route did not run"
+    assert {check["check"] for check in doc["checks"]} >= {"law_drift", "context_law"}, (
+        "the law route did not run"
+    )

@@ -45,27 +45,38 @@ def test_the_chain_becomes_the_examples_flags_and_what_it_cannot_take_is_refused
     flags = example_flags(body)
     assert flags[flags.index("--temp") + 1] == "0.7" and flags[flags.index("--top-k") + 1] == "40"
     assert flags[flags.index("--samplers") + 1] == "top_k;top_p;min_p;temperature"
-    assert flags[flags.index("--repeat-penalty") + 1] == "1.0"  # the collector's pinned stages are passed on
-    for change, field in (({"n_probs": 5}, "n_probs"), ({"grammar": "x"}, "grammar"), ({"stop": ["\n"]}, "stop"),
-                          ({"min_keep": 3}, "min_keep")):
+    assert (
+        flags[flags.index("--repeat-penalty") + 1] == "1.0"
+    )  # the collector's pinned stages are passed on
+    for change, field in (
+        ({"n_probs": 5}, "n_probs"),
+        ({"grammar": "x"}, "grammar"),
+        ({"stop": ["\n"]}, "stop"),
+        ({"min_keep": 3}, "min_keep"),
+    ):
         with pytest.raises(RequestRefused, match=field):
             example_flags({**body, **change})
 
 
 def test_a_request_is_answered_with_the_first_n_predict_tokens_and_the_draft_counters(tmp_path):
     fake = tmp_path / "llama-speculative"
-    fake.write_text(textwrap.dedent(f"""\
+    fake.write_text(
+        textwrap.dedent(f"""\
         #!{sys.executable}
         import sys
         args = sys.argv[1:]
         assert args[args.index("-s") + 1] == "7" and args[args.index("-p") + 1] == "The quick"
         sys.stderr.write({LOG!r})
-        """))
+        """)
+    )
     fake.chmod(0o755)
     example = Example(fake, tmp_path / "target.gguf", tmp_path / "draft.gguf", "http://127.0.0.1:9")
-    example.prompt_text = lambda ids: "The quick"  # the reference's decoding, checked to tokenize back
-    answer = example.complete({**SamplerChain(temperature=0.7, max_tokens=4).request(), "prompt": [504, 2365],
-                               "seed": 7})
+    example.prompt_text = lambda ids: (
+        "The quick"
+    )  # the reference's decoding, checked to tokenize back
+    answer = example.complete(
+        {**SamplerChain(temperature=0.7, max_tokens=4).request(), "prompt": [504, 2365], "seed": 7}
+    )
     assert answer["tokens"] == [351, 253, 2365, 30] and answer["stop_type"] == "limit"
     assert answer["timings"]["draft_n"] == 8 and answer["timings"]["draft_n_accepted"] == 3
     with pytest.raises(RequestRefused, match="prompt"):

@@ -27,7 +27,9 @@ from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 PROFILE = "quick"
 CHAIN, K, EOS, MODEL_NAME = zoo.CHAIN, zoo.K, zoo.EOS, zoo.MODEL_NAME
-SAMPLING = sampling_from_request(CHAIN.request())  # the server's reading of the chain the collector sends
+SAMPLING = sampling_from_request(
+    CHAIN.request()
+)  # the server's reading of the chain the collector sends
 N_SIM = 3000  # direct (no HTTP) completions of each mutant to bound its per-token deviation
 #: A mutant's true parameter in the family its diagnosis fits: drafts sampled at T = 1 while q is taken at the chain's
 #: T = 0.5, both truncated to the same top 3, are q^(1/2).
@@ -55,7 +57,9 @@ def assert_certified(result) -> None:
     failing = [r.result.message for r in result.records if not r.passed]
     assert result.verdict == "CERTIFIED", (result.verdict, result.reasons, failing)
     assert result.speculation_observed
-    assert all(entry["reached"] for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values())
+    assert all(
+        entry["reached"] for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values()
+    )
 
 
 @pytest.mark.slow
@@ -69,7 +73,9 @@ def test_plain_loop_against_itself(reference, tmp_path):
     """The plain loop as candidate: every check passes, but it never drafted, so the verdict is INCONCLUSIVE
     ("speculation not observed"), never CERTIFIED."""
     result = serve_and_certify("plain", reference, tmp_path)
-    assert all(r.passed for r in result.records), [r.result.message for r in result.records if not r.passed]
+    assert all(r.passed for r in result.records), [
+        r.result.message for r in result.records if not r.passed
+    ]
     assert result.verdict == "INCONCLUSIVE" and not result.speculation_observed
     assert any("speculation not observed" in reason for reason in result.reasons)
 
@@ -86,10 +92,19 @@ def test_mutant_rejected_at_or_above_the_target(name, reference, tmp_path, recor
     target = get_profile(PROFILE).engine.target_tv
     record_property("token_deviation", deviation.as_dict())
     if deviation.lower_bound >= target:
-        assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION"), (name, deviation, result.reasons)
-    if result.verdict == "NOT_EXACT":  # the diagnosis names the mutant's mechanism, its parameter inside the interval
+        assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION"), (
+            name,
+            deviation,
+            result.reasons,
+        )
+    if (
+        result.verdict == "NOT_EXACT"
+    ):  # the diagnosis names the mutant's mechanism, its parameter inside the interval
         diagnosis = result.extra["diagnosis"]
-        assert diagnosis["mechanism"]["family"] == zoo.DIAGNOSES[name], (name, diagnosis["mechanism"]["text"])
+        assert diagnosis["mechanism"]["family"] == zoo.DIAGNOSES[name], (
+            name,
+            diagnosis["mechanism"]["text"],
+        )
         if name in TRUE_PARAMETERS:
             family, value = TRUE_PARAMETERS[name]
             fitted = next(f for f in diagnosis["fits"] if f["family"] == family)
@@ -97,7 +112,10 @@ def test_mutant_rejected_at_or_above_the_target(name, reference, tmp_path, recor
     if result.verdict == "CERTIFIED":
         pytest.xfail(f"{name}: per-token deviation {deviation.as_dict()} below the target {target}")
     else:
-        assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION", "INCONCLUSIVE"), (name, result.verdict)
+        assert result.verdict in ("NOT_EXACT", "CONTRACT_VIOLATION", "INCONCLUSIVE"), (
+            name,
+            result.verdict,
+        )
 
 
 # ---- the server itself (fast) -------------------------------------------------------------------------
@@ -136,7 +154,9 @@ def test_server_native_and_openai_shapes(loop_server):
     tokens = native["tokens"]
     assert 1 <= len(tokens) <= CHAIN.max_tokens and native["stop_type"] in ("eos", "limit")
     assert [e["id"] for e in openai["choices"][0]["logprobs"]["content"]] == tokens
-    assert openai["choices"][0]["finish_reason"] == ("stop" if native["stop_type"] == "eos" else "length")
+    assert openai["choices"][0]["finish_reason"] == (
+        "stop" if native["stop_type"] == "eos" else "length"
+    )
     assert native["timings"]["draft_n"] >= native["timings"]["draft_n_accepted"] >= 0
     assert native["timings"]["draft_n"] > 0
     target, _ = tiny_pair(eos_token_id=EOS)
@@ -145,7 +165,9 @@ def test_server_native_and_openai_shapes(loop_server):
     rows = target_rows(target, PROMPT_A, tokens, SAMPLING)
     for row, entry in zip(rows, native["completion_probabilities"]):
         listed = {e["id"]: e["prob"] for e in entry["top_probs"]}
-        assert len(listed) == 3 and sum(listed.values()) == pytest.approx(1.0)  # top-k 3: exactly 3 nonzero
+        assert len(listed) == 3 and sum(listed.values()) == pytest.approx(
+            1.0
+        )  # top-k 3: exactly 3 nonzero
         assert all(listed[i] == pytest.approx(row[i], abs=1e-12) for i in listed)
         assert entry["prob"] == pytest.approx(row[entry["id"]], abs=1e-12)
     raw = _post(loop_server, "/completion", {**body, "post_sampling_probs": False}).json()
@@ -155,13 +177,25 @@ def test_server_native_and_openai_shapes(loop_server):
 def test_server_seed_determinism(loop_server):
     first = _post(loop_server, "/completion", {**BODY, "seed": 11}).json()["tokens"]
     assert _post(loop_server, "/completion", {**BODY, "seed": 11}).json()["tokens"] == first
-    seeds = {tuple(_post(loop_server, "/completion", {**BODY, "seed": s}).json()["tokens"]) for s in range(12)}
+    seeds = {
+        tuple(_post(loop_server, "/completion", {**BODY, "seed": s}).json()["tokens"])
+        for s in range(12)
+    }
     assert len(seeds) > 1
 
 
-@pytest.mark.parametrize("change", [{"repeat_penalty": 1.1}, {"stream": True}, {"ignore_eos": True},
-                                    {"prompt": "text"}, {"max_tokens": 0, "n_predict": 0}, {"top_p": 0.0},
-                                    {"top_p": 0.9, "samplers": ["top_k", "top_p", "min_p", "temperature"]}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"repeat_penalty": 1.1},
+        {"stream": True},
+        {"ignore_eos": True},
+        {"prompt": "text"},
+        {"max_tokens": 0, "n_predict": 0},
+        {"top_p": 0.0},
+        {"top_p": 0.9, "samplers": ["top_k", "top_p", "min_p", "temperature"]},
+    ],
+)
 def test_server_refuses_what_it_does_not_implement(loop_server, change):
     answer = _post(loop_server, "/completion", {**BODY, **change})
     assert answer.status_code == 400 and answer.json()["error"]["code"] == 400
@@ -171,7 +205,9 @@ def test_request_chain_mapping():
     """llama.cpp's defaults for missing fields; top_k 0 = off; temperature <= 0 = greedy; the pinned chain."""
     assert SAMPLING == SamplingParams(0.5, top_k=3)
     assert sampling_from_request({}) == SamplingParams(0.8, top_k=40, top_p=0.95, min_p=0.05)
-    assert sampling_from_request({"temperature": -1, "top_k": 0, "top_p": 1, "min_p": 0}) == SamplingParams(0.0)
+    assert sampling_from_request(
+        {"temperature": -1, "top_k": 0, "top_p": 1, "min_p": 0}
+    ) == SamplingParams(0.0)
 
 
 def test_backend_arguments_are_checked():

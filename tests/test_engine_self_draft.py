@@ -20,12 +20,20 @@ def test_the_gguf_keeps_the_first_blocks_and_every_other_field(tmp_path):
     before, after = gguf.GGUFReader(str(source)), gguf.GGUFReader(str(out))
     assert int(after.fields["llama.block_count"].contents()) == 2
     blocks = {t.name.split(".")[1] for t in after.tensors if t.name.startswith("blk.")}
-    assert blocks == {"0", "1"} and {"token_embd.weight", "output_norm.weight"} <= {t.name for t in after.tensors}
+    assert blocks == {"0", "1"} and {"token_embd.weight", "output_norm.weight"} <= {
+        t.name for t in after.tensors
+    }
     kept = {t.name: t for t in before.tensors}
     for tensor in after.tensors:  # copied as they are, quantised types included
-        assert tensor.tensor_type == kept[tensor.name].tensor_type and (tensor.data == kept[tensor.name].data).all()
+        assert (
+            tensor.tensor_type == kept[tensor.name].tensor_type
+            and (tensor.data == kept[tensor.name].data).all()
+        )
     assert set(after.fields) == set(before.fields)
-    assert after.fields["tokenizer.ggml.tokens"].contents() == before.fields["tokenizer.ggml.tokens"].contents()
+    assert (
+        after.fields["tokenizer.ggml.tokens"].contents()
+        == before.fields["tokenizer.ggml.tokens"].contents()
+    )
     with pytest.raises(ValueError, match="blocks"):
         sd.early_exit_gguf(source, 30, tmp_path / "no.gguf")
 
@@ -59,11 +67,19 @@ def test_llama_server_drafting_with_the_self_draft_rejects_often_and_stays_exact
     binary, draft = ensure_llama_server(), sd.self_draft()["gguf"]
     prompt = [1, 9690, 198, 2683, 359, 253, 1367, 314, 260, 3575, 282]
     drafted = accepted = 0
-    with LlamaServer(binary, mode="plain", threads=1) as plain, \
-            LlamaServer(binary, mode="draft", draft_model=draft, threads=1) as candidate:
+    with (
+        LlamaServer(binary, mode="plain", threads=1) as plain,
+        LlamaServer(binary, mode="draft", draft_model=draft, threads=1) as candidate,
+    ):
         for seed in range(3):
-            body = {"prompt": prompt, "n_predict": 24, "temperature": 0.0, "seed": seed, "return_tokens": True,
-                    **PINNED}
+            body = {
+                "prompt": prompt,
+                "n_predict": 24,
+                "temperature": 0.0,
+                "seed": seed,
+                "return_tokens": True,
+                **PINNED,
+            }
             a = httpx.post(f"{plain.base_url}/completion", json=body, timeout=120).json()
             b = httpx.post(f"{candidate.base_url}/completion", json=body, timeout=120).json()
             assert a["tokens"] == b["tokens"]

@@ -26,21 +26,31 @@ def test_an_exact_engine_whose_continuations_repeat_is_certified_for_any_shape()
     result = run_mode("exact", "code-like", max_per_prompt=6000)
     assert result.verdict == "CERTIFIED", result.reasons
     for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values():
-        assert entry["any_shape_reached"] and entry["best_any_shape"]["route"] == "law_any"  # not seed-coupled
+        assert (
+            entry["any_shape_reached"] and entry["best_any_shape"]["route"] == "law_any"
+        )  # not seed-coupled
 
 
 def test_an_exact_engine_on_open_continuations_is_never_not_exact():
     result = run_mode("exact-alt-order", "lm-like", max_per_prompt=512)
-    assert result.verdict in ("QUALIFIED", "INCONCLUSIVE") and not [r for r in result.counted if not r.passed]
+    assert result.verdict in ("QUALIFIED", "INCONCLUSIVE") and not [
+        r for r in result.counted if not r.passed
+    ]
 
 
-@pytest.mark.parametrize("mode", ["resample-from-p", "shared-uniform", "late-temp-1.3", "spread-per-prefix"])
+@pytest.mark.parametrize(
+    "mode", ["resample-from-p", "shared-uniform", "late-temp-1.3", "spread-per-prefix"]
+)
 def test_a_bug_is_not_exact(mode):
     result = run_mode(mode, "lm-like", max_per_prompt=8192)
     assert result.verdict == "NOT_EXACT", result.reasons
     diagnosis = result.extra["diagnosis"]
-    if mode == "late-temp-1.3":  # T x 1.3 from position 7: found there, named, fitted there (T ~ 0.91)
-        assert diagnosis["where"]["first"] >= 7 and min(diagnosis["fitted_positions"]) >= 7, diagnosis["where"]
+    if (
+        mode == "late-temp-1.3"
+    ):  # T x 1.3 from position 7: found there, named, fitted there (T ~ 0.91)
+        assert diagnosis["where"]["first"] >= 7 and min(diagnosis["fitted_positions"]) >= 7, (
+            diagnosis["where"]
+        )
         assert diagnosis["mechanism"]["family"] == "temperature", diagnosis["mechanism"]
         assert 0.7 / 1.3 < diagnosis["fits"][0]["value"] < 1.0, diagnosis["fits"][0]
 
@@ -53,7 +63,9 @@ def test_a_bug_that_shows_only_under_load_is_not_exact_and_named_on_the_loaded_s
     failing = [r for r in result.counted if not r.passed]
     assert any(r.result.details.get("strongest_load") == "loaded" for r in failing)
     assert "loaded" in result.extra["engine"]["load"]["text"]
-    load = result.extra["diagnosis"]["load"]  # the diagnosis names the load: hotter loaded than serial
+    load = result.extra["diagnosis"][
+        "load"
+    ]  # the diagnosis names the load: hotter loaded than serial
     assert load["depends"] and load["loaded"]["value"] < load["serial"]["value"], load
 
 
@@ -64,17 +76,25 @@ def test_a_seed_coupled_engine_is_certified_by_coupling_without_teacher_forcing(
     assert result.verdict == "CERTIFIED", result.reasons
     assert not any(r["forced"] for r in result.extra["campaign"]["history"])
     assert "prefix_probs" not in (tmp_path / "reference.jsonl").read_text()
-    assert all(entry["best_any_shape"]["route"] == "coupling"
-               for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values())
+    assert all(
+        entry["best_any_shape"]["route"] == "coupling"
+        for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values()
+    )
     assert any("the law checks did not run" in note for note in result.notes)
 
 
-def test_a_declared_coupling_that_does_not_hold_resumes_teacher_forcing_and_is_never_not_exact(tmp_path):
+def test_a_declared_coupling_that_does_not_hold_resumes_teacher_forcing_and_is_never_not_exact(
+    tmp_path,
+):
     """Exact but not seed-coupled, declared coupled: round 1 does not force, a seed mismatches, the next round
     teacher-forces every prefix sampled so far, and the law checks decide (never NOT_EXACT for an exact engine)."""
-    result = run_mode("exact-uncoupled", "lm-like", max_per_prompt=128, out=tmp_path, declared_coupled=True)
+    result = run_mode(
+        "exact-uncoupled", "lm-like", max_per_prompt=128, out=tmp_path, declared_coupled=True
+    )
     history = result.extra["campaign"]["history"]
     assert not history[0]["forced"] and all(r["forced"] for r in history[1:]) and len(history) >= 2
-    assert result.verdict in ("QUALIFIED", "INCONCLUSIVE") and not [r for r in result.counted if not r.passed]
+    assert result.verdict in ("QUALIFIED", "INCONCLUSIVE") and not [
+        r for r in result.counted if not r.passed
+    ]
     assert any("declared seed coupling is disproved" in note for note in result.notes)
     assert not any("the law checks did not run" in reason for reason in result.reasons)

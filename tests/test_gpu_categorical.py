@@ -24,7 +24,9 @@ def test_block_sums_cover_a_partial_last_block():
     w = torch.rand(3, 1100, dtype=torch.float64)
     sums = categorical.block_sums(w)
     assert sums.shape == (3, 3)
-    assert torch.allclose(sums[:, 2], w[:, 1024:].sum(-1)) and torch.allclose(sums.sum(-1), w.sum(-1))
+    assert torch.allclose(sums[:, 2], w[:, 1024:].sum(-1)) and torch.allclose(
+        sums.sum(-1), w.sum(-1)
+    )
 
 
 @pytest.mark.parametrize("vocab", [7, 512, 1100, 3000])
@@ -55,12 +57,21 @@ def test_the_law_on_a_uniform_grid_across_blocks(small_blocks):
 
 
 def test_guard_never_returns_a_zero_weight_token(small_blocks):
-    w = torch.tensor([[0.0, 0.3, 0.0, 0.0, 0.1, 0.0, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]] * 3, dtype=torch.float32)
-    tokens = categorical.inverse_cdf(w, torch.tensor([0.0, JUST_BELOW_ONE, 0.5], dtype=torch.float64))
+    w = torch.tensor(
+        [[0.0, 0.3, 0.0, 0.0, 0.1, 0.0, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]] * 3, dtype=torch.float32
+    )
+    tokens = categorical.inverse_cdf(
+        w, torch.tensor([0.0, JUST_BELOW_ONE, 0.5], dtype=torch.float64)
+    )
     assert tokens.tolist() == [1, 6, 4]
-    ones = torch.full((1, 10), 0.1, dtype=torch.float64)  # sums to 0.9999999999999999: u * total rounds to the end
+    ones = torch.full(
+        (1, 10), 0.1, dtype=torch.float64
+    )  # sums to 0.9999999999999999: u * total rounds to the end
     ones[0, -1] = 0.0
-    assert categorical.inverse_cdf(ones, torch.tensor([JUST_BELOW_ONE], dtype=torch.float64)).item() == 8
+    assert (
+        categorical.inverse_cdf(ones, torch.tensor([JUST_BELOW_ONE], dtype=torch.float64)).item()
+        == 8
+    )
 
 
 def test_a_tiny_weight_in_a_later_block_keeps_its_interval(small_blocks):
@@ -88,7 +99,11 @@ def test_sample_follows_the_row_and_rows_keep_their_own_streams(method):
     p[p < 1e-3] = 0.0
     p /= p.sum()
     n = 20_000
-    tokens = sample(torch.tensor(p, dtype=torch.float32).expand(n, -1).contiguous(), torch.Generator().manual_seed(2), method)
+    tokens = sample(
+        torch.tensor(p, dtype=torch.float32).expand(n, -1).contiguous(),
+        torch.Generator().manual_seed(2),
+        method,
+    )
     observed = np.bincount(tokens.numpy(), minlength=700)
     assert observed[p == 0].sum() == 0
     big = n * p >= 5
@@ -98,7 +113,9 @@ def test_sample_follows_the_row_and_rows_keep_their_own_streams(method):
     assert stats.chisquare(pooled_obs[keep], pooled_exp[keep]).pvalue > FALSE_FAIL_RATE
     probs = torch.tensor(rng.dirichlet(np.ones(700), size=3), dtype=torch.float32)
     together = sample(probs, make_generators([5, 6, 7], "cpu"), method)
-    alone = [sample(probs[b : b + 1], make_generators([5 + b], "cpu"), method).item() for b in range(3)]
+    alone = [
+        sample(probs[b : b + 1], make_generators([5 + b], "cpu"), method).item() for b in range(3)
+    ]
     assert together.tolist() == alone
 
 
@@ -115,7 +132,10 @@ def test_windows_read_each_block_inside_its_row_on_strided_rows(vocab):
     for n, (row, b) in enumerate(zip([0, 5, 3, 2], block.tolist())):
         assert torch.equal(got[n], rows[row, first[n] : first[n] + size])
         tokens = first[n] + torch.arange(size)
-        assert torch.equal(tokens[real[n]] if real is not None else tokens, torch.arange(b * size, min(vocab, (b + 1) * size)))
+        assert torch.equal(
+            tokens[real[n]] if real is not None else tokens,
+            torch.arange(b * size, min(vocab, (b + 1) * size)),
+        )
     same = categorical.windows(rows[:1].expand(4, -1), torch.tensor([3, 0, 1, 2]), first)
     assert torch.equal(same, torch.stack([rows[0, f : f + size] for f in first.tolist()]))
 
@@ -123,10 +143,19 @@ def test_windows_read_each_block_inside_its_row_on_strided_rows(vocab):
 def test_guard_only_moves_rows_past_the_end():
     """`_guarded` (which skips its pass on a CPU when no row is past the end) = min(index, last positive entry)."""
     gen = torch.Generator().manual_seed(0)
-    w = torch.rand(500, 9, generator=gen, dtype=torch.float64) * (torch.rand(500, 9, generator=gen) < 0.5)
+    w = torch.rand(500, 9, generator=gen, dtype=torch.float64) * (
+        torch.rand(500, 9, generator=gen) < 0.5
+    )
     w[:, 0] += 1e-3
     cumulative = w.cumsum(-1)
-    for u in (torch.rand(500, generator=gen, dtype=torch.float64), torch.ones(500, dtype=torch.float64)):
-        index = torch.searchsorted(cumulative, (u * cumulative[:, -1])[:, None], right=True).squeeze(1)
+    for u in (
+        torch.rand(500, generator=gen, dtype=torch.float64),
+        torch.ones(500, dtype=torch.float64),
+    ):
+        index = torch.searchsorted(
+            cumulative, (u * cumulative[:, -1])[:, None], right=True
+        ).squeeze(1)
         expected = torch.minimum(index, categorical._last_positive(w))
-        assert torch.equal(categorical._guarded(index, w), expected) and bool((w.gather(1, expected[:, None]) > 0).all())
+        assert torch.equal(categorical._guarded(index, w), expected) and bool(
+            (w.gather(1, expected[:, None]) > 0).all()
+        )

@@ -17,7 +17,9 @@ from tests.tiny_models import scaled_llama
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB = 12
-PROMPTS = torch.tensor([[1, 4, 2, 7, 1, 4, 2, 7, 1, 4], [3, 3, 5, 3, 3, 5, 3, 3, 5, 3], [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]])
+PROMPTS = torch.tensor(
+    [[1, 4, 2, 7, 1, 4, 2, 7, 1, 4], [3, 3, 5, 3, 3, 5, 3, 3, 5, 3], [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]]
+)
 SAMPLINGS = [SamplingParams(1.0), SamplingParams(0.7, top_k=6, top_p=0.9)]
 
 
@@ -61,20 +63,32 @@ def test_no_states_for_a_shared_generator():
 
 
 @pytest.mark.parametrize("sampling", SAMPLINGS, ids=["T1", "filtered"])
-@pytest.mark.parametrize("policy,k", [("fixed", 1), ("fixed", 3), ("fixed", 8), ("grow-shrink", 2), ("cost", 4)])
+@pytest.mark.parametrize(
+    "policy,k", [("fixed", 1), ("fixed", 3), ("fixed", 8), ("grow-shrink", 2), ("cost", 4)]
+)
 def test_prompt_lookup_tokens_are_plain_decodings(target, sampling, policy, k, module_cache):
     plain = generate_plain(target, PROMPTS, 40, sampling, seed=7).sequences
-    generator = SpeculativeGenerator(target, PromptLookupDraft(), k=k, sampling=sampling, adaptive_k=policy)
+    generator = SpeculativeGenerator(
+        target, PromptLookupDraft(), k=k, sampling=sampling, adaptive_k=policy
+    )
     assert generator.plain_coupled
     result = generator.generate(PROMPTS, 40, seed=7)
     assert result.sequences == plain
-    if policy == "fixed":  # the rounds drafted and kept drafts: the coupling was exercised, not bypassed
+    if (
+        policy == "fixed"
+    ):  # the rounds drafted and kept drafts: the coupling was exercised, not bypassed
         assert result.stats.accepted > 0 and result.stats.proposed > result.stats.accepted
 
 
 def test_uncoupled_cases(target):
     """Greedy sampling, a sampled draft and an explicit mode keep the generator's own verification."""
-    assert not SpeculativeGenerator(target, PromptLookupDraft(), sampling=SamplingParams(0.0)).plain_coupled
-    assert not SpeculativeGenerator(target, PromptLookupDraft(), sampling=SamplingParams(1.0), mode="greedy").plain_coupled
+    assert not SpeculativeGenerator(
+        target, PromptLookupDraft(), sampling=SamplingParams(0.0)
+    ).plain_coupled
+    assert not SpeculativeGenerator(
+        target, PromptLookupDraft(), sampling=SamplingParams(1.0), mode="greedy"
+    ).plain_coupled
     draft = scaled_llama(5, layers=1, hidden=32, vocab=VOCAB, scale=2)
-    assert not SpeculativeGenerator(target, ModelDraft(draft), sampling=SamplingParams(1.0)).plain_coupled
+    assert not SpeculativeGenerator(
+        target, ModelDraft(draft), sampling=SamplingParams(1.0)
+    ).plain_coupled

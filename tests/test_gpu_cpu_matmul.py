@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from exactspec.gpu_impl.cost import cpu_matmul
-from exactspec.gpu_impl.cost.cpu_matmul import KERNELS, cpu_plan, measure_plan, plain_linears, planned_linears, skinny_product
+from exactspec.gpu_impl.cost.cpu_matmul import (
+    KERNELS,
+    cpu_plan,
+    measure_plan,
+    plain_linears,
+    planned_linears,
+    skinny_product,
+)
 from exactspec.gpu_impl.loop.kv import CachedModel
 from tests.tiny_models import scaled_llama
 
@@ -23,7 +30,9 @@ def test_every_kernel_computes_the_linear_product(kernel, rows):
         pytest.skip("this torch build has no oneDNN packed linear")
     generator = torch.Generator().manual_seed(rows)
     weight = torch.randn(40, 24, generator=generator)
-    x = torch.randn(rows, 48, generator=generator)[:, ::2]  # a strided view, as attention outputs can be
+    x = torch.randn(rows, 48, generator=generator)[
+        :, ::2
+    ]  # a strided view, as attention outputs can be
     out = skinny_product(kernel, x, weight)
     assert out.shape == (rows, 40)
     torch.testing.assert_close(out, torch.nn.functional.linear(x, weight), rtol=1e-5, atol=1e-5)
@@ -56,7 +65,9 @@ def test_subclassed_and_quantized_layers_are_left_alone():
 
 
 def test_small_weights_are_left_to_f_linear():
-    assert CachedModel(scaled_llama(1, layers=2), "auto").plan is None  # every weight < MIN_PLANNED_ELEMENTS
+    assert (
+        CachedModel(scaled_llama(1, layers=2), "auto").plan is None
+    )  # every weight < MIN_PLANNED_ELEMENTS
     assert plain_linears(scaled_llama(1, layers=2), cpu_matmul.MIN_PLANNED_ELEMENTS) == []
 
 
@@ -77,10 +88,15 @@ def test_plan_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("EXACTSPEC_CACHE", str(tmp_path))
     monkeypatch.setattr(cpu_matmul, "_PLANS", {})
     calls = []
-    monkeypatch.setattr(cpu_matmul, "measure_plan", lambda: calls.append(1) or {1: "mm_pad", 2: "mm"})
+    monkeypatch.setattr(
+        cpu_matmul, "measure_plan", lambda: calls.append(1) or {1: "mm_pad", 2: "mm"}
+    )
     assert cpu_plan("auto") == {1: "mm_pad", 2: "mm"}
     files = list(tmp_path.rglob("*.json"))
-    assert len(files) == 1 and json.loads(files[0].read_text())["plan"] == {"1": "mm_pad", "2": "mm"}
+    assert len(files) == 1 and json.loads(files[0].read_text())["plan"] == {
+        "1": "mm_pad",
+        "2": "mm",
+    }
     monkeypatch.setattr(cpu_matmul, "_PLANS", {})  # a new process reads the file
     assert cpu_plan("auto") == {1: "mm_pad", 2: "mm"} and len(calls) == 1
     files[0].write_text("not json")  # a damaged cache is measured again
@@ -102,7 +118,9 @@ def test_measure_plan_names_a_kernel_for_every_row_count():
         assert kernel == "linear" or seconds[rows][kernel] < 0.9 * seconds[rows]["linear"]
 
 
-@pytest.mark.skipif(not cpu_matmul.packing_available(), reason="this torch build has no oneDNN packed linear")
+@pytest.mark.skipif(
+    not cpu_matmul.packing_available(), reason="this torch build has no oneDNN packed linear"
+)
 def test_packed_weights_follow_their_module_and_are_packed_again_when_it_changes(monkeypatch):
     monkeypatch.setattr(cpu_matmul, "MIN_PLANNED_ELEMENTS", 0)
     model = scaled_llama(2, layers=2)
@@ -118,11 +136,21 @@ def test_packed_weights_follow_their_module_and_are_packed_again_when_it_changes
         linears[0].weight.mul_(2)  # changed in place: packed again, and the product follows
         assert cpu_matmul.module_packed_weight(linears[0]) is not first
         x = torch.randn(3, linears[0].in_features)
-        torch.testing.assert_close(skinny_product("packed", x, linears[0].weight, cpu_matmul.module_packed_weight(linears[0])),
-                                   torch.nn.functional.linear(x, linears[0].weight), rtol=1e-5, atol=1e-5)
-        linears[1].weight = torch.nn.Parameter(torch.zeros_like(linears[1].weight))  # replaced: packed again
+        torch.testing.assert_close(
+            skinny_product(
+                "packed", x, linears[0].weight, cpu_matmul.module_packed_weight(linears[0])
+            ),
+            torch.nn.functional.linear(x, linears[0].weight),
+            rtol=1e-5,
+            atol=1e-5,
+        )
+        linears[1].weight = torch.nn.Parameter(
+            torch.zeros_like(linears[1].weight)
+        )  # replaced: packed again
         assert not cpu_matmul.module_packed_weight(linears[1]).to_dense().any()
-    clone = copy.deepcopy(model)  # the packed copies live beside the modules, so a used model still copies
+    clone = copy.deepcopy(
+        model
+    )  # the packed copies live beside the modules, so a used model still copies
     assert clone is not model and len(plain_linears(clone)) == len(linears)
 
 
@@ -133,15 +161,24 @@ def test_plans_from_before_the_packed_kernel_are_not_read(tmp_path, monkeypatch)
 
 def test_a_row_count_outside_the_plan_runs_the_kernel_of_the_nearest_planned_count_below():
     plan = {1: "mm_pad", 2: "mm", 16: "packed", 64: "linear"}
-    assert [cpu_matmul.kernel_for(plan, n) for n in (1, 2, 3, 16, 40, 64, 500)] == \
-        ["mm_pad", "mm", "mm", "packed", "packed", "linear", "linear"]
+    assert [cpu_matmul.kernel_for(plan, n) for n in (1, 2, 3, 16, 40, 64, 500)] == [
+        "mm_pad",
+        "mm",
+        "mm",
+        "packed",
+        "packed",
+        "linear",
+        "linear",
+    ]
     assert cpu_matmul.kernel_for({4: "mm"}, 2) == "linear"
 
 
 def test_weights_oneDNN_cannot_pack_run_f_linear(monkeypatch):
     monkeypatch.setattr(cpu_matmul, "MIN_PLANNED_ELEMENTS", 0)
     layer = torch.nn.Linear(8, 6).double()  # float64: not packable
-    assert not cpu_matmul.packable(layer.weight) and cpu_matmul.packable(torch.zeros(1, dtype=torch.bfloat16))
+    assert not cpu_matmul.packable(layer.weight) and cpu_matmul.packable(
+        torch.zeros(1, dtype=torch.bfloat16)
+    )
     x = torch.randn(3, 8, dtype=torch.float64)
     with torch.no_grad(), planned_linears([layer], {n: "packed" for n in range(1, 17)}):
         out = layer(x)

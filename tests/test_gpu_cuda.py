@@ -26,8 +26,9 @@ from tests.tiny_models import scaled_llama
 
 DEVICE = os.environ.get("EXACTSPEC_CUDA_TEST_DEVICE", "cuda")
 FALSE_FAIL_RATE = 1e-3
-pytestmark = pytest.mark.skipif(DEVICE.startswith("cuda") and not torch.cuda.is_available(),
-                                reason="torch sees no CUDA device")
+pytestmark = pytest.mark.skipif(
+    DEVICE.startswith("cuda") and not torch.cuda.is_available(), reason="torch sees no CUDA device"
+)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -36,13 +37,25 @@ def test_inverse_cdf_emits_the_oracles_tokens_for_the_same_uniforms(dtype, per_r
     rng = np.random.default_rng(5)
     batch, k, vocab = 256, 3, 3000
     q = rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k))
-    p = np.concatenate([0.7 * q + 0.3 * rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k)),
-                        rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, 1))], axis=1)
+    p = np.concatenate(
+        [
+            0.7 * q + 0.3 * rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k)),
+            rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, 1)),
+        ],
+        axis=1,
+    )
     p, q = (torch.tensor(a, dtype=dtype).double().numpy() for a in (p, q))
     x = inverse_cdf(q, rng.random((batch, k)))
-    streams = lambda: make_generators(range(batch), DEVICE) if per_row else torch.Generator(DEVICE).manual_seed(3)
-    tokens, counts = verify_batch(torch.tensor(p, dtype=dtype, device=DEVICE), torch.tensor(q, dtype=dtype, device=DEVICE),
-                                  torch.tensor(x, device=DEVICE), streams(), method="inverse_cdf")
+    streams = lambda: (
+        make_generators(range(batch), DEVICE) if per_row else torch.Generator(DEVICE).manual_seed(3)
+    )
+    tokens, counts = verify_batch(
+        torch.tensor(p, dtype=dtype, device=DEVICE),
+        torch.tensor(q, dtype=dtype, device=DEVICE),
+        torch.tensor(x, device=DEVICE),
+        streams(),
+        method="inverse_cdf",
+    )
     u = uniform(batch, (k + 1,), streams(), DEVICE).cpu().numpy()
     expected_tokens, expected_counts = oracle_round_from_uniforms(p, q, x, u)
     assert np.array_equal(counts.cpu().numpy(), expected_counts)
@@ -60,7 +73,11 @@ def test_first_emitted_token_follows_p(method, mode):
     q[0] = q[0] ** 3 / (q[0] ** 3).sum()
     x = inverse_cdf(np.broadcast_to(q, (n, k, vocab)), rng.random((n, k)))
     tokens, _ = TorchVerifier(device=DEVICE, mode=mode, method=method).verify_batch(
-        np.broadcast_to(p, (n, k + 1, vocab)).copy(), np.broadcast_to(q, (n, k, vocab)).copy(), x, rng)
+        np.broadcast_to(p, (n, k + 1, vocab)).copy(),
+        np.broadcast_to(q, (n, k, vocab)).copy(),
+        x,
+        rng,
+    )
     observed = np.bincount(tokens[:, 0], minlength=vocab)
     assert observed[6] == 0
     assert stats.chisquare(observed[p[0] > 0], n * p[0][p[0] > 0]).pvalue > FALSE_FAIL_RATE
@@ -76,7 +93,13 @@ def test_rows_keep_their_own_streams_and_sample_skips_zeros(method):
     x = torch.multinomial(q.reshape(-1, 500), 1, generator=g).reshape(3, 3)
     together = verify_batch(p, q, x, make_generators([10, 11, 12], DEVICE), method=method)[0]
     for b in range(3):
-        alone = verify_batch(p[b : b + 1], q[b : b + 1], x[b : b + 1], make_generators([10 + b], DEVICE), method=method)[0]
+        alone = verify_batch(
+            p[b : b + 1],
+            q[b : b + 1],
+            x[b : b + 1],
+            make_generators([10 + b], DEVICE),
+            method=method,
+        )[0]
         assert torch.equal(together[b], alone[0])
     rows = p[:, 0].repeat(2000, 1)
     drawn = sample(rows, torch.Generator(DEVICE).manual_seed(1), method)
@@ -94,7 +117,11 @@ def test_tiny_model_first_two_tokens_follow_the_target_law(source):
     if source == "plain":
         out = generate_plain(target, ids, 2, sampling, seed=1000).sequences
     else:
-        out = SpeculativeGenerator(target, ModelDraft(draft_model), k=3, sampling=sampling).generate(ids, 2, seed=1000).sequences
+        out = (
+            SpeculativeGenerator(target, ModelDraft(draft_model), k=3, sampling=sampling)
+            .generate(ids, 2, seed=1000)
+            .sequences
+        )
     pairs = np.array(out)
     observed = np.bincount(pairs[:, 0] * VOCAB + pairs[:, 1], minlength=VOCAB * VOCAB).astype(float)
     assert chi_square_pvalue(observed, law.ravel()) > FALSE_FAIL_RATE

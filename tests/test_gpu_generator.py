@@ -4,7 +4,12 @@ import pytest
 import torch
 
 from exactspec.gpu_impl import SpeculativeGenerator, generate_plain
-from exactspec.gpu_impl.drafts import EarlyExitDraft, ModelDraft, PromptLookupDraft, QuantizedSelfDraft
+from exactspec.gpu_impl.drafts import (
+    EarlyExitDraft,
+    ModelDraft,
+    PromptLookupDraft,
+    QuantizedSelfDraft,
+)
 from tests.tiny_models import scaled_llama
 from exactspec.reference.warping import SamplingParams
 
@@ -38,11 +43,20 @@ DRAFTS = {
 
 
 @pytest.mark.parametrize("name", DRAFTS)
-@pytest.mark.parametrize("k,mode,adaptive", [(1, "standard", False), (4, "standard", True), (3, "greedy", False)])
+@pytest.mark.parametrize(
+    "k,mode,adaptive", [(1, "standard", False), (4, "standard", True), (3, "greedy", False)]
+)
 def test_greedy_speculative_equals_greedy_plain(target, draft_model, name, k, mode, adaptive):
     ids = prompt()
     expected = generate_plain(target, ids, 30, GREEDY).sequences
-    gen = SpeculativeGenerator(target, DRAFTS[name](target, draft_model), k=k, sampling=GREEDY, mode=mode, adaptive_k=adaptive)
+    gen = SpeculativeGenerator(
+        target,
+        DRAFTS[name](target, draft_model),
+        k=k,
+        sampling=GREEDY,
+        mode=mode,
+        adaptive_k=adaptive,
+    )
     assert gen.generate(ids, 30).sequences == expected
 
 
@@ -67,7 +81,9 @@ def test_batched_left_padded_greedy_equals_each_row_alone(target, draft_model, n
         assert batched[b] == plain[b] == generate_plain(target, alone, 25, GREEDY).sequences[0]
 
 
-@pytest.mark.parametrize("sampling", [SamplingParams(1.0), SamplingParams(0.8, top_k=20, top_p=0.9, min_p=0.02)])
+@pytest.mark.parametrize(
+    "sampling", [SamplingParams(1.0), SamplingParams(0.8, top_k=20, top_p=0.9, min_p=0.02)]
+)
 def test_sampled_batch_row_equals_lone_run_with_its_seed(sampling):
     target, draft = scaled_llama(0, layers=2, scale=3), scaled_llama(1, layers=1, scale=3)
     ids = prompt(3, 7, seed=8)
@@ -79,7 +95,9 @@ def test_sampled_batch_row_equals_lone_run_with_its_seed(sampling):
     for b in range(3):
         alone = gen.generate(ids[b : b + 1, mask[b].bool()], 20, seed=11 + b).sequences[0]
         assert batched.sequences[b] == alone
-    plain = generate_plain(target, ids, 20, sampling, seed=[11, 12, 13], attention_mask=mask).sequences
+    plain = generate_plain(
+        target, ids, 20, sampling, seed=[11, 12, 13], attention_mask=mask
+    ).sequences
     assert plain[1] == generate_plain(target, ids[1:2, 3:], 20, sampling, seed=12).sequences[0]
 
 
@@ -100,7 +118,10 @@ def test_eos_and_max_new_tokens_cuts_and_streaming(target, draft_model):
     res = gen.generate(ids, 30, eos_token_id=eos, on_tokens=lambda row, new: streamed.extend(new))
     assert res.sequences[0] == cut == streamed
     assert generate_plain(target, ids, 30, GREEDY, eos_token_id=eos).sequences[0] == cut
-    assert generate_plain(target, ids, 30, GREEDY, eos_token_id=[500, eos], check_every=3).sequences[0] == cut
+    assert (
+        generate_plain(target, ids, 30, GREEDY, eos_token_id=[500, eos], check_every=3).sequences[0]
+        == cut
+    )
     assert gen.generate(ids, 30, eos_token_id=(eos, 501)).sequences[0] == cut
     assert gen.generate(ids, 7).sequences[0] == full[:7]
     assert gen.generate(ids, 0).sequences == [[]]
@@ -111,10 +132,18 @@ def test_stats_are_consistent(target, draft_model):
     res = gen.generate(prompt(), 24)
     s = res.stats
     assert s.new_tokens == 24 and s.proposed == 3 * s.rounds and 0 <= s.accepted <= s.proposed
-    assert len(s.acceptance_rate_per_position) == 3 and all(0 <= a <= 1 for a in s.acceptance_rate_per_position)
+    assert len(s.acceptance_rate_per_position) == 3 and all(
+        0 <= a <= 1 for a in s.acceptance_rate_per_position
+    )
     assert s.tokens_per_target_call == pytest.approx((s.accepted + s.rounds) / s.rounds)
     assert s.wall_time_s >= s.target_time_s > 0 and s.draft_time_s > 0
-    assert set(s.to_dict()) >= {"rounds", "proposed", "accepted", "acceptance_rate_per_position", "tokens_per_target_call"}
+    assert set(s.to_dict()) >= {
+        "rounds",
+        "proposed",
+        "accepted",
+        "acceptance_rate_per_position",
+        "tokens_per_target_call",
+    }
 
 
 def test_mismatched_vocabularies_are_refused(target):
@@ -129,12 +158,22 @@ def test_mismatched_vocabularies_are_refused(target):
             return self.vocab
 
     with pytest.raises(ValueError, match="tokenizer"):
-        SpeculativeGenerator(target, ModelDraft(scaled_llama(2), tokenizer=Tok({"a": 0})), target_tokenizer=Tok({"b": 0}))
+        SpeculativeGenerator(
+            target,
+            ModelDraft(scaled_llama(2), tokenizer=Tok({"a": 0})),
+            target_tokenizer=Tok({"b": 0}),
+        )
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"k": 0}, {"k": 2.5}, {"mode": "typical"}, {"sampling": {"temperature": 1}}, {"draft": "not a draft"}],
+    [
+        {"k": 0},
+        {"k": 2.5},
+        {"mode": "typical"},
+        {"sampling": {"temperature": 1}},
+        {"draft": "not a draft"},
+    ],
 )
 def test_bad_constructor_arguments(target, draft_model, kwargs):
     args = {"k": 2, "draft": ModelDraft(draft_model), **kwargs}

@@ -21,7 +21,11 @@ GREEDY = SamplingParams(temperature=0)
 
 
 def flat_costs(verify_per_token: float, draft: float, noise: float = 0.01) -> Costs:
-    return Costs({n: 1.0 + verify_per_token * (n - 1) for n in range(1, 10)}, draft, {n: noise for n in range(1, 10)})
+    return Costs(
+        {n: 1.0 + verify_per_token * (n - 1) for n in range(1, 10)},
+        draft,
+        {n: noise for n in range(1, 10)},
+    )
 
 
 def confident(chooser: CostModelK, rate: float, count: float = 100.0) -> CostModelK:
@@ -39,9 +43,13 @@ def timed(chooser: CostModelK, plain_s: float = 0.05) -> CostModelK:
 def test_chooser_maximises_the_walltime_model():
     chooser = timed(confident(CostModelK(flat_costs(0.1, 0.05), k_max=8), 0.9, count=1e4))
     acceptance_rate = chooser.acceptance_rates[0]
-    factors = [improvement_factor(acceptance_rate, k, 0.05, {k + 1: 1 + 0.1 * k}) for k in range(1, 9)]
+    factors = [
+        improvement_factor(acceptance_rate, k, 0.05, {k + 1: 1 + 0.1 * k}) for k in range(1, 9)
+    ]
     best = 1 + max(range(8), key=factors.__getitem__)
-    assert chooser.best_k() == best and chooser.factor(best) == pytest.approx(max(factors), rel=1e-3)
+    assert chooser.best_k() == best and chooser.factor(best) == pytest.approx(
+        max(factors), rel=1e-3
+    )
     assert chooser.factor(best, -1) < chooser.factor(best) < chooser.factor(best, +1)
     chosen = [chooser.choose() for _ in range(20)]
     assert chosen.count(best) >= 15 and set(chosen) <= {best - 1, best, best + 1}
@@ -64,8 +72,12 @@ def test_per_position_acceptance_rates_see_a_copy_behind_a_doubtful_first_token(
 def test_draws_are_reproducible_and_leave_the_sampling_streams_alone():
     def run(seed: int) -> list[int]:
         chooser = timed(CostModelK(flat_costs(0.3, 0.0, noise=0.2), k_max=4, seed=seed))
-        chooser.update(chooser.choose(), [0], 0.06, 0.0)  # the optimistic first round, its first draft rejected
-        return [chooser.choose() for _ in range(30)]  # little evidence yet: every choice is a fresh draw
+        chooser.update(
+            chooser.choose(), [0], 0.06, 0.0
+        )  # the optimistic first round, its first draft rejected
+        return [
+            chooser.choose() for _ in range(30)
+        ]  # little evidence yet: every choice is a fresh draw
 
     runs = [run(7), run(7), run(8)]
     assert runs[0] == runs[1] and runs[0] != runs[2] and len(set(runs[0])) > 1
@@ -76,8 +88,16 @@ def test_draws_are_reproducible_and_leave_the_sampling_streams_alone():
     assert torch.rand(1) == before
 
 
-def simulate(chooser_or_k, acceptance: list[float], true_v, rounds_: int, seed: int, t1: float = 0.05,
-             answer_tokens: int | None = None, match_rate: float = 1.0) -> float:
+def simulate(
+    chooser_or_k,
+    acceptance: list[float],
+    true_v,
+    rounds_: int,
+    seed: int,
+    t1: float = 0.05,
+    answer_tokens: int | None = None,
+    match_rate: float = 1.0,
+) -> float:
     """Tokens per second of `rounds_` rounds (or of rounds until `answer_tokens` tokens) on a simulated
     machine: a plain step takes t1, a k-draft round t1 v(k+1); draft i is accepted with probability
     acceptance[i] once drafts 1..i-1 were; with probability 1 - `match_rate` a round has no draft to propose
@@ -99,26 +119,46 @@ def simulate(chooser_or_k, acceptance: list[float], true_v, rounds_: int, seed: 
     return tokens / seconds
 
 
-def throughputs(acceptance: list[float], slope: float, rounds_: int, seeds: int, policy_kwargs: dict | None = None,
-                **simulate_kwargs) -> tuple[float, list[float]]:
+def throughputs(
+    acceptance: list[float],
+    slope: float,
+    rounds_: int,
+    seeds: int,
+    policy_kwargs: dict | None = None,
+    **simulate_kwargs,
+) -> tuple[float, list[float]]:
     """(the cost policy's, [fixed k = 0..8's]) tokens per second, `simulate` averaged over seeds 0..seeds - 1, on a
     machine where v(n) = 1 + slope (n - 1) and the calibration says so (t1_s = 0.05 s, 3 % noise)."""
+
     def true_v(n):
         return 1.0 + slope * (n - 1)
-    costs = Costs({n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
+
+    costs = Costs(
+        {n: true_v(n) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05
+    )
 
     def mean(chooser_or_k) -> float:
-        return statistics.mean(simulate(chooser_or_k(s), acceptance, true_v, rounds_, s, **simulate_kwargs) for s in range(seeds))
+        return statistics.mean(
+            simulate(chooser_or_k(s), acceptance, true_v, rounds_, s, **simulate_kwargs)
+            for s in range(seeds)
+        )
+
     policy = mean(lambda s: CostModelK(costs, k_max=8, seed=s, **(policy_kwargs or {})))
     return policy, [mean(lambda s, k=k: k) for k in range(9)]
 
 
-@pytest.mark.parametrize("acceptance, slope", [
-    ([0.9] * 8, 0.05),  # a long copy on a machine where width is nearly free: best k = 8
-    ([0.4] + [0.9] * 7, 0.12),  # a doubtful first token, then a copy (prompt lookup)
-    ([0.6, 0.5, 0.4, 0.3, 0.2, 0.2, 0.2, 0.2], 0.15),  # sampling at T = 0.7 from a weak draft: small k
-    ([0.1] * 8, 0.3),  # chat: drafting loses, plain steps are best
-])
+@pytest.mark.parametrize(
+    "acceptance, slope",
+    [
+        ([0.9] * 8, 0.05),  # a long copy on a machine where width is nearly free: best k = 8
+        ([0.4] + [0.9] * 7, 0.12),  # a doubtful first token, then a copy (prompt lookup)
+        (
+            [0.6, 0.5, 0.4, 0.3, 0.2, 0.2, 0.2, 0.2],
+            0.15,
+        ),  # sampling at T = 0.7 from a weak draft: small k
+        ([0.1] * 8, 0.3),  # chat: drafting loses, plain steps are best
+    ],
+)
 def test_regret_against_the_best_fixed_k_is_at_most_ten_percent(acceptance, slope):
     """40 rounds (a 64-token answer), calibration right but acceptance unknown: the policy's throughput over
     20 seeds is within 10 % of the best fixed k in 0..8 (k = 0: plain decoding) on the same simulated machine."""
@@ -135,7 +175,10 @@ def test_rounds_without_a_draft_age_no_acceptance_count():
     chooser.update(0, [0], 0.05, 0.0)
     assert chooser.accepted == after_one[0] and chooser.examined == after_one[1]
     chooser.update(2, [0], 0.06, 0.0)  # examined position 1 only
-    assert chooser.examined[0] == pytest.approx(1 * chooser.decay + 1) and chooser.examined[1:] == after_one[1][1:]
+    assert (
+        chooser.examined[0] == pytest.approx(1 * chooser.decay + 1)
+        and chooser.examined[1:] == after_one[1][1:]
+    )
 
 
 def test_chat_where_prompt_lookup_seldom_matches_keeps_plain_speed():
@@ -171,10 +214,13 @@ def test_drafted_rounds_cheaper_than_the_unit_lift_every_width_together():
     assert v[2] == pytest.approx(1.0) and v[5] / v[3] == pytest.approx(1.4 / 1.2, rel=1e-3)
 
 
-@pytest.mark.parametrize("acceptance", [
-    [0.92] * 8,  # a copy from the first token
-    [0.4] + [0.9] * 7,  # a doubtful first token, then a copy
-])
+@pytest.mark.parametrize(
+    "acceptance",
+    [
+        [0.92] * 8,  # a copy from the first token
+        [0.4] + [0.9] * 7,  # a doubtful first token, then a copy
+    ],
+)
 def test_a_short_answer_reaches_a_long_copy_early(acceptance):
     """A 64-token answer (~10-15 rounds): the ramp from the prior to k = 8 is most of the regret, and the
     policy still keeps 0.9 of the best fixed k over 100 seeds.  (Over 300 seeds, with the later positions
@@ -191,7 +237,12 @@ def test_the_first_drafted_round_takes_the_optimistic_bounds_k():
     load_2 = {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.0, 6: 1.0, 7: 1.0, 8: 1.08, 9: 1.16}
     costs = Costs(load_2, 0.0, {n: 0.03 for n in load_2}, t1_s=0.05)
     assert {CostModelK(costs, k_max=8, seed=s).choose() for s in range(20)} == {8}
-    dear = Costs({n: 1.0 + 1.5 * (n - 1) for n in range(1, 10)}, 0.0, {n: 0.03 for n in range(1, 10)}, t1_s=0.05)
+    dear = Costs(
+        {n: 1.0 + 1.5 * (n - 1) for n in range(1, 10)},
+        0.0,
+        {n: 0.03 for n in range(1, 10)},
+        t1_s=0.05,
+    )
     assert {CostModelK(dear, k_max=8, seed=s).choose() for s in range(20)} == {0}
 
 
@@ -211,7 +262,14 @@ def test_later_positions_are_drawn_together():
     assert statistics.correlation([d[0] for d in draws], [d[1] for d in draws]) < 0.3
 
 
-def rounds(chooser: CostModelK, plain_s: float, v: dict, n: int, accepted: int = 4, slow: dict | None = None) -> list[int]:
+def rounds(
+    chooser: CostModelK,
+    plain_s: float,
+    v: dict,
+    n: int,
+    accepted: int = 4,
+    slow: dict | None = None,
+) -> list[int]:
     """Simulate n rounds: plain rounds take plain_s, a k-draft round v[k+1] * plain_s (slow[i]: that round x10)."""
     chosen = []
     for i in range(n):
@@ -257,13 +315,18 @@ def test_five_drafted_rounds_beyond_the_noise_contradict_the_calibration():
         chooser.update(0, [0], 0.05, 0.0)
     for _ in range(6):
         chooser.update(2, [1], 0.15, 0.0)
-    assert chooser.summary()["v"][3] == pytest.approx(3.0) and "contradicted the calibration (v(n) x2.50" in chooser.note()
+    assert (
+        chooser.summary()["v"][3] == pytest.approx(3.0)
+        and "contradicted the calibration (v(n) x2.50" in chooser.note()
+    )
 
 
 def disagrees(slower: float, own_plain_rounds: int, t1_s: float = 0.05) -> bool:
     """Does a calibration (v(n) = 1 + 0.1 (n - 1), plain step `t1_s`) come out contradicted by a run of
     `own_plain_rounds` plain rounds of 0.05 s, then six k = 2 rounds `slower` times what it predicts?"""
-    chooser = CostModelK(Costs({n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}, 0.0, None, t1_s=t1_s), k_max=4)
+    chooser = CostModelK(
+        Costs({n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}, 0.0, None, t1_s=t1_s), k_max=4
+    )
     for _ in range(own_plain_rounds):
         chooser.update(0, [0], 0.05, 0.0)
     for _ in range(6):
@@ -275,7 +338,9 @@ def test_a_slower_minute_without_plain_rounds_of_its_own_contradicts_nothing():
     """No plain round of the run's own: the unit is the calibration's t1_s, timed minutes before, and runs
     minutes apart differ by 7-11 %.  Drafted rounds x1.3 what it predicts contradict nothing (with the own
     rounds' 5 % they did); x2.5 still do, and so does x1.3 against three plain rounds of the run's own."""
-    assert not disagrees(1.3, 0) and disagrees(2.5, 0) and disagrees(1.3, 3) and not disagrees(1.0, 3)
+    assert (
+        not disagrees(1.3, 0) and disagrees(2.5, 0) and disagrees(1.3, 3) and not disagrees(1.0, 3)
+    )
 
 
 def test_a_run_whose_unit_is_its_own_plain_round_counts_the_own_rounds_noise():
@@ -333,10 +398,15 @@ def test_cost_policy_keeps_greedy_output_and_measures_once(pair, source, tmp_pat
     first = gen.generate(ids, 24)
     assert first.sequences == generate_plain(target, ids, 24, GREEDY).sequences
     assert first.stats.calibration_source == "measured" and set(gen.costs[1].v) == set(range(1, 8))
-    assert first.stats.policy_note.startswith("cost policy") and "rounds_per_k" in first.stats.policy_summary
+    assert (
+        first.stats.policy_note.startswith("cost policy")
+        and "rounds_per_k" in first.stats.policy_summary
+    )
     again = gen.generate(ids, 24)
     assert again.stats.calibration_time_s == 0 and again.sequences == first.sequences
-    fresh = SpeculativeGenerator(target, draft, k=3, sampling=GREEDY, adaptive_k="cost").generate(ids, 24)
+    fresh = SpeculativeGenerator(target, draft, k=3, sampling=GREEDY, adaptive_k="cost").generate(
+        ids, 24
+    )
     assert fresh.stats.calibration_source == "cache" and fresh.sequences == first.sequences
 
 
@@ -355,7 +425,10 @@ def test_model_draft_catches_up_after_a_round_without_drafts(pair):
     draft.reset(ids, None, 96)
     proposed, _ = draft.propose(3, sampling, torch.Generator().manual_seed(0))
     p = proposed.tolist()
-    emitted = [p[0] + [7], [p[1][0], 9]]  # row 0 accepts all three and adds a bonus, row 1 accepts one
+    emitted = [
+        p[0] + [7],
+        [p[1][0], 9],
+    ]  # row 0 accepts all three and adds a bonus, row 1 accepts one
     tokens = torch.tensor([row + [-1] * (4 - len(row)) for row in emitted])
     draft.accept(tokens, torch.tensor([4, 2]), emitted)
     none, none_q = draft.propose(0, sampling, None)
@@ -376,7 +449,13 @@ def test_a_contradicted_calibration_is_measured_again_after_the_run(pair, tmp_pa
     target, _ = pair
     gen = SpeculativeGenerator(target, PromptLookupDraft(), k=3, sampling=GREEDY, adaptive_k="cost")
     result = gen.generate(torch.tensor([[5, 9, 2, 5, 9, 2, 5, 9]]), 24)
-    assert result.stats.calibration_source == "measured, measured again after the run, whose timers contradicted it"
+    assert (
+        result.stats.calibration_source
+        == "measured, measured again after the run, whose timers contradicted it"
+    )
     assert "contradicted the calibration" in result.stats.policy_note
     assert result.stats.policy_note.endswith("calibration measured again")
-    assert result.sequences == generate_plain(target, torch.tensor([[5, 9, 2, 5, 9, 2, 5, 9]]), 24, GREEDY).sequences
+    assert (
+        result.sequences
+        == generate_plain(target, torch.tensor([[5, 9, 2, 5, 9, 2, 5, 9]]), 24, GREEDY).sequences
+    )

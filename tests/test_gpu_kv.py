@@ -19,7 +19,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def record_rounds(monkeypatch, gen):
     """Per round: the draft's tokens and q, the target's raw logits, and the verifier's outcome."""
     rounds = []
-    real_warp, real_verify, real_propose = generator_module.warp, generator_module.verify_batch, gen.draft.propose
+    real_warp, real_verify, real_propose = (
+        generator_module.warp,
+        generator_module.verify_batch,
+        gen.draft.propose,
+    )
 
     def propose(k, sampling, generators):
         tokens, probs = real_propose(k, sampling, generators)
@@ -43,7 +47,11 @@ def record_rounds(monkeypatch, gen):
 
 @pytest.mark.parametrize(
     "make_draft",
-    [lambda t, d: ModelDraft(d), lambda t, d: EarlyExitDraft(t, 1), lambda t, d: QuantizedSelfDraft(t, backend="int8")],
+    [
+        lambda t, d: ModelDraft(d),
+        lambda t, d: EarlyExitDraft(t, 1),
+        lambda t, d: QuantizedSelfDraft(t, backend="int8"),
+    ],
     ids=["model", "early_exit", "quantized"],
 )
 def test_cached_logits_equal_full_forward(monkeypatch, make_draft, request):
@@ -66,9 +74,15 @@ def test_cached_logits_equal_full_forward(monkeypatch, make_draft, request):
                 t_logits = target(full).logits[0, -(k + 1) :].float()
                 d_logits = gen.draft.model(full).logits[0, -(k + 1) : -1].float()
             torch.testing.assert_close(record["target_logits"][b], t_logits, atol=2e-5, rtol=1e-4)
-            torch.testing.assert_close(record["draft_probs"][b], warp(d_logits, SAMPLING), atol=2e-6, rtol=1e-4)
+            torch.testing.assert_close(
+                record["draft_probs"][b], warp(d_logits, SAMPLING), atol=2e-6, rtol=1e-4
+            )
             contexts[b] += record["emitted"][b]
             accepted_lengths.add(len(record["emitted"][b]))
     assert len(rounds) >= 4
-    if "quantized" not in request.node.name:  # the int8 copy agrees with the target too often to diverge
-        assert len(accepted_lengths) >= 2  # rows accepted different amounts: the ragged path was exercised
+    if (
+        "quantized" not in request.node.name
+    ):  # the int8 copy agrees with the target too often to diverge
+        assert (
+            len(accepted_lengths) >= 2
+        )  # rows accepted different amounts: the ragged path was exercised

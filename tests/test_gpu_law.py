@@ -23,7 +23,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def pair():
-    return scaled_llama(0, layers=2, hidden=32, vocab=VOCAB, scale=8), scaled_llama(5, layers=1, hidden=32, vocab=VOCAB, scale=8)
+    return scaled_llama(0, layers=2, hidden=32, vocab=VOCAB, scale=8), scaled_llama(
+        5, layers=1, hidden=32, vocab=VOCAB, scale=8
+    )
 
 
 PROMPT = torch.tensor([[1, 4, 2, 7, 1, 4]])  # "1 4" recurs, so prompt lookup proposes "2 7 ..."
@@ -54,7 +56,9 @@ SAMPLINGS = [SamplingParams(1.0), SamplingParams(0.9, top_k=6, top_p=0.9, min_p=
 
 
 @pytest.mark.parametrize("sampling", SAMPLINGS, ids=["plain_T1", "filtered"])
-@pytest.mark.parametrize("source,k", [("model", 1), ("model", 3), ("prompt_lookup", 2), ("plain", 0)])
+@pytest.mark.parametrize(
+    "source,k", [("model", 1), ("model", 3), ("prompt_lookup", 2), ("plain", 0)]
+)
 def test_first_two_tokens_follow_target_law(pair, sampling, source, k):
     target, draft_model = pair
     n = 6000
@@ -63,7 +67,11 @@ def test_first_two_tokens_follow_target_law(pair, sampling, source, k):
         out = generate_plain(target, ids, 2, sampling, seed=1000).sequences
     else:
         draft = ModelDraft(draft_model) if source == "model" else PromptLookupDraft(ngram_max=2)
-        out = SpeculativeGenerator(target, draft, k=k, sampling=sampling).generate(ids, 2, seed=1000).sequences
+        out = (
+            SpeculativeGenerator(target, draft, k=k, sampling=sampling)
+            .generate(ids, 2, seed=1000)
+            .sequences
+        )
     law = joint_two_token_law(target, sampling)
     pairs = np.array(out)
     observed = np.bincount(pairs[:, 0] * VOCAB + pairs[:, 1], minlength=VOCAB * VOCAB).astype(float)

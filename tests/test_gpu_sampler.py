@@ -69,9 +69,13 @@ def test_disjoint_supports_always_reject_and_emit_from_p(method):
 def test_one_hot_rows(method):
     p = torch.nn.functional.one_hot(torch.tensor([[3, 5, 1]]), 8).float()
     q = torch.nn.functional.one_hot(torch.tensor([[3, 2]]), 8).float()
-    tokens, counts = verify_batch(p, q, torch.tensor([[3, 2]]), torch.Generator().manual_seed(0), method=method)
+    tokens, counts = verify_batch(
+        p, q, torch.tensor([[3, 2]]), torch.Generator().manual_seed(0), method=method
+    )
     assert tokens.tolist() == [[3, 5, -1]] and counts.tolist() == [2]
-    tokens, counts = verify_batch(p, p[:, :2], torch.tensor([[3, 5]]), torch.Generator().manual_seed(0), method=method)
+    tokens, counts = verify_batch(
+        p, p[:, :2], torch.tensor([[3, 5]]), torch.Generator().manual_seed(0), method=method
+    )
     assert tokens.tolist() == [[3, 5, 1]] and counts.tolist() == [3]
 
 
@@ -103,7 +107,9 @@ def test_tiny_probabilities_and_large_vocab(method):
 
 def test_q_zero_where_p_positive_and_p_zero_where_q_positive(method):
     p = torch.tensor([[[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]])
-    q = torch.tensor([[[0.0, 0.0, 1.0]]])  # drafted token 2 has p = 0: reject, emit from p's support
+    q = torch.tensor(
+        [[[0.0, 0.0, 1.0]]]
+    )  # drafted token 2 has p = 0: reject, emit from p's support
     g = torch.Generator().manual_seed(5)
     for _ in range(50):
         tokens, counts = verify_batch(p, q, torch.tensor([[2]]), g, method=method)
@@ -111,7 +117,9 @@ def test_q_zero_where_p_positive_and_p_zero_where_q_positive(method):
 
 
 def test_greedy_mode():
-    p = torch.nn.functional.softmax(torch.tensor([[[0.0, 2.0, 1.0], [3.0, 0.0, 0.0], [0.0, 0.0, 9.0]]]), -1)
+    p = torch.nn.functional.softmax(
+        torch.tensor([[[0.0, 2.0, 1.0], [3.0, 0.0, 0.0], [0.0, 0.0, 9.0]]]), -1
+    )
     q = torch.full((1, 2, 3), 1 / 3)
     assert verify_batch(p, q, torch.tensor([[1, 0]]), None, "greedy")[0].tolist() == [[1, 0, 2]]
     assert verify_batch(p, q, torch.tensor([[1, 2]]), None, "greedy")[0].tolist() == [[1, 0, -1]]
@@ -122,8 +130,12 @@ def test_sampler_match_mode_with_one_hot_target(method):
     p = torch.nn.functional.one_hot(torch.tensor([[2, 0, 1]]), 3).float()
     q = torch.full((1, 2, 3), 1 / 3)
     g = torch.Generator().manual_seed(0)
-    assert verify_batch(p, q, torch.tensor([[2, 0]]), g, "sampler_match", method)[0].tolist() == [[2, 0, 1]]
-    assert verify_batch(p, q, torch.tensor([[2, 1]]), g, "sampler_match", method)[0].tolist() == [[2, 0, -1]]
+    assert verify_batch(p, q, torch.tensor([[2, 0]]), g, "sampler_match", method)[0].tolist() == [
+        [2, 0, 1]
+    ]
+    assert verify_batch(p, q, torch.tensor([[2, 1]]), g, "sampler_match", method)[0].tolist() == [
+        [2, 0, -1]
+    ]
 
 
 def oracle_round_from_uniforms(p, q, x, u):
@@ -133,7 +145,9 @@ def oracle_round_from_uniforms(p, q, x, u):
     ratio = p[rows, np.arange(k), x] / q[rows, np.arange(k), x]
     n = np.cumprod(u[:, :k] < ratio, axis=1).sum(axis=1)
     at = np.arange(batch)
-    final = np.where((n < k)[:, None], unchecked_residual(p[at, n], q[at, np.minimum(n, k - 1)]), p[at, n])
+    final = np.where(
+        (n < k)[:, None], unchecked_residual(p[at, n], q[at, np.minimum(n, k - 1)]), p[at, n]
+    )
     last = inverse_cdf(final, u[:, k])
     tokens = np.where(np.arange(k + 1) < n[:, None], np.pad(x, ((0, 0), (0, 1))), -1)
     tokens[at, n] = last
@@ -145,22 +159,40 @@ def oracle_round_from_uniforms(p, q, x, u):
 def test_inverse_cdf_emits_the_oracles_tokens_for_the_same_uniforms(monkeypatch, dtype, per_row):
     """Token by token against the oracle on the uniforms verify_batch draws (k+1 per row, in one draw), with a
     partial last block (V = 1100), several chunks of rows and a partial last chunk, and sparse rows."""
-    monkeypatch.setattr(sampler, "CHUNK_BYTES", 7 * 1100 * 8)  # 7 rows of float64 (14 of float32) per chunk
+    monkeypatch.setattr(
+        sampler, "CHUNK_BYTES", 7 * 1100 * 8
+    )  # 7 rows of float64 (14 of float32) per chunk
     rng = np.random.default_rng(3)
     batch, k, vocab = 300, 3, 1100
     q = rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k))
-    p = np.concatenate([0.7 * q + 0.3 * rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k)),
-                        rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, 1))], axis=1)
-    p, q = (torch.tensor(a, dtype=dtype).double().numpy() for a in (p, q))  # the rows the implementation sees
+    p = np.concatenate(
+        [
+            0.7 * q + 0.3 * rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k)),
+            rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, 1)),
+        ],
+        axis=1,
+    )
+    p, q = (
+        torch.tensor(a, dtype=dtype).double().numpy() for a in (p, q)
+    )  # the rows the implementation sees
     x = inverse_cdf(q, rng.random((batch, k)))
-    generators = make_generators(range(batch), "cpu") if per_row else torch.Generator().manual_seed(9)
-    tokens, counts = verify_batch(torch.tensor(p, dtype=dtype), torch.tensor(q, dtype=dtype), torch.tensor(x),
-                                  generators, method="inverse_cdf")
+    generators = (
+        make_generators(range(batch), "cpu") if per_row else torch.Generator().manual_seed(9)
+    )
+    tokens, counts = verify_batch(
+        torch.tensor(p, dtype=dtype),
+        torch.tensor(q, dtype=dtype),
+        torch.tensor(x),
+        generators,
+        method="inverse_cdf",
+    )
     replay = make_generators(range(batch), "cpu") if per_row else torch.Generator().manual_seed(9)
     u = sampler.uniform(batch, (k + 1,), replay, "cpu").numpy()
     expected_tokens, expected_counts = oracle_round_from_uniforms(p, q, x, u)
     assert np.array_equal(counts.numpy(), expected_counts) and set(expected_counts) == {1, 2, 3, 4}
-    assert np.array_equal(tokens.numpy(), expected_tokens)  # float32: rounding could flip a boundary; not at this seed
+    assert np.array_equal(
+        tokens.numpy(), expected_tokens
+    )  # float32: rounding could flip a boundary; not at this seed
 
 
 def test_strided_rows_give_the_tokens_of_contiguous_ones(method):
@@ -174,7 +206,9 @@ def test_strided_rows_give_the_tokens_of_contiguous_ones(method):
     p_view, q_view = p_view[..., 2:1102], q_view[..., 1:1101]
     x = draft_from(q, g)
     strided = verify_batch(p_view, q_view, x, torch.Generator().manual_seed(8), method=method)
-    contiguous = verify_batch(p.contiguous(), q.contiguous(), x, torch.Generator().manual_seed(8), method=method)
+    contiguous = verify_batch(
+        p.contiguous(), q.contiguous(), x, torch.Generator().manual_seed(8), method=method
+    )
     assert not p_view.is_contiguous() and set(strided[1].tolist()) > {1, 4}
     assert torch.equal(strided[0], contiguous[0]) and torch.equal(strided[1], contiguous[1])
 
@@ -193,22 +227,35 @@ def test_cpu_block_masses_match_the_batched_residual_through_numpy_or_torch(monk
     monkeypatch.setattr(sampler, "CHUNK_BYTES", 7 * 1100 * p.element_size())
     for numpy_dtypes in (sampler.NUMPY_DTYPES, ()):
         monkeypatch.setattr(sampler, "NUMPY_DTYPES", numpy_dtypes)
-        assert torch.equal(sampler._residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q), expected)
+        assert torch.equal(
+            sampler._residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q), expected
+        )
 
 
 def test_zero_mass_residual_falls_back_to_p(method):
     """p = q / 2 (rows not summing to 1): max(0, p - q) is 0 everywhere, so a rejection draws from p."""
     q = torch.tensor([[[0.5, 0.5, 0.0, 0.0]]]).expand(400, -1, -1)
     p = torch.cat([q / 2, torch.tensor([[[0.0, 0.0, 0.0, 1.0]]]).expand(400, -1, -1)], dim=1)
-    tokens, counts = verify_batch(p, q, torch.zeros((400, 1), dtype=torch.long), torch.Generator().manual_seed(1), method=method)
+    tokens, counts = verify_batch(
+        p,
+        q,
+        torch.zeros((400, 1), dtype=torch.long),
+        torch.Generator().manual_seed(1),
+        method=method,
+    )
     rejected = counts == 1
     assert 100 < rejected.sum() < 300 and set(tokens[rejected, 0].tolist()) == {0, 1}
 
 
 def test_unknown_method_is_refused():
     with pytest.raises(ValueError, match="method"):
-        verify_batch(torch.full((1, 2, 3), 1 / 3), torch.full((1, 1, 3), 1 / 3), torch.zeros((1, 1), dtype=torch.long), None,
-                     method="alias")
+        verify_batch(
+            torch.full((1, 2, 3), 1 / 3),
+            torch.full((1, 1, 3), 1 / 3),
+            torch.zeros((1, 1), dtype=torch.long),
+            None,
+            method="alias",
+        )
     with pytest.raises(ValueError, match="method"):
         TorchVerifier(method="alias")
 
@@ -219,24 +266,38 @@ def test_per_row_generators_make_rows_independent_of_the_batch(method):
     x = draft_from(q, g)
     together = verify_batch(p, q, x, make_generators([10, 11, 12], "cpu"), method=method)[0]
     for b in range(3):
-        alone = verify_batch(p[b : b + 1], q[b : b + 1], x[b : b + 1], make_generators([10 + b], "cpu"), method=method)[0]
+        alone = verify_batch(
+            p[b : b + 1],
+            q[b : b + 1],
+            x[b : b + 1],
+            make_generators([10 + b], "cpu"),
+            method=method,
+        )[0]
         assert torch.equal(together[b], alone[0])
 
 
-@pytest.mark.parametrize("vocab,dtype", [(9, torch.float32), (1100, torch.float32), (1100, torch.float64), (2048, torch.bfloat16)])
+@pytest.mark.parametrize(
+    "vocab,dtype",
+    [(9, torch.float32), (1100, torch.float32), (1100, torch.float64), (2048, torch.bfloat16)],
+)
 def test_one_row_path_emits_the_batched_paths_tokens(vocab, dtype):
     """B = 1 on a CPU takes `_standard_one_row`; row b alone (its own generator) = row b of the batch, bit for
     bit: all acceptance counts, bonus rows, a partial last block (V = 1100), sparse rows and p = q / 2 rows
     (no residual mass: the fallback to p)."""
     g = torch.Generator().manual_seed(12)
     batch, k = 160, 3
-    p, q = random_probs(g, batch, k + 1, vocab, sparsity=0.5), random_probs(g, batch, k, vocab, sparsity=0.5)
+    p, q = (
+        random_probs(g, batch, k + 1, vocab, sparsity=0.5),
+        random_probs(g, batch, k, vocab, sparsity=0.5),
+    )
     p[::7, :k] = q[::7] / 2
     p, q = p.to(dtype), q.to(dtype)
     x = draft_from(q.float(), g)
     tokens, counts = verify_batch(p, q, x, make_generators(range(batch), "cpu"))
     for b in range(batch):
-        alone, count = verify_batch(p[b : b + 1], q[b : b + 1], x[b : b + 1], make_generators([b], "cpu"))
+        alone, count = verify_batch(
+            p[b : b + 1], q[b : b + 1], x[b : b + 1], make_generators([b], "cpu")
+        )
         assert torch.equal(alone[0], tokens[b]) and int(count[0]) == int(counts[b])
     assert set(counts.tolist()) == {1, 2, 3, 4}
 
@@ -255,7 +316,13 @@ def test_one_row_path_emits_the_batched_paths_tokens(vocab, dtype):
 )
 def test_bad_input_raises(p_shape, q_shape, x_shape, x_dtype, mode):
     with pytest.raises(ValueError):
-        verify_batch(torch.rand(p_shape), torch.rand(q_shape), torch.zeros(x_shape, dtype=x_dtype), None, mode)
+        verify_batch(
+            torch.rand(p_shape),
+            torch.rand(q_shape),
+            torch.zeros(x_shape, dtype=x_dtype),
+            None,
+            mode,
+        )
 
 
 def _round(rng, k=3, vocab=10):
@@ -297,8 +364,12 @@ def test_torch_verifier_is_reproducible_and_batch_shapes():
     p, q = _round(np.random.default_rng(1))
     x = np.array([1, 2, 3])
     v = TorchVerifier()
-    assert v.verify(p, q, x, np.random.default_rng(7)) == v.verify(p, q, x, np.random.default_rng(7))
-    tokens, counts = v.verify_batch(np.stack([p, p]), np.stack([q, q]), np.stack([x, x]), np.random.default_rng(7))
+    assert v.verify(p, q, x, np.random.default_rng(7)) == v.verify(
+        p, q, x, np.random.default_rng(7)
+    )
+    tokens, counts = v.verify_batch(
+        np.stack([p, p]), np.stack([q, q]), np.stack([x, x]), np.random.default_rng(7)
+    )
     assert tokens.shape == (2, 4) and tokens.dtype == np.int64 and counts.shape == (2,)
 
 

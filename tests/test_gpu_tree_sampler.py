@@ -42,17 +42,26 @@ def _duplicated_children() -> DraftTree:
     p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.7, 0.1])
     rows = np.array([p, p[::-1], p[::-1], [0.1, 0.1, 0.8], p])
     drafts = np.array([q, rows[1], q, rows[3], rows[4]])
-    return DraftTree(parent=np.array([-1, 0, 0, 2, 0]), tokens=np.array([-1, 1, 1, 0, 2]),
-                     target_probs=rows, draft_probs=drafts, replacement=True)
+    return DraftTree(
+        parent=np.array([-1, 0, 0, 2, 0]),
+        tokens=np.array([-1, 1, 1, 0, 2]),
+        target_probs=rows,
+        draft_probs=drafts,
+        replacement=True,
+    )
 
 
 TREES = {
     "width3_depth2_repl": lambda: _tree(shape_from_branching([3, 2]), True, 1),
     "width3_depth2_norepl": lambda: _tree(shape_from_branching([3, 2]), False, 2, min_support=3),
-    "ragged_q_zeros_norepl": lambda: _tree([-1, 0, 0, 1, 1, 1, 3, 0], False, 3, q_zeros=0.3, min_support=3),
+    "ragged_q_zeros_norepl": lambda: _tree(
+        [-1, 0, 0, 1, 1, 1, 3, 0], False, 3, q_zeros=0.3, min_support=3
+    ),
     "p_zeros_repl": lambda: _tree(shape_from_branching([2, 2, 1]), True, 4, p_zeros=0.25),
     "p_equals_q": lambda: _tree(shape_from_branching([2, 2]), True, 5, draft="equal"),
-    "near_equal_norepl": lambda: _tree(shape_from_branching([4]), False, 6, draft="near", min_support=4),
+    "near_equal_norepl": lambda: _tree(
+        shape_from_branching([4]), False, 6, draft="near", min_support=4
+    ),
     "duplicated_children": _duplicated_children,
 }
 
@@ -66,10 +75,14 @@ def _gof(paths: list[tuple[int, ...]], law: dict, name: str):
     return assert_chisquare_gof(cells, probs / probs.sum(), ALPHA, name=name)
 
 
-def _batched_paths(tree: DraftTree, n: int, seed: int, dtype=torch.float32) -> list[tuple[int, ...]]:
+def _batched_paths(
+    tree: DraftTree, n: int, seed: int, dtype=torch.float32
+) -> list[tuple[int, ...]]:
     row = (tree.parent, tree.tokens, tree.target_probs, tree.draft_probs, tree.replacement)
     padded = tree_sampler.pad_trees([row] * n, "cpu", dtype)
-    out, counts = tree_sampler.verify_tree_batch(*padded, generator=torch.Generator().manual_seed(seed))
+    out, counts = tree_sampler.verify_tree_batch(
+        *padded, generator=torch.Generator().manual_seed(seed)
+    )
     return [tuple(r[:c]) for r, c in zip(out.tolist(), counts.tolist())]
 
 
@@ -85,15 +98,24 @@ def test_the_check_rejects_the_with_replacement_law_on_a_without_replacement_tre
     """Negative control: the same samples against the law of the wrong rule (the with-replacement rule on
     a tree drafted without replacement, a real tree bug) fail the same chi-square."""
     tree = TREES["ragged_q_zeros_norepl"]()  # the two laws are 0.20 apart in TV here
-    wrong = DraftTree(parent=tree.parent, tokens=tree.tokens, target_probs=tree.target_probs,
-                      draft_probs=tree.draft_probs, replacement=True)
+    wrong = DraftTree(
+        parent=tree.parent,
+        tokens=tree.tokens,
+        target_probs=tree.target_probs,
+        draft_probs=tree.draft_probs,
+        replacement=True,
+    )
     result = _gof(_batched_paths(tree, N_ROUNDS, seed=11), tree_law_given(wrong), "wrong_rule")
     assert not result.passed, result.message
 
 
 def test_float64_rows_have_the_exact_tree_law():
     tree = TREES["ragged_q_zeros_norepl"]()
-    result = _gof(_batched_paths(tree, N_ROUNDS, seed=12, dtype=torch.float64), tree_law_given(tree), "float64")
+    result = _gof(
+        _batched_paths(tree, N_ROUNDS, seed=12, dtype=torch.float64),
+        tree_law_given(tree),
+        "float64",
+    )
     assert result.passed, result.message
 
 
@@ -107,32 +129,40 @@ def test_chain_has_the_chain_law_and_matches_verify_batch():
     drafted = np.stack([rng.choice(vocab, size=N_ROUNDS, p=row) for row in draft], axis=1)
     rows = [chain_tree(target, draft, tokens) for tokens in drafted]
     rows = [(t.parent, t.tokens, t.target_probs, t.draft_probs, t.replacement) for t in rows]
-    out, counts = tree_sampler.verify_tree_batch(*tree_sampler.pad_trees(rows, "cpu"),
-                                                 generator=torch.Generator().manual_seed(13))
+    out, counts = tree_sampler.verify_tree_batch(
+        *tree_sampler.pad_trees(rows, "cpu"), generator=torch.Generator().manual_seed(13)
+    )
     paths = [tuple(r[:c]) for r, c in zip(out.tolist(), counts.tolist())]
     result = _gof(paths, round_distribution(target, draft), "chain")
     assert result.passed, result.message
     repeat = lambda a: torch.tensor(np.repeat(a[None], N_ROUNDS, axis=0)).float()
-    out, counts = sampler.verify_batch(repeat(target), repeat(draft), torch.tensor(drafted),
-                                       torch.Generator().manual_seed(14))
+    out, counts = sampler.verify_batch(
+        repeat(target), repeat(draft), torch.tensor(drafted), torch.Generator().manual_seed(14)
+    )
     chain_paths = [tuple(r[:c]) for r, c in zip(out.tolist(), counts.tolist())]
     outcomes = {o: i for i, o in enumerate(sorted(set(paths) | set(chain_paths)))}
-    two = assert_two_sample_chisquare([outcomes[p] for p in paths], [outcomes[p] for p in chain_paths], ALPHA)
+    two = assert_two_sample_chisquare(
+        [outcomes[p] for p in paths], [outcomes[p] for p in chain_paths], ALPHA
+    )
     assert two.passed, two.message
 
 
 def test_row_output_does_not_depend_on_the_rest_of_the_batch():
     """Per-row generators: each row of a ragged, padded batch emits what it emits alone."""
-    trees = [tree for tree in (TREES[name]() for name in sorted(TREES)) if tree.vocab_size == 5]  # one batch, one V
+    trees = [
+        tree for tree in (TREES[name]() for name in sorted(TREES)) if tree.vocab_size == 5
+    ]  # one batch, one V
     rows = [(t.parent, t.tokens, t.target_probs, t.draft_probs, t.replacement) for t in trees]
     seeds = list(range(100, 100 + len(rows)))
-    out, counts = tree_sampler.verify_tree_batch(*tree_sampler.pad_trees(rows, "cpu"),
-                                                 generator=make_generators(seeds, "cpu"))
+    out, counts = tree_sampler.verify_tree_batch(
+        *tree_sampler.pad_trees(rows, "cpu"), generator=make_generators(seeds, "cpu")
+    )
     for b, row in enumerate(rows):
-        alone, n_alone = tree_sampler.verify_tree_batch(*tree_sampler.pad_trees([row], "cpu"),
-                                                        generator=make_generators([seeds[b]], "cpu"))
+        alone, n_alone = tree_sampler.verify_tree_batch(
+            *tree_sampler.pad_trees([row], "cpu"), generator=make_generators([seeds[b]], "cpu")
+        )
         assert out[b, : counts[b]].tolist() == alone[0, : n_alone[0]].tolist()
-        assert (out[b, counts[b]:] == tree_sampler.PAD).all()
+        assert (out[b, counts[b] :] == tree_sampler.PAD).all()
 
 
 def test_adapter_checks_its_input_and_is_seeded_by_the_rng():
@@ -149,12 +179,21 @@ def test_adapter_checks_its_input_and_is_seeded_by_the_rng():
     first = [verifier.verify_tree(tree, np.random.default_rng(5)) for _ in range(2)]
     assert first[0] == first[1]
     batch = verifier.verify_tree_batch([tree] * 200, np.random.default_rng(5))
-    assert {len(path) for path in batch} <= set(range(1, tree.max_depth + 2)) and len(set(map(tuple, batch))) > 1
+    assert {len(path) for path in batch} <= set(range(1, tree.max_depth + 2)) and len(
+        set(map(tuple, batch))
+    ) > 1
 
 
 def test_tensor_entry_point_rejects_bad_shapes():
-    padded = list(tree_sampler.pad_trees([(t.parent, t.tokens, t.target_probs, t.draft_probs, t.replacement)
-                                          for t in [TREES["width3_depth2_repl"]()]], "cpu"))
+    padded = list(
+        tree_sampler.pad_trees(
+            [
+                (t.parent, t.tokens, t.target_probs, t.draft_probs, t.replacement)
+                for t in [TREES["width3_depth2_repl"]()]
+            ],
+            "cpu",
+        )
+    )
     bad_tokens = padded.copy()
     bad_tokens[1] = padded[1][:, :-1]
     with pytest.raises(ValueError, match="tokens must have shape"):
@@ -164,8 +203,13 @@ def test_tensor_entry_point_rejects_bad_shapes():
     with pytest.raises(ValueError, match="node_mask must be a bool"):
         tree_sampler.verify_tree_batch(*bad_mask)
     with pytest.raises(ValueError, match="one vocabulary size"):
-        tree_sampler.pad_trees([(t.parent, t.tokens, t.target_probs, t.draft_probs, True)
-                                for t in (TREES["duplicated_children"](), TREES["p_equals_q"]())], "cpu")
+        tree_sampler.pad_trees(
+            [
+                (t.parent, t.tokens, t.target_probs, t.draft_probs, True)
+                for t in (TREES["duplicated_children"](), TREES["p_equals_q"]())
+            ],
+            "cpu",
+        )
 
 
 def _q_is_one_law(tree: DraftTree) -> dict:

@@ -10,7 +10,9 @@ from exactspec.gpu_impl.sampling.warping import warp_probs
 from exactspec.reference.warping import warp_probs as oracle_warp
 
 GRID = list(
-    itertools.product([0.0, 0.5, 1.0, 1.7], [None, 1, 3, 17, 40], [1.0, 0.95, 0.5, 0.05], [0.0, 0.02, 0.3])
+    itertools.product(
+        [0.0, 0.5, 1.0, 1.7], [None, 1, 3, 17, 40], [1.0, 0.95, 0.5, 0.05], [0.0, 0.02, 0.3]
+    )
 )
 
 
@@ -25,7 +27,10 @@ def test_matches_oracle_on_random_logits(temperature, top_k, top_p, min_p):
     np.testing.assert_allclose(got.numpy(), expected, atol=2e-7, rtol=1e-5)
 
 
-@pytest.mark.parametrize("top_k,top_p,min_p", [(2, 1.0, 0.0), (None, 0.5, 0.0), (None, 1.0, 0.5), (1, 1.0, 0.0), (3, 0.7, 0.2)])
+@pytest.mark.parametrize(
+    "top_k,top_p,min_p",
+    [(2, 1.0, 0.0), (None, 0.5, 0.0), (None, 1.0, 0.5), (1, 1.0, 0.0), (3, 0.7, 0.2)],
+)
 def test_ties_follow_oracle(top_k, top_p, min_p):
     rng = np.random.default_rng(1)
     logits = rng.integers(0, 4, size=(50, 12)).astype(np.float32)  # many exact ties
@@ -48,7 +53,9 @@ def test_large_vocab_and_bf16_logits():
     np.testing.assert_array_equal(got.numpy() > 0, expected > 0)
 
 
-@pytest.mark.parametrize("kwargs", [{"temperature": -1}, {"top_k": 0}, {"top_p": 0.0}, {"top_p": 1.5}, {"min_p": -0.1}])
+@pytest.mark.parametrize(
+    "kwargs", [{"temperature": -1}, {"top_k": 0}, {"top_p": 0.0}, {"top_p": 1.5}, {"min_p": -0.1}]
+)
 def test_bad_parameters_raise(kwargs):
     with pytest.raises(ValueError):
         warp_probs(torch.zeros(1, 4), **kwargs)

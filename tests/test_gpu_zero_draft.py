@@ -26,7 +26,9 @@ def test_plain_steps_keep_greedy_output_and_sampled_seeds_identical():
     target = scaled_llama(seed=1, scale=4.0)
     prompt = torch.arange(1, 9)[None]  # all distinct: the first round has no match
     for sampling in (SamplingParams(temperature=0), SamplingParams(temperature=1.0)):
-        spec = SpeculativeGenerator(target, PromptLookupDraft(), k=3, sampling=sampling).generate(prompt, 12, seed=5)
+        spec = SpeculativeGenerator(target, PromptLookupDraft(), k=3, sampling=sampling).generate(
+            prompt, 12, seed=5
+        )
         assert spec.stats.rounds >= 1
         if sampling.greedy:
             assert spec.sequences == generate_plain(target, prompt, 12, sampling=sampling).sequences
@@ -48,9 +50,17 @@ def test_examined_and_accepted_is_the_one_counter_and_pooling_adds_runs():
     second.record_round(4, [4])
     second.target_time_s = 1.5
     pooled = SpecStats.pooled([first, second])
-    assert pooled.reached_per_position == [3, 2, 1, 1] and pooled.accepted_per_position == [2, 2, 1, 1]
+    assert pooled.reached_per_position == [3, 2, 1, 1] and pooled.accepted_per_position == [
+        2,
+        2,
+        1,
+        1,
+    ]
     assert pooled.acceptance_rate == 6 / 7 and pooled.proposed == 8 and pooled.rounds == 2
-    assert pooled.acceptance_rate_per_position == [2 / 3, 1.0, 1.0, 1.0] and pooled.target_time_s == 1.5
+    assert (
+        pooled.acceptance_rate_per_position == [2 / 3, 1.0, 1.0, 1.0]
+        and pooled.target_time_s == 1.5
+    )
 
 
 def test_per_row_acceptance_adds_up_to_the_batch():
@@ -58,9 +68,17 @@ def test_per_row_acceptance_adds_up_to_the_batch():
     stats = SpecStats()
     stats.record_round(3, [0, 3, 1], rows=[0, 1, 2])
     stats.record_round(2, [2, 1], rows=[0, 1])
-    assert stats.row_acceptance(0) == {"drafts_proposed": 5, "drafts_examined": 3, "drafts_accepted": 2,
-                                       "acceptance_rate": 2 / 3, "acceptance_rate_per_position": [0.5, 1.0, 0.0]}
-    assert stats.row_acceptance(2)["drafts_examined"] == 2 and stats.row_acceptance(2)["drafts_accepted"] == 1
+    assert stats.row_acceptance(0) == {
+        "drafts_proposed": 5,
+        "drafts_examined": 3,
+        "drafts_accepted": 2,
+        "acceptance_rate": 2 / 3,
+        "acceptance_rate_per_position": [0.5, 1.0, 0.0],
+    }
+    assert (
+        stats.row_acceptance(2)["drafts_examined"] == 2
+        and stats.row_acceptance(2)["drafts_accepted"] == 1
+    )
     assert stats.row_acceptance(7)["drafts_proposed"] == 0
     assert sum(stats.row_acceptance(r)["drafts_accepted"] for r in range(3)) == stats.accepted
     assert "rows_reached" not in stats.to_dict()

@@ -17,7 +17,10 @@ KINDS = {
     "speculation not observed": ("speculation was never observed", "speculation not observed"),
     "a prompt dropped": ("a prompt one side dropped", "dropped: the reference holds"),
     "law checks not run": ("law checks that could not run", "the law checks did not run"),
-    "reference tokens not forced": ("reference tokens with no teacher-forced report", "no teacher-forced report"),
+    "reference tokens not forced": (
+        "reference tokens with no teacher-forced report",
+        "no teacher-forced report",
+    ),
     "a check on nothing": ("a check that ran on nothing", "ran on nothing (n = 0)"),
     "short of the target": ("it is short of the target", "underpowered"),
 }
@@ -32,8 +35,15 @@ def test_the_help_names_every_kind_of_inconclusive_reason_the_code_gives():
     reasons_built = code.count("self.inconclusive = ")
     assert reasons_built == 1, "the verdict's reasons are built in one place"
     judged = inspect.getsource(result.EngineResult.judge)
-    built = judged[judged.index("self.inconclusive = ") + len("self.inconclusive = "):]
+    built = judged[judged.index("self.inconclusive = ") + len("self.inconclusive = ") :]
     sources = set(re.findall(r"self\.(\w+)", built))
-    assert sources == {"speculation_observed", "input_reasons", "underpowered", "qualified", "short_of_any_shape"}, \
+    assert sources == {
+        "speculation_observed",
+        "input_reasons",
+        "underpowered",
+        "qualified",
+        "short_of_any_shape",
+    }, (
         f"sources of INCONCLUSIVE reasons changed: {sorted(sources)}: say so in certify-samples --help"
+    )
     assert "5  QUALIFIED" in EXIT_CODES_HELP

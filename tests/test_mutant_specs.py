@@ -27,11 +27,21 @@ REPO = Path(__file__).resolve().parents[1]
 LEVELS = ("rule", "sequence", "tree", "engine")
 #: Docs that state zoo counts; each count is written "N <level>-level mutants" or "N <level>-level valid variants"
 #: (or "N/N ..."), so this test can read it.
-COUNTED_DOCS = ("README.md", "docs/certificates/README.md", "docs/certify-an-implementation.md",
-                "docs/sequence-level.md", "docs/tree-level.md", "docs/engine-level.md")
+COUNTED_DOCS = (
+    "README.md",
+    "docs/certificates/README.md",
+    "docs/certify-an-implementation.md",
+    "docs/sequence-level.md",
+    "docs/tree-level.md",
+    "docs/engine-level.md",
+)
 MUST_COUNT = ("README.md", "docs/certificates/README.md", "docs/certify-an-implementation.md")
-COUNT = re.compile(r"\b(\d+)(?:/(\d+))?\s+(rule|sequence|tree|engine)-level\s+(mutants|valid\s+variants)\b")
-ANY_COUNT = re.compile(r"\b(\d+)(?:/\d+)?\s+(?:[\w-]+\s+)?(mutants|valid\s+variants|valid\s+rows)\b")
+COUNT = re.compile(
+    r"\b(\d+)(?:/(\d+))?\s+(rule|sequence|tree|engine)-level\s+(mutants|valid\s+variants)\b"
+)
+ANY_COUNT = re.compile(
+    r"\b(\d+)(?:/\d+)?\s+(?:[\w-]+\s+)?(mutants|valid\s+variants|valid\s+rows)\b"
+)
 
 
 def zoo_of(level: str) -> tuple[MutantSpec, ...]:
@@ -56,18 +66,21 @@ def _make():
     return object()
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(kind="valid"), "kind"),
-    (dict(kind=MUTANT, expected=("CERTIFIED",)), "expects verdicts"),
-    (dict(kind=MUTANT, expected=("EXACT_NOT_STANDARD",)), "expects verdicts"),
-    (dict(kind=VALID_VARIANT, expected=(REJECTED,)), "expects verdicts"),
-    (dict(kind=VALID_VARIANT, expected=("NOT_EXACT",)), "expects verdicts"),
-    (dict(kind=MUTANT, expected=()), "expects verdicts"),
-    (dict(kind=MUTANT, models="two\nlines"), "one non-empty line"),
-    (dict(kind=MUTANT, models=""), "one non-empty line"),
-    (dict(kind=MUTANT, name=" padded"), "name"),
-    (dict(kind=MUTANT, make="not callable"), "callable"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(kind="valid"), "kind"),
+        (dict(kind=MUTANT, expected=("CERTIFIED",)), "expects verdicts"),
+        (dict(kind=MUTANT, expected=("EXACT_NOT_STANDARD",)), "expects verdicts"),
+        (dict(kind=VALID_VARIANT, expected=(REJECTED,)), "expects verdicts"),
+        (dict(kind=VALID_VARIANT, expected=("NOT_EXACT",)), "expects verdicts"),
+        (dict(kind=MUTANT, expected=()), "expects verdicts"),
+        (dict(kind=MUTANT, models="two\nlines"), "one non-empty line"),
+        (dict(kind=MUTANT, models=""), "one non-empty line"),
+        (dict(kind=MUTANT, name=" padded"), "name"),
+        (dict(kind=MUTANT, make="not callable"), "callable"),
+    ],
+)
 def test_spec_rejects_an_inconsistent_entry(kwargs, message):
     fields = dict(name="m", kind=MUTANT, models="a bug", expected=(REJECTED,), make=_make) | kwargs
     with pytest.raises(ValueError, match=message):
@@ -77,7 +90,12 @@ def test_spec_rejects_an_inconsistent_entry(kwargs, message):
 def test_spec_helpers():
     bug = spec_module.mutant("bug", "a\n  bug", _make)
     fine = spec_module.valid_variant("fine", "exact", _make)
-    assert (bug.kind, bug.models, bug.expected, bug.is_mutant) == (MUTANT, "a bug", (REJECTED,), True)
+    assert (bug.kind, bug.models, bug.expected, bug.is_mutant) == (
+        MUTANT,
+        "a bug",
+        (REJECTED,),
+        True,
+    )
     assert (fine.kind, fine.expected, fine.is_mutant) == (VALID_VARIANT, ("CERTIFIED",), False)
     assert spec_module.zoo([fine, bug]) == (bug, fine)  # mutants first, each group in order
     with pytest.raises(ValueError, match="unique"):
@@ -99,7 +117,9 @@ def test_zoo_specs_are_consistent(level):
     assert all(s.kind in KINDS for s in zoo)
     assert all(set(s.expected) <= set(MUTANT_VERDICTS) for s in mutants_of(zoo))
     assert all(set(s.expected) <= set(VALID_VERDICTS) for s in valid_variants_of(zoo))
-    assert list(zoo) == list(mutants_of(zoo)) + list(valid_variants_of(zoo)), "mutants first, then valid variants"
+    assert list(zoo) == list(mutants_of(zoo)) + list(valid_variants_of(zoo)), (
+        "mutants first, then valid variants"
+    )
     assert mutants_of(zoo) and valid_variants_of(zoo)
 
 
@@ -119,16 +139,30 @@ def test_valid_variants_are_never_counted_as_mutants(level):
     zoo = zoo_of(level)
     exact_not_standard = [s for s in zoo if "EXACT_NOT_STANDARD" in s.expected]
     assert all(s.kind == VALID_VARIANT for s in exact_not_standard)
-    rows = [{"name": s.name, "kind": s.kind, "verdict": s.expected[0] if s.expected[0] != REJECTED else "NOT_EXACT",
-             "as_expected": True, "missed_by_first_token_only": None, "seconds": 0.0} for s in zoo]
+    rows = [
+        {
+            "name": s.name,
+            "kind": s.kind,
+            "verdict": s.expected[0] if s.expected[0] != REJECTED else "NOT_EXACT",
+            "as_expected": True,
+            "missed_by_first_token_only": None,
+            "seconds": 0.0,
+        }
+        for s in zoo
+    ]
     summary = summarize(level, "quick", rows)
-    assert summary["mutants"] == len(mutants_of(zoo)) and summary["valid_variants"] == len(valid_variants_of(zoo))
+    assert summary["mutants"] == len(mutants_of(zoo)) and summary["valid_variants"] == len(
+        valid_variants_of(zoo)
+    )
 
 
 def test_exact_but_not_standard_rules_are_valid_variants_everywhere():
     rule, tree = zoo_of("rule"), zoo_of("tree")
     for zoo, name in ((rule, "SamplerMatch"), (rule, "BonusSkipped"), (tree, "q_as_one")):
-        assert by_name(zoo, name).kind == VALID_VARIANT and "EXACT_NOT_STANDARD" in by_name(zoo, name).expected
+        assert (
+            by_name(zoo, name).kind == VALID_VARIANT
+            and "EXACT_NOT_STANDARD" in by_name(zoo, name).expected
+        )
     from exactspec.conformance.rule.mutants.zoo import MUTANTS, VALID
     from exactspec.conformance.tree.mutants import TREE_MUTANTS
 
@@ -163,24 +197,36 @@ def test_engine_zoo_serves_only_the_sequence_mutants_it_names(monkeypatch):
     served = [s.name for s in mutants_of(engine_zoo.zoo())]
     assert served == list(engine_zoo.SERVED_MUTANTS)
     assert set(served) <= {s.name for s in mutants_of(sequence_zoo.ZOO)}
-    assert all(by_name(engine_zoo.zoo(), n).models == by_name(sequence_zoo.ZOO, n).models for n in served)
+    assert all(
+        by_name(engine_zoo.zoo(), n).models == by_name(sequence_zoo.ZOO, n).models for n in served
+    )
     extra = spec_module.mutant("mutant-new-bug", "a new generation-level bug", _make)
     monkeypatch.setattr(sequence_zoo, "ZOO", sequence_zoo.ZOO + (extra,))
-    assert "mutant-new-bug" not in {s.name for s in engine_zoo.zoo()}  # not served until SERVED_MUTANTS names it
-    monkeypatch.setattr(engine_zoo, "SERVED_MUTANTS", engine_zoo.SERVED_MUTANTS + ("benign-bonus-dropped",))
+    assert "mutant-new-bug" not in {
+        s.name for s in engine_zoo.zoo()
+    }  # not served until SERVED_MUTANTS names it
+    monkeypatch.setattr(
+        engine_zoo, "SERVED_MUTANTS", engine_zoo.SERVED_MUTANTS + ("benign-bonus-dropped",)
+    )
     with pytest.raises(ValueError, match="valid variants"):
         engine_zoo.zoo()
 
 
 # --------------------------------------------------------------------------- the docs' counts
 def _counts(text: str) -> list[tuple[int, int | None, str, str]]:
-    return [(int(a), int(b) if b else None, level, " ".join(what.split())) for a, b, level, what in COUNT.findall(text)]
+    return [
+        (int(a), int(b) if b else None, level, " ".join(what.split()))
+        for a, b, level, what in COUNT.findall(text)
+    ]
 
 
 def test_the_count_reader():
     text = "rejects all 21 rule-level mutants, 10/10 engine-level\nmutants and 2/2 tree-level valid variants"
-    assert _counts(text) == [(21, None, "rule", "mutants"), (10, 10, "engine", "mutants"),
-                             (2, 2, "tree", "valid variants")]
+    assert _counts(text) == [
+        (21, None, "rule", "mutants"),
+        (10, 10, "engine", "mutants"),
+        (2, 2, "tree", "valid variants"),
+    ]
 
 
 @pytest.mark.parametrize("doc", COUNTED_DOCS)
@@ -191,14 +237,20 @@ def test_docs_counts_follow_the_zoos(doc):
     if doc in MUST_COUNT:
         assert counts, f"{doc}: no zoo count found (write them as 'N <level>-level mutants')"
     checked = {m.span() for m in COUNT.finditer(text)}
-    unchecked = [m.group(0) for m in ANY_COUNT.finditer(text)
-                 if not any(a <= m.start() and m.end() <= b for a, b in checked)]
-    assert not unchecked, f"{doc}: counts without a level, write 'N <level>-level mutants': {unchecked}"
+    unchecked = [
+        m.group(0)
+        for m in ANY_COUNT.finditer(text)
+        if not any(a <= m.start() and m.end() <= b for a, b in checked)
+    ]
+    assert not unchecked, (
+        f"{doc}: counts without a level, write 'N <level>-level mutants': {unchecked}"
+    )
     for n, of, level, what in counts:
         zoo = zoo_of(level)
         actual = len(mutants_of(zoo)) if what == "mutants" else len(valid_variants_of(zoo))
         assert n == actual and of in (None, actual), (
-            f"{doc}: '{n}{'' if of is None else f'/{of}'} {level}-level {what}' but the {level} zoo has {actual}")
+            f"{doc}: '{n}{'' if of is None else f'/{of}'} {level}-level {what}' but the {level} zoo has {actual}"
+        )
 
 
 @pytest.mark.parametrize("table", ("rule", "sequence", "tree", "engine", "engine-standard"))
@@ -207,9 +259,14 @@ def test_committed_kill_tables_list_the_zoos(table):
     import json
 
     level = table.split("-")[0]
-    doc = json.loads((REPO / "docs/certificates/kill-tables" / table / "kill-table.json").read_text())
+    doc = json.loads(
+        (REPO / "docs/certificates/kill-tables" / table / "kill-table.json").read_text()
+    )
     zoo = zoo_of(level)
     assert [(r["name"], r["kind"]) for r in doc["rows"]] == [(s.name, s.kind) for s in zoo], (
-        f"regenerate it: exactspec kill-table --level {level}")
-    assert (doc["summary"]["mutants"], doc["summary"]["valid_variants"]) == (len(mutants_of(zoo)),
-                                                                          len(valid_variants_of(zoo)))
+        f"regenerate it: exactspec kill-table --level {level}"
+    )
+    assert (doc["summary"]["mutants"], doc["summary"]["valid_variants"]) == (
+        len(mutants_of(zoo)),
+        len(valid_variants_of(zoo)),
+    )

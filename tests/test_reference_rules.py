@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from scipy import stats
 
-from exactspec.reference import round_distribution, verify, verify_batch, verify_greedy, verify_sampler_match
+from exactspec.reference import (
+    round_distribution,
+    verify,
+    verify_batch,
+    verify_greedy,
+    verify_sampler_match,
+)
 from exactspec.reference.sampling import inverse_cdf, sample_token
 from tests.reference_strategies import draw_drafts, round_pairs
 
@@ -54,7 +60,9 @@ def test_verify_matches_verify_batch_row():
     draft = rng.dirichlet(np.ones(5), size=3)
     drafts = draw_drafts(rng, draft)
     single = verify(target, draft, drafts, np.random.default_rng(11))
-    tokens, counts = verify_batch(target[None], draft[None], drafts[None], np.random.default_rng(11))
+    tokens, counts = verify_batch(
+        target[None], draft[None], drafts[None], np.random.default_rng(11)
+    )
     assert single == tokens[0, : counts[0]].tolist()
 
 
@@ -132,7 +140,10 @@ def test_greedy_rule():
         ({"draft_tokens": [0, 1]}, "draft_tokens must have shape"),
         ({"draft_tokens": [0.5]}, "draft_tokens must hold integer"),
         ({"draft_probs": np.zeros((0, 3))}, "draft_probs must hold k >= 1 rows"),
-        ({"draft_probs": np.array([[0.0, 0.5, 0.5]]), "draft_tokens": [0]}, "has draft probability 0"),
+        (
+            {"draft_probs": np.array([[0.0, 0.5, 0.5]]), "draft_tokens": [0]},
+            "has draft probability 0",
+        ),
         ({"rng": 3}, "rng must be a numpy.random.Generator"),
         ({"target_probs": np.full(3, 1 / 3)}, "target_probs must have 2 dimensions"),
     ],
@@ -151,7 +162,12 @@ def test_verify_rejects_bad_input(kwargs, message):
 
 def test_verify_batch_rejects_mismatched_batches():
     with pytest.raises(ValueError, match="different batch sizes"):
-        verify_batch(np.full((2, 2, 3), 1 / 3), np.full((3, 1, 3), 1 / 3), np.zeros((3, 1), int), np.random.default_rng(0))
+        verify_batch(
+            np.full((2, 2, 3), 1 / 3),
+            np.full((3, 1, 3), 1 / 3),
+            np.zeros((3, 1), int),
+            np.random.default_rng(0),
+        )
 
 
 def test_inverse_cdf_never_returns_a_zero_probability_token():
@@ -166,7 +182,12 @@ def test_inverse_cdf_never_returns_a_zero_probability_token():
 def test_inverse_cdf_follows_the_row_and_rejects_bad_input():
     probs = np.array([0.2, 0.0, 0.5, 0.3])
     drawn = inverse_cdf(probs, np.random.default_rng(1).random(40_000))
-    assert stats.chisquare(np.bincount(drawn, minlength=4)[[0, 2, 3]], 40_000 * probs[[0, 2, 3]]).pvalue > 1e-4
+    assert (
+        stats.chisquare(
+            np.bincount(drawn, minlength=4)[[0, 2, 3]], 40_000 * probs[[0, 2, 3]]
+        ).pvalue
+        > 1e-4
+    )
     assert np.bincount(drawn, minlength=4)[1] == 0
     with pytest.raises(ValueError, match="uniforms must have shape"):
         inverse_cdf(np.full((2, 3), 1 / 3), np.zeros(3))

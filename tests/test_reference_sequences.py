@@ -20,13 +20,19 @@ def toy_target(prefix):
 
 
 def toy_draft(prefix):
-    return [Fraction(1, 5), Fraction(3, 5), Fraction(1, 5)] if len(prefix) % 2 else [Fraction(1), Fraction(0), Fraction(0)]
+    return (
+        [Fraction(1, 5), Fraction(3, 5), Fraction(1, 5)]
+        if len(prefix) % 2
+        else [Fraction(1), Fraction(0), Fraction(0)]
+    )
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 @pytest.mark.parametrize("length", [1, 3, 5])
 def test_speculative_loop_law_equals_target_law_exactly(k, length):
-    assert speculative_sequence_law(toy_target, toy_draft, (1,), length, k) == target_sequence_law(toy_target, (1,), length)
+    assert speculative_sequence_law(toy_target, toy_draft, (1,), length, k) == target_sequence_law(
+        toy_target, (1,), length
+    )
 
 
 def test_float_models_agree_with_rational():
@@ -41,6 +47,7 @@ def test_float_models_agree_with_rational():
 
 def test_wrong_loop_is_visible_to_the_exact_comparison():
     """A loop that (wrongly) conditions the draft-side rows on nothing differs from the target law."""
+
     def stale_target(prefix):  # target row not updated with the accepted draft tokens
         return toy_target(prefix[:1])
 

@@ -50,7 +50,9 @@ def test_expected_tokens_for_every_k_at_once():
     rates = [0.4, 0.9, 0.8]
     every = expected_tokens_every_k(rates)
     assert every[0] == 1.0 and len(every) == 4
-    np.testing.assert_allclose(every[1:], [expected_tokens_per_position(rates[:k]) for k in (1, 2, 3)])
+    np.testing.assert_allclose(
+        every[1:], [expected_tokens_per_position(rates[:k]) for k in (1, 2, 3)]
+    )
     from exactspec.reference.speedup import expected_tokens_every_k_unchecked
 
     # by hand: 1, 1 + 0.4, 1 + 0.4 + 0.4 * 0.9, 1 + 0.4 + 0.36 + 0.36 * 0.8 (the checked form calls this one)

@@ -6,10 +6,21 @@ import numpy as np
 import pytest
 
 from exactspec.reference.laws import round_distribution
-from exactspec.reference.tree_laws import (completed_stream_law, depth_rows_length_law, length_law,
-                                           target_stream_law, tree_law_given, tree_round_law)
+from exactspec.reference.tree_laws import (
+    completed_stream_law,
+    depth_rows_length_law,
+    length_law,
+    target_stream_law,
+    tree_law_given,
+    tree_round_law,
+)
 from exactspec.reference.tree_models import ContextRows
-from exactspec.reference.tree_rules import sample_tree, shape_from_branching, verify_tree, verify_tree_batch
+from exactspec.reference.tree_rules import (
+    sample_tree,
+    shape_from_branching,
+    verify_tree,
+    verify_tree_batch,
+)
 from exactspec.reference.trees import DraftTree, chain_tree
 from exactspec.stat_tests import assert_chisquare_gof
 
@@ -17,18 +28,31 @@ UNIFORM = np.full((4, 4), 0.25)
 
 
 def _tree(**changes):
-    kwargs = dict(parent=[-1, 0, 0, 1], tokens=[-1, 1, 2, 3], target_probs=UNIFORM, draft_probs=UNIFORM,
-                  replacement=False)
+    kwargs = dict(
+        parent=[-1, 0, 0, 1],
+        tokens=[-1, 1, 2, 3],
+        target_probs=UNIFORM,
+        draft_probs=UNIFORM,
+        replacement=False,
+    )
     kwargs.update(changes)
     return DraftTree(**kwargs)
 
 
-@pytest.mark.parametrize("changes, field", [
-    (dict(parent=[0, 0, 0, 1]), "parent"), (dict(parent=[-1, 0, 2, 1]), "parent"),
-    (dict(tokens=[-1, 1, 1, 3]), "tokens"), (dict(tokens=[-1, 1, 2]), "tokens"), (dict(tokens=[-1, 1, 2, 4]), "tokens"),
-    (dict(target_probs=np.full((3, 4), 0.25)), "target_probs"), (dict(draft_probs=np.full((4, 4), 0.3)), "draft_probs"),
-    (dict(draft_probs=np.array([[0.5, 0, 0.5, 0]] + [[0.25] * 4] * 3)), "tokens"), (dict(replacement="no"), "replacement"),
-])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        (dict(parent=[0, 0, 0, 1]), "parent"),
+        (dict(parent=[-1, 0, 2, 1]), "parent"),
+        (dict(tokens=[-1, 1, 1, 3]), "tokens"),
+        (dict(tokens=[-1, 1, 2]), "tokens"),
+        (dict(tokens=[-1, 1, 2, 4]), "tokens"),
+        (dict(target_probs=np.full((3, 4), 0.25)), "target_probs"),
+        (dict(draft_probs=np.full((4, 4), 0.3)), "draft_probs"),
+        (dict(draft_probs=np.array([[0.5, 0, 0.5, 0]] + [[0.25] * 4] * 3)), "tokens"),
+        (dict(replacement="no"), "replacement"),
+    ],
+)
 def test_draft_tree_refuses_bad_fields(changes, field):
     with pytest.raises(ValueError, match=field):
         _tree(**changes)
@@ -38,7 +62,11 @@ def test_draft_tree_is_frozen_copy_and_describes_its_shape():
     rows = UNIFORM.copy()
     tree = _tree(target_probs=rows)
     assert rows.flags.writeable and not tree.target_probs.flags.writeable
-    assert tree.depths().tolist() == [0, 1, 1, 2] and tree.max_depth == 2 and tree.path_tokens(3) == [1, 3]
+    assert (
+        tree.depths().tolist() == [0, 1, 1, 2]
+        and tree.max_depth == 2
+        and tree.path_tokens(3) == [1, 3]
+    )
     assert tree.children(0).tolist() == [1, 2] and tree.is_leaf(2) and not tree.is_chain()
     assert chain_tree(np.full((3, 4), 0.25), np.full((2, 4), 0.25), [0, 3]).is_chain()
 
@@ -55,8 +83,15 @@ def test_tree_law_of_a_chain_is_round_distribution_bit_for_bit(k):
     assert tree_round_law(parent, model, True, rational=True) == round_distribution(p_r, q_r)
 
 
-@pytest.mark.parametrize("branching, replacement, by", [([2, 2], True, "path"), ([3, 1], False, "path"),
-                                                        ([4], False, "depth"), ([1, 3], True, "path")])
+@pytest.mark.parametrize(
+    "branching, replacement, by",
+    [
+        ([2, 2], True, "path"),
+        ([3, 1], False, "path"),
+        ([4], False, "depth"),
+        ([1, 3], True, "path"),
+    ],
+)
 def test_emitted_path_has_the_target_law_exactly(branching, replacement, by):
     model = ContextRows(vocab_size=4, seed=5, by=by, q_zeros=0.2, min_support=max(branching))
     parent = shape_from_branching(branching)
@@ -91,13 +126,18 @@ def test_verify_tree_follows_its_conditional_law():
     outputs = [tuple(verify_tree(tree, rng)) for _ in range(20_000)]
     assert set(outputs) <= set(keys)
     counts = np.array([outputs.count(key) for key in keys])
-    result = assert_chisquare_gof(counts=counts, p=np.array([law[k] for k in keys]), false_fail_rate=1e-4)
+    result = assert_chisquare_gof(
+        counts=counts, p=np.array([law[k] for k in keys]), false_fail_rate=1e-4
+    )
     assert result.passed, result.message
 
 
 def test_verify_tree_is_deterministic_and_batch_agrees():
     model = ContextRows(vocab_size=6, seed=2)
-    trees = [sample_tree(shape_from_branching([2, 2]), model, True, np.random.default_rng(s)) for s in range(30)]
+    trees = [
+        sample_tree(shape_from_branching([2, 2]), model, True, np.random.default_rng(s))
+        for s in range(30)
+    ]
     single = [verify_tree(t, np.random.default_rng(5)) for t in trees]
     assert single == [verify_tree(t, np.random.default_rng(5)) for t in trees]
     rng_a, rng_b = np.random.default_rng(7), np.random.default_rng(7)
@@ -128,8 +168,12 @@ def test_model_rows_are_exact_and_context_dependent():
 def test_batch_construction_checks_the_whole_stack():
     parent = np.array([-1, 0, 0])
     rows = np.full((2, 3, 4), 0.25)
-    trees = DraftTree.from_checked_batch(parent, np.array([[-1, 1, 2], [-1, 3, 3]]), rows, rows, True)
-    assert [t.tokens.tolist() for t in trees] == [[-1, 1, 2], [-1, 3, 3]] and trees[1].children(0).tolist() == [1, 2]
+    trees = DraftTree.from_checked_batch(
+        parent, np.array([[-1, 1, 2], [-1, 3, 3]]), rows, rows, True
+    )
+    assert [t.tokens.tolist() for t in trees] == [[-1, 1, 2], [-1, 3, 3]] and trees[1].children(
+        0
+    ).tolist() == [1, 2]
     with pytest.raises(ValueError, match="tokens"):
         DraftTree.from_checked_batch(parent, np.array([[-1, 1, 2], [-1, 3, 3]]), rows, rows, False)
     zero = rows.copy()

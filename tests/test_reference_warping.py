@@ -51,7 +51,9 @@ def test_order_of_operations_matters():
 
 def test_greedy_tie_goes_to_lowest_id_and_ignores_filters():
     logits = np.array([[1.0, 3.0, 3.0], [0.0, 0.0, 0.0]])
-    np.testing.assert_array_equal(warp_probs(logits, temperature=0, top_k=1, top_p=0.5), [[0, 1, 0], [1, 0, 0]])
+    np.testing.assert_array_equal(
+        warp_probs(logits, temperature=0, top_k=1, top_p=0.5), [[0, 1, 0], [1, 0, 0]]
+    )
     np.testing.assert_array_equal(greedy_probs(logits), [[0, 1, 0], [1, 0, 0]])
 
 

@@ -14,8 +14,10 @@ from exactspec.conformance.rule.mutants import zoo
 CASE = next(c for c in SUITE_CASES if c.name == "rows_differ_k3")
 
 
-@pytest.mark.parametrize("mutant", [zoo.SharedCoin, zoo.ResidualFromP, zoo.BonusFromDraftRow,
-                                    zoo.DraftTemperatureMismatch])
+@pytest.mark.parametrize(
+    "mutant",
+    [zoo.SharedCoin, zoo.ResidualFromP, zoo.BonusFromDraftRow, zoo.DraftTemperatureMismatch],
+)
 def test_a_mutant_is_named_as_its_own_mechanism(mutant):
     entry = name_mechanism(Harness(mutant(), "candidate"), CASE)
     assert mutant.__name__ in [entry["named"], *entry["tied"]], entry["ranking"]
@@ -28,7 +30,10 @@ def test_the_exact_rule_names_nothing():
 
 def test_a_not_exact_rule_report_carries_the_diagnosis_and_a_certified_one_does_not():
     bad = run_level("rule", zoo.ResidualFromP(), "ResidualFromP", profile="quick", cases=[CASE])
-    assert bad.verdict == "NOT_EXACT" and bad.extra["diagnosis"]["mechanism"]["family"] == "ResidualFromP"
+    assert (
+        bad.verdict == "NOT_EXACT"
+        and bad.extra["diagnosis"]["mechanism"]["family"] == "ResidualFromP"
+    )
     good = run_level("rule", zoo.Rule(), "Rule", profile="quick", cases=[CASE])
     assert good.verdict != "NOT_EXACT" and "diagnosis" not in good.extra
 
@@ -39,6 +44,9 @@ def test_a_tree_mutant_is_named_in_its_certificate(tmp_path):
 
     spec = next(s for s in TREE_ZOO if s.name == "wrong_parent_row")
     result = run_level("tree", spec.make(), spec.name, profile="quick")
-    assert result.verdict == "NOT_EXACT" and result.extra["diagnosis"]["mechanism"]["family"] == "wrong_parent_row"
+    assert (
+        result.verdict == "NOT_EXACT"
+        and result.extra["diagnosis"]["mechanism"]["family"] == "wrong_parent_row"
+    )
     write_tree_report(result, tmp_path)
     assert "**Mechanism:** wrong_parent_row" in (tmp_path / "CERTIFICATE.md").read_text()

@@ -18,16 +18,27 @@ from exactspec.conformance.sequence.report import to_markdown
 def test_mutant_rejected(mutant):
     report = run_sequence_suite(mutant(), profile="quick", fail_fast=True)
     assert not report["passed"], f"{mutant.name} was certified"
-    assert report["verdict"] in ("NOT_EXACT", "CONTRACT_VIOLATION") and report["schema_version"] == "2.1"
-    (failing,) = [c for c in report["cases"] if c["passed"] is False]  # fail-fast: the run stopped there
+    assert (
+        report["verdict"] in ("NOT_EXACT", "CONTRACT_VIOLATION")
+        and report["schema_version"] == "2.1"
+    )
+    (failing,) = [
+        c for c in report["cases"] if c["passed"] is False
+    ]  # fail-fast: the run stopped there
     assert failing["status"] in ("ok", "error") and any(not c["passed"] for c in failing["checks"])
-    if failing["status"] == "error":  # the mutant raised on that case: the reason names the call and its exception
-        assert re.search(rf"{type(mutant()).__name__}\.generate(_batch)? raised", failing["reason"]), failing["reason"]
+    if (
+        failing["status"] == "error"
+    ):  # the mutant raised on that case: the reason names the call and its exception
+        assert re.search(
+            rf"{type(mutant()).__name__}\.generate(_batch)? raised", failing["reason"]
+        ), failing["reason"]
     assert report["failed_cases"] == [failing["name"]]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("impl", BENIGN, ids=lambda x: x.name)  # the reference: conformance/sequence's default run
+@pytest.mark.parametrize(
+    "impl", BENIGN, ids=lambda x: x.name
+)  # the reference: conformance/sequence's default run
 def test_valid_certified(impl):
     report = run_sequence_suite(impl(), profile="quick")
     assert report["passed"] and report["verdict"] == "CERTIFIED", to_markdown(report)
@@ -43,7 +54,14 @@ def test_gpu_impl_cost_policy_certified():
     With fixed k it is certified on every quick case by conformance/test_sequence_level.py, which CI runs too;
     here the cases where the policy's k (0 to 2k) meets sampling, a batch, EOS and the widest k."""
     pytest.importorskip("exactspec.gpu_impl.loop.generator")
-    cases = ["t1.0_k2", "batch2_k3", "eos_k4_n4", "k8_n4", "combo_t0.8_k4_p0.9_m0.05_k3", "pit_t1.0_k4"]
+    cases = [
+        "t1.0_k2",
+        "batch2_k3",
+        "eos_k4_n4",
+        "k8_n4",
+        "combo_t0.8_k4_p0.9_m0.05_k3",
+        "pit_t1.0_k4",
+    ]
     report = run_sequence_suite("gpu_impl-cost", profile="quick", cases=cases)
     assert report["passed"] and report["verdict"] == "CERTIFIED", to_markdown(report)
     assert sorted(c["name"] for c in report["cases"]) == sorted(cases)

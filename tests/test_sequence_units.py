@@ -35,10 +35,12 @@ def test_law_matches_reference_target_law(eos):
     law = sequence_law(target, PROMPT_A, 3, sampling)
     assert abs(law.probs.sum() - 1) < 1e-12
     if eos is None:  # the oracle's whole-sequence law for a prefix-dependent toy model, same rows
+
         def rows(prefix):
             ids = torch.tensor([list(prefix)])
             with torch.no_grad():
                 return sampling.warp(target(input_ids=ids).logits[0, -1].double().numpy()).tolist()
+
         ref = target_sequence_law(rows, PROMPT_A, 3)
         for outcome, p in ref.items():
             assert abs(law.probs[law.index[outcome]] - p) < 1e-9

@@ -45,7 +45,9 @@ def test_recomputed_table_within_stated_totals_and_committed(level):
     for profile, t in doc.items():
         got = [(r["case"], r["check"], r["n"]) for r in t["rows"]]
         want = [(r["case"], r["check"], r["n"]) for r in committed[profile]["rows"]]
-        assert [r["guarantee"] for r in t["rows"]] == [r["guarantee"] for r in committed[profile]["rows"]], REGENERATE
+        assert [r["guarantee"] for r in t["rows"]] == [
+            r["guarantee"] for r in committed[profile]["rows"]
+        ], REGENERATE
         assert got == want, f"docs/alpha-table.json is stale for {level}/{profile}: {REGENERATE}"
 
 
@@ -63,18 +65,38 @@ def test_no_check_rests_on_an_asymptotic_tail():
     a fixed number of PIT values; the engine's checks are e-processes (Ville's inequality) proven at every look;
     the confirmatory tests stay inside the budget; an unknown check kind is refused."""
     rows = {r["check"]: r for r in alpha_table.level_rows("engine", "quick")[0]}
-    assert set(rows) == {"law_drift", "law_lr", "context_law", "near_zero_tokens", "load_law", "reference_law"}
-    assert all(r["guarantee"] == "proven bound" and "Ville" in r["how"] and r["n"] is None for r in rows.values())
+    assert set(rows) == {
+        "law_drift",
+        "law_lr",
+        "context_law",
+        "near_zero_tokens",
+        "load_law",
+        "reference_law",
+    }
+    assert all(
+        r["guarantee"] == "proven bound" and "Ville" in r["how"] and r["n"] is None
+        for r in rows.values()
+    )
     tree = {(r["case"], r["check"]): r for r in alpha_table.level_rows("tree", "quick")[0]}
-    assert tree[("wor_w3_d2", "position_2")]["guarantee"] == "exact"  # rows by path: the PIT's exact KS
+    assert (
+        tree[("wor_w3_d2", "position_2")]["guarantee"] == "exact"
+    )  # rows by path: the PIT's exact KS
     assert tree[("wor_w3_d2", "position_2")]["how"].startswith("exact (KS")
-    assert tree[("wor_w3_d2", "position_1")]["how"] != tree[("wor_w3_d2", "position_2")]["how"]  # one row: LR
-    assert all(alpha_table.confirm_share(level, p)["within_if_confirmed"] for p in PROFILE_NAMES
-               for level in ("rule", "tree"))
+    assert (
+        tree[("wor_w3_d2", "position_1")]["how"] != tree[("wor_w3_d2", "position_2")]["how"]
+    )  # one row: LR
+    assert all(
+        alpha_table.confirm_share(level, p)["within_if_confirmed"]
+        for p in PROFILE_NAMES
+        for level in ("rule", "tree")
+    )
     for level in ("tree", "engine"):
         for profile in PROFILE_NAMES:
-            assert not [r for r in alpha_table.table((level,), (profile,))[level][profile]["rows"]
-                        if r["guarantee"] == "asymptotic only"], (level, profile)
+            assert not [
+                r
+                for r in alpha_table.table((level,), (profile,))[level][profile]["rows"]
+                if r["guarantee"] == "asymptotic only"
+            ], (level, profile)
     with pytest.raises(ValueError, match="kind"):
         alpha_table.check_row("rule", "c", "x", None, 10, 20.0, 1e-3, 1e-3, kind="chi2")
 
@@ -84,5 +106,10 @@ def test_rows_follow_the_tests_own_binning():
     point mass and a test no observation reaches are hard (0)."""
     row = alpha_table.check_row("rule", "c", "x", [0.999, 0.0005, 0.0005], 50, 20.0, 1e-3, 1e-3)
     assert row["bins"] == 2 and row["guarantee"] == "exact" and 0 < row["realised"] <= 1e-3
-    assert alpha_table.check_row("rule", "c", "x", [0.0, 1.0], 50, 20.0, 1e-3, 1e-3)["guarantee"] == "hard (0)"
-    assert alpha_table.check_row("rule", "c", "x", [0.5, 0.5], 0, 20.0, 1e-3, 1e-3)["realised"] == 0.0
+    assert (
+        alpha_table.check_row("rule", "c", "x", [0.0, 1.0], 50, 20.0, 1e-3, 1e-3)["guarantee"]
+        == "hard (0)"
+    )
+    assert (
+        alpha_table.check_row("rule", "c", "x", [0.5, 0.5], 0, 20.0, 1e-3, 1e-3)["realised"] == 0.0
+    )

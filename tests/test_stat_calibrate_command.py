@@ -32,19 +32,26 @@ def test_replicates_use_different_seeds_and_summarize():
     out = calibrate.summarize(raw)
     assert {c["case"] for c in out["checks"]} == {"demo_uniform_draft", "disjoint_supports"}
     row = next(c for c in out["checks"] if c["check"] == "completed_stream")
-    assert row["tail"] == "bound" and row["replicates"] == 3 and set(row["rates"]) == {"0.01", "0.001"}
+    assert (
+        row["tail"] == "bound" and row["replicates"] == 3 and set(row["rates"]) == {"0.01", "0.001"}
+    )
     assert out["checks_above_nominal"] == []
 
 
 def test_a_check_rejecting_too_often_is_flagged():
-    raw = {"pvalues": {("c", "bad"): [0.001] * 30 + [0.5] * 170, ("c", "good"): list(np.linspace(0, 1, 200))},
-           "info": {("c", "bad"): (10, 3, "exact"), ("c", "good"): (10, 3, "exact")},
-           "per_check_false_fail_rate": 1e-8, "rounds": {}}
+    raw = {
+        "pvalues": {
+            ("c", "bad"): [0.001] * 30 + [0.5] * 170,
+            ("c", "good"): list(np.linspace(0, 1, 200)),
+        },
+        "info": {("c", "bad"): (10, 3, "exact"), ("c", "good"): (10, 3, "exact")},
+        "per_check_false_fail_rate": 1e-8,
+        "rounds": {},
+    }
     out = calibrate.summarize(raw)
     assert out["checks_above_nominal"] == ["c/bad at 0.01"]
     good = next(c for c in out["checks"] if c["check"] == "good")["rates"]["0.01"]
     assert good["rejections"] == 2 and good["nominal_in_ci"]
-
 
 
 class _Options:

@@ -1,4 +1,5 @@
 """Goodness of fit, pooling, zero check and the exact multinomial test."""
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -63,15 +64,15 @@ def test_pooling_properties():
     assert np.all(n * pb >= m * (1 - 1e-9))
     assert pb.sum() == pytest.approx(1.0)
     big = np.flatnonzero(n * p >= m)
-    assert len(set(bin_of[big])) == big.size                      # frequent tokens never pooled
+    assert len(set(bin_of[big])) == big.size  # frequent tokens never pooled
     assert np.all(np.bincount(bin_of[big], minlength=pb.size)[bin_of[big]] == 1)
 
 
 def test_pooling_independent_of_samples_and_merges_remainder():
     p = np.array([0.9, 0.05, 0.03, 0.02])
-    bin_of, pb = pool_bins(p, 200, 20)            # expected 180, 10, 6, 4: rare total 20
+    bin_of, pb = pool_bins(p, 200, 20)  # expected 180, 10, 6, 4: rare total 20
     assert bin_of.tolist() == [0, 1, 1, 1] and pb.size == 2
-    bin_of, pb = pool_bins(p, 300, 20)            # expected 270, 15, 9, 6: rare 30 -> one bin
+    bin_of, pb = pool_bins(p, 300, 20)  # expected 270, 15, 9, 6: rare 30 -> one bin
     assert pb.size == 2
     bin_of, pb = pool_bins(np.array([0.95, 0.03, 0.02]), 300, 20)  # rare 15 < 20 -> joins token 0
     assert pb.size == 1
@@ -98,7 +99,9 @@ def test_point_mass_p():
 def test_detects_gross_error_and_reports_worst_bin():
     rng = np.random.default_rng(3)
     p = np.full(10, 0.1)
-    q = p.copy(); q[3] += 0.05; q[4] -= 0.05
+    q = p.copy()
+    q[3] += 0.05
+    q[4] -= 0.05
     r = st.assert_chisquare_gof(rng.choice(10, 20000, p=q), p, 1e-6)
     assert not r.passed and r.details["worst_bin_tokens"][0] in (3, 4)
 
@@ -106,15 +109,20 @@ def test_detects_gross_error_and_reports_worst_bin():
 def test_exact_multinomial_hand_case():
     r = st.assert_multinomial_exact(counts=[2, 0], p=[0.5, 0.5], false_fail_rate=0.01)
     assert r.details["mode"] == "exact" and r.p_value == pytest.approx(0.5)
-    r = st.assert_multinomial_exact(counts=[3, 0, 0], p=[1 / 3] * 3, false_fail_rate=0.01, statistic="prob")
+    r = st.assert_multinomial_exact(
+        counts=[3, 0, 0], p=[1 / 3] * 3, false_fail_rate=0.01, statistic="prob"
+    )
     # P(3,0,0)=1/27 each; the 3 extreme outcomes are the least likely
     assert r.p_value == pytest.approx(3 / 27)
 
 
 def test_exact_vs_monte_carlo_agree():
-    p = np.array([0.4, 0.3, 0.2, 0.1]); c = [2, 3, 7, 3]
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    c = [2, 3, 7, 3]
     ex = st.assert_multinomial_exact(counts=c, p=p, false_fail_rate=0.01)
-    mc = st.assert_multinomial_exact(counts=c, p=p, false_fail_rate=0.01, max_enumerate=0, n_sim=40000, rng=5)
+    mc = st.assert_multinomial_exact(
+        counts=c, p=p, false_fail_rate=0.01, max_enumerate=0, n_sim=40000, rng=5
+    )
     assert ex.details["mode"] == "exact" and mc.details["mode"] == "monte_carlo"
     assert mc.p_value == pytest.approx(ex.p_value, abs=0.01)
 
@@ -126,16 +134,19 @@ def test_exact_test_zero_check():
 
 def test_pearson_null_variance_formula():
     rng = np.random.default_rng(4)
-    pb = np.array([0.5, 0.3, 0.15, 0.05]); n = 50
+    pb = np.array([0.5, 0.3, 0.15, 0.05])
+    n = 50
     X = rng.multinomial(n, pb, size=200000)
     var = (((X - n * pb) ** 2) / (n * pb)).sum(1).var()
     from exactspec.stat_tests.gof import pearson_pvalue
+
     _, _, info = pearson_pvalue(1.0, pb, n)
     assert info["null_variance"] == pytest.approx(var, rel=0.03)
 
 
 def test_large_vocab_is_fast():
     import time
+
     rng = np.random.default_rng(5)
     p = zipf(150_000)
     s = rng.choice(150_000, 100_000, p=p)
@@ -146,10 +157,21 @@ def test_large_vocab_is_fast():
 
 def test_to_dict_is_json():
     import json
+
     r = st.assert_within_support(np.array([0, 1]), np.array([0.5, 0.5]))
     d = r.to_dict()
     assert json.loads(json.dumps(d, allow_nan=False))["detectable_tv"] is None
-    assert set(d) >= {"name", "statistic", "p_value", "n", "false_fail_rate", "false_pass_rate", "detectable_tv", "passed", "message"}
+    assert set(d) >= {
+        "name",
+        "statistic",
+        "p_value",
+        "n",
+        "false_fail_rate",
+        "false_pass_rate",
+        "detectable_tv",
+        "passed",
+        "message",
+    }
     with pytest.raises(Exception):
         r.passed = False  # frozen
 
@@ -157,7 +179,11 @@ def test_to_dict_is_json():
 def test_guarded_gof_with_no_observation_is_a_skipped_pass_and_never_an_error():
     from exactspec.stat_tests import lr_gof_or_zero
 
-    empty = lr_gof_or_zero("residual_1", np.zeros(3, dtype=np.int64), np.array([0.2, 0.3, 0.5]), 1e-6, 1e-3, 20.0)
-    assert empty.passed and empty.n == 0 and empty.details["skipped"] and empty.false_fail_rate == 0.0
+    empty = lr_gof_or_zero(
+        "residual_1", np.zeros(3, dtype=np.int64), np.array([0.2, 0.3, 0.5]), 1e-6, 1e-3, 20.0
+    )
+    assert (
+        empty.passed and empty.n == 0 and empty.details["skipped"] and empty.false_fail_rate == 0.0
+    )
     few = lr_gof_or_zero("x", np.array([0, 0, 1]), np.array([0.5, 0.5, 0.0]), 1e-6, 1e-3, 20.0)
     assert not few.passed  # one sample, on a token of probability 0: the hard check fails it

@@ -11,8 +11,14 @@ import pytest
 from scipy import stats
 
 from exactspec.stat_tests import (
-    assert_multinomial_lr, assert_chisquare_gof, lr_critical_value, lr_pvalue, lr_tail_bound, min_discrepancy_multinomial_lr,
-    min_num_samples_multinomial_lr, min_num_samples_chisquare_gof,
+    assert_multinomial_lr,
+    assert_chisquare_gof,
+    lr_critical_value,
+    lr_pvalue,
+    lr_tail_bound,
+    min_discrepancy_multinomial_lr,
+    min_num_samples_multinomial_lr,
+    min_num_samples_chisquare_gof,
 )
 from exactspec.stat_tests.lr_tail import lr_statistic
 
@@ -30,7 +36,9 @@ def _exact_tail(prob: np.ndarray, g: np.ndarray, g_obs: float) -> float:
     return float(prob[g >= g_obs - 1e-9 * max(1.0, g_obs)].sum())
 
 
-@pytest.mark.parametrize("p", [[0.3, 0.7], [0.02, 0.98], [0.2, 0.3, 0.5], [0.001, 0.5, 0.499], [0.05, 0.15, 0.8]])
+@pytest.mark.parametrize(
+    "p", [[0.3, 0.7], [0.02, 0.98], [0.2, 0.3, 0.5], [0.001, 0.5, 0.499], [0.05, 0.15, 0.8]]
+)
 @pytest.mark.parametrize("n", [7, 60])
 def test_exact_tail_equals_enumeration(p, n):
     """For 2 and 3 bins the p-value is the exact tail P(G >= g_obs) (to 1e-12, plus < 1e-19 outside the window)."""
@@ -67,12 +75,15 @@ def test_realised_size_at_the_audits_example():
     x = np.stack([x1[keep], x2[keep], n - x1[keep] - x2[keep]], axis=1).astype(np.float64)
     prob = np.exp(stats.multinomial.logpmf(x, n, p))
     from scipy import special
+
     g = 2.0 * special.xlogy(x, x / (n * p)).sum(axis=1)
     order = np.argsort(-g, kind="stable")
     tail = np.cumsum(prob[order])
     # the exact p-value of an outcome is the tail at the last outcome tied with it
     g_sorted = g[order]
-    last_tie = np.searchsorted(-g_sorted, -g_sorted + 1e-9 * np.maximum(1.0, g_sorted), side="right") - 1
+    last_tie = (
+        np.searchsorted(-g_sorted, -g_sorted + 1e-9 * np.maximum(1.0, g_sorted), side="right") - 1
+    )
     pvals = tail[last_tie]
     size_lr = float(prob[order][pvals < a].sum())
     assert 0 < size_lr <= a
@@ -80,7 +91,9 @@ def test_realised_size_at_the_audits_example():
     size_pearson = float(prob[stats.chi2.sf(pearson, 2) < a].sum())
     assert size_pearson > a
     for i in np.random.default_rng(0).choice(np.flatnonzero(pvals[np.argsort(order)] < 1e-3), 5):
-        assert lr_pvalue(x[i], p)[0] == pytest.approx(pvals[np.argsort(order)][i], rel=1e-9, abs=1e-15)
+        assert lr_pvalue(x[i], p)[0] == pytest.approx(
+            pvals[np.argsort(order)][i], rel=1e-9, abs=1e-15
+        )
 
 
 def test_rejection_rate_by_simulation():
@@ -105,15 +118,22 @@ def test_power_at_planned_n():
     q = p * (1 + np.array([1, 1, -1, -1]) * eps / 0.7 * np.array([1, 1, 0.7 / 0.3, 0.7 / 0.3]))
     assert np.isclose(q.sum(), 1) and np.isclose(0.5 * np.abs(q - p).sum(), eps)
     rng = np.random.default_rng(5)
-    hits = np.mean([assert_multinomial_lr(counts=c, p=p, false_fail_rate=a, false_pass_rate=b).passed is False
-                    for c in rng.multinomial(n, q, size=600)])
+    hits = np.mean(
+        [
+            assert_multinomial_lr(counts=c, p=p, false_fail_rate=a, false_pass_rate=b).passed
+            is False
+            for c in rng.multinomial(n, q, size=600)
+        ]
+    )
     assert hits >= 0.9 - 3 * np.sqrt(0.09 / 600), hits
     assert min_discrepancy_multinomial_lr(n, 4, a, b) == pytest.approx(eps, rel=1e-3)
 
 
 def test_planning_costs_more_than_asymptotic_and_bound_critical_is_exact():
     for bins in (2, 4, 40):
-        assert min_num_samples_multinomial_lr(0.05, bins, 8e-9) > min_num_samples_chisquare_gof(0.05, bins, 8e-9)
+        assert min_num_samples_multinomial_lr(0.05, bins, 8e-9) > min_num_samples_chisquare_gof(
+            0.05, bins, 8e-9
+        )
     c = lr_critical_value(8e-9, 40)
     assert lr_tail_bound(c, 40) == pytest.approx(8e-9, rel=1e-9)
     assert lr_tail_bound(c * 0.99, 40) > 8e-9
@@ -123,10 +143,18 @@ def test_gof_lr_method_reports_its_tail():
     p = np.array([0.5, 0.3, 0.2])
     r = assert_chisquare_gof(counts=np.array([50, 30, 20]), p=p, false_fail_rate=1e-6, method="lr")
     assert r.passed and r.details["tail"] == "exact" and r.p_value == pytest.approx(1.0)
-    r = assert_chisquare_gof(counts=np.array([900, 30, 20, 50]), p=np.full(4, 0.25), false_fail_rate=1e-6, method="lr")
-    assert not r.passed and r.details["tail"] == "bound" and r.details["false_fail_rate_is"] == "proven (Agrawal bound)"
+    r = assert_chisquare_gof(
+        counts=np.array([900, 30, 20, 50]), p=np.full(4, 0.25), false_fail_rate=1e-6, method="lr"
+    )
+    assert (
+        not r.passed
+        and r.details["tail"] == "bound"
+        and r.details["false_fail_rate_is"] == "proven (Agrawal bound)"
+    )
     with pytest.raises(ValueError, match="method"):
-        assert_chisquare_gof(counts=np.array([1, 2]), p=np.array([0.5, 0.5]), false_fail_rate=1e-3, method="exact")
+        assert_chisquare_gof(
+            counts=np.array([1, 2]), p=np.array([0.5, 0.5]), false_fail_rate=1e-3, method="exact"
+        )
     with pytest.raises(ValueError, match="n_bins"):
         lr_tail_bound(3.0, 1)
 
@@ -156,6 +184,10 @@ def test_lr_with_too_few_samples_for_two_pooled_bins_tests_the_mode_against_the_
     from exactspec.stat_tests import assert_chisquare_gof
 
     p = np.array([0.995, 0.003, 0.002])
-    moved = assert_chisquare_gof(counts=np.array([80, 20, 0]), p=p, false_fail_rate=1e-6, method="lr", min_expected=250)
+    moved = assert_chisquare_gof(
+        counts=np.array([80, 20, 0]), p=p, false_fail_rate=1e-6, method="lr", min_expected=250
+    )
     assert not moved.passed and moved.details["n_bins"] == 2 and moved.details["tail"] == "exact"
-    assert assert_chisquare_gof(counts=np.array([100, 0, 0]), p=p, false_fail_rate=1e-6, method="lr", min_expected=250).passed
+    assert assert_chisquare_gof(
+        counts=np.array([100, 0, 0]), p=p, false_fail_rate=1e-6, method="lr", min_expected=250
+    ).passed

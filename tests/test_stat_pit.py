@@ -1,4 +1,5 @@
 """Randomised PIT and uniformity tests."""
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -17,17 +18,21 @@ def test_pit_prob_ordering_hand_case_with_ties():
     w = np.random.default_rng(8).random(2)
     P = np.array([[0.2, 0.3, 0.5], [0.25, 0.25, 0.5]])
     u = st.pit_values(np.array([1, 1]), P, np.random.default_rng(8), "prob")
-    assert u[0] == pytest.approx(0.5 + w[0] * 0.3)      # order: 2, 1, 0
-    assert u[1] == pytest.approx(0.75 + w[1] * 0.25)    # order: 2, 0 (tie, lower id), 1
+    assert u[0] == pytest.approx(0.5 + w[0] * 0.3)  # order: 2, 1, 0
+    assert u[1] == pytest.approx(0.75 + w[1] * 0.25)  # order: 2, 0 (tie, lower id), 1
 
 
 def test_pit_uniform_under_prefix_dependence():
     rng = np.random.default_rng(9)
     V, n = 20, 4000
     T = rng.dirichlet(np.full(V, 0.5), size=V)
-    x = np.empty(n, dtype=int); prev = 0; rows = np.empty((n, V))
+    x = np.empty(n, dtype=int)
+    prev = 0
+    rows = np.empty((n, V))
     for t in range(n):
-        rows[t] = T[prev]; x[t] = rng.choice(V, p=T[prev]); prev = x[t]
+        rows[t] = T[prev]
+        x[t] = rng.choice(V, p=T[prev])
+        prev = x[t]
     for o in ("id", "prob"):
         u = st.pit_values(x, rows, rng, o)
         assert st.assert_pit_uniform(u, 1e-3).passed
@@ -38,8 +43,10 @@ def test_pit_detects_temperature_error_with_prob_ordering():
     rng = np.random.default_rng(10)
     n, V = 2000, 100
     logits = rng.normal(0, 2, (n, V))
-    P = np.exp(logits); P /= P.sum(1, keepdims=True)
-    Q = np.exp(logits / 1.3); Q /= Q.sum(1, keepdims=True)
+    P = np.exp(logits)
+    P /= P.sum(1, keepdims=True)
+    Q = np.exp(logits / 1.3)
+    Q /= Q.sum(1, keepdims=True)
     x = inverse_cdf(Q, rng.random(n))
     r = st.assert_pit_uniform(st.pit_values(x, P, rng, "prob"), 1e-4)
     assert not r.passed
@@ -64,36 +71,51 @@ def test_pit_zero_probability_token_raises():
         st.pit_values(np.array([0]), np.array([[0.0, 1.0]]), 0)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(tokens=np.array([0, 1]), probs=np.array([[0.5, 0.5]])), "tokens"),
-    (dict(tokens=np.array([2]), probs=np.array([[0.5, 0.5]])), "tokens"),
-    (dict(tokens=np.array([0]), probs=np.array([0.5, 0.5])), "probs"),
-    (dict(tokens=np.array([0]), probs=np.array([[0.5, 0.6]])), "probs"),
-    (dict(tokens=np.array([0]), probs=np.array([[np.nan, 1.0]])), "probs"),
-    (dict(tokens=np.array([0]), probs=np.array([[-0.5, 1.5]])), "probs"),
-    (dict(tokens=np.array([0]), probs=np.array([[0.5, 0.5]]), ordering="alpha"), "ordering"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(tokens=np.array([0, 1]), probs=np.array([[0.5, 0.5]])), "tokens"),
+        (dict(tokens=np.array([2]), probs=np.array([[0.5, 0.5]])), "tokens"),
+        (dict(tokens=np.array([0]), probs=np.array([0.5, 0.5])), "probs"),
+        (dict(tokens=np.array([0]), probs=np.array([[0.5, 0.6]])), "probs"),
+        (dict(tokens=np.array([0]), probs=np.array([[np.nan, 1.0]])), "probs"),
+        (dict(tokens=np.array([0]), probs=np.array([[-0.5, 1.5]])), "probs"),
+        (dict(tokens=np.array([0]), probs=np.array([[0.5, 0.5]]), ordering="alpha"), "ordering"),
+    ],
+)
 def test_pit_values_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         st.pit_values(rng=0, **kwargs)
 
 
-@pytest.mark.parametrize("u,kwargs,match", [
-    (np.array([0.1, 1.2]), dict(false_fail_rate=0.01), "u"),
-    (np.array([0.1, np.nan]), dict(false_fail_rate=0.01), "u"),
-    (np.ones((2, 2)) / 2, dict(false_fail_rate=0.01), "u"),
-    (np.array([0.5]), dict(false_fail_rate=0.01), "u"),
-    (np.random.default_rng(0).random(30), dict(false_fail_rate=0.01, method="chisquare"), "bins"),
-    (np.random.default_rng(0).random(30), dict(false_fail_rate=0.01, method="chisquare", bins=3), "u"),
-    (np.array([0.1, 0.2]), dict(false_fail_rate=1.5), "false_fail_rate"),
-    (np.array([0.1, 0.2]), dict(false_fail_rate=0.01, method="ad"), "method"),
-])
+@pytest.mark.parametrize(
+    "u,kwargs,match",
+    [
+        (np.array([0.1, 1.2]), dict(false_fail_rate=0.01), "u"),
+        (np.array([0.1, np.nan]), dict(false_fail_rate=0.01), "u"),
+        (np.ones((2, 2)) / 2, dict(false_fail_rate=0.01), "u"),
+        (np.array([0.5]), dict(false_fail_rate=0.01), "u"),
+        (
+            np.random.default_rng(0).random(30),
+            dict(false_fail_rate=0.01, method="chisquare"),
+            "bins",
+        ),
+        (
+            np.random.default_rng(0).random(30),
+            dict(false_fail_rate=0.01, method="chisquare", bins=3),
+            "u",
+        ),
+        (np.array([0.1, 0.2]), dict(false_fail_rate=1.5), "false_fail_rate"),
+        (np.array([0.1, 0.2]), dict(false_fail_rate=0.01, method="ad"), "method"),
+    ],
+)
 def test_pit_uniformity_errors(u, kwargs, match):
     with pytest.raises(ValueError, match=match):
         st.assert_pit_uniform(u, **kwargs)
 
 
 # --- the KS slack and the rare-event count (stat_tests.pit, assert_rare_events) ------------------------------------
+
 
 def test_a_slack_widens_the_ks_critical_value_and_never_lowers_the_p_value():
     rng = np.random.default_rng(3)
@@ -120,4 +142,7 @@ def test_rare_event_test_holds_its_rate_under_dependent_trials_and_finds_a_leak(
     assert clopper_pearson(rejections, 4000, 0.99)[0] <= 0.01
     leak = assert_rare_events(0, 5000, 3e-4, 1e-4)
     assert leak.details["detectable_rate"] < 5e-3
-    assert all(not assert_rare_events(int((rng.random(5000) < 5e-3).sum()), 5000, 3e-4, 1e-4).passed for _ in range(50))
+    assert all(
+        not assert_rare_events(int((rng.random(5000) < 5e-3).sum()), 5000, 3e-4, 1e-4).passed
+        for _ in range(50)
+    )

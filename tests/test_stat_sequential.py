@@ -11,10 +11,23 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from exactspec.stat_tests.coupling import (assert_coupled_within, coupling_bound, min_num_samples_coupled_within,
-                                           mismatch_upper_bound, spent_rate)
-from exactspec.stat_tests.sequential import (DriftStream, drift_bound, drift_log_e, assert_drift, min_discrepancy_drift,
-                                             min_num_samples_drift, mixture_log, radius)
+from exactspec.stat_tests.coupling import (
+    assert_coupled_within,
+    coupling_bound,
+    min_num_samples_coupled_within,
+    mismatch_upper_bound,
+    spent_rate,
+)
+from exactspec.stat_tests.sequential import (
+    DriftStream,
+    drift_bound,
+    drift_log_e,
+    assert_drift,
+    min_discrepancy_drift,
+    min_num_samples_drift,
+    mixture_log,
+    radius,
+)
 
 
 def _stream(values: np.ndarray, strata: np.ndarray, slack: float = 0.0) -> DriftStream:
@@ -41,7 +54,9 @@ def test_an_exact_stream_is_never_rejected_and_its_bound_shrinks_like_one_over_r
 
 
 def test_a_drift_of_one_sign_per_stratum_is_rejected_though_the_pooled_drift_is_zero():
-    rng = np.random.default_rng(2)  # stratum 0 drifts +0.05, stratum 1 -0.05: pooled mean 0; n = 8000, alpha 1e-4
+    rng = np.random.default_rng(
+        2
+    )  # stratum 0 drifts +0.05, stratum 1 -0.05: pooled mean 0; n = 8000, alpha 1e-4
     n = 8000
     strata = rng.integers(0, 2, n)
     values = np.clip(rng.random(n) - 0.5 + np.where(strata == 0, 0.05, -0.05), -0.5, 0.5)
@@ -51,7 +66,9 @@ def test_a_drift_of_one_sign_per_stratum_is_rejected_though_the_pooled_drift_is_
 
 
 def test_the_slack_absorbs_a_drift_within_it():
-    rng = np.random.default_rng(3)  # mean drift < 0.02, slack 0.02 per value: the null holds; alpha 1e-4, n 20000
+    rng = np.random.default_rng(
+        3
+    )  # mean drift < 0.02, slack 0.02 per value: the null holds; alpha 1e-4, n 20000
     values = np.clip(rng.random(20000) - 0.5 + 0.02, -0.5, 0.5)
     assert assert_drift(_stream(values, np.zeros(values.size, dtype=int), slack=0.02), 1e-4).passed
     assert not assert_drift(_stream(values, np.zeros(values.size, dtype=int)), 1e-4).passed
@@ -65,8 +82,10 @@ def test_the_anytime_bound_covers_the_true_drift_at_every_look():
     for _ in range(300):
         values = np.clip(rng.random(4000) - 0.5 + 0.02, -0.5, 0.5)
         true = float(np.clip(np.linspace(0, 1, 10**5) - 0.5 + 0.02, -0.5, 0.5).mean())
-        misses += any(drift_bound(_stream(values[:n], np.zeros(n, dtype=int)), 0.05) < true
-                      for n in range(200, 4001, 200))
+        misses += any(
+            drift_bound(_stream(values[:n], np.zeros(n, dtype=int)), 0.05) < true
+            for n in range(200, 4001, 200)
+        )
     assert misses <= 25  # <= 15 expected at 0.05; the binomial 0.999 quantile at 300 x 0.05 is 28
 
 

@@ -66,16 +66,36 @@ def flip_rate(sample: tuple, rate: float, profile: Any) -> CheckRecord:
     heads, n = int(flips.sum()), int(flips.size)
     p_value = float(stats.binomtest(heads, n, case.p).pvalue)
     passed = p_value >= rate
-    result = TestResult("flip_rate", heads / n, p_value, n, rate, profile.false_pass_rate, float("nan"), passed,
-                        f"flip_rate: {'PASS' if passed else 'FAIL'}: {heads} heads in {n} flips at p = {case.p}", {})
+    result = TestResult(
+        "flip_rate",
+        heads / n,
+        p_value,
+        n,
+        rate,
+        profile.false_pass_rate,
+        float("nan"),
+        passed,
+        f"flip_rate: {'PASS' if passed else 'FAIL'}: {heads} heads in {n} flips at p = {case.p}",
+        {},
+    )
     return CheckRecord(name, case.name, "flip_rate", "exactness", result)
 
 
 class CoinLevel(Level):
     name = "coin"
-    checks = (one_test("flip_rate", "exactness", lambda case: True, flip_rate,
-                       lambda case, profile: CheckPlan("flip_rate", "binomial"), "heads ~ Bernoulli(p)"),)
-    profile_settings = {name: Settings(total_false_fail=1e-4, target_tv=0.1) for name in PROFILE_NAMES}
+    checks = (
+        one_test(
+            "flip_rate",
+            "exactness",
+            lambda case: True,
+            flip_rate,
+            lambda case, profile: CheckPlan("flip_rate", "binomial"),
+            "heads ~ Bernoulli(p)",
+        ),
+    )
+    profile_settings = {
+        name: Settings(total_false_fail=1e-4, target_tv=0.1) for name in PROFILE_NAMES
+    }
     adapter_signature = "flip(p, rng)"
     reference_spec = f"{__name__}:Coin"
     default_impls = (reference_spec,)
@@ -83,7 +103,9 @@ class CoinLevel(Level):
     def offers(self, obj: Any) -> bool:
         return callable(getattr(obj, "flip", None))
 
-    def select_cases(self, profile: Any, impl: Any = None, names: Sequence[str] | None = None) -> list:
+    def select_cases(
+        self, profile: Any, impl: Any = None, names: Sequence[str] | None = None
+    ) -> list:
         return named_cases(CASES, names, self.name)
 
     def fixed_n(self, case: CoinCase, profile: Any) -> int:
@@ -92,13 +114,20 @@ class CoinLevel(Level):
     def harness(self, impl: Any, name: str) -> Flipper:
         return Flipper(impl, name)
 
-    def sample(self, subject: Flipper, case: CoinCase, profile: Any, plan: dict) -> tuple[Any, list]:
+    def sample(
+        self, subject: Flipper, case: CoinCase, profile: Any, plan: dict
+    ) -> tuple[Any, list]:
         rng = np.random.default_rng(case_seed(case.name, "coin"))
-        flips = np.array([call_implementation(subject.impl.flip, case.p, rng) for _ in range(plan["n"])])
+        flips = np.array(
+            [call_implementation(subject.impl.flip, case.p, rng) for _ in range(plan["n"])]
+        )
         return (subject.name, case, flips), []
 
     def mutants(self, profile: str = "quick") -> list:
-        return [mutant("BiasedCoin", BiasedCoin.__doc__, BiasedCoin), valid_variant("Coin", Coin.__doc__, Coin)]
+        return [
+            mutant("BiasedCoin", BiasedCoin.__doc__, BiasedCoin),
+            valid_variant("Coin", Coin.__doc__, Coin),
+        ]
 
 
 LEVEL = CoinLevel()
@@ -114,8 +143,10 @@ def coin_level(monkeypatch):
 def test_a_level_declared_in_one_module_is_every_tool_s_level(coin_level):
     assert "coin" in levels.level_names() and coin_level is LEVEL
     assert load_adapter(f"{__name__}:Coin").level == "coin"  # the loader asks the level
-    assert get_profile("quick").coin.target_tv == 0.1 and "coin level total false-fail <= 0.0001" in \
-        get_profile("quick").describe()
+    assert (
+        get_profile("quick").coin.target_tv == 0.1
+        and "coin level total false-fail <= 0.0001" in get_profile("quick").describe()
+    )
 
     cert = certify(f"{__name__}:Coin", profile="quick")
     assert cert.level == "coin" and cert.verdict == "CERTIFIED", cert.result.records
@@ -129,7 +160,10 @@ def test_a_level_declared_in_one_module_is_every_tool_s_level(coin_level):
 
     doc = alpha_table.table(["coin"], ["quick"])
     entry = doc["coin"]["quick"]
-    assert [(r["case"], r["check"]) for r in entry["rows"]] == [("fair", "flip_rate"), ("loaded", "flip_rate")]
+    assert [(r["case"], r["check"]) for r in entry["rows"]] == [
+        ("fair", "flip_rate"),
+        ("loaded", "flip_rate"),
+    ]
     assert entry["within"] and entry["total_stated"] == 1e-4 and "confirm" not in entry
     assert "| coin | quick | 2 |" in alpha_table.to_markdown(doc)
 

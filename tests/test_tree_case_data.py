@@ -21,8 +21,13 @@ from exactspec.conformance.tree.cases import (
 
 
 def _good(**changes) -> dict:
-    entry = {"name": "tiny", "why": "a bug", "branching": [2], "replacement": True,
-             "model": {"vocab_size": 3, "seed": 1}}
+    entry = {
+        "name": "tiny",
+        "why": "a bug",
+        "branching": [2],
+        "replacement": True,
+        "model": {"vocab_size": 3, "seed": 1},
+    }
     entry.update(changes)
     return {key: value for key, value in entry.items() if value is not None}
 
@@ -46,7 +51,11 @@ def test_tree_cases_follow_the_rule_cases_convention():
 def test_schema_file_describes_what_the_loader_checks():
     schema = json.loads(SCHEMA_FILE.read_text())
     rule_schema = json.loads(rule_cases.SCHEMA_FILE.read_text())
-    assert schema["$schema"] == rule_schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert (
+        schema["$schema"]
+        == rule_schema["$schema"]
+        == "https://json-schema.org/draft/2020-12/schema"
+    )
     assert set(schema["properties"]) == set(FILE_FIELDS) and schema["required"] == ["cases"]
     case = schema["$defs"]["case"]
     assert set(case["properties"]) == set(CASE_FIELDS) and case["required"] == list(REQUIRED_FIELDS)
@@ -63,25 +72,43 @@ def test_schema_file_describes_what_the_loader_checks():
 
 def test_a_good_file_loads(tmp_path):
     (case,) = load_tree_cases(_write(tmp_path, [_good(tags=["t"], quick=True)], description="mine"))
-    assert (case.name, case.why, case.tags, case.quick, case.V, case.max_length) == ("tiny", "a bug", ("t",), True, 3, 2)
+    assert (case.name, case.why, case.tags, case.quick, case.V, case.max_length) == (
+        "tiny",
+        "a bug",
+        ("t",),
+        True,
+        3,
+        2,
+    )
 
 
-@pytest.mark.parametrize("cases, top, message", [
-    ([_good(reason="old name")], {}, "case 'tiny': unknown fields \\['reason'\\]"),
-    ([_good(why=None)], {}, "case 'tiny': field 'why' is required"),
-    ([_good(why=3)], {}, "case 'tiny': field 'why' must be a string"),
-    ([_good(tags="x")], {}, "case 'tiny': field 'tags' must be a list of strings"),
-    ([_good(replacement="yes")], {}, "case 'tiny': field 'replacement' must be true or false"),
-    ([_good(parent=[-1, 0])], {}, "case 'tiny': field 'parent' or 'branching': give exactly one"),
-    ([_good(branching=[0])], {}, "case 'tiny': field 'branching': "),
-    ([_good(model={"vocab_size": 3})], {}, "case 'tiny': field 'model': "),
-    ([_good(model={"vocab_size": 3, "seed": 1, "by": "row"})], {}, "case 'tiny': field 'model': by must be"),
-    ([_good(replacement=False, branching=[3])], {}, "case 'tiny': field 'model.min_support'"),
-    ([_good(), _good()], {}, "case 'tiny': field 'name': duplicate name \\(cases 0 and 1\\)"),
-    ([{"why": "no name"}], {}, "case 0: field 'name' must be a non-empty string"),
-    ([], {}, "field 'cases' is empty"),
-    ([_good()], {"version": 1}, "unknown top-level fields \\['version'\\]"),
-])
+@pytest.mark.parametrize(
+    "cases, top, message",
+    [
+        ([_good(reason="old name")], {}, "case 'tiny': unknown fields \\['reason'\\]"),
+        ([_good(why=None)], {}, "case 'tiny': field 'why' is required"),
+        ([_good(why=3)], {}, "case 'tiny': field 'why' must be a string"),
+        ([_good(tags="x")], {}, "case 'tiny': field 'tags' must be a list of strings"),
+        ([_good(replacement="yes")], {}, "case 'tiny': field 'replacement' must be true or false"),
+        (
+            [_good(parent=[-1, 0])],
+            {},
+            "case 'tiny': field 'parent' or 'branching': give exactly one",
+        ),
+        ([_good(branching=[0])], {}, "case 'tiny': field 'branching': "),
+        ([_good(model={"vocab_size": 3})], {}, "case 'tiny': field 'model': "),
+        (
+            [_good(model={"vocab_size": 3, "seed": 1, "by": "row"})],
+            {},
+            "case 'tiny': field 'model': by must be",
+        ),
+        ([_good(replacement=False, branching=[3])], {}, "case 'tiny': field 'model.min_support'"),
+        ([_good(), _good()], {}, "case 'tiny': field 'name': duplicate name \\(cases 0 and 1\\)"),
+        ([{"why": "no name"}], {}, "case 0: field 'name' must be a non-empty string"),
+        ([], {}, "field 'cases' is empty"),
+        ([_good()], {"version": 1}, "unknown top-level fields \\['version'\\]"),
+    ],
+)
 def test_malformed_files_name_the_file_the_case_and_the_field(tmp_path, cases, top, message):
     path = _write(tmp_path, cases, **top)
     with pytest.raises(ValueError, match=f"trees.json: .*{message}"):

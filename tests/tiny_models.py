@@ -14,7 +14,9 @@ from exactspec.gpu_impl.models import tiny_llama
 VOCAB = 96
 
 
-def scaled_llama(seed: int = 0, layers: int = 2, hidden: int = 64, vocab: int = VOCAB, scale: float = 1.0):
+def scaled_llama(
+    seed: int = 0, layers: int = 2, hidden: int = 64, vocab: int = VOCAB, scale: float = 1.0
+):
     """A random LlamaForCausalLM; `scale` sharpens its logits so greedy argmaxes are not near-ties."""
     model = tiny_llama(vocab, hidden, layers, seed=seed, n_heads=4, n_kv_heads=2, init_std=0.02)
     with torch.no_grad():
@@ -22,8 +24,15 @@ def scaled_llama(seed: int = 0, layers: int = 2, hidden: int = 64, vocab: int = 
     return model
 
 
-def tiny_llama_pair(vocab_size: int = 64, hidden_size: int = 64, n_layers: int = 2, draft_hidden_size: int = 32,
-                    draft_layers: int = 1, seed: int = 0, share: float = 0.0):
+def tiny_llama_pair(
+    vocab_size: int = 64,
+    hidden_size: int = 64,
+    n_layers: int = 2,
+    draft_hidden_size: int = 32,
+    draft_layers: int = 1,
+    seed: int = 0,
+    share: float = 0.0,
+):
     """(target, draft): two tiny random Llamas with the same vocabulary, from one seed.
 
     With ``share > 0`` the draft's embedding and LM head are ``share`` * the target's (where shapes allow:
@@ -31,9 +40,19 @@ def tiny_llama_pair(vocab_size: int = 64, hidden_size: int = 64, n_layers: int =
     """
     target = tiny_llama(vocab_size, hidden_size, n_layers, seed=seed)
     draft_heads = 4 if draft_hidden_size % 4 == 0 else 1
-    draft = tiny_llama(vocab_size, draft_hidden_size, draft_layers, seed=seed + 1, n_heads=draft_heads, n_kv_heads=None)
+    draft = tiny_llama(
+        vocab_size,
+        draft_hidden_size,
+        draft_layers,
+        seed=seed + 1,
+        n_heads=draft_heads,
+        n_kv_heads=None,
+    )
     if share and draft_hidden_size == hidden_size:
-        target_params, draft_params = dict(target.named_parameters()), dict(draft.named_parameters())
+        target_params, draft_params = (
+            dict(target.named_parameters()),
+            dict(draft.named_parameters()),
+        )
         with torch.no_grad():
             for name in ("model.embed_tokens.weight", "lm_head.weight"):
                 draft_params[name].mul_(1 - share).add_(share * target_params[name])

@@ -24,7 +24,11 @@ import httpx
 
 from exactspec.conformance.engine.collect.client import Reply, RetryPolicy, SamplerChain, probe_http
 from exactspec.conformance.engine.collect.client import send_with_retries
-from exactspec.conformance.engine.collect.dialect_plugin import Capabilities, Connection, DialectPlugin
+from exactspec.conformance.engine.collect.dialect_plugin import (
+    Capabilities,
+    Connection,
+    DialectPlugin,
+)
 
 
 @dataclass(frozen=True)
@@ -36,17 +40,30 @@ class ToyOptions:
 
 def _law(chain: SamplerChain) -> dict:
     """What every request pins of the law (a sample file's request defaults, under the names the checks read)."""
-    return {"temperature": chain.temperature, "top_k": chain.top_k, "top_p": chain.top_p, "min_p": chain.min_p,
-            "ignore_eos": chain.ignore_eos, "max_tokens": chain.max_tokens}
+    return {
+        "temperature": chain.temperature,
+        "top_k": chain.top_k,
+        "top_p": chain.top_p,
+        "min_p": chain.min_p,
+        "ignore_eos": chain.ignore_eos,
+        "max_tokens": chain.max_tokens,
+    }
 
 
 class ToyClient:
     """One end of a toy server (the collector's client interface)."""
 
     def __init__(self, base_url: str, token: str, connection: Connection) -> None:
-        self.base_url, self.retry, self.requests_sent = base_url.rstrip("/"), connection.retry or RetryPolicy(), 0
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=connection.request_timeout_s,
-                                       headers={"authorization": f"Bearer {token}"})
+        self.base_url, self.retry, self.requests_sent = (
+            base_url.rstrip("/"),
+            connection.retry or RetryPolicy(),
+            0,
+        )
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=connection.request_timeout_s,
+            headers={"authorization": f"Bearer {token}"},
+        )
 
     async def __aenter__(self) -> "ToyClient":
         return self
@@ -57,17 +74,34 @@ class ToyClient:
     async def probe(self) -> None:
         await probe_http(self._http, self.base_url, "/toy/info")
 
-    async def complete(self, prompt_tokens: list[int], seed: int, chain: SamplerChain,
-                       extra: dict | None = None) -> tuple[Reply, dict]:
-        body = {**_law(chain), "n_probs": chain.n_probs, "seed": int(seed), "prompt": [int(t) for t in prompt_tokens]}
+    async def complete(
+        self, prompt_tokens: list[int], seed: int, chain: SamplerChain, extra: dict | None = None
+    ) -> tuple[Reply, dict]:
+        body = {
+            **_law(chain),
+            "n_probs": chain.n_probs,
+            "seed": int(seed),
+            "prompt": [int(t) for t in prompt_tokens],
+        }
         times: list[float] = []
         started = time.perf_counter()
         answer = await send_with_retries(self, "POST", "/toy/sample", body, times=times)
-        timings = {"draft_n": answer["drafted"], "draft_n_accepted": answer["accepted"]} if answer["drafted"] else None
-        reply = Reply(tokens=answer["ids"], text="", top_probs=answer["top"],
-                      probs_kind="post_sampling" if answer["top"] else None,
-                      finish_reason="eos" if answer["eos"] else "limit", timings=timings,
-                      elapsed_s=time.perf_counter() - started, sent_at=times[0], received_at=times[1])
+        timings = (
+            {"draft_n": answer["drafted"], "draft_n_accepted": answer["accepted"]}
+            if answer["drafted"]
+            else None
+        )
+        reply = Reply(
+            tokens=answer["ids"],
+            text="",
+            top_probs=answer["top"],
+            probs_kind="post_sampling" if answer["top"] else None,
+            finish_reason="eos" if answer["eos"] else "limit",
+            timings=timings,
+            elapsed_s=time.perf_counter() - started,
+            sent_at=times[0],
+            received_at=times[1],
+        )
         return reply, body
 
     async def report_after(self, prefix: list[int], chain: SamplerChain) -> tuple[list, dict]:

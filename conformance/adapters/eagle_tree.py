@@ -120,11 +120,14 @@ class EagleEvaluatePosterior:
     def verify_tree(self, tree, rng) -> list[int]:
         torch = _torch()
         rng = validation.check_rng(rng)
-        draft_tokens, retrieve_indices, tree_logits = eagle_inputs(tree.parent, tree.tokens, tree.target_probs)
+        draft_tokens, retrieve_indices, tree_logits = eagle_inputs(
+            tree.parent, tree.tokens, tree.target_probs
+        )
         candidates = draft_tokens[0, retrieve_indices]
         logits = tree_logits[0, retrieve_indices]
         best, accept_length, sample_p = evaluate_posterior(
-            logits, candidates, _identity_processor, lambda: float(rng.random()))
+            logits, candidates, _identity_processor, lambda: float(rng.random())
+        )
         generator = torch.Generator().manual_seed(int(rng.integers(2**63)))
         token = int(torch.multinomial(sample_p, 1, generator=generator))
         accepted = candidates[int(best), 1 : accept_length + 1].tolist()

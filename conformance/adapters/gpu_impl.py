@@ -15,7 +15,9 @@ def _verifier(device: str, mode: str = "standard", dtype: str = "float32", metho
 
         from ...gpu_impl.sampling.torch_verifier import TorchVerifier
     except ImportError as error:  # pragma: no cover - depends on the checkout
-        raise ImplUnavailable(f"exactspec.gpu_impl.sampling.torch_verifier.TorchVerifier cannot be imported: {error}") from error
+        raise ImplUnavailable(
+            f"exactspec.gpu_impl.sampling.torch_verifier.TorchVerifier cannot be imported: {error}"
+        ) from error
     if device == "cuda" and not torch.cuda.is_available():
         raise ImplUnavailable("torch.cuda.is_available() is False: no CUDA device to certify on")
     return TorchVerifier(device=device, mode=mode, dtype=getattr(torch, dtype), method=method)

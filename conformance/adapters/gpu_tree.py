@@ -32,7 +32,9 @@ class TorchTreeVerifier:
 
             from ...gpu_impl.sampling import tree_sampler
         except ImportError as error:  # pragma: no cover - depends on the install
-            raise ImplUnavailable(f"exactspec.gpu_impl.sampling.tree_sampler cannot be imported: {error}") from error
+            raise ImplUnavailable(
+                f"exactspec.gpu_impl.sampling.tree_sampler cannot be imported: {error}"
+            ) from error
         if dtype_name not in ("float32", "float64"):
             raise ValueError(f"dtype_name must be 'float32' or 'float64', got {dtype_name!r}")
         self._torch, self._sampler = torch, tree_sampler
@@ -45,9 +47,12 @@ class TorchTreeVerifier:
         seed = int(validation.check_rng(rng).integers(2**63))
         generator = self._torch.Generator(device=self.device).manual_seed(seed)
         rows = [(t.parent, t.tokens, t.target_probs, t.draft_probs, t.replacement) for t in trees]
-        parent, tokens, target, draft, mask, replacement = self._sampler.pad_trees(rows, self.device, self.dtype)
-        out, counts = self._sampler.verify_tree_batch(parent, tokens, target, draft, mask, replacement,
-                                                      generator=generator)
+        parent, tokens, target, draft, mask, replacement = self._sampler.pad_trees(
+            rows, self.device, self.dtype
+        )
+        out, counts = self._sampler.verify_tree_batch(
+            parent, tokens, target, draft, mask, replacement, generator=generator
+        )
         out, counts = out.cpu().tolist(), counts.cpu().tolist()
         return [row[:count] for row, count in zip(out, counts)]
 

@@ -42,15 +42,21 @@ def _load(need_ensemble: bool = False):
     fn = getattr(utils, "_speculative_sampling", None)
     version = transformers.__version__
     if fn is None:
-        raise ImplUnavailable(f"transformers {version} has no transformers.generation.utils._speculative_sampling; "
-                              "this adapter was written for 4.46-5.x")
+        raise ImplUnavailable(
+            f"transformers {version} has no transformers.generation.utils._speculative_sampling; "
+            "this adapter was written for 4.46-5.x"
+        )
     params = list(inspect.signature(fn).parameters)
     if tuple(params[: len(EXPECTED_PARAMS)]) != EXPECTED_PARAMS:
-        raise ImplUnavailable(f"transformers {version}: _speculative_sampling{inspect.signature(fn)} no longer fits "
-                              f"this adapter, which expects leading parameters {EXPECTED_PARAMS}")
+        raise ImplUnavailable(
+            f"transformers {version}: _speculative_sampling{inspect.signature(fn)} no longer fits "
+            f"this adapter, which expects leading parameters {EXPECTED_PARAMS}"
+        )
     if need_ensemble and ENSEMBLE_PARAM not in params:
-        raise ImplUnavailable(f"transformers {version}: _speculative_sampling{inspect.signature(fn)} has no "
-                              f"{ENSEMBLE_PARAM!r} parameter (ensemble verification was added later)")
+        raise ImplUnavailable(
+            f"transformers {version}: _speculative_sampling{inspect.signature(fn)} has no "
+            f"{ENSEMBLE_PARAM!r} parameter (ensemble verification was added later)"
+        )
     return torch, fn, version
 
 
@@ -71,7 +77,11 @@ class _HFSpeculativeSampling:
         original = torch.rand_like
 
         def rand_like(t, *args, **kwargs):
-            dtype = np.float32 if t.dtype in (torch.float32, torch.float16, torch.bfloat16) else np.float64
+            dtype = (
+                np.float32
+                if t.dtype in (torch.float32, torch.float16, torch.bfloat16)
+                else np.float64
+            )
             values = rng.random(tuple(t.shape), dtype=dtype)
             return torch.from_numpy(np.asarray(values)).to(dtype=t.dtype, device=t.device)
 
@@ -90,14 +100,18 @@ class _HFSpeculativeSampling:
             new_logits = torch.from_numpy(np.log(p).astype(np.float32))[None]
             candidate_logits = torch.from_numpy(np.log(q).astype(np.float32))[None]
         candidate_ids = torch.from_numpy(x.copy())[None]
-        torch.default_generator.manual_seed(int(rng.integers(2**63)))  # CPU tensors: the global CPU generator
+        torch.default_generator.manual_seed(
+            int(rng.integers(2**63))
+        )  # CPU tensors: the global CPU generator
         kwargs = {} if self.ensemble_weight is None else {ENSEMBLE_PARAM: self.ensemble_weight}
         threads = torch.get_num_threads()
         # One round is tiny: intra-op thread wake-ups cost more than the work (x1000 on small V).
         torch.set_num_threads(1)
         try:
             with self._coins_from(rng):
-                tokens, _ = self.fn(candidate_ids, candidate_logits, int(x.size), new_logits, **kwargs)
+                tokens, _ = self.fn(
+                    candidate_ids, candidate_logits, int(x.size), new_logits, **kwargs
+                )
         finally:
             torch.set_num_threads(threads)
         return tokens[0].tolist()
@@ -135,23 +149,40 @@ def _ensemble_first_token_law(p: np.ndarray, q: np.ndarray, w: float) -> np.ndar
 
 def _notes(self) -> list[str]:
     fn_sig = str(inspect.signature(self.fn))
-    notes = [f"Implementation: transformers {self.version} transformers.generation.utils._speculative_sampling{fn_sig}.",
-             "Adapter: p and q passed as float32 logits log p, log q; torch.multinomial seeded from the suite's rng"
-             + ("; torch.rand_like (the acceptance coins) routed through the suite's rng, so the adversarial "
-                "Generator's exact 0.0 reaches the comparison `r_i <= probability_ratio`."
-                if self.bridge_coins else "; coins from torch's own generator (boundary values as rare as in use)."),
-             ]
+    notes = [
+        f"Implementation: transformers {self.version} transformers.generation.utils._speculative_sampling{fn_sig}.",
+        "Adapter: p and q passed as float32 logits log p, log q; torch.multinomial seeded from the suite's rng"
+        + (
+            "; torch.rand_like (the acceptance coins) routed through the suite's rng, so the adversarial "
+            "Generator's exact 0.0 reaches the comparison `r_i <= probability_ratio`."
+            if self.bridge_coins
+            else "; coins from torch's own generator (boundary values as rare as in use)."
+        ),
+    ]
     if self.ensemble_weight is not None:
-        tvs = {c.name: 0.5 * float(np.abs(_ensemble_first_token_law(c.target_probs[0], c.draft_probs[0],
-                                                                   self.ensemble_weight) - c.target_probs[0]).sum())
-               for c in CURATED}
+        tvs = {
+            c.name: 0.5
+            * float(
+                np.abs(
+                    _ensemble_first_token_law(
+                        c.target_probs[0], c.draft_probs[0], self.ensemble_weight
+                    )
+                    - c.target_probs[0]
+                ).sum()
+            )
+            for c in CURATED
+        }
         worst = max(tvs, key=tvs.__getitem__)
-        notes.append(f"{ENSEMBLE_PARAM}={self.ensemble_weight}: verification against v = w p + (1-w) q (DIVERSE, "
-                     f"static ensemble). Predicted exact TV(first token, p_1) per case: "
-                     + ", ".join(f"{k} {v:.4f}" for k, v in tvs.items()) + f" (largest: {worst}).")
+        notes.append(
+            f"{ENSEMBLE_PARAM}={self.ensemble_weight}: verification against v = w p + (1-w) q (DIVERSE, "
+            f"static ensemble). Predicted exact TV(first token, p_1) per case: "
+            + ", ".join(f"{k} {v:.4f}" for k, v in tvs.items())
+            + f" (largest: {worst})."
+        )
     else:
-        notes.append("The comparison is inclusive (`r_i <= probability_ratio`): a draft with p(x) = 0 is accepted "
-                     "when the coin is exactly 0.0 -- probability 2**-24 per float32 torch.rand draw, invisible "
-                     "to sampling, shown by the adversarial Generator. The standard rule needs u < p/q.")
+        notes.append(
+            "The comparison is inclusive (`r_i <= probability_ratio`): a draft with p(x) = 0 is accepted "
+            "when the coin is exactly 0.0 -- probability 2**-24 per float32 torch.rand draw, invisible "
+            "to sampling, shown by the adversarial Generator. The standard rule needs u < p/q."
+        )
     return notes
-

@@ -39,7 +39,9 @@ def _load() -> tuple[Any, Any, Any, str]:
         from vllm.v1.sample import rejection_sampler
         from vllm.v1.sample.ops.topk_topp_sampler import random_sample
     except ImportError as error:
-        raise ImplUnavailable(f"vLLM is not importable here (run in vLLM's venv): {error}") from error
+        raise ImplUnavailable(
+            f"vLLM is not importable here (run in vLLM's venv): {error}"
+        ) from error
     current_platform.register_triton_kernel_overrides()
     return torch, rejection_sampler, random_sample, f"vllm {vllm.__version__} rejection_sample"
 
@@ -58,39 +60,77 @@ class _VllmRejection:
 
     def __init__(self) -> None:
         self.torch, self.sampler, self.random_sample, name = _load()
-        self.name = name + ("" if self.use_draft_probs else " (no draft probs: the n-gram path)") + \
-            (" after apply_sampling_constraints" if self.constrained else "")
+        self.name = (
+            name
+            + ("" if self.use_draft_probs else " (no draft probs: the n-gram path)")
+            + (" after apply_sampling_constraints" if self.constrained else "")
+        )
 
     def _round(self, p: Any, q: Any, x: Any, generators: dict) -> Any:
         """vLLM's batch: p (B, k+1, V), q (B, k, V) or None, x (B, k); the (B, k+1) output padded with -1."""
         torch = self.torch
         batch, k = int(x.shape[0]), int(x.shape[1])
-        bonus = self.random_sample(p[:, k].clone(), generators).reshape(batch, 1).to(torch.int64).contiguous()
-        metadata = SimpleNamespace(all_greedy=False, all_random=True, temperature=torch.ones(batch),
-                                   top_k=None, top_p=None, generators=generators)
+        bonus = (
+            self.random_sample(p[:, k].clone(), generators)
+            .reshape(batch, 1)
+            .to(torch.int64)
+            .contiguous()
+        )
+        metadata = SimpleNamespace(
+            all_greedy=False,
+            all_random=True,
+            temperature=torch.ones(batch),
+            top_k=None,
+            top_p=None,
+            generators=generators,
+        )
         drafts = q[:, :k].reshape(batch * k, -1).contiguous() if q is not None else None
-        logits = torch.log(p[:, :k]).reshape(batch * k, -1).contiguous()  # -inf where p is 0: softmax gives p back
-        if self.constrained:  # vLLM's step before the kernel: temperature (here 1), top-k and top-p (here off)
-            logits = self.sampler.apply_sampling_constraints(logits, cumulative_of(batch, k), metadata)
-        return self.sampler.rejection_sample(x.reshape(-1).to(torch.int32).contiguous(), [k] * batch, k,
-                                             cumulative_of(batch, k),
-                                             drafts, logits, bonus, metadata)
+        logits = (
+            torch.log(p[:, :k]).reshape(batch * k, -1).contiguous()
+        )  # -inf where p is 0: softmax gives p back
+        if (
+            self.constrained
+        ):  # vLLM's step before the kernel: temperature (here 1), top-k and top-p (here off)
+            logits = self.sampler.apply_sampling_constraints(
+                logits, cumulative_of(batch, k), metadata
+            )
+        return self.sampler.rejection_sample(
+            x.reshape(-1).to(torch.int32).contiguous(),
+            [k] * batch,
+            k,
+            cumulative_of(batch, k),
+            drafts,
+            logits,
+            bonus,
+            metadata,
+        )
 
-    def _tensors(self, target_probs: Any, draft_probs: Any, draft_tokens: Any) -> tuple[Any, Any, Any]:
+    def _tensors(
+        self, target_probs: Any, draft_probs: Any, draft_tokens: Any
+    ) -> tuple[Any, Any, Any]:
         torch = self.torch
         p = torch.as_tensor(np.asarray(target_probs, dtype=np.float32))
-        q = torch.as_tensor(np.asarray(draft_probs, dtype=np.float32)) if self.use_draft_probs else None
+        q = (
+            torch.as_tensor(np.asarray(draft_probs, dtype=np.float32))
+            if self.use_draft_probs
+            else None
+        )
         return p, q, torch.as_tensor(np.asarray(draft_tokens, dtype=np.int64))
 
-    def verify(self, target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator) -> list[int]:
+    def verify(
+        self, target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator
+    ) -> list[int]:
         """One request with its own seeded generator (vLLM's path for a request that sets a seed)."""
         p, q, x = self._tensors(target_probs, draft_probs, draft_tokens)
         generator = self.torch.Generator().manual_seed(int(rng.integers(0, 2**63 - 1)))
-        row = self._round(p[None], None if q is None else q[None], x[None], {0: generator})[0].tolist()
+        row = self._round(p[None], None if q is None else q[None], x[None], {0: generator})[
+            0
+        ].tolist()
         return [int(t) for t in row[: next((i for i, t in enumerate(row) if t < 0), len(row))]]
 
-    def verify_batch(self, target_probs: Any, draft_probs: Any, draft_tokens: Any,
-                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def verify_batch(
+        self, target_probs: Any, draft_probs: Any, draft_tokens: Any, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         """B requests without seeds (vLLM's common path: torch's global generator, seeded here from `rng`)."""
         p, q, x = self._tensors(target_probs, draft_probs, draft_tokens)
         self.torch.manual_seed(int(rng.integers(0, 2**63 - 1)))

@@ -9,15 +9,47 @@ import importlib
 from typing import Any
 
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(("LEVEL_MODULES", "LEVELS", "check_level", "get_level", "level_names"), ".levels"),
+    **dict.fromkeys(
+        ("LEVEL_MODULES", "LEVELS", "check_level", "get_level", "level_names"), ".levels"
+    ),
     **dict.fromkeys(("PROFILE_NAMES", "PROFILES", "Profile", "get_profile"), ".profiles"),
     **dict.fromkeys(("RoundSettings", "Settings"), ".settings"),
-    **dict.fromkeys(("CATEGORIES", "STATISTICAL_CATEGORIES", "VERDICT_TEXT", "VERDICTS", "CheckRecord", "case_seed",
-                     "hard_failure", "hard_result", "verdict_of"), ".records"),
-    **dict.fromkeys(("CheckPlan", "StatCheck", "budget_for", "planned_checks", "planned_names", "run_registered"),
-                    ".registry"),
-    **dict.fromkeys(("SCHEMA_VERSION", "SuiteResult", "document", "read_certificate", "summarize_budget",
-                     "write_report"), ".report"),
+    **dict.fromkeys(
+        (
+            "CATEGORIES",
+            "STATISTICAL_CATEGORIES",
+            "VERDICT_TEXT",
+            "VERDICTS",
+            "CheckRecord",
+            "case_seed",
+            "hard_failure",
+            "hard_result",
+            "verdict_of",
+        ),
+        ".records",
+    ),
+    **dict.fromkeys(
+        (
+            "CheckPlan",
+            "StatCheck",
+            "budget_for",
+            "planned_checks",
+            "planned_names",
+            "run_registered",
+        ),
+        ".registry",
+    ),
+    **dict.fromkeys(
+        (
+            "SCHEMA_VERSION",
+            "SuiteResult",
+            "document",
+            "read_certificate",
+            "summarize_budget",
+            "write_report",
+        ),
+        ".report",
+    ),
 }
 
 __all__ = sorted(_LAZY)

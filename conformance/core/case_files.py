@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 
-def checked_case_fields(entry: Any, source: str, index: int | None, fields: Sequence[str],
-                        required: Sequence[str]) -> str:
+def checked_case_fields(
+    entry: Any, source: str, index: int | None, fields: Sequence[str], required: Sequence[str]
+) -> str:
     """`entry`'s label for later errors (``"SOURCE: case 'NAME'"``), once its shared fields are well-formed."""
     label = f"{source}: case {index if index is not None else '?'}"
     if not isinstance(entry, dict):
@@ -34,14 +35,17 @@ def checked_case_fields(entry: Any, source: str, index: int | None, fields: Sequ
     return where
 
 
-def cases_from_file_data(data: Any, source: str, file_fields: Sequence[str],
-                         one_case: Callable[[Any, str, int], Any]) -> list:
+def cases_from_file_data(
+    data: Any, source: str, file_fields: Sequence[str], one_case: Callable[[Any, str, int], Any]
+) -> list:
     """The cases of a parsed case file, each built by `one_case(entry, source, index)`; names must be unique."""
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
-        raise ValueError(f"{source}: a case file is a JSON object with a \"cases\" list")
+        raise ValueError(f'{source}: a case file is a JSON object with a "cases" list')
     unknown = sorted(set(data) - set(file_fields))
     if unknown:
-        raise ValueError(f"{source}: unknown top-level fields {unknown}; a case file has {list(file_fields)}")
+        raise ValueError(
+            f"{source}: unknown top-level fields {unknown}; a case file has {list(file_fields)}"
+        )
     if not data["cases"]:
         raise ValueError(f"{source}: field 'cases' is empty")
     cases: list = []
@@ -49,8 +53,10 @@ def cases_from_file_data(data: Any, source: str, file_fields: Sequence[str],
     for index, entry in enumerate(data["cases"]):
         case = one_case(entry, source, index)
         if case.name in seen:
-            raise ValueError(f"{source}: case {case.name!r}: field 'name': duplicate name "
-                             f"(cases {seen[case.name]} and {index})")
+            raise ValueError(
+                f"{source}: case {case.name!r}: field 'name': duplicate name "
+                f"(cases {seen[case.name]} and {index})"
+            )
         seen[case.name] = index
         cases.append(case)
     return cases

@@ -47,7 +47,9 @@ class CaseTask:
     fail_fast: bool = False
     salt: str = ""
     threads: int | None = None
-    confirm: tuple[CheckRecord, ...] | None = None  # set: run the level's confirmation on these records
+    confirm: tuple[CheckRecord, ...] | None = (
+        None  # set: run the level's confirmation on these records
+    )
     sampled: Any = None  # with `confirm`: what the level's confirmation reads from the case's sample (`confirm_input`)
 
 
@@ -72,8 +74,15 @@ def _salted(salt: str) -> Iterator[None]:
         set_seed_salt(old)
 
 
-def case_records(level: Level, subject: Any, case: Any, profile: Profile, rate: float, plan: dict,
-                 fail_fast: bool = False) -> tuple[list[CheckRecord], Any]:
+def case_records(
+    level: Level,
+    subject: Any,
+    case: Any,
+    profile: Profile,
+    rate: float,
+    plan: dict,
+    fail_fast: bool = False,
+) -> tuple[list[CheckRecord], Any]:
     """The records of one case: the level's invariants, then its sample and the registered checks on it."""
     records = level.invariants(subject, case, profile)
     if fail_fast and any(not r.passed for r in records):
@@ -90,17 +99,29 @@ def _case_outcome(level: Level, subject: Any, task: CaseTask, profile: Profile) 
     records: list[CheckRecord] = []
     start = time.perf_counter()
     try:
-        records, sample = case_records(level, subject, task.case, profile, task.rate, task.plan, task.fail_fast)
+        records, sample = case_records(
+            level, subject, task.case, profile, task.rate, task.plan, task.fail_fast
+        )
     except Unsupported as error:
         outcome.entry = {"status": "unsupported", "reason": str(error)}
     except (ContractViolation, ImplementationError) as error:
-        details = {"exception": getattr(error, "exc_type", None), "traceback": getattr(error, "traceback_text", None)}
-        records.append(hard_failure(task.impl_name, task.case.name, "run", "contract", f"run: FAIL: {error}", details))
+        details = {
+            "exception": getattr(error, "exc_type", None),
+            "traceback": getattr(error, "traceback_text", None),
+        }
+        records.append(
+            hard_failure(
+                task.impl_name, task.case.name, "run", "contract", f"run: FAIL: {error}", details
+            )
+        )
         outcome.entry = {"status": "error", "reason": str(error)[:3000]}
     outcome.records = records
     outcome.sampled = None if sample is None else level.confirm_input(sample)
-    outcome.entry = {**level.case_entry(task.case, sample, records), **outcome.entry,
-                     "seconds": round(time.perf_counter() - start, 2)}
+    outcome.entry = {
+        **level.case_entry(task.case, sample, records),
+        **outcome.entry,
+        "seconds": round(time.perf_counter() - start, 2),
+    }
     return outcome
 
 
@@ -112,9 +133,12 @@ def run_case_task(task: CaseTask) -> CaseOutcome:
         subject = level.harness(task.source.make(), task.impl_name)
         if task.confirm is None:
             return _case_outcome(level, subject, task, profile)
-        extra, reasons = level.confirm(subject, task.case, profile, list(task.confirm), task.rate, task.plan,
-                                       task.sampled)
-        return CaseOutcome(task.case.name, records=extra, inconclusive=reasons, environment=environment())
+        extra, reasons = level.confirm(
+            subject, task.case, profile, list(task.confirm), task.rate, task.plan, task.sampled
+        )
+        return CaseOutcome(
+            task.case.name, records=extra, inconclusive=reasons, environment=environment()
+        )
 
 
 def needs_confirmation(records: list[CheckRecord]) -> bool:
@@ -126,18 +150,29 @@ def needs_confirmation(records: list[CheckRecord]) -> bool:
 def _check_environments(outcomes: list[CaseOutcome]) -> None:
     here = environment()
     for outcome in outcomes:
-        differ = {k: (here[k], outcome.environment.get(k)) for k in PINNED if outcome.environment.get(k) != here[k]}
+        differ = {
+            k: (here[k], outcome.environment.get(k))
+            for k in PINNED
+            if outcome.environment.get(k) != here[k]
+        }
         if differ:
-            raise ValueError(f"case {outcome.case} ran on {outcome.environment.get('host')} with other versions "
-                             f"(here, there): {differ}; every worker must run the same exactspec, numpy and scipy")
+            raise ValueError(
+                f"case {outcome.case} ran on {outcome.environment.get('host')} with other versions "
+                f"(here, there): {differ}; every worker must run the same exactspec, numpy and scipy"
+            )
 
 
-def _confirm_phase(tasks: dict[str, CaseTask], by_case: dict[str, CaseOutcome], executor: Executor | None) -> None:
+def _confirm_phase(
+    tasks: dict[str, CaseTask], by_case: dict[str, CaseOutcome], executor: Executor | None
+) -> None:
     everything = [r for outcome in by_case.values() for r in outcome.records]
     if verdict_of(everything) in ("CONTRACT_VIOLATION", "NOT_EXACT"):
         return  # no exactness claim is at stake
-    needed = [replace(tasks[name], confirm=tuple(outcome.records), sampled=outcome.sampled)
-              for name, outcome in by_case.items() if needs_confirmation(outcome.records)]
+    needed = [
+        replace(tasks[name], confirm=tuple(outcome.records), sampled=outcome.sampled)
+        for name, outcome in by_case.items()
+        if needs_confirmation(outcome.records)
+    ]
     for extra in run_tasks(run_case_task, needed, executor):
         by_case[extra.case].records += extra.records
         by_case[extra.case].inconclusive += extra.inconclusive
@@ -147,10 +182,19 @@ def _fatal(outcome: CaseOutcome) -> bool:
     return any(not r.passed and r.category != "standard_rule" for r in outcome.records)
 
 
-def run_level(level: Level | str, impl: Any, impl_name: str | None = None, *, profile: Profile | str = "standard",
-              cases: list | None = None, executor: Executor | None = None, fail_fast: bool = False,
-              spec: str | None = None, extras: bool = True,
-              progress: Callable[[CaseOutcome], None] | None = None) -> SuiteResult:
+def run_level(
+    level: Level | str,
+    impl: Any,
+    impl_name: str | None = None,
+    *,
+    profile: Profile | str = "standard",
+    cases: list | None = None,
+    executor: Executor | None = None,
+    fail_fast: bool = False,
+    spec: str | None = None,
+    extras: bool = True,
+    progress: Callable[[CaseOutcome], None] | None = None,
+) -> SuiteResult:
     """Every check of `level` at `profile` on `impl`; each case on a fresh instance (re-loaded from `spec`, else a
     pickled copy of `impl`) on `executor` (None: serially here), in a seeded shuffled order; records in case order."""
     level = get_level(level) if isinstance(level, str) else level
@@ -159,20 +203,44 @@ def run_level(level: Level | str, impl: Any, impl_name: str | None = None, *, pr
     impl_name = impl_name or spec or type(impl).__name__
     budget = budget_for(level, profile, cases)
     result = level.new_result(impl_name, profile)
-    result.plan = {c.name: plan_case(level, c, profile, budget.per_check_false_fail_rate) for c in cases}
-    source = impl_source(level.name, impl, spec) if level.per_case_instances else ImplSource(level.name, shared=impl)
+    result.plan = {
+        c.name: plan_case(level, c, profile, budget.per_check_false_fail_rate) for c in cases
+    }
+    source = (
+        impl_source(level.name, impl, spec)
+        if level.per_case_instances
+        else ImplSource(level.name, shared=impl)
+    )
     if executor is not None and not source.copyable:
-        result.notes.append("the implementation cannot be copied into workers: its cases ran serially in one instance")
+        result.notes.append(
+            "the implementation cannot be copied into workers: its cases ran serially in one instance"
+        )
         executor = None
     salt = os.environ.get(SEED_SALT_ENV, "")
-    tasks = {c.name: CaseTask(level.name, source, impl_name, c, profile.name, budget.per_check_false_fail_rate,
-                              result.plan[c.name], fail_fast, salt, None if executor is None else 1)
-             for c in cases}
+    tasks = {
+        c.name: CaseTask(
+            level.name,
+            source,
+            impl_name,
+            c,
+            profile.name,
+            budget.per_check_false_fail_rate,
+            result.plan[c.name],
+            fail_fast,
+            salt,
+            None if executor is None else 1,
+        )
+        for c in cases
+    }
     start = time.perf_counter()
     order = [tasks[c.name] for c in shuffled(cases, profile.name)]
     with level.running() if executor is None else nullcontext():
-        outcomes = run_tasks(run_case_task, order, executor,
-                             stop=lambda o: (progress(o) if progress else None) or (fail_fast and _fatal(o)))
+        outcomes = run_tasks(
+            run_case_task,
+            order,
+            executor,
+            stop=lambda o: (progress(o) if progress else None) or (fail_fast and _fatal(o)),
+        )
         if executor is not None and progress:
             for outcome in outcomes:
                 progress(outcome)

@@ -108,16 +108,19 @@ def module_file(spec: str | None) -> Path | None:
 
 
 @contextmanager
-def case_executor(workers: int = 1, scheduler: str | None = None,
-                  upload: Sequence[Path] = ()) -> Iterator[Executor | None]:
+def case_executor(
+    workers: int = 1, scheduler: str | None = None, upload: Sequence[Path] = ()
+) -> Iterator[Executor | None]:
     """The executor cases run on (None: serially in this process); see the module docstring. On a Dask cluster
     the files in `upload` (an adapter's own module) are sent to every worker first (`Client.upload_file`)."""
     if scheduler:
         try:
             from distributed import Client
         except ImportError as error:
-            raise ValueError(f"--scheduler needs Dask's `distributed` package (pip install 'exactspec[dask]'): "
-                             f"{error}") from error
+            raise ValueError(
+                f"--scheduler needs Dask's `distributed` package (pip install 'exactspec[dask]'): "
+                f"{error}"
+            ) from error
         client = Client(scheduler, set_as_default=False, timeout=CONNECT_TIMEOUT_S)
         try:
             for path in upload:
@@ -127,15 +130,23 @@ def case_executor(workers: int = 1, scheduler: str | None = None,
             client.close()
     elif workers > 1:
         threads = threads_per_worker(workers)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                 initargs=(threads,)) as pool:
+        with ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(threads,),
+        ) as pool:
             yield pool
     else:
         yield None
 
 
-def run_tasks(fn: Callable[[Any], T], tasks: Sequence[Any], executor: Executor | None = None,
-              stop: Callable[[T], bool] | None = None) -> list[T]:
+def run_tasks(
+    fn: Callable[[Any], T],
+    tasks: Sequence[Any],
+    executor: Executor | None = None,
+    stop: Callable[[T], bool] | None = None,
+) -> list[T]:
     """fn(task) for each task, results in task order: on `executor`, or serially here, where `stop(result)`
     may end the run early (an executor runs every task)."""
     if executor is None:

@@ -25,13 +25,17 @@ from .registry import StatCheck
 from .report import SuiteResult
 
 
-def named_cases(cases: Sequence[Any], names: Sequence[str] | None, level: str, where: str = "") -> list:
+def named_cases(
+    cases: Sequence[Any], names: Sequence[str] | None, level: str, where: str = ""
+) -> list:
     """`cases` (`names` None), else those named, in `cases`' order; a ValueError names the unknown ones."""
     if names is None:
         return list(cases)
     unknown = sorted(set(names) - {c.name for c in cases})
     if unknown:
-        raise ValueError(f"cases: unknown {level}-level case names {unknown}{where}; known: {[c.name for c in cases]}")
+        raise ValueError(
+            f"cases: unknown {level}-level case names {unknown}{where}; known: {[c.name for c in cases]}"
+        )
     return [c for c in cases if c.name in set(names)]
 
 
@@ -44,8 +48,12 @@ class CaseOutcome:
     entry: dict = field(default_factory=dict)  # the case's summary in the report
     inconclusive: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    environment: dict = field(default_factory=dict)  # exactspec / numpy / torch versions where it ran
-    sampled: Any = None  # what the level's confirmation reads from the case's sample (`Level.confirm_input`)
+    environment: dict = field(
+        default_factory=dict
+    )  # exactspec / numpy / torch versions where it ran
+    sampled: Any = (
+        None  # what the level's confirmation reads from the case's sample (`Level.confirm_input`)
+    )
 
 
 class Level:
@@ -68,14 +76,18 @@ class Level:
     #: returns them. Named, not imported: a zoo may need what the declaration must not (torch, servers, the campaign
     #: that collects a served mutant's samples, which itself certifies with this level).
     zoo: str | None = None
-    default_impls: tuple[str, ...] = ()  # what the pytest suite certifies at this level when no --exactspec-impl is given
+    default_impls: tuple[
+        str, ...
+    ] = ()  # what the pytest suite certifies at this level when no --exactspec-impl is given
     #: Smallest n the planner returns for a case with a planning check.
     min_n: int = 2
     #: Each case on a fresh instance, so cases can run in workers (False: one shared object, in this process).
     per_case_instances: bool = True
 
     # --- cases and planning ------------------------------------------------------------------------
-    def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list:
+    def select_cases(
+        self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None
+    ) -> list:
         """The cases a run of `profile` uses (`names`: only those; an unknown name is a ValueError)."""
         raise NotImplementedError
 
@@ -118,7 +130,9 @@ class Level:
         """Hard checks before sampling (contract, invariants, determinism)."""
         return []
 
-    def sample(self, subject: Any, case: Any, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
+    def sample(
+        self, subject: Any, case: Any, profile: Profile, plan: dict
+    ) -> tuple[Any, list[CheckRecord]]:
         """The statistical sample of the case (None: nothing to test) and hard records about it. By default the
         case itself: a level whose cases carry their data (the engine level's prompts) samples nothing."""
         return case, []
@@ -132,8 +146,16 @@ class Level:
         """What `confirm` needs from the case's sample (plain, picklable data: the confirmation may run elsewhere)."""
         return None
 
-    def confirm(self, subject: Any, case: Any, profile: Profile, records: list[CheckRecord], rate: float,
-                plan: dict, sampled: Any = None) -> tuple[list[CheckRecord], list[str]]:
+    def confirm(
+        self,
+        subject: Any,
+        case: Any,
+        profile: Profile,
+        records: list[CheckRecord],
+        rate: float,
+        plan: dict,
+        sampled: Any = None,
+    ) -> tuple[list[CheckRecord], list[str]]:
         """Confirmatory exactness records after a standard-rule failure (`sampled`: `confirm_input` of the case's
         sample), and reasons the case stays unsettled."""
         return [], []
@@ -162,7 +184,9 @@ class Level:
         """The text `exactspec certify` and the pytest summary print."""
         return f"exactspec {self.name} level: {result.impl} [profile {result.profile.name}] -> {result.verdict}"
 
-    def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
+    def write_report(
+        self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None
+    ) -> dict:
         """certificate.json and CERTIFICATE.md (and plots) of `result` under `out_dir`."""
         raise NotImplementedError
 

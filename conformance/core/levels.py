@@ -23,7 +23,9 @@ LEVEL_MODULES: dict[str, str] = {
     "engine": "..engine.engine_level",
     "tree": "..tree.level",
 }
-LEVELS: tuple[str, ...] = tuple(LEVEL_MODULES)  # the built-in levels; level_names() also sees levels added later
+LEVELS: tuple[str, ...] = tuple(
+    LEVEL_MODULES
+)  # the built-in levels; level_names() also sees levels added later
 
 
 def level_names() -> tuple[str, ...]:

@@ -30,7 +30,7 @@ def outcome_counts(tokens: np.ndarray, lengths: np.ndarray, vocab: int) -> np.nd
 def _log_law(features: np.ndarray, positions: int, vocab: int) -> np.ndarray:
     logs, start = [], 0
     for size in [positions + 1] + [vocab] * positions:
-        block = features[start:start + size] + 0.5
+        block = features[start : start + size] + 0.5
         logs.append(np.log(block / block.sum()))
         start += size
     return np.concatenate(logs)
@@ -41,16 +41,26 @@ def named_from(members: int) -> float:
     return math.log(20.0 * max(1, members))
 
 
-def rank_members(observed: np.ndarray, members: Mapping[str, np.ndarray], exact: str, positions: int,
-                 vocab: int) -> dict:
+def rank_members(
+    observed: np.ndarray, members: Mapping[str, np.ndarray], exact: str, positions: int, vocab: int
+) -> dict:
     """The members best first by their gain over `exact` at explaining `observed` (`outcome_counts`), the one named
     (or None) and those tied with it (the same law on this case)."""
-    scores = {name: float(observed @ _log_law(features, positions, vocab)) for name, features in members.items()}
-    ranked = sorted(((name, score - scores[exact]) for name, score in scores.items()), key=lambda item: -item[1])
+    scores = {
+        name: float(observed @ _log_law(features, positions, vocab))
+        for name, features in members.items()
+    }
+    ranked = sorted(
+        ((name, score - scores[exact]) for name, score in scores.items()), key=lambda item: -item[1]
+    )
     best, gain = ranked[0]
     named = best if gain >= named_from(len(members)) and best != exact else None
     tied = [name for name, g in ranked[1:] if named and abs(g - gain) <= 1e-6 * max(1.0, abs(gain))]
-    return {"named": named, "tied": tied, "ranking": [{"member": n, "gain_nats": round(g, 2)} for n, g in ranked[:5]]}
+    return {
+        "named": named,
+        "tied": tied,
+        "ranking": [{"member": n, "gain_nats": round(g, 2)} for n, g in ranked[:5]],
+    }
 
 
 def summarize(per_case: list[dict], models: Mapping[str, str]) -> dict:
@@ -58,8 +68,14 @@ def summarize(per_case: list[dict], models: Mapping[str, str]) -> dict:
     named = [entry["named"] for entry in per_case if entry["named"]]
     best = max(set(named), key=named.count) if named else None
     if best is None:
-        return {"mechanism": {"family": None, "text": "none of the zoo's mechanisms explains the failing cases "
-                                                      "better than the exact rule"}, "cases": per_case}
+        return {
+            "mechanism": {
+                "family": None,
+                "text": "none of the zoo's mechanisms explains the failing cases "
+                "better than the exact rule",
+            },
+            "cases": per_case,
+        }
     tied = sorted({t for entry in per_case if entry["named"] == best for t in entry["tied"]})
     also = f"; tied with {', '.join(tied)}: the same law on these cases" if tied else ""
     text = f"{best}: {models.get(best)} (the best fit on {named.count(best)} of {len(per_case)} failing cases{also})"
@@ -72,15 +88,26 @@ def guarded(make: Callable[[], dict | None]) -> dict | None:
     try:
         return make()
     except Exception as error:  # noqa: BLE001 -- any failure here is reported in the certificate, never raised
-        return {"mechanism": {"family": None, "text": f"the diagnosis could not be made ({type(error).__name__}: "
-                                                      f"{error}); the verdict above stands"}, "cases": []}
+        return {
+            "mechanism": {
+                "family": None,
+                "text": f"the diagnosis could not be made ({type(error).__name__}: "
+                f"{error}); the verdict above stands",
+            },
+            "cases": [],
+        }
 
 
 def markdown_lines(diagnosis: dict) -> list[str]:
     """The certificate's section: the mechanism, then each diagnosed case's best fits."""
-    lines = ["## Diagnosis (which mechanism of the mutant zoo fits)", "",
-             f"**Mechanism:** {diagnosis['mechanism']['text']}", "",
-             "| case | best fits (gain over the exact rule, nats) |", "|---|---|"]
+    lines = [
+        "## Diagnosis (which mechanism of the mutant zoo fits)",
+        "",
+        f"**Mechanism:** {diagnosis['mechanism']['text']}",
+        "",
+        "| case | best fits (gain over the exact rule, nats) |",
+        "|---|---|",
+    ]
     for entry in diagnosis["cases"]:
         fits = ", ".join(f"{r['member']} {r['gain_nats']:.3g}" for r in entry["ranking"][:3])
         lines.append(f"| {entry['case']} | {fits} |")

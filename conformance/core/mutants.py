@@ -41,21 +41,31 @@ class MutantSpec:
 
     name: str
     kind: str  # MUTANT | VALID_VARIANT
-    models: str  # one line: the real bug it models (a mutant) or the exact technique (a valid variant)
+    models: (
+        str  # one line: the real bug it models (a mutant) or the exact technique (a valid variant)
+    )
     expected: tuple[str, ...]
-    make: Callable[[], Any]  # builds what the level certifies (an adapter, or the engine level's sample pair)
+    make: Callable[
+        [], Any
+    ]  # builds what the level certifies (an adapter, or the engine level's sample pair)
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip():
-            raise ValueError(f"a mutant spec needs a name without surrounding spaces, got {self.name!r}")
+            raise ValueError(
+                f"a mutant spec needs a name without surrounding spaces, got {self.name!r}"
+            )
         if self.kind not in KINDS:
             raise ValueError(f"{self.name}: kind must be one of {KINDS}, got {self.kind!r}")
         object.__setattr__(self, "expected", tuple(self.expected))
         allowed = MUTANT_VERDICTS if self.kind == MUTANT else VALID_VERDICTS
         if not self.expected or any(v not in allowed for v in self.expected):
-            raise ValueError(f"{self.name}: a {self.kind} expects verdicts among {allowed}, got {self.expected}")
+            raise ValueError(
+                f"{self.name}: a {self.kind} expects verdicts among {allowed}, got {self.expected}"
+            )
         if not self.models or self.models != one_line(self.models):
-            raise ValueError(f"{self.name}: 'models' must be one non-empty line, got {self.models!r}")
+            raise ValueError(
+                f"{self.name}: 'models' must be one non-empty line, got {self.models!r}"
+            )
         if not callable(self.make):
             raise ValueError(f"{self.name}: 'make' must be a zero-argument callable")
 
@@ -64,14 +74,16 @@ class MutantSpec:
         return self.kind == MUTANT
 
 
-def mutant(name: str, models: str | None, make: Callable[[], Any],
-           expected: Sequence[str] = (REJECTED,)) -> MutantSpec:
+def mutant(
+    name: str, models: str | None, make: Callable[[], Any], expected: Sequence[str] = (REJECTED,)
+) -> MutantSpec:
     """A mutant's spec (`models` is made one line)."""
     return MutantSpec(name, MUTANT, one_line(models), tuple(expected), make)
 
 
-def valid_variant(name: str, models: str | None, make: Callable[[], Any],
-                  expected: Sequence[str] = ("CERTIFIED",)) -> MutantSpec:
+def valid_variant(
+    name: str, models: str | None, make: Callable[[], Any], expected: Sequence[str] = ("CERTIFIED",)
+) -> MutantSpec:
     """A valid variant's spec (`models` is made one line)."""
     return MutantSpec(name, VALID_VARIANT, one_line(models), tuple(expected), make)
 

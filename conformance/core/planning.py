@@ -23,11 +23,20 @@ PLANNING_TAIL = "lr_bound"
 MIN_EXPECTED = 20.0
 
 
-def samples_for(law: Any, epsilon_tv: float, rate: float, profile: Profile, max_bins: int | None) -> tuple[int, int]:
+def samples_for(
+    law: Any, epsilon_tv: float, rate: float, profile: Profile, max_bins: int | None
+) -> tuple[int, int]:
     """(n, bins): samples so the LR test on `law`, pooled to <= max_bins bins, detects binned TV >= epsilon_tv
     w.p. >= 1 - false_pass_rate at false-fail rate `rate`."""
-    n, bins = plan_gof(law, epsilon_tv, rate, profile.false_pass_rate, min_expected=MIN_EXPECTED,
-                       tail=PLANNING_TAIL, max_bins=max_bins)
+    n, bins = plan_gof(
+        law,
+        epsilon_tv,
+        rate,
+        profile.false_pass_rate,
+        min_expected=MIN_EXPECTED,
+        tail=PLANNING_TAIL,
+        max_bins=max_bins,
+    )
     return int(n), int(bins)
 
 
@@ -40,7 +49,12 @@ def pooled_bin_count(plan: CheckPlan, n: float, settings: Any) -> int:
 
 
 def driving_plans(level: "Level", case: Any, profile: Profile) -> list[CheckPlan]:
-    return [p for check, _ in planned_checks(level, case) for p in check.plans(case, profile) if p.drives_n]
+    return [
+        p
+        for check, _ in planned_checks(level, case)
+        for p in check.plans(case, profile)
+        if p.drives_n
+    ]
 
 
 def plan_case(level: "Level", case: Any, profile: Profile, rate: float) -> dict:
@@ -49,16 +63,33 @@ def plan_case(level: "Level", case: Any, profile: Profile, rate: float) -> dict:
         raise ValueError(f"rate must be in (0, 1), got {rate!r}")
     drivers = driving_plans(level, case, profile)
     if not drivers:
-        return {"n": level.fixed_n(case, profile), "bins": None, "capped": False, "primary": None,
-                "epsilon_tv": None, "false_fail_rate": rate}
+        return {
+            "n": level.fixed_n(case, profile),
+            "bins": None,
+            "capped": False,
+            "primary": None,
+            "epsilon_tv": None,
+            "false_fail_rate": rate,
+        }
     eps = level.case_epsilon(case, profile)
     settings = profile.settings(level.name)
-    max_bins = getattr(settings, "max_bins", None)  # the levels whose tests drive n pool to at most this many bins
-    sized = [(math.ceil(samples_for(p.law, eps, rate, profile, max_bins)[0] / p.reach), p) for p in drivers]
+    max_bins = getattr(
+        settings, "max_bins", None
+    )  # the levels whose tests drive n pool to at most this many bins
+    sized = [
+        (math.ceil(samples_for(p.law, eps, rate, profile, max_bins)[0] / p.reach), p)
+        for p in drivers
+    ]
     n, primary = max(sized, key=lambda item: item[0])
     n = max(int(n), level.min_n)
     cap = level.max_n(profile)
     capped = cap is not None and n > cap
     n = min(n, cap) if cap is not None else n
-    return {"n": int(n), "bins": pooled_bin_count(primary, n * primary.reach, settings), "capped": bool(capped),
-            "primary": primary.name, "epsilon_tv": eps, "false_fail_rate": rate}
+    return {
+        "n": int(n),
+        "bins": pooled_bin_count(primary, n * primary.reach, settings),
+        "capped": bool(capped),
+        "primary": primary.name,
+        "epsilon_tv": eps,
+        "false_fail_rate": rate,
+    }

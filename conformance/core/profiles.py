@@ -28,8 +28,12 @@ class Profile:
 
     name: str
     description: str
-    false_pass_rate: float  # per-check false-pass rate at the stated detectable deviation (every level)
-    overrides: tuple[tuple[str, Any], ...] = ()  # (level, settings) used instead of the level's own (`with_settings`)
+    false_pass_rate: (
+        float  # per-check false-pass rate at the stated detectable deviation (every level)
+    )
+    overrides: tuple[
+        tuple[str, Any], ...
+    ] = ()  # (level, settings) used instead of the level's own (`with_settings`)
 
     def __post_init__(self) -> None:
         check_rate(self.false_pass_rate, "false_pass_rate")
@@ -46,10 +50,14 @@ class Profile:
         try:
             settings = dict(self.overrides).get(level) or declared.profile_settings[self.name]
         except KeyError:
-            raise ValueError(f"level {level!r} declares no settings for profile {self.name!r}") from None
+            raise ValueError(
+                f"level {level!r} declares no settings for profile {self.name!r}"
+            ) from None
         if not isinstance(settings, Settings):
-            raise ValueError(f"level {level!r}: settings of profile {self.name!r} must be a core.settings.Settings, "
-                             f"got {settings!r}")
+            raise ValueError(
+                f"level {level!r}: settings of profile {self.name!r} must be a core.settings.Settings, "
+                f"got {settings!r}"
+            )
         return settings
 
     def __getattr__(self, attr: str) -> Any:
@@ -63,24 +71,41 @@ class Profile:
 
     def describe(self) -> str:
         """One line stating what the profile promises at each level."""
-        promises = "; ".join(f"{level} level {self.settings(level).describe()}" for level in levels.level_names())
+        promises = "; ".join(
+            f"{level} level {self.settings(level).describe()}" for level in levels.level_names()
+        )
         return f"profile {self.name}: {promises}; power >= {1 - self.false_pass_rate:g} per check. {self.description}"
 
     def to_dict(self, level: str) -> dict:
         """The shared fields and the settings of `level`, as plain JSON."""
         settings = self.settings(level)
-        return {"name": self.name, "description": self.description, "false_pass_rate": self.false_pass_rate,
-                "total_false_fail": settings.total_false_fail, "target_tv": settings.target_tv,
-                "settings": asdict(settings), "promise": self.describe()}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "false_pass_rate": self.false_pass_rate,
+            "total_false_fail": settings.total_false_fail,
+            "target_tv": settings.target_tv,
+            "settings": asdict(settings),
+            "promise": self.describe(),
+        }
 
 
 PROFILES: dict[str, Profile] = {
-    "quick": Profile(name="quick", false_pass_rate=1e-3,
-                     description="CI: certifies a NumPy-speed implementation in well under a minute on 2 cores."),
-    "standard": Profile(name="standard", false_pass_rate=1e-3,
-                        description="Default: minutes; detects 2% TV per case at the rule level."),
-    "full": Profile(name="full", false_pass_rate=1e-3,
-                    description="Certificate grade: detects 1% TV per case; tens of minutes for NumPy-speed code."),
+    "quick": Profile(
+        name="quick",
+        false_pass_rate=1e-3,
+        description="CI: certifies a NumPy-speed implementation in well under a minute on 2 cores.",
+    ),
+    "standard": Profile(
+        name="standard",
+        false_pass_rate=1e-3,
+        description="Default: minutes; detects 2% TV per case at the rule level.",
+    ),
+    "full": Profile(
+        name="full",
+        false_pass_rate=1e-3,
+        description="Certificate grade: detects 1% TV per case; tens of minutes for NumPy-speed code.",
+    ),
 }
 
 PROFILE_NAMES = tuple(PROFILES)

@@ -46,14 +46,20 @@ STATISTICAL_CATEGORIES = ("exactness", "standard_rule")
 VERDICTS = tuple(Verdict)  # worst first (`exactspec.outcomes.Verdict`)
 
 VERDICT_TEXT = {
-    "CERTIFIED": ("exact, and every check passed (rule level: achieves the standard rule's acceptance; engine level: "
-                  "speculation was observed, no deviation of the candidate from the reference was detected, and "
-                  "deviations of any shape are ruled out at the target over the coverage the certificate states)"),
-    "EXACT_NOT_STANDARD": ("exact (no deviation from the target distribution detected), but NOT the standard rule: "
-                           "its emitted tuples / tokens per round differ from Leviathan-Chen's"),
+    "CERTIFIED": (
+        "exact, and every check passed (rule level: achieves the standard rule's acceptance; engine level: "
+        "speculation was observed, no deviation of the candidate from the reference was detected, and "
+        "deviations of any shape are ruled out at the target over the coverage the certificate states)"
+    ),
+    "EXACT_NOT_STANDARD": (
+        "exact (no deviation from the target distribution detected), but NOT the standard rule: "
+        "its emitted tuples / tokens per round differ from Leviathan-Chen's"
+    ),
     "INCONCLUSIVE": "nothing failed, but the run cannot certify (see the reasons)",
-    "QUALIFIED": ("nothing failed, and deviations of the class the certificate names are ruled out at the target; "
-                  "deviations of any shape are not (see the reasons: what would reach the any-shape bound)"),
+    "QUALIFIED": (
+        "nothing failed, and deviations of the class the certificate names are ruled out at the target; "
+        "deviations of any shape are not (see the reasons: what would reach the any-shape bound)"
+    ),
     "NOT_EXACT": "NOT exact: its output distribution differs from the target's (or it emits impossible tokens)",
     "CONTRACT_VIOLATION": "does not obey the interface contract (bad output, exception, or not reproducible)",
 }
@@ -84,20 +90,35 @@ class CheckRecord:
 
     def to_dict(self) -> dict:
         d = self.result.to_dict()
-        d.update({"impl": self.impl, "case": self.case, "check": self.check, "category": self.category})
+        d.update(
+            {"impl": self.impl, "case": self.case, "check": self.check, "category": self.category}
+        )
         return d
 
 
-def hard_result(name: str, passed: bool, n: int, message: str, details: dict | None = None) -> TestResult:
+def hard_result(
+    name: str, passed: bool, n: int, message: str, details: dict | None = None
+) -> TestResult:
     """A hard (zero false-fail) check's result; `message` gets the "name: PASS|FAIL: " prefix if missing."""
     prefix = f"{name}: {'PASS' if passed else 'FAIL'}: "
     text = message if message.startswith(f"{name}: ") else prefix + message
-    return TestResult(name, 0.0 if passed else 1.0, 1.0 if passed else 0.0, int(n), 0.0, 0.0, float("nan"),
-                      bool(passed), text, details or {})
+    return TestResult(
+        name,
+        0.0 if passed else 1.0,
+        1.0 if passed else 0.0,
+        int(n),
+        0.0,
+        0.0,
+        float("nan"),
+        bool(passed),
+        text,
+        details or {},
+    )
 
 
-def hard_failure(impl: str, case: str, check: str, category: str, message: str,
-                 details: dict | None = None) -> CheckRecord:
+def hard_failure(
+    impl: str, case: str, check: str, category: str, message: str, details: dict | None = None
+) -> CheckRecord:
     """A failed hard record (the implementation raised or broke the contract before the check could run);
     `details` carries e.g. the implementation's exception type and traceback."""
     return CheckRecord(impl, case, check, category, hard_result(check, False, 0, message, details))
@@ -131,13 +152,17 @@ def case_seed(name: str, salt: str = "") -> int:
     return zlib.crc32(key.encode())
 
 
-def verdict_of(records: Iterable[CheckRecord], inconclusive: Iterable[str] = (), qualified: Iterable[str] = ()) -> str:
+def verdict_of(
+    records: Iterable[CheckRecord], inconclusive: Iterable[str] = (), qualified: Iterable[str] = ()
+) -> str:
     """The worst verdict the failed records imply (CERTIFIED when none failed); `inconclusive` are the
     level's reasons the run cannot certify (non-empty: INCONCLUSIVE unless a failure implies worse); `qualified`
     the reasons its claim covers only a class of deviations (non-empty: QUALIFIED unless worse)."""
     if isinstance(inconclusive, str) or isinstance(qualified, str):
-        raise ValueError(f"inconclusive and qualified must be lists of reasons, not one string: {inconclusive!r}, "
-                         f"{qualified!r}")
+        raise ValueError(
+            f"inconclusive and qualified must be lists of reasons, not one string: {inconclusive!r}, "
+            f"{qualified!r}"
+        )
     records = list(records)
     failed = {r.category for r in records if not r.passed}
     if "contract" in failed:

@@ -25,7 +25,16 @@ from .profiles import Profile, get_profile
 from .records import STATISTICAL_CATEGORIES, CheckRecord
 
 #: Test kinds whose false-fail guarantee the alpha table knows (`alpha_table.TEST_KINDS`).
-TEST_KINDS = ("lr", "ks", "binomial", "binomial_upper", "permutation", "multinomial", "sequential", "fisher")
+TEST_KINDS = (
+    "lr",
+    "ks",
+    "binomial",
+    "binomial_upper",
+    "permutation",
+    "multinomial",
+    "sequential",
+    "fisher",
+)
 
 
 @dataclass(frozen=True)
@@ -45,7 +54,9 @@ class CheckPlan:
     reach: float = 1.0
     drives_n: bool = False
     min_expected: float | None = None
-    law_at: Callable[[float], np.ndarray] | None = None  # a law whose categories depend on the test's n
+    law_at: Callable[[float], np.ndarray] | None = (
+        None  # a law whose categories depend on the test's n
+    )
 
     def law_for(self, n: float) -> np.ndarray | None:
         """The null law of the test at n observations."""
@@ -69,14 +80,18 @@ class StatCheck:
     name: str
     category: str  # "exactness" | "standard_rule"
     applies: Callable[[Any], bool]  # does the check run on this case?
-    instances: Callable[[Any], list[str]]  # names of the tests (records) it produces on an applicable case
+    instances: Callable[
+        [Any], list[str]
+    ]  # names of the tests (records) it produces on an applicable case
     run: Runner  # (the level's sample, per-check false-fail rate, profile) -> exactly those records
     plan: Planner  # (case, profile) -> one CheckPlan per instance, in the same order
     what: str = ""
 
     def __post_init__(self) -> None:
         if self.category not in STATISTICAL_CATEGORIES:
-            raise ValueError(f"category must be one of {STATISTICAL_CATEGORIES}, got {self.category!r}")
+            raise ValueError(
+                f"category must be one of {STATISTICAL_CATEGORIES}, got {self.category!r}"
+            )
 
     def planned(self, case: Any) -> list[str]:
         return list(self.instances(case)) if self.applies(case) else []
@@ -85,19 +100,33 @@ class StatCheck:
         """The plan of each test on `case`; RuntimeError if they do not match the declared names."""
         plans = list(self.plan(case, profile))
         if [p.name for p in plans] != self.planned(case):
-            raise RuntimeError(f"check {self.name!r} on {getattr(case, 'name', case)!r}: plans "
-                               f"{[p.name for p in plans]}, declares {self.planned(case)}")
+            raise RuntimeError(
+                f"check {self.name!r} on {getattr(case, 'name', case)!r}: plans "
+                f"{[p.name for p in plans]}, declares {self.planned(case)}"
+            )
         return plans
 
 
-def one_test(name: str, category: str, applies: Callable[[Any], bool],
-             run: Callable[[Any, float, Profile], CheckRecord], plan: Callable[[Any, Profile], CheckPlan],
-             what: str = "", family: str | None = None) -> StatCheck:
+def one_test(
+    name: str,
+    category: str,
+    applies: Callable[[Any], bool],
+    run: Callable[[Any, float, Profile], CheckRecord],
+    plan: Callable[[Any, Profile], CheckPlan],
+    what: str = "",
+    family: str | None = None,
+) -> StatCheck:
     """A check family of one test, `name` (the family is called `family`, by default the same): `run` returns its
     one record, `plan` its one CheckPlan."""
-    return StatCheck(name=family or name, category=category, applies=applies, instances=lambda case: [name],
-                     run=lambda sample, rate, profile: [run(sample, rate, profile)],
-                     plan=lambda case, profile: [plan(case, profile)], what=what)
+    return StatCheck(
+        name=family or name,
+        category=category,
+        applies=applies,
+        instances=lambda case: [name],
+        run=lambda sample, rate, profile: [run(sample, rate, profile)],
+        plan=lambda case, profile: [plan(case, profile)],
+        what=what,
+    )
 
 
 class Declared(Protocol):
@@ -113,10 +142,14 @@ class Declared(Protocol):
 def _checks(level: "str | Declared | Sequence[StatCheck]") -> Sequence[StatCheck]:
     if isinstance(level, str):
         return get_level(level).checks
-    return cast("Sequence[StatCheck]", getattr(level, "checks", level))  # a Level, or a sequence of checks
+    return cast(
+        "Sequence[StatCheck]", getattr(level, "checks", level)
+    )  # a Level, or a sequence of checks
 
 
-def planned_checks(level: "str | Declared | Sequence[StatCheck]", case: Any) -> list[tuple[StatCheck, list[str]]]:
+def planned_checks(
+    level: "str | Declared | Sequence[StatCheck]", case: Any
+) -> list[tuple[StatCheck, list[str]]]:
     """The statistical checks of `level` that run on `case`, each with the names of its tests."""
     return [(check, check.planned(case)) for check in _checks(level) if check.applies(case)]
 
@@ -125,18 +158,28 @@ def planned_names(level: "str | Declared | Sequence[StatCheck]", case: Any) -> l
     return [name for _, names in planned_checks(level, case) for name in names]
 
 
-def budget_for(level: "str | Declared", profile: Profile | str, cases: Iterable[Any]) -> ErrorBudget:
+def budget_for(
+    level: "str | Declared", profile: Profile | str, cases: Iterable[Any]
+) -> ErrorBudget:
     """The profile's total false-fail rate of `level`, split (Bonferroni) over exactly the statistical tests
     that a run on `cases` performs (at least one, so a run without statistical checks has a valid budget)."""
     prof = get_profile(profile)
     name = level if isinstance(level, str) else level.name
     n_checks = sum(len(planned_names(level, case)) for case in cases)
-    return ErrorBudget(total_false_fail=prof.total_false_fail(name), n_checks=max(1, n_checks),
-                       false_pass_rate=prof.false_pass_rate)
+    return ErrorBudget(
+        total_false_fail=prof.total_false_fail(name),
+        n_checks=max(1, n_checks),
+        false_pass_rate=prof.false_pass_rate,
+    )
 
 
-def run_registered(level: "str | Declared | Sequence[StatCheck]", case: Any, sample: Any, rate: float,
-                   profile: Profile) -> list[CheckRecord]:
+def run_registered(
+    level: "str | Declared | Sequence[StatCheck]",
+    case: Any,
+    sample: Any,
+    rate: float,
+    profile: Profile,
+) -> list[CheckRecord]:
     """Run the planned statistical checks of `case` on `sample`, each at `rate`; each must produce exactly the
     declared records, else RuntimeError (the budget would no longer match what ran)."""
     out: list[CheckRecord] = []
@@ -144,7 +187,9 @@ def run_registered(level: "str | Declared | Sequence[StatCheck]", case: Any, sam
         records = check.run(sample, rate, profile)
         got = [r.check for r in records]
         if got != names or any(r.category != check.category for r in records):
-            raise RuntimeError(f"check {check.name!r} on {getattr(case, 'name', case)!r} produced "
-                               f"{got} ({[r.category for r in records]}), declared {names} ({check.category})")
+            raise RuntimeError(
+                f"check {check.name!r} on {getattr(case, 'name', case)!r} produced "
+                f"{got} ({[r.category for r in records]}), declared {names} ({check.category})"
+            )
         out += records
     return out

@@ -49,8 +49,12 @@ class SuiteResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # level-specific top-level fields of the document
-    inconclusive: list[str] = field(default_factory=list)  # why the run cannot certify though nothing counted failed
-    qualified: list[str] = field(default_factory=list)  # why its claim covers only a class of deviations
+    inconclusive: list[str] = field(
+        default_factory=list
+    )  # why the run cannot certify though nothing counted failed
+    qualified: list[str] = field(
+        default_factory=list
+    )  # why its claim covers only a class of deviations
 
     def __post_init__(self) -> None:
         check_level(self.level)
@@ -63,7 +67,7 @@ class SuiteResult:
 
     @property
     def ignored(self) -> list[str]:
-        """"case/check" of the records the verdict ignores (none here; the engine level's void reports)."""
+        """ "case/check" of the records the verdict ignores (none here; the engine level's void reports)."""
         return []
 
     @property
@@ -92,15 +96,23 @@ def summarize_budget(budget: ErrorBudget, records: Iterable[CheckRecord]) -> dic
     """The run's error budget: what was promised (total, per check) and what the statistical records spent."""
     stat = [r.result for r in records if r.statistical]
     tvs = [t.detectable_tv for t in stat if np.isfinite(t.detectable_tv)]
-    kolmogorov = [t.details["detectable_kolmogorov"] for t in stat if t.details.get("detectable_kolmogorov")]
+    kolmogorov = [
+        t.details["detectable_kolmogorov"] for t in stat if t.details.get("detectable_kolmogorov")
+    ]
     spent = float(sum(t.false_fail_rate for t in stat))
-    return {"total_false_fail": budget.total_false_fail, "n_checks": int(budget.n_checks),
-            "per_check_false_fail_rate": budget.per_check_false_fail_rate, "false_pass_rate": budget.false_pass_rate,
-            "n_statistical_records": len(stat), "false_fail_rate_spent": spent,
-            "within_budget": spent <= budget.total_false_fail * (1 + 1e-9),
-            "worst_detectable_tv": max(tvs) if tvs else None, "best_detectable_tv": min(tvs) if tvs else None,
-            "worst_detectable_kolmogorov": max(kolmogorov) if kolmogorov else None,
-            "failed": [f"{r.case}/{r.check}" for r in records if r.statistical and not r.passed]}
+    return {
+        "total_false_fail": budget.total_false_fail,
+        "n_checks": int(budget.n_checks),
+        "per_check_false_fail_rate": budget.per_check_false_fail_rate,
+        "false_pass_rate": budget.false_pass_rate,
+        "n_statistical_records": len(stat),
+        "false_fail_rate_spent": spent,
+        "within_budget": spent <= budget.total_false_fail * (1 + 1e-9),
+        "worst_detectable_tv": max(tvs) if tvs else None,
+        "best_detectable_tv": min(tvs) if tvs else None,
+        "worst_detectable_kolmogorov": max(kolmogorov) if kolmogorov else None,
+        "failed": [f"{r.case}/{r.check}" for r in records if r.statistical and not r.passed],
+    }
 
 
 def provenance(impl_spec: str) -> dict:
@@ -111,13 +123,23 @@ def provenance(impl_spec: str) -> dict:
 def document(result: SuiteResult, impl_spec: str | None = None) -> dict:
     """The versioned JSON certificate of `result` (same top-level layout at every level)."""
     doc = {
-        "schema_version": SCHEMA_VERSION, "level": result.level, "contract_version": CONTRACT_VERSION,
-        "impl": result.impl, "verdict": result.verdict, "verdict_text": VERDICT_TEXT[result.verdict],
-        "passed": result.passed, "profile": result.profile.to_dict(result.level), "budget": result.budget,
+        "schema_version": SCHEMA_VERSION,
+        "level": result.level,
+        "contract_version": CONTRACT_VERSION,
+        "impl": result.impl,
+        "verdict": result.verdict,
+        "verdict_text": VERDICT_TEXT[result.verdict],
+        "passed": result.passed,
+        "profile": result.profile.to_dict(result.level),
+        "budget": result.budget,
         "seconds": round(float(result.seconds), 2),
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "provenance": provenance(impl_spec or result.impl), "plan": result.plan, "cases": result.cases,
-        "notes": list(result.notes), "inconclusive": list(result.inconclusive), "voided": list(result.ignored),
+        "provenance": provenance(impl_spec or result.impl),
+        "plan": result.plan,
+        "cases": result.cases,
+        "notes": list(result.notes),
+        "inconclusive": list(result.inconclusive),
+        "voided": list(result.ignored),
         "checks": [r.to_dict() for r in result.records],
     }
     for key, value in result.extra.items():
@@ -147,8 +169,13 @@ MarkdownRenderer = Callable[[SuiteResult, dict, list[str]], str]
 PlotWriter = Callable[[SuiteResult, Path], list[str]]
 
 
-def write_report(result: SuiteResult, out_dir: str | Path, render_markdown: MarkdownRenderer,
-                 plots: PlotWriter | None = None, impl_spec: str | None = None) -> dict:
+def write_report(
+    result: SuiteResult,
+    out_dir: str | Path,
+    render_markdown: MarkdownRenderer,
+    plots: PlotWriter | None = None,
+    impl_spec: str | None = None,
+) -> dict:
     """Write certificate.json, CERTIFICATE.md and the plots into `out_dir`; return their paths and the document."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -156,5 +183,9 @@ def write_report(result: SuiteResult, out_dir: str | Path, render_markdown: Mark
     plot_files = plots(result, out) if plots is not None else []
     (out / JSON_NAME).write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     (out / MARKDOWN_NAME).write_text(render_markdown(result, doc, plot_files))
-    return {"json": str(out / JSON_NAME), "markdown": str(out / MARKDOWN_NAME),
-            "plots": [str(out / p) for p in plot_files], "document": doc}
+    return {
+        "json": str(out / JSON_NAME),
+        "markdown": str(out / MARKDOWN_NAME),
+        "plots": [str(out / p) for p in plot_files],
+        "document": doc,
+    }

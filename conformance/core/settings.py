@@ -26,7 +26,9 @@ class Settings:
     """A level's settings at one profile: its total false-fail rate and the TV its checks target. Every further
     field of type int is validated as a positive int (a subclass's optional fields may be None)."""
 
-    total_false_fail: float  # P(any statistical check of the run fails | implementation exact) <= this
+    total_false_fail: (
+        float  # P(any statistical check of the run fails | implementation exact) <= this
+    )
     target_tv: float  # the deviation the level's checks are sized (or required) to detect
 
     def __post_init__(self) -> None:

@@ -11,15 +11,19 @@ from ..paths import project_root
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m exactspec.conformance.docs", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m exactspec.conformance.docs", description=__doc__
+    )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="rewrite every generated region")
     mode.add_argument("--check", action="store_true", help="list the stale regions; exit 1 if any")
     args = parser.parse_args(argv)
     repo = project_root()
     if repo is None:
-        print("exactspec.conformance.docs: run it from a checkout (no pyproject.toml beside conformance/)",
-              file=sys.stderr)
+        print(
+            "exactspec.conformance.docs: run it from a checkout (no pyproject.toml beside conformance/)",
+            file=sys.stderr,
+        )
         return 2
     if args.write:
         for path in write_regions(repo):

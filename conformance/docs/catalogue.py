@@ -47,7 +47,9 @@ def flags_of(repo: Path, cert: Certificate) -> list[str]:
     """DIRTY where the provenance says the tree had uncommitted changes; SAMPLES_CHANGED where a sample file is not
     the one the certificate was written from."""
     out = []
-    if ((cert.doc.get("provenance") or {}).get("exactspec") or {}).get("uncommitted_changes") is True:
+    if ((cert.doc.get("provenance") or {}).get("exactspec") or {}).get(
+        "uncommitted_changes"
+    ) is True:
         out.append(DIRTY)
     if changed_samples(repo, cert):
         out.append(SAMPLES_CHANGED)
@@ -57,8 +59,12 @@ def flags_of(repo: Path, cert: Certificate) -> list[str]:
 def sample_files(repo: Path, cert: Certificate) -> list[Path]:
     """The certificate's sample files as committed (plain or gzipped), relative to the repository."""
     folder = repo / cert.folder
-    return [p.relative_to(repo) for name in SAMPLE_NAMES for p in (folder / name, folder / f"{name}.gz")
-            if p.is_file()]
+    return [
+        p.relative_to(repo)
+        for name in SAMPLE_NAMES
+        for p in (folder / name, folder / f"{name}.gz")
+        if p.is_file()
+    ]
 
 
 def content_sha256(data: bytes, name: str) -> str:
@@ -72,9 +78,14 @@ def changed_samples(repo: Path, cert: Certificate) -> list[str]:
     files = sample_files(repo, cert)
     recorded = (cert.doc.get("certificate_run") or {}).get("sample_sha256")
     if recorded:
-        return [f.name for f in files
-                if recorded.get(f.name) not in (None, content_sha256((repo / f).read_bytes(), f.name))]
-    commit = _git(repo, "log", "-1", "--format=%H", "--", (cert.folder / "certificate.json").as_posix())
+        return [
+            f.name
+            for f in files
+            if recorded.get(f.name) not in (None, content_sha256((repo / f).read_bytes(), f.name))
+        ]
+    commit = _git(
+        repo, "log", "-1", "--format=%H", "--", (cert.folder / "certificate.json").as_posix()
+    )
     if not files or not commit:
         return []
     changed = []
@@ -105,5 +116,15 @@ def has_history(repo: Path) -> bool:
     return shallow is not None and shallow.strip() == "false"
 
 
-__all__ = ["CERTIFICATES", "Certificate", "DIRTY", "SAMPLES_CHANGED", "changed_samples", "content_sha256",
-           "flags_of", "has_history", "read_all", "sample_files"]
+__all__ = [
+    "CERTIFICATES",
+    "Certificate",
+    "DIRTY",
+    "SAMPLES_CHANGED",
+    "changed_samples",
+    "content_sha256",
+    "flags_of",
+    "has_history",
+    "read_all",
+    "sample_files",
+]

@@ -9,13 +9,25 @@ from .regions import fill, regions, unmatched_marks
 from .renderers import RENDERERS, Context
 
 #: Where generated regions may sit (globs relative to the repository root).
-PAGE_GLOBS = ("README.md", "docs/**/*.md", "conformance/CONTRACT.md", "benchmarks/README.md", "proofs/*.md",
-              "stat_tests/README.md", "gpu_impl/README.md")
+PAGE_GLOBS = (
+    "README.md",
+    "docs/**/*.md",
+    "conformance/CONTRACT.md",
+    "benchmarks/README.md",
+    "proofs/*.md",
+    "stat_tests/README.md",
+    "gpu_impl/README.md",
+)
 
 
 def pages(repo: Path) -> list[Path]:
     """Every page (relative to `repo`) with at least one generated-region marker."""
-    found = {p for pattern in PAGE_GLOBS for p in repo.glob(pattern) if "<!-- generated: " in p.read_text()}
+    found = {
+        p
+        for pattern in PAGE_GLOBS
+        for p in repo.glob(pattern)
+        if "<!-- generated: " in p.read_text()
+    }
     return sorted(p.relative_to(repo) for p in found)
 
 
@@ -30,7 +42,9 @@ def rendered(repo: Path, page: Path, ctx: Context | None = None) -> str:
     names = regions(text)
     unknown = sorted(set(names) - set(RENDERERS))
     if unknown:
-        raise ValueError(f"{page}: regions with no renderer: {unknown} (known: {sorted(RENDERERS)})")
+        raise ValueError(
+            f"{page}: regions with no renderer: {unknown} (known: {sorted(RENDERERS)})"
+        )
     return fill(text, {name: RENDERERS[name](ctx) for name in names})
 
 

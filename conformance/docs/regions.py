@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 
 START, END = "<!-- generated: {} -->", "<!-- end generated: {} -->"
-REGION = re.compile(r"^<!-- generated: ([\w-]+) -->\n(.*?)^<!-- end generated: \1 -->$", re.S | re.M)
+REGION = re.compile(
+    r"^<!-- generated: ([\w-]+) -->\n(.*?)^<!-- end generated: \1 -->$", re.S | re.M
+)
 MARK = re.compile(r"<!-- (?:end )?generated: ([\w-]+) -->")
 
 
@@ -20,18 +22,22 @@ def regions(text: str) -> dict[str, list[str]]:
 
 def unmatched_marks(text: str) -> list[str]:
     """Markers that open or close no well-formed region (a typo, a missing end)."""
-    inside = {m.start() for r in REGION.finditer(text) for m in MARK.finditer(text, r.start(), r.end())}
+    inside = {
+        m.start() for r in REGION.finditer(text) for m in MARK.finditer(text, r.start(), r.end())
+    }
     return [m.group(0) for m in MARK.finditer(text) if m.start() not in inside]
 
 
 def fill(text: str, bodies: dict[str, str]) -> str:
     """`text` with every region named in `bodies` holding that body (ending in one newline)."""
+
     def body(match: re.Match) -> str:
         name = match.group(1)
         if name not in bodies:
             return match.group(0)
         new = bodies[name] if bodies[name].endswith("\n") else bodies[name] + "\n"
         return f"{START.format(name)}\n{new}{END.format(name)}"
+
     return REGION.sub(body, text)
 
 

@@ -17,8 +17,16 @@ from .texts import markdown_table
 
 KILL_TABLES = ("rule", "sequence", "tree", "engine", "engine-standard")
 ENSEMBLE = "transformers-5.24-ensemble-0.8"
-ENSEMBLE_CASES = ("demo_uniform_draft", "demo_mixed_draft", "rows_differ_k3", "disjoint_supports", "one_hot_target",
-                  "k8_rows_differ", "large_vocab_32k", "demo_identical_draft")
+ENSEMBLE_CASES = (
+    "demo_uniform_draft",
+    "demo_mixed_draft",
+    "rows_differ_k3",
+    "disjoint_supports",
+    "one_hot_target",
+    "k8_rows_differ",
+    "large_vocab_32k",
+    "demo_identical_draft",
+)
 
 
 class Context:
@@ -36,7 +44,9 @@ class Context:
 
 
 def _level(level: str, folder: str | None = None) -> Callable[[Certificate], bool]:
-    return lambda c: c.doc.get("level") == level and (folder is None or c.name.startswith(folder + "/"))
+    return lambda c: (
+        c.doc.get("level") == level and (folder is None or c.name.startswith(folder + "/"))
+    )
 
 
 def _commands(certs: list[Certificate]) -> str:
@@ -45,13 +55,29 @@ def _commands(certs: list[Certificate]) -> str:
 
 def _folders(ctx: Context) -> str:
     """The root index's table of folders: what each holds and its certificates' verdicts, counted."""
-    groups = [("[`sequence/`](sequence/README.md)", "sequence-level certificates (whole generation loops)",
-               _level("sequence", "sequence")),
-              ("[`tree/`](tree/README.md)", "tree-level certificates (tree verification)", _level("tree", "tree")),
-              ("[`engine/`](engine/README.md)", "engine-level certificates of real serving engines",
-               _level("engine", "engine")),
-              ("`engine/vllm-rejection-sampler*/`", "rule-level certificates of vLLM's own `rejection_sample`, "
-               "in the rule-level table above", _level("rule", "engine"))]
+    groups = [
+        (
+            "[`sequence/`](sequence/README.md)",
+            "sequence-level certificates (whole generation loops)",
+            _level("sequence", "sequence"),
+        ),
+        (
+            "[`tree/`](tree/README.md)",
+            "tree-level certificates (tree verification)",
+            _level("tree", "tree"),
+        ),
+        (
+            "[`engine/`](engine/README.md)",
+            "engine-level certificates of real serving engines",
+            _level("engine", "engine"),
+        ),
+        (
+            "`engine/vllm-rejection-sampler*/`",
+            "rule-level certificates of vLLM's own `rejection_sample`, "
+            "in the rule-level table above",
+            _level("rule", "engine"),
+        ),
+    ]
     rows = [[where, what, tables.verdict_counts(ctx.where(test))] for where, what, test in groups]
     return markdown_table(["folder", "what", "verdicts"], rows)
 
@@ -63,9 +89,11 @@ def _schemas(ctx: Context) -> str:
         version = c.doc.get("read_from_version") or c.doc["schema_version"]
         counts[version] = counts.get(version, 0) + 1
     written = ", ".join(f"{n} at {v}" for v, n in sorted(counts.items()))
-    return texts.wrap(f"The report writer is at schema version {SCHEMA_VERSION}; of the {len(ctx.certificates)} "
-                      f"committed certificates, {written} (`core.report.read_certificate` reads 2.0 in the 2.1 "
-                      "layout: 2.1 renamed `alpha` / `beta` to `false_fail_rate` / `false_pass_rate`).")
+    return texts.wrap(
+        f"The report writer is at schema version {SCHEMA_VERSION}; of the {len(ctx.certificates)} "
+        f"committed certificates, {written} (`core.report.read_certificate` reads 2.0 in the 2.1 "
+        "layout: 2.1 renamed `alpha` / `beta` to `false_fail_rate` / `false_pass_rate`)."
+    )
 
 
 RENDERERS: dict[str, Callable[[Context], str]] = {
@@ -79,14 +107,25 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "certificates-rule-commands": lambda ctx: _commands(ctx.where(_level("rule"))),
     "certificates-folders": _folders,
     "kill-tables": lambda ctx: tables.kill_table_rows(ctx.repo, list(KILL_TABLES)),
-    "ensemble-deviations": lambda ctx: tables.deviation_table(ctx.certificates[ENSEMBLE], ENSEMBLE_CASES),
-    "certificates-flagged": lambda ctx: tables.flagged_list(list(ctx.certificates.values())),  # commands unwrapped
+    "ensemble-deviations": lambda ctx: tables.deviation_table(
+        ctx.certificates[ENSEMBLE], ENSEMBLE_CASES
+    ),
+    "certificates-flagged": lambda ctx: tables.flagged_list(
+        list(ctx.certificates.values())
+    ),  # commands unwrapped
     "certificates-engine": lambda ctx: tables.engine_table(ctx.where(_level("engine", "engine"))),
-    "certificates-engine-reasons": lambda ctx: texts.wrap(tables.reasons_list(ctx.where(_level("engine",
-                                                                                                 "engine")))),
-    "certificates-sequence": lambda ctx: tables.sequence_table(ctx.where(_level("sequence", "sequence"))),
-    "certificates-sequence-commands": lambda ctx: _commands(ctx.where(_level("sequence", "sequence"))),
-    "certificates-tree": lambda ctx: tables.round_level_table(ctx.where(_level("tree", "tree")), "tree"),
+    "certificates-engine-reasons": lambda ctx: texts.wrap(
+        tables.reasons_list(ctx.where(_level("engine", "engine")))
+    ),
+    "certificates-sequence": lambda ctx: tables.sequence_table(
+        ctx.where(_level("sequence", "sequence"))
+    ),
+    "certificates-sequence-commands": lambda ctx: _commands(
+        ctx.where(_level("sequence", "sequence"))
+    ),
+    "certificates-tree": lambda ctx: tables.round_level_table(
+        ctx.where(_level("tree", "tree")), "tree"
+    ),
     "certificates-tree-commands": lambda ctx: _commands(ctx.where(_level("tree", "tree"))),
 }
 

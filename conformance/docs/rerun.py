@@ -26,16 +26,24 @@ def rerun_command(cert: Certificate) -> str:
     run = cert.doc.get("certificate_run") or {}
     if run.get("config"):
         key = seed_key(cert.doc)
-        return (f".venv/bin/python benchmarks/engine_certificates.py --config {run['config']}"
-                + (f" --seed-key {key}" if key else ""))
+        return f".venv/bin/python benchmarks/engine_certificates.py --config {run['config']}" + (
+            f" --seed-key {key}" if key else ""
+        )
     if cert.name.startswith(VLLM_RULE_PREFIX):
-        return (f".venv/bin/python benchmarks/vllm_rule_certificates.py --profile {cert.doc['profile']['name']} "
-                f"--only {cert.name.split('/', 1)[1]}")
+        return (
+            f".venv/bin/python benchmarks/vllm_rule_certificates.py --profile {cert.doc['profile']['name']} "
+            f"--only {cert.name.split('/', 1)[1]}"
+        )
     argv = list((cert.doc.get("provenance") or {}).get("command_line") or [])
     if not argv:
         return "(no command line recorded)"
-    program = (["python", "-m", "exactspec.conformance.sequence"] if argv[0] == SEQUENCE_MAIN
-               else ["exactspec"] if argv[0].endswith("exactspec") else [argv[0]])
+    program = (
+        ["python", "-m", "exactspec.conformance.sequence"]
+        if argv[0] == SEQUENCE_MAIN
+        else ["exactspec"]
+        if argv[0].endswith("exactspec")
+        else [argv[0]]
+    )
     rest = argv[1:]
     if "--out" in rest:
         rest[rest.index("--out") + 1] = cert.folder.as_posix()

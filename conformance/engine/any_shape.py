@@ -91,10 +91,15 @@ def _options(prefix: PrefixCounts, eps: float) -> tuple[np.ndarray, np.ndarray, 
     variance proxy of that term."""
     tol = _tolerance(prefix.cats)
     terms = _partition_terms(prefix)
-    cost = [math.log(1.0 / eps) + math.log(len(PARTITIONS)) + k * math.log(2.0) if eps > 0 else math.inf
-            for _, _, k, _ in terms]
-    return (np.array(cost), np.minimum(1.0, np.array([d + tol + rest for d, rest, _, _ in terms])),
-            np.array([v for _, _, _, v in terms]))
+    cost = [
+        math.log(1.0 / eps) + math.log(len(PARTITIONS)) + k * math.log(2.0) if eps > 0 else math.inf
+        for _, _, k, _ in terms
+    ]
+    return (
+        np.array(cost),
+        np.minimum(1.0, np.array([d + tol + rest for d, rest, _, _ in terms])),
+        np.array([v for _, _, _, v in terms]),
+    )
 
 
 def _position_bound(prefixes: Sequence[PrefixCounts], log_term: float) -> tuple[float, int]:
@@ -138,7 +143,9 @@ class AnyShapeBound:
     false_pass_rate: float
     per_position: dict[int, dict] = field(default_factory=dict)
 
-    def needed(self, completions: int, target: float, half: "AnyShapeBound | None" = None) -> int | None:
+    def needed(
+        self, completions: int, target: float, half: "AnyShapeBound | None" = None
+    ) -> int | None:
         """Completions at which the bound would reach `target`, extrapolating its power law in n from `half` (the
         bound on the first half of the completions): b(n) = a n^-g with g = log2(b(n / 2) / b(n)). None when it
         shrinks too slowly (g < 0.05: the tokens sit at prefixes that do not come back), when the projection is beyond
@@ -154,8 +161,9 @@ class AnyShapeBound:
         return math.ceil(projection) if projection <= PROJECTION_LIMIT else None
 
 
-def prefix_counts(tokens: Sequence[StreamToken], weight: Callable[[str, tuple], float]
-                  ) -> dict[int, list[PrefixCounts]]:
+def prefix_counts(
+    tokens: Sequence[StreamToken], weight: Callable[[str, tuple], float]
+) -> dict[int, list[PrefixCounts]]:
     """The stream's tokens grouped per position and prefix (of its prompt: `StreamToken.key`), with
     `weight(prompt, prefix)` the reference's probability of each prefix."""
     grouped: dict[tuple[int, tuple], tuple[Categories, np.ndarray]] = {}
@@ -170,25 +178,46 @@ def prefix_counts(tokens: Sequence[StreamToken], weight: Callable[[str, tuple], 
     return out
 
 
-def any_shape_bound(tokens: Sequence[StreamToken], weight: Callable[[str, tuple], float], positions: int,
-                    false_pass_rate: float, unreported: int = 0) -> AnyShapeBound:
+def any_shape_bound(
+    tokens: Sequence[StreamToken],
+    weight: Callable[[str, tuple], float],
+    positions: int,
+    false_pass_rate: float,
+    unreported: int = 0,
+) -> AnyShapeBound:
     """The any-shape bound of a candidate stream at positions 1..`positions` (module docstring), probability
     >= 1 - false_pass_rate at every look; `unreported` tokens (no report at their prefix) count TV 1."""
-    if not (isinstance(positions, int) and positions >= 1) or not 0.0 < false_pass_rate < 1.0 or unreported < 0:
-        raise ValueError(f"need positions >= 1, 0 < false_pass_rate < 1, unreported >= 0; got {positions}, "
-                         f"{false_pass_rate}, {unreported}")
+    if (
+        not (isinstance(positions, int) and positions >= 1)
+        or not 0.0 < false_pass_rate < 1.0
+        or unreported < 0
+    ):
+        raise ValueError(
+            f"need positions >= 1, 0 < false_pass_rate < 1, unreported >= 0; got {positions}, "
+            f"{false_pass_rate}, {unreported}"
+        )
     log_term = math.log(LAMBDA_GRID.size * positions / false_pass_rate)
     grouped = prefix_counts(tokens, weight)
     total, used, per_position = float(unreported), 0, {}
     for position in sorted(grouped):
         bound, covered = _position_bound(grouped[position], log_term)
         count = sum(p.n for p in grouped[position])
-        per_position[position] = {"tokens": count, "covered": covered, "bound": bound / count,
-                                  "prefixes": len(grouped[position])}
+        per_position[position] = {
+            "tokens": count,
+            "covered": covered,
+            "bound": bound / count,
+            "prefixes": len(grouped[position]),
+        }
         total, used = total + bound, used + covered
     count = len(tokens) + unreported
-    return AnyShapeBound(min(1.0, total / count) if count else math.inf, count, used / count if count else 0.0,
-                         sum(len(v) for v in grouped.values()), false_pass_rate, per_position)
+    return AnyShapeBound(
+        min(1.0, total / count) if count else math.inf,
+        count,
+        used / count if count else 0.0,
+        sum(len(v) for v in grouped.values()),
+        false_pass_rate,
+        per_position,
+    )
 
 
 def prefix_weight_of(reports: dict[str, dict]) -> Callable[[str, tuple], float]:
@@ -218,5 +247,14 @@ def prefix_weight_of(reports: dict[str, dict]) -> Callable[[str, tuple], float]:
     return weight
 
 
-__all__ = ["AnyShapeBound", "LAMBDA_GRID", "PARTITIONS", "PrefixCounts", "THETA", "V_BOUND", "any_shape_bound",
-           "prefix_counts", "prefix_weight_of"]
+__all__ = [
+    "AnyShapeBound",
+    "LAMBDA_GRID",
+    "PARTITIONS",
+    "PrefixCounts",
+    "THETA",
+    "V_BOUND",
+    "any_shape_bound",
+    "prefix_counts",
+    "prefix_weight_of",
+]

@@ -55,9 +55,13 @@ class Completion:
 class EngineBackend(Protocol):
     """The two methods every engine backend has (see the module's docstring for the optional ones)."""
 
-    def complete(self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int) -> Completion: ...
+    def complete(
+        self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int
+    ) -> Completion: ...
 
-    def report(self, prefix_ids: list[int], sampling: Sampling, n: int) -> list[tuple[int, float]]: ...
+    def report(
+        self, prefix_ids: list[int], sampling: Sampling, n: int
+    ) -> list[tuple[int, float]]: ...
 
 
 def top_n(probs: np.ndarray, n: int) -> list[tuple[int, float]]:
@@ -110,7 +114,9 @@ def load_backend(spec: str, role: str, options: dict[str, str] | None = None) ->
             try:
                 adapter = adapter_class(role=role, **(options or {}))
             except TypeError as error:
-                raise ValueError(f"--engine-adapter: {spec}(role={role!r}, ...) failed: {error}") from None
+                raise ValueError(
+                    f"--engine-adapter: {spec}(role={role!r}, ...) failed: {error}"
+                ) from None
             missing = [m for m in ("complete", "report") if not callable(getattr(adapter, m, None))]
             if missing:
                 raise ValueError(f"--engine-adapter: {spec} has no {' or '.join(missing)} method")

@@ -26,14 +26,14 @@ PREMISE_READERS = PAIRED_CHECKS + (LOAD_CHECK,) + REPORT_READERS
 
 WHAT = {
     "law_drift": "the candidate's PIT values at positions 1..m, per confidence stratum, against the reference's "
-                 "completions of the same seeds (paired e-process)",
+    "completions of the same seeds (paired e-process)",
     "law_lr": "the candidate's reported log-probabilities at positions 1..m, per stratum (the score of the "
-              "temperature and truncation family), against the reference's completions of the same seeds (paired "
-              "e-process)",
+    "temperature and truncation family), against the reference's completions of the same seeds (paired "
+    "e-process)",
     "context_law": "at prefixes that come back, the candidate's tokens against the reference's (a witness learned "
-                   "per prefix from the earlier seeds; paired e-process): deviations in any direction",
+    "per prefix from the earlier seeds; paired e-process): deviations in any direction",
     "near_zero_tokens": "the candidate emits tokens of reported mass near 0 at the reference's rate (the rate of "
-                        "each end learned from the earlier seeds; paired e-process)",
+    "each end learned from the earlier seeds; paired e-process)",
 }
 
 
@@ -48,20 +48,42 @@ def _one(name: str, test: str = "sequential") -> Any:
 
 
 ENGINE_CHECKS: tuple[StatCheck, ...] = tuple(  # a case is one prompt (cases.EngineCase)
-    StatCheck(name=name, category="exactness", applies=lambda c: _sampling(c) and c.law,
-              run=stat_checks.candidate_check(name), what=WHAT[name], **_one(name))
-    for name in PAIRED_CHECKS) + (
-    StatCheck(name=LOAD_CHECK, category="exactness", applies=lambda c: _sampling(c) and c.law and c.load_labels,
-              run=stat_checks.load_law_check, **_one(LOAD_CHECK),
-              what="the candidate's completions sampled alone against those sampled under load (a permutation "
-                   "e-process, valid whatever the reports): its law does not depend on the load"),
-    StatCheck(name=REFERENCE_CHECK, category="exactness", applies=lambda c: _sampling(c) and c.reference_reported,
-              run=stat_checks.reference_law_check, **_one(REFERENCE_CHECK),
-              what="the reference's own tokens at positions 1..m follow its reports (drift, tempered likelihood "
-                   "ratio, per-prefix identity and near-zero bettors: one mixture e-process); a failure voids the "
-                   "prompt's law routes and support check"),
-    StatCheck(name="greedy_spread", category="exactness", applies=lambda c: c.greedy and c.reference_varies,
-              run=stat_checks.greedy_spread_check, **_one("greedy_spread", "fisher"),
-              what="temperature 0, a reference that varies with the seed: the candidate leaves the pooled modal "
-                   "output no more often than the reference (Fisher's exact test)"),
+    StatCheck(
+        name=name,
+        category="exactness",
+        applies=lambda c: _sampling(c) and c.law,
+        run=stat_checks.candidate_check(name),
+        what=WHAT[name],
+        **_one(name),
+    )
+    for name in PAIRED_CHECKS
+) + (
+    StatCheck(
+        name=LOAD_CHECK,
+        category="exactness",
+        applies=lambda c: _sampling(c) and c.law and c.load_labels,
+        run=stat_checks.load_law_check,
+        **_one(LOAD_CHECK),
+        what="the candidate's completions sampled alone against those sampled under load (a permutation "
+        "e-process, valid whatever the reports): its law does not depend on the load",
+    ),
+    StatCheck(
+        name=REFERENCE_CHECK,
+        category="exactness",
+        applies=lambda c: _sampling(c) and c.reference_reported,
+        run=stat_checks.reference_law_check,
+        **_one(REFERENCE_CHECK),
+        what="the reference's own tokens at positions 1..m follow its reports (drift, tempered likelihood "
+        "ratio, per-prefix identity and near-zero bettors: one mixture e-process); a failure voids the "
+        "prompt's law routes and support check",
+    ),
+    StatCheck(
+        name="greedy_spread",
+        category="exactness",
+        applies=lambda c: c.greedy and c.reference_varies,
+        run=stat_checks.greedy_spread_check,
+        **_one("greedy_spread", "fisher"),
+        what="temperature 0, a reference that varies with the seed: the candidate leaves the pooled modal "
+        "output no more often than the reference (Fisher's exact test)",
+    ),
 )

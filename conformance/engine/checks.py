@@ -18,8 +18,16 @@ from .law_stream import PremiseCheck, premise
 from .load import load_paragraph, load_record
 from .samples import Completion, PrefixProbs, SampleFile
 
-IDENTITY_CHAIN = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
-                  "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+IDENTITY_CHAIN = {
+    "temperature": 1.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
 
 
 def check_comparable(reference: SampleFile, candidate: SampleFile) -> None:
@@ -27,30 +35,43 @@ def check_comparable(reference: SampleFile, candidate: SampleFile) -> None:
     ref, cand = reference.header, candidate.header
     for sample, role in ((reference, "reference"), (candidate, "candidate")):
         if sample.header.role != role:
-            raise ValueError(f"{sample.path}: header role is {sample.header.role!r}, expected {role!r} "
-                             "(arguments are REFERENCE.jsonl CANDIDATE.jsonl)")
-    if (ref.model.get("name"), ref.model.get("sha256")) != (cand.model.get("name"), cand.model.get("sha256")):
+            raise ValueError(
+                f"{sample.path}: header role is {sample.header.role!r}, expected {role!r} "
+                "(arguments are REFERENCE.jsonl CANDIDATE.jsonl)"
+            )
+    if (ref.model.get("name"), ref.model.get("sha256")) != (
+        cand.model.get("name"),
+        cand.model.get("sha256"),
+    ):
         raise ValueError(f"the files sample different models: {ref.model} vs {cand.model}")
     shared = set(ref.prompts) & set(cand.prompts)
     differ = sorted(pid for pid in shared if ref.prompts[pid] != cand.prompts[pid])
     if differ:
-        raise ValueError(f"prompts with the same prompt_id but different prompt_tokens: {differ[:5]}")
+        raise ValueError(
+            f"prompts with the same prompt_id but different prompt_tokens: {differ[:5]}"
+        )
     law = law_differences(ref.request_defaults, cand.request_defaults)
     if law:
-        raise ValueError(f"{candidate.path}: header field 'request_defaults': law-changing parameters differ from "
-                         f"{reference.path}'s (reference, candidate): {law}")
+        raise ValueError(
+            f"{candidate.path}: header field 'request_defaults': law-changing parameters differ from "
+            f"{reference.path}'s (reference, candidate): {law}"
+        )
 
 
 def _unique_seeds(completions: Sequence[Completion], path: str, pid: str) -> None:
     seeds = [c.seed for c in completions]
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"{path}: prompt {pid!r}: a seed appears twice among the repeat-0 completions")
+        raise ValueError(
+            f"{path}: prompt {pid!r}: a seed appears twice among the repeat-0 completions"
+        )
 
 
 def usable_kind(kind: str | None, defaults: dict) -> bool:
     """Are reports of this kind the sampled law? post_sampling always; raw only under the identity chain."""
-    identity = all(float(defaults.get(k, v) if defaults.get(k) is not None else v) == float(v)
-                   for k, v in IDENTITY_CHAIN.items())
+    identity = all(
+        float(defaults.get(k, v) if defaults.get(k) is not None else v) == float(v)
+        for k, v in IDENTITY_CHAIN.items()
+    )
     return kind == "post_sampling" or (kind == "raw" and identity)
 
 
@@ -68,7 +89,9 @@ def _random_space(reference: SampleFile, candidate: SampleFile) -> int | None:
     space = ref.random_seeds
     if space is None or cand.random_seeds != space:
         return None
-    same_key = (ref.design or {}).get("seeds", {}).get("key") == (cand.design or {}).get("seeds", {}).get("key")
+    same_key = (ref.design or {}).get("seeds", {}).get("key") == (cand.design or {}).get(
+        "seeds", {}
+    ).get("key")
     return space if same_key else None
 
 
@@ -101,12 +124,16 @@ class PromptData:
         for c in self.ref:
             if c.top_probs and usable_kind(c.probs_kind, defaults):
                 for t, row in enumerate(c.top_probs):
-                    self.decode_reports.setdefault(c.tokens[:t], PrefixProbs(pid, c.tokens[:t], row, str(c.probs_kind)))
+                    self.decode_reports.setdefault(
+                        c.tokens[:t], PrefixProbs(pid, c.tokens[:t], row, str(c.probs_kind))
+                    )
         self.self_reports = {**self.decode_reports, **self.reports}
         self.top_k = defaults.get("top_k")
         self.seed_space = _random_space(reference, candidate)
         self.premise: PremiseCheck | None = None
-        self.unreported_reference = 0  # the reference's tokens at positions 1..m with no teacher-forced report
+        self.unreported_reference = (
+            0  # the reference's tokens at positions 1..m with no teacher-forced report
+        )
         self.forced_cats: dict = {}  # prefix -> law_stream.Categories of `reports`, shared by every check's reading
         self.self_cats: dict = {}  # the same of `self_reports`
 
@@ -122,12 +149,27 @@ class PromptData:
         temperature = defaults.get("temperature")
         greedy = temperature is not None and float(temperature) == 0.0
         self.premise = premise(self.ref, self.reports, positions)
-        self.unreported_reference = sum(1 for c in self.ref for t in range(min(positions, len(c.tokens)))
-                                        if c.tokens[:t] not in self.reports)
-        law = any(c.tokens[:t] in self.reports for c in self.cand for t in range(min(positions, len(c.tokens))))
-        return EngineCase(name=self.pid, greedy=greedy, positions=positions, law=law, load_labels=labelled(self.cand),
-                          reference_reported=bool(self.self_reports),
-                          reference_varies=greedy and hard.reference_output(self.ref) is None, data=self)
+        self.unreported_reference = sum(
+            1
+            for c in self.ref
+            for t in range(min(positions, len(c.tokens)))
+            if c.tokens[:t] not in self.reports
+        )
+        law = any(
+            c.tokens[:t] in self.reports
+            for c in self.cand
+            for t in range(min(positions, len(c.tokens)))
+        )
+        return EngineCase(
+            name=self.pid,
+            greedy=greedy,
+            positions=positions,
+            law=law,
+            load_labels=labelled(self.cand),
+            reference_reported=bool(self.self_reports),
+            reference_varies=greedy and hard.reference_output(self.ref) is None,
+            data=self,
+        )
 
 
 class PooledData:
@@ -146,19 +188,32 @@ class PooledData:
         spaces = {part.seed_space for part in parts}
         self.seed_space = spaces.pop() if len(spaces) == 1 else None
         self.unusable_reports = sum(part.unusable_reports for part in parts)
-        self.reports = {key: value for part in parts for key, value in part.reports.items()}  # evidence only
+        self.reports = {
+            key: value for part in parts for key, value in part.reports.items()
+        }  # evidence only
         self.premise: PremiseCheck | None = None
         self.unreported_reference = 0
 
     def case(self, defaults: dict, positions: int) -> EngineCase:
         """The pooled case (sampling only: a greedy run's equality is per prompt)."""
         self.unreported_reference = sum(part.unreported_reference for part in self.parts)
-        failing = [part.premise for part in self.parts if part.premise is not None and not part.premise.holds]
-        self.premise = failing[0] if failing else next((p.premise for p in self.parts if p.premise), None)
-        return EngineCase(name=f"pooled ({len(self.parts)} prompts)", greedy=False, positions=positions,
-                          load_labels=labelled(self.cand),
-                          law=any(case_law for case_law in (bool(part.reports) for part in self.parts)),
-                          reference_reported=any(part.self_reports for part in self.parts), data=self)
+        failing = [
+            part.premise
+            for part in self.parts
+            if part.premise is not None and not part.premise.holds
+        ]
+        self.premise = (
+            failing[0] if failing else next((p.premise for p in self.parts if p.premise), None)
+        )
+        return EngineCase(
+            name=f"pooled ({len(self.parts)} prompts)",
+            greedy=False,
+            positions=positions,
+            load_labels=labelled(self.cand),
+            law=any(case_law for case_law in (bool(part.reports) for part in self.parts)),
+            reference_reported=any(part.self_reports for part in self.parts),
+            data=self,
+        )
 
 
 def labelled(completions: Sequence[Completion]) -> bool:
@@ -200,13 +255,20 @@ def hard_checks(case: EngineCase) -> list[CheckRecord]:
 def _paired(reference: SampleFile, candidate: SampleFile) -> list[tuple[str, int, int]]:
     """(prompt, reference completions, candidate completions) of the prompts both headers list."""
     ref, cand = reference.by_prompt(), candidate.by_prompt()
-    return [(pid, len(ref[pid]), len(cand[pid])) for pid in reference.header.prompts if pid in candidate.header.prompts]
+    return [
+        (pid, len(ref[pid]), len(cand[pid]))
+        for pid in reference.header.prompts
+        if pid in candidate.header.prompts
+    ]
 
 
 def prompts(reference: SampleFile, candidate: SampleFile) -> list[PromptData]:
     """The prompts with completions in both files (`skipped_prompts`: the others); ValueError when there are none."""
-    out = [PromptData(pid, reference, candidate) for pid, n_ref, n_cand in _paired(reference, candidate)
-           if n_ref and n_cand]
+    out = [
+        PromptData(pid, reference, candidate)
+        for pid, n_ref, n_cand in _paired(reference, candidate)
+        if n_ref and n_cand
+    ]
     if not out:
         raise ValueError("no prompt has completions in both files")
     return out
@@ -214,25 +276,44 @@ def prompts(reference: SampleFile, candidate: SampleFile) -> list[PromptData]:
 
 def skipped_prompts(reference: SampleFile, candidate: SampleFile) -> list[str]:
     """A note per prompt both files list that lacks completions in one of them (it is skipped)."""
-    return [f"{pid}: skipped ({n_ref} reference, {n_cand} candidate completions)"
-            for pid, n_ref, n_cand in _paired(reference, candidate) if not (n_ref and n_cand)]
+    return [
+        f"{pid}: skipped ({n_ref} reference, {n_cand} candidate completions)"
+        for pid, n_ref, n_cand in _paired(reference, candidate)
+        if not (n_ref and n_cand)
+    ]
 
 
 def engine_name(sample: SampleFile) -> str:
     engine = sample.header.engine
-    return f"{engine.get('name')} {engine.get('version') or ''}".strip() + f" ({sample.header.model.get('name')})"
+    return (
+        f"{engine.get('name')} {engine.get('version') or ''}".strip()
+        + f" ({sample.header.model.get('name')})"
+    )
 
 
 def case_summary(data: PromptData | PooledData, case: EngineCase) -> dict:
     premise_check = data.premise
-    return {"name": case.name, "greedy": case.greedy, "positions": [1, case.positions], "n_reference": len(data.ref),
-            "n_candidate": len(data.cand), "prefix_reports": sum(len(part.reports) for part in data.parts),
-            "decode_time_reports": sum(len(part.decode_reports) for part in data.parts), "law_checks": case.law,
-            "pooled": [part.pid for part in data.parts] if len(data.parts) > 1 else None, "member": case.member,
-            "seed_space": data.seed_space,
-            "report_premise": None if premise_check is None else
-            {"pairs": premise_check.pairs, "largest_difference": premise_check.largest_difference,
-             "holds": premise_check.holds, "where": premise_check.where}}
+    return {
+        "name": case.name,
+        "greedy": case.greedy,
+        "positions": [1, case.positions],
+        "n_reference": len(data.ref),
+        "n_candidate": len(data.cand),
+        "prefix_reports": sum(len(part.reports) for part in data.parts),
+        "decode_time_reports": sum(len(part.decode_reports) for part in data.parts),
+        "law_checks": case.law,
+        "pooled": [part.pid for part in data.parts] if len(data.parts) > 1 else None,
+        "member": case.member,
+        "seed_space": data.seed_space,
+        "report_premise": None
+        if premise_check is None
+        else {
+            "pairs": premise_check.pairs,
+            "largest_difference": premise_check.largest_difference,
+            "holds": premise_check.holds,
+            "where": premise_check.where,
+        },
+    }
 
 
 def _entropy(top_probs) -> float:
@@ -259,19 +340,34 @@ def report_entropy(data: PromptData) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def engine_summary(reference: SampleFile, candidate: SampleFile, evidence: dict, prompts: list[PromptData]) -> dict:
+def engine_summary(
+    reference: SampleFile, candidate: SampleFile, evidence: dict, prompts: list[PromptData]
+) -> dict:
     determinism = {}
     for role, attr in (("reference", "ref_all"), ("candidate", "cand_all")):
         per_prompt = {data.pid: hard.determinism(getattr(data, attr)) for data in prompts}
-        known = [d["seed_deterministic"] for d in per_prompt.values() if d["seed_deterministic"] is not None]
-        determinism[role] = {"seed_deterministic": all(known) if known else None,
-                             "repeats": sum(d["repeats"] for d in per_prompt.values()),
-                             "differing": {pid: d["differing_seeds"] for pid, d in per_prompt.items()
-                                           if d["differing_seeds"]}}
-    return {"reference_file": reference.path, "candidate_file": candidate.path,
-            "reference_engine": reference.header.engine, "candidate_engine": candidate.header.engine,
-            "model": reference.header.model, "request_defaults": reference.header.request_defaults,
-            "design": {"reference": reference.header.design, "candidate": candidate.header.design},
-            "speculation_evidence": evidence, "determinism": determinism,
-            "prompt_entropy_nats": {data.pid: report_entropy(data) for data in prompts},
-            "load": {**load_record(reference, candidate), "text": load_paragraph(reference, candidate)}}
+        known = [
+            d["seed_deterministic"]
+            for d in per_prompt.values()
+            if d["seed_deterministic"] is not None
+        ]
+        determinism[role] = {
+            "seed_deterministic": all(known) if known else None,
+            "repeats": sum(d["repeats"] for d in per_prompt.values()),
+            "differing": {
+                pid: d["differing_seeds"] for pid, d in per_prompt.items() if d["differing_seeds"]
+            },
+        }
+    return {
+        "reference_file": reference.path,
+        "candidate_file": candidate.path,
+        "reference_engine": reference.header.engine,
+        "candidate_engine": candidate.header.engine,
+        "model": reference.header.model,
+        "request_defaults": reference.header.request_defaults,
+        "design": {"reference": reference.header.design, "candidate": candidate.header.design},
+        "speculation_evidence": evidence,
+        "determinism": determinism,
+        "prompt_entropy_nats": {data.pid: report_entropy(data) for data in prompts},
+        "load": {**load_record(reference, candidate), "text": load_paragraph(reference, candidate)},
+    }

@@ -22,14 +22,28 @@ from typing import NoReturn
 from ...outcomes import ExitCode, exit_codes_help
 
 SUBCOMMANDS = {
-    "certify": (".collect.engine_certify",
-                "collect, teacher-force and certify in rounds until a verdict (one command)"),
-    "serve": (".serve.command", "start a built-in engine's servers (llama.cpp, its speculative example, vLLM or "
-              "llama-cpp-python) on 127.0.0.1 and print the certify command"),
-    "collect": (".collect.engine_collect", "sample completions from a reference and a candidate endpoint into files"),
-    "explain": (".diagnosis.explain", "re-run a certificate's diagnosis (where, which mechanism fits) on its files"),
-    "draft-reports": (".collect.draft_reports", "ask the draft served plain for its reports of a certificate's "
-                      "prefixes (draft.jsonl: the diagnosis then fits the mechanisms that read q)"),
+    "certify": (
+        ".collect.engine_certify",
+        "collect, teacher-force and certify in rounds until a verdict (one command)",
+    ),
+    "serve": (
+        ".serve.command",
+        "start a built-in engine's servers (llama.cpp, its speculative example, vLLM or "
+        "llama-cpp-python) on 127.0.0.1 and print the certify command",
+    ),
+    "collect": (
+        ".collect.engine_collect",
+        "sample completions from a reference and a candidate endpoint into files",
+    ),
+    "explain": (
+        ".diagnosis.explain",
+        "re-run a certificate's diagnosis (where, which mechanism fits) on its files",
+    ),
+    "draft-reports": (
+        ".collect.draft_reports",
+        "ask the draft served plain for its reports of a certificate's "
+        "prefixes (draft.jsonl: the diagnosis then fits the mechanisms that read q)",
+    ),
 }
 #: A subcommand whose extra is not installed exits with this code, naming the package to install.
 EXIT_MISSING_EXTRA = ExitCode.UNAVAILABLE
@@ -43,20 +57,27 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def _missing_extra(name: str, error: ModuleNotFoundError) -> int:
-    print(f"exactspec engine {name}: needs a missing package ({error}); install `pip install exactspec[engine]`",
-          file=sys.stderr)
+    print(
+        f"exactspec engine {name}: needs a missing package ({error}); install `pip install exactspec[engine]`",
+        file=sys.stderr,
+    )
     return int(EXIT_MISSING_EXTRA)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One subparser per subcommand, with its module's options; a subcommand whose extra is missing still parses
     and says which package it needs, so that the others (`explain` needs no extra) work on the base install."""
-    parser.epilog = exit_codes_help((ExitCode.USAGE, ExitCode.INTERNAL, ExitCode.UNAVAILABLE),
-                                    {ExitCode.UNAVAILABLE: "also: a subcommand's package is not installed"}) \
+    parser.epilog = (
+        exit_codes_help(
+            (ExitCode.USAGE, ExitCode.INTERNAL, ExitCode.UNAVAILABLE),
+            {ExitCode.UNAVAILABLE: "also: a subcommand's package is not installed"},
+        )
         + "each subcommand's --help lists its own exit codes\n"
+    )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    sub = parser.add_subparsers(dest="engine_command", metavar="SUBCOMMAND", required=True,
-                                parser_class=OneLineErrorParser)
+    sub = parser.add_subparsers(
+        dest="engine_command", metavar="SUBCOMMAND", required=True, parser_class=OneLineErrorParser
+    )
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         try:
             module = importlib.import_module(module_name, __package__)
@@ -64,9 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             if str(error.name or "").startswith("exactspec"):
                 raise  # our own module missing: a packaging bug, not a missing extra
             # every argument taken as it comes (no option is known without the module): the message says what to install
-            stub = sub.add_parser(name, help=help_text, description=help_text, prefix_chars="\x00", add_help=False)
+            stub = sub.add_parser(
+                name, help=help_text, description=help_text, prefix_chars="\x00", add_help=False
+            )
             stub.add_argument("arguments", nargs="*")
-            stub.set_defaults(_engine_run=lambda args, name=name, error=error: _missing_extra(name, error))
+            stub.set_defaults(
+                _engine_run=lambda args, name=name, error=error: _missing_extra(name, error)
+            )
             continue
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(sub_parser)

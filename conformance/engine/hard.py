@@ -44,14 +44,26 @@ def greedy_equality(reference: Sequence[Completion], candidate: Sequence[Complet
     name = "greedy_equality"
     ref = reference_output(reference)
     if ref is None:
-        raise ValueError("greedy_equality: the reference varies with the seed; use the statistical greedy_spread")
+        raise ValueError(
+            "greedy_equality: the reference varies with the seed; use the statistical greedy_spread"
+        )
     for c in sorted(candidate, key=lambda c: c.seed):
         j = first_divergence(ref, c.tokens)
         if j is not None:
-            return hard_result(name, False, len(candidate), f"seed {c.seed}: {_describe(j, ref, c.tokens)}",
-                               {"seed": c.seed, "position": j + 1})
-    return hard_result(name, True, len(candidate), f"all {len(candidate)} candidate completions equal the "
-                       f"reference's one output ({len(ref)} tokens, the same at its {len(reference)} seeds)")
+            return hard_result(
+                name,
+                False,
+                len(candidate),
+                f"seed {c.seed}: {_describe(j, ref, c.tokens)}",
+                {"seed": c.seed, "position": j + 1},
+            )
+    return hard_result(
+        name,
+        True,
+        len(candidate),
+        f"all {len(candidate)} candidate completions equal the "
+        f"reference's one output ({len(ref)} tokens, the same at its {len(reference)} seeds)",
+    )
 
 
 def reference_output(reference: Sequence[Completion]) -> tuple[int, ...] | None:
@@ -70,7 +82,9 @@ def end_tokens(reference: Sequence[Completion]) -> set[int]:
     return {c.tokens[-1] for c in reference if c.tokens and c.finish_reason in END_FINISHES}
 
 
-def tokens_past_end(reference: Sequence[Completion], candidate: Sequence[Completion]) -> TestResult | None:
+def tokens_past_end(
+    reference: Sequence[Completion], candidate: Sequence[Completion]
+) -> TestResult | None:
     """No candidate completion goes on after a token the reference stops on; None when the reference never stopped."""
     name, ends = "tokens_past_end", end_tokens(reference)
     if not ends:
@@ -78,14 +92,31 @@ def tokens_past_end(reference: Sequence[Completion], candidate: Sequence[Complet
     for c in sorted(candidate, key=lambda c: c.seed):
         j = next((t for t, token in enumerate(c.tokens[:-1]) if token in ends), None)
         if j is not None:
-            return hard_result(name, False, len(candidate), f"seed {c.seed}: position {j + 1}: token {c.tokens[j]}, "
-                               f"which ends the reference's completions, is followed by {len(c.tokens) - j - 1} more",
-                               {"seed": c.seed, "position": j + 1, "token": c.tokens[j], "end_tokens": sorted(ends)})
-    return hard_result(name, True, len(candidate), f"no candidate completion goes on after an end token "
-                       f"{sorted(ends)}", {"end_tokens": sorted(ends)})
+            return hard_result(
+                name,
+                False,
+                len(candidate),
+                f"seed {c.seed}: position {j + 1}: token {c.tokens[j]}, "
+                f"which ends the reference's completions, is followed by {len(c.tokens) - j - 1} more",
+                {
+                    "seed": c.seed,
+                    "position": j + 1,
+                    "token": c.tokens[j],
+                    "end_tokens": sorted(ends),
+                },
+            )
+    return hard_result(
+        name,
+        True,
+        len(candidate),
+        f"no candidate completion goes on after an end token {sorted(ends)}",
+        {"end_tokens": sorted(ends)},
+    )
 
 
-def coupling_pairs(reference: Sequence[Completion], candidate: Sequence[Completion]) -> tuple[int, int, dict | None]:
+def coupling_pairs(
+    reference: Sequence[Completion], candidate: Sequence[Completion]
+) -> tuple[int, int, dict | None]:
     """(seeds both hold, seeds whose outputs differ, the first such difference) over the repeat-0 completions."""
     by_seed = {c.seed: c.tokens for c in reference}
     shared = [c for c in sorted(candidate, key=lambda c: c.seed) if c.seed in by_seed]
@@ -94,7 +125,11 @@ def coupling_pairs(reference: Sequence[Completion], candidate: Sequence[Completi
     if mismatched:
         c = mismatched[0]
         j = first_divergence(by_seed[c.seed], c.tokens)
-        first = {"seed": c.seed, "position": (j or 0) + 1, "what": _describe(j or 0, by_seed[c.seed], c.tokens)}
+        first = {
+            "seed": c.seed,
+            "position": (j or 0) + 1,
+            "what": _describe(j or 0, by_seed[c.seed], c.tokens),
+        }
     return len(shared), len(mismatched), first
 
 
@@ -103,8 +138,11 @@ def determinism(completions: Sequence[Completion]) -> dict:
     first = {c.seed: c.tokens for c in completions if c.repeat == 0}
     repeats = [c for c in completions if c.repeat > 0 and c.seed in first]
     differing = [c.seed for c in repeats if c.tokens != first[c.seed]]
-    return {"repeats": len(repeats), "seed_deterministic": None if not repeats else not differing,
-            "differing_seeds": differing[:10]}
+    return {
+        "repeats": len(repeats),
+        "seed_deterministic": None if not repeats else not differing,
+        "differing_seeds": differing[:10],
+    }
 
 
 def support_of(report: TopProbs, probs_kind: str, top_k: int) -> set[int]:
@@ -119,8 +157,11 @@ def fully_reported(top_k: int | None, report: TopProbs, probs_kind: str | None) 
     return bool(probs_kind and top_k and 0 < int(top_k) <= len(report))
 
 
-def support_check(candidate: Sequence[Completion], prefix_reports: dict[tuple[int, ...], PrefixProbs],
-                  top_k: int | None) -> TestResult | None:
+def support_check(
+    candidate: Sequence[Completion],
+    prefix_reports: dict[tuple[int, ...], PrefixProbs],
+    top_k: int | None,
+) -> TestResult | None:
     """Every candidate token inside the fully reported support (its own report and the reference's for the
     same prefix); None when no position has a fully reported support."""
     name, checked = "reported_support", 0
@@ -137,21 +178,31 @@ def support_check(candidate: Sequence[Completion], prefix_reports: dict[tuple[in
                     continue
                 checked += 1
                 if token not in support_of(report, kind, int(top_k)):
-                    return hard_result(name, False, checked, f"seed {c.seed}: position {t + 1}: token {token} is "
-                                       f"outside the {label} support (top_k={top_k}, {len(report)} listed)",
-                                       {"seed": c.seed, "position": t + 1, "token": token})
+                    return hard_result(
+                        name,
+                        False,
+                        checked,
+                        f"seed {c.seed}: position {t + 1}: token {token} is "
+                        f"outside the {label} support (top_k={top_k}, {len(report)} listed)",
+                        {"seed": c.seed, "position": t + 1, "token": token},
+                    )
     if not checked:
         return None
-    return hard_result(name, True, checked, f"{checked} (token, report) pairs inside the fully reported support")
+    return hard_result(
+        name, True, checked, f"{checked} (token, report) pairs inside the fully reported support"
+    )
 
 
 def speculation_declared(header: Any) -> bool:
     """Whether the candidate file's header says its speculation was declared by the user (no counters to read)."""
-    return ((getattr(header, "engine", None) or {}).get("speculation") or {}).get("evidence") == "declared"
+    return ((getattr(header, "engine", None) or {}).get("speculation") or {}).get(
+        "evidence"
+    ) == "declared"
 
 
-def speculation_evidence(candidate: Sequence[Completion], counters: Sequence[Counters] = (),
-                         declared: bool = False) -> dict:
+def speculation_evidence(
+    candidate: Sequence[Completion], counters: Sequence[Counters] = (), declared: bool = False
+) -> dict:
     """The candidate's summed draft counters, per completion (`timings`) and per batch (`counters` records);
     speculation is observed iff drafted tokens > 0, or taken as `declared` by the user when nothing counts it."""
     totals = {key: 0 for key in DRAFT_COUNTERS}
@@ -169,6 +220,12 @@ def speculation_evidence(candidate: Sequence[Completion], counters: Sequence[Cou
         totals["draft_n_accepted"] += batch.draft_n_accepted
         reporting += batch.completions
     drafted, accepted = totals["draft_n"], totals["draft_n_accepted"]
-    return {**totals, "completions": len(candidate), "completions_reporting": reporting,
-            "batches": len(counters), "observed": drafted > 0 or (declared and not reporting),
-            "declared": declared and not reporting, "acceptance_rate": accepted / drafted if drafted else None}
+    return {
+        **totals,
+        "completions": len(candidate),
+        "completions_reporting": reporting,
+        "batches": len(counters),
+        "observed": drafted > 0 or (declared and not reporting),
+        "declared": declared and not reporting,
+        "acceptance_rate": accepted / drafted if drafted else None,
+    }

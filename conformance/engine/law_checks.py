@@ -64,11 +64,15 @@ def _grouped(cats, category: int) -> tuple[np.ndarray, np.ndarray, int]:
     for g, members in enumerate(CONTEXT_GROUPS):
         group_of[[c for c in members if c < size]] = g
     masses = np.bincount(group_of, weights=cats.probs, minlength=len(CONTEXT_GROUPS) + 1)
-    envelopes = np.minimum(1.0, np.bincount(group_of, weights=cats.envelope, minlength=len(CONTEXT_GROUPS) + 1))
+    envelopes = np.minimum(
+        1.0, np.bincount(group_of, weights=cats.envelope, minlength=len(CONTEXT_GROUPS) + 1)
+    )
     return masses, envelopes, int(group_of[category])
 
 
-def context_log_e(tokens: Sequence[StreamToken], weights: Sequence[float] = CONTEXT_WEIGHTS) -> tuple[float, int]:
+def context_log_e(
+    tokens: Sequence[StreamToken], weights: Sequence[float] = CONTEXT_WEIGHTS
+) -> tuple[float, int]:
     """log e-value of the per-prefix Dirichlet bettors over CONTEXT_GROUPS (equal mixture over `weights`), and how
     many tokens fell at a prefix already visited (the only ones it bets on)."""
     counts: dict[tuple, np.ndarray] = {}
@@ -105,8 +109,14 @@ def near_zero_log_e(tokens: Sequence[StreamToken]) -> tuple[float, int, int, lis
             if hit:
                 hits += 1
                 if len(examples) < 5:
-                    examples.append({"seed": tok.seed, "position": tok.position, "token": tok.token,
-                                     "reported_mass": float(tok.cats.probs[tok.category])})
+                    examples.append(
+                        {
+                            "seed": tok.seed,
+                            "position": tok.position,
+                            "token": tok.token,
+                            "reported_mass": float(tok.cats.probs[tok.category]),
+                        }
+                    )
     finite = log_w[np.isfinite(log_w)]
     return (mixture_log(log_w) if finite.size else -math.inf), hits, trials, examples
 
@@ -124,11 +134,15 @@ def tempered_log_e(tokens: Sequence[StreamToken], thetas: Sequence[float] = THET
     log_w = np.zeros((STRATA, len(thetas)))
     for tok in tokens:
         ratios = np.array([_tempered(tok.cats, theta)[tok.category] for theta in thetas])
-        log_w[tok.cats.stratum] += np.log(np.maximum(ratios, 1e-300) / tok.cats.envelope[tok.category])
+        log_w[tok.cats.stratum] += np.log(
+            np.maximum(ratios, 1e-300) / tok.cats.envelope[tok.category]
+        )
     return float(sum(mixture_log(row) for row in log_w))
 
 
-def prefix_law_log_e(tokens: Sequence[StreamToken], weights: Sequence[float] = (1.0, 4.0, 16.0, 64.0, 256.0)) -> float:
+def prefix_law_log_e(
+    tokens: Sequence[StreamToken], weights: Sequence[float] = (1.0, 4.0, 16.0, 64.0, 256.0)
+) -> float:
     """log e-value of the per-prefix identity test on every category: at each prefix a Bayes mixture over the
     concentrations `weights` of the Dirichlet predictive (prior mean the report) against the report's envelope,
     the prefixes' e-processes multiplied (proofs C14 (c))."""
@@ -145,5 +159,15 @@ def prefix_law_log_e(tokens: Sequence[StreamToken], weights: Sequence[float] = (
     return float(sum(mixture_log(w) for w in log_w.values()))
 
 
-__all__ = ["CONTEXT_GROUPS", "CONTEXT_WEIGHTS", "NEAR_ZERO_RATES", "STRATA", "context_log_e", "drift_stream", "near_zero_log_e",
-           "prefix_law_log_e", "tempered_log_e", "THETAS"]
+__all__ = [
+    "CONTEXT_GROUPS",
+    "CONTEXT_WEIGHTS",
+    "NEAR_ZERO_RATES",
+    "STRATA",
+    "context_log_e",
+    "drift_stream",
+    "near_zero_log_e",
+    "prefix_law_log_e",
+    "tempered_log_e",
+    "THETAS",
+]

@@ -66,18 +66,23 @@ class Categories:
         return tuple(chosen)
 
 
-def categories(top: TopProbs, relative: float = TOLERANCE_RELATIVE, absolute: float = TOLERANCE_ABSOLUTE
-               ) -> Categories:
+def categories(
+    top: TopProbs, relative: float = TOLERANCE_RELATIVE, absolute: float = TOLERANCE_ABSOLUTE
+) -> Categories:
     """`top` as categories with its envelope, PIT slack and stratum."""
     ordered = sorted(top, key=lambda pair: (-pair[1], pair[0]))
     listed = np.array([p for _, p in ordered], dtype=np.float64)
     listed_sum = float(listed.sum())
     probs = np.append(listed, max(0.0, 1.0 - listed_sum))
-    envelope = np.append(np.minimum(1.0, listed * (1.0 + relative) + absolute),
-                         min(1.0, max(0.0, 1.0 - listed_sum) + relative * listed_sum + len(listed) * absolute))
+    envelope = np.append(
+        np.minimum(1.0, listed * (1.0 + relative) + absolute),
+        min(1.0, max(0.0, 1.0 - listed_sum) + relative * listed_sum + len(listed) * absolute),
+    )
     top1 = float(listed[0]) if listed.size else 0.0
     stratum = int(np.searchsorted(STRATA_EDGES, top1, side="right"))
-    return Categories(tuple(i for i, _ in ordered), probs, envelope, relative + len(listed) * absolute, stratum)
+    return Categories(
+        tuple(i for i, _ in ordered), probs, envelope, relative + len(listed) * absolute, stratum
+    )
 
 
 #: The PIT's W: the mid-PIT (module docstring).
@@ -113,8 +118,14 @@ class StreamToken:
         return self.prompt, self.prefix
 
 
-def token_stream(prompt_id: str, completions: Sequence[Completion], reports: Mapping, first: int, last: int,
-                 cache: dict | None = None) -> list[StreamToken]:
+def token_stream(
+    prompt_id: str,
+    completions: Sequence[Completion],
+    reports: Mapping,
+    first: int,
+    last: int,
+    cache: dict | None = None,
+) -> list[StreamToken]:
     """The stream of `completions`' tokens at positions first..last (1-based) whose prefix has a report in
     `reports` (prefix -> report with `.top_probs`); `cache` memoises categories per prefix."""
     cache = {} if cache is None else cache
@@ -129,7 +140,9 @@ def token_stream(prompt_id: str, completions: Sequence[Completion], reports: Map
                 cache[prefix] = categories(report.top_probs)
             cats = cache[prefix]
             k, value = pit_value(cats, c.tokens[t])
-            out.append(StreamToken(index, c.seed, t + 1, prefix, c.tokens[t], cats, k, value, prompt_id))
+            out.append(
+                StreamToken(index, c.seed, t + 1, prefix, c.tokens[t], cats, k, value, prompt_id)
+            )
     return out
 
 
@@ -148,8 +161,13 @@ class PremiseCheck:
         return self.largest_excess <= 0.0
 
 
-def premise(completions: Iterable[Completion], reports: dict, last: int,
-            relative: float = TOLERANCE_RELATIVE, absolute: float = TOLERANCE_ABSOLUTE) -> PremiseCheck:
+def premise(
+    completions: Iterable[Completion],
+    reports: dict,
+    last: int,
+    relative: float = TOLERANCE_RELATIVE,
+    absolute: float = TOLERANCE_ABSOLUTE,
+) -> PremiseCheck:
     """Compare every decode-time report (a completion's own top_probs, positions 1..last) with the teacher-forced
     report of the same prefix: each listed probability may differ by at most 2 (rho p + a)."""
     pairs, worst, excess, where = 0, 0.0, -np.inf, None
@@ -167,10 +185,30 @@ def premise(completions: Iterable[Completion], reports: dict, last: int,
                 allowed = 2.0 * (relative * max(a[token], b[token]) + absolute)
                 worst = max(worst, diff)
                 if diff - allowed > excess:
-                    excess, where = diff - allowed, {"seed": c.seed, "position": t + 1, "token": token,
-                                                     "decode_time": a[token], "teacher_forced": b[token]}
+                    excess, where = (
+                        diff - allowed,
+                        {
+                            "seed": c.seed,
+                            "position": t + 1,
+                            "token": token,
+                            "decode_time": a[token],
+                            "teacher_forced": b[token],
+                        },
+                    )
     return PremiseCheck(pairs, worst, float(excess) if pairs else 0.0, where)
 
 
-__all__ = ["Categories", "NEAR_ZERO_MASS", "PremiseCheck", "STRATA_EDGES", "StreamToken", "TOLERANCE_ABSOLUTE",
-           "TOLERANCE_RELATIVE", "MID", "categories", "pit_value", "premise", "token_stream"]
+__all__ = [
+    "Categories",
+    "NEAR_ZERO_MASS",
+    "PremiseCheck",
+    "STRATA_EDGES",
+    "StreamToken",
+    "TOLERANCE_ABSOLUTE",
+    "TOLERANCE_RELATIVE",
+    "MID",
+    "categories",
+    "pit_value",
+    "premise",
+    "token_stream",
+]

@@ -41,8 +41,12 @@ class Background:
     sampling: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"kind": "background", "intervals": [list(i) for i in self.intervals], "failed": self.failed,
-                "sampling": self.sampling}
+        return {
+            "kind": "background",
+            "intervals": [list(i) for i in self.intervals],
+            "failed": self.failed,
+            "sampling": self.sampling,
+        }
 
 
 def parse_background(record: dict, at: Any) -> Background:
@@ -51,7 +55,9 @@ def parse_background(record: dict, at: Any) -> Background:
     for number, pair in enumerate(intervals):
         if not (isinstance(pair, list) and len(pair) == 2):
             raise at.error(f"intervals[{number}]", f"expected [sent_at, received_at], got {pair!r}")
-    pairs = tuple(at.interval(*pair, f"intervals[{number}].") for number, pair in enumerate(intervals))
+    pairs = tuple(
+        at.interval(*pair, f"intervals[{number}].") for number, pair in enumerate(intervals)
+    )
     failed = at.get(record, "failed", (int,), optional=True) or 0
     if not 0 <= failed <= len(pairs):
         raise at.error("failed", f"must lie in [0, {len(pairs)}] (the requests sent), got {failed}")
@@ -64,15 +70,28 @@ def check_load_design(load: dict | None, at: Any) -> None:
     through the reader's `at`)."""
     if load is None:
         return
-    concurrency, share, background = load.get("concurrency"), load.get("serial_share", 0), load.get("background")
-    for name, value in (("concurrency", concurrency), ("reference_concurrency", load.get("reference_concurrency", 1))):
+    concurrency, share, background = (
+        load.get("concurrency"),
+        load.get("serial_share", 0),
+        load.get("background"),
+    )
+    for name, value in (
+        ("concurrency", concurrency),
+        ("reference_concurrency", load.get("reference_concurrency", 1)),
+    ):
         if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
             raise at.error(f"design.load.{name}", f"must be an integer >= 1, got {value!r}")
     if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 <= share <= 1):
         raise at.error("design.load.serial_share", f"must be a number in [0, 1], got {share!r}")
-    if background is not None and not (isinstance(background, dict) and isinstance(background.get("in_flight"), int)
-                                       and background["in_flight"] >= 1):
-        raise at.error("design.load.background", f"must be null or {{'in_flight': int >= 1, ...}}, got {background!r}")
+    if background is not None and not (
+        isinstance(background, dict)
+        and isinstance(background.get("in_flight"), int)
+        and background["in_flight"] >= 1
+    ):
+        raise at.error(
+            "design.load.background",
+            f"must be null or {{'in_flight': int >= 1, ...}}, got {background!r}",
+        )
 
 
 def is_serial(index: int, share: float) -> bool:
@@ -95,19 +114,30 @@ class Segment:
 BLOCK_INDICES = 32
 
 
-def load_segments(items: list[Any], place: Callable[[Any], tuple[int, int]], share: float, concurrency: int,
-                  prompts: int) -> list[Segment]:
+def load_segments(
+    items: list[Any],
+    place: Callable[[Any], tuple[int, int]],
+    share: float,
+    concurrency: int,
+    prompts: int,
+) -> list[Segment]:
     """A role's jobs as the load design says: blocks of consecutive seed indices (`place(item)`: (repeat, index)),
     each its loaded jobs in waves of `concurrency` then its serial ones alone (`is_serial`; share 0: none); a block
     holds enough loaded jobs for several full waves, so serial and loaded requests alternate through the run."""
-    block = max(BLOCK_INDICES, math.ceil(4 * concurrency / (prompts * (1 - share)))) if share < 1 else BLOCK_INDICES
+    block = (
+        max(BLOCK_INDICES, math.ceil(4 * concurrency / (prompts * (1 - share))))
+        if share < 1
+        else BLOCK_INDICES
+    )
 
     def order(item: Any) -> tuple[int, int, bool, int]:
         repeat, index = place(item)
         return repeat, index // block, is_serial(index, share), index
 
-    return [Segment(list(group), 1 if serial else concurrency, "serial" if serial else "loaded")
-            for serial, group in groupby(sorted(items, key=order), key=lambda item: order(item)[2])]
+    return [
+        Segment(list(group), 1 if serial else concurrency, "serial" if serial else "loaded")
+        for serial, group in groupby(sorted(items, key=order), key=lambda item: order(item)[2])
+    ]
 
 
 def _steps(pool: Sequence[Interval]) -> tuple[list[float], list[int]]:
@@ -135,15 +165,19 @@ def peak_in_flight(subjects: Sequence[Interval], pool: Sequence[Interval]) -> li
     for sent, received in subjects:
         first = bisect_right(times, sent) - 1
         last = max(first + 1, bisect_left(times, received))
-        peaks.append(max(counts[max(first, 0):last], default=0))
+        peaks.append(max(counts[max(first, 0) : last], default=0))
     return peaks
 
 
 def mean_in_flight(cover: Sequence[Interval], pool: Sequence[Interval]) -> float | None:
     """The time-weighted mean number of `pool` intervals open while any `cover` interval was (None when the cover
     has no duration)."""
-    events = sorted([(s, 1, 0) for s, _ in pool] + [(r, -1, 0) for _, r in pool]
-                    + [(s, 0, 1) for s, _ in cover] + [(r, 0, -1) for _, r in cover])
+    events = sorted(
+        [(s, 1, 0) for s, _ in pool]
+        + [(r, -1, 0) for _, r in pool]
+        + [(s, 0, 1) for s, _ in cover]
+        + [(r, 0, -1) for _, r in cover]
+    )
     area = span = 0.0
     open_pool = open_cover = 0
     for i, (time, delta_pool, delta_cover) in enumerate(events):
@@ -166,20 +200,35 @@ class MeasuredLoad:
 
     def share_at_least(self, n: int) -> float | None:
         """The share of the measured requests whose peak in flight reached `n`."""
-        return sum(c for k, c in self.in_flight.items() if k >= n) / self.requests if self.requests else None
+        return (
+            sum(c for k, c in self.in_flight.items() if k >= n) / self.requests
+            if self.requests
+            else None
+        )
 
     def to_dict(self) -> dict:
-        return {"requests": self.requests, "unmeasured": self.unmeasured,
-                "in_flight": {str(k): v for k, v in sorted(self.in_flight.items())},
-                "mean_in_flight": None if self.mean_in_flight is None else round(self.mean_in_flight, 4),
-                "overlapped_share": None if self.overlapped_share is None else round(self.overlapped_share, 4)}
+        return {
+            "requests": self.requests,
+            "unmeasured": self.unmeasured,
+            "in_flight": {str(k): v for k, v in sorted(self.in_flight.items())},
+            "mean_in_flight": None
+            if self.mean_in_flight is None
+            else round(self.mean_in_flight, 4),
+            "overlapped_share": None
+            if self.overlapped_share is None
+            else round(self.overlapped_share, 4),
+        }
 
 
-def measure(subjects: Sequence[Interval], pool: Sequence[Interval] | None = None, unmeasured: int = 0) -> MeasuredLoad:
+def measure(
+    subjects: Sequence[Interval], pool: Sequence[Interval] | None = None, unmeasured: int = 0
+) -> MeasuredLoad:
     """The load `subjects` were under among `pool` (every request of the role, the subjects included; default: the
     subjects alone)."""
     pool = subjects if pool is None else pool
-    peaks = [max(peak, 1) for peak in peak_in_flight(subjects, pool)]  # a request of no duration counts itself
+    peaks = [
+        max(peak, 1) for peak in peak_in_flight(subjects, pool)
+    ]  # a request of no duration counts itself
     counts: dict[int, int] = {}
     for peak in peaks:
         counts[peak] = counts.get(peak, 0) + 1
@@ -207,7 +256,9 @@ def role_load(sample_file: Any) -> dict[str, MeasuredLoad]:
                 missing[group] += 1
             else:
                 groups[group].append(interval)
-    background = [tuple(i) for record in getattr(sample_file, "background", []) for i in record.intervals]
+    background = [
+        tuple(i) for record in getattr(sample_file, "background", []) for i in record.intervals
+    ]
     pool = groups["all"] + background
     out = {group: measure(intervals, pool, missing[group]) for group, intervals in groups.items()}
     if background:
@@ -239,11 +290,17 @@ def _group_text(name: str, load: MeasuredLoad, asked: int | None) -> str:
     spread = ", ".join(f"{k}: {v}" for k, v in sorted(load.in_flight.items()))
     if name == "serial":
         alone = load.in_flight.get(1, 0) / load.requests
-        return f"serial ({load.requests} requests): {_percent(alone)} alone (peak in flight {spread})"
+        return (
+            f"serial ({load.requests} requests): {_percent(alone)} alone (peak in flight {spread})"
+        )
     mean = "—" if load.mean_in_flight is None else f"{load.mean_in_flight:.2f}"
-    reached = f", {_percent(load.share_at_least(asked))} reached {asked}" if asked and asked > 1 else ""
-    return (f"{name} ({load.requests} requests): peak in flight {spread}{reached}; mean {mean} in flight; "
-            f"{_percent(load.overlapped_share)} overlapped another")
+    reached = (
+        f", {_percent(load.share_at_least(asked))} reached {asked}" if asked and asked > 1 else ""
+    )
+    return (
+        f"{name} ({load.requests} requests): peak in flight {spread}{reached}; mean {mean} in flight; "
+        f"{_percent(load.overlapped_share)} overlapped another"
+    )
 
 
 def _background_text(sample_file: Any, measured: MeasuredLoad | None) -> str:
@@ -253,9 +310,14 @@ def _background_text(sample_file: Any, measured: MeasuredLoad | None) -> str:
         return "background: none measured"
     records = getattr(sample_file, "background", [])
     loaded = [_interval(c) for c in sample_file.completions if getattr(c, "load", None) == "loaded"]
-    during = mean_in_flight([i for i in loaded if i], [tuple(i) for r in records for i in r.intervals])
-    return (f"background: {measured.requests} requests ({sum(r.failed for r in records)} failed), mean "
-            + ("—" if during is None else f"{during:.2f}") + " in flight while loaded requests were")
+    during = mean_in_flight(
+        [i for i in loaded if i], [tuple(i) for r in records for i in r.intervals]
+    )
+    return (
+        f"background: {measured.requests} requests ({sum(r.failed for r in records)} failed), mean "
+        + ("—" if during is None else f"{during:.2f}")
+        + " in flight while loaded requests were"
+    )
 
 
 def _asked_text(asked: dict) -> str:
@@ -283,14 +345,24 @@ def role_paragraph(role: str, sample_file: Any) -> str:
 
 def load_paragraph(reference: Any, candidate: Any) -> str:
     """The certificate's paragraph on load: each role's asked and measured load."""
-    return ("measured from each request's sending and answer times: "
-            + role_paragraph("candidate", candidate) + ". " + role_paragraph("reference", reference) + ".")
+    return (
+        "measured from each request's sending and answer times: "
+        + role_paragraph("candidate", candidate)
+        + ". "
+        + role_paragraph("reference", reference)
+        + "."
+    )
 
 
 def load_record(reference: Any, candidate: Any) -> dict:
     """The certificate's JSON on load: per role, what its design asked and what each group measured."""
-    return {role: {"asked": _asked(f.header), "measured": {g: m.to_dict() for g, m in role_load(f).items()}}
-            for role, f in (("candidate", candidate), ("reference", reference))}
+    return {
+        role: {
+            "asked": _asked(f.header),
+            "measured": {g: m.to_dict() for g, m in role_load(f).items()},
+        }
+        for role, f in (("candidate", candidate), ("reference", reference))
+    }
 
 
 def progress_note(candidate: Any) -> str:
@@ -299,9 +371,27 @@ def progress_note(candidate: Any) -> str:
     measured = role_load(candidate)
     group = measured.get("loaded") or measured["all"]
     mean = group.mean_in_flight
-    return "candidate in flight: not measured" if mean is None else f"candidate in flight: mean {mean:.1f}"
+    return (
+        "candidate in flight: not measured"
+        if mean is None
+        else f"candidate in flight: mean {mean:.1f}"
+    )
 
 
-__all__ = ["LOAD_LABELS", "Background", "MeasuredLoad", "Segment", "check_load_design", "is_serial", "load_paragraph",
-           "load_record", "load_segments", "mean_in_flight", "measure", "peak_in_flight", "progress_note", "role_load",
-           "role_paragraph"]
+__all__ = [
+    "LOAD_LABELS",
+    "Background",
+    "MeasuredLoad",
+    "Segment",
+    "check_load_design",
+    "is_serial",
+    "load_paragraph",
+    "load_record",
+    "load_segments",
+    "mean_in_flight",
+    "measure",
+    "peak_in_flight",
+    "progress_note",
+    "role_load",
+    "role_paragraph",
+]

@@ -67,7 +67,9 @@ def paired_units(data: Any) -> list[Unit]:
     rank = {c.seed: i for i, c in enumerate(sorted(data.cand, key=lambda c: c.seed))}
 
     def unit(c: Completion, r: Completion) -> Unit:
-        return Unit(c, r, data, c.index if c.index is not None else rank[c.seed], getattr(c, "load", None))
+        return Unit(
+            c, r, data, c.index if c.index is not None else rank[c.seed], getattr(c, "load", None)
+        )
 
     units = [unit(c, reference[c.seed]) for c in data.cand if c.seed in reference]
     others = [c for c in data.cand if c.seed not in reference]
@@ -103,12 +105,16 @@ def blocks(units: Sequence[Unit], label: str | None = None) -> list[tuple[Unit, 
         by_prompt.setdefault(unit.data.pid, []).append(unit)
     for pid, group in by_prompt.items():
         places = {u.place for u in group}
-        sampled = next(place for place in range(len(group) + 1) if place not in places)  # places 0..sampled-1 all in
-        by_prompt[pid] = [u for u in group if u.place < sampled and (label is None or u.load == label)]
+        sampled = next(
+            place for place in range(len(group) + 1) if place not in places
+        )  # places 0..sampled-1 all in
+        by_prompt[pid] = [
+            u for u in group if u.place < sampled and (label is None or u.load == label)
+        ]
     out: list[tuple[Unit, Unit]] = []
     for j in range(max((len(group) for group in by_prompt.values()), default=0) // 2 + 1):
         for group in by_prompt.values():
-            pair = group[2 * j: 2 * j + 2]
+            pair = group[2 * j : 2 * j + 2]
             if len(pair) < 2:
                 return out
             out.append((pair[0], pair[1]))
@@ -120,8 +126,12 @@ def _sigmoid(x: ArrayLike) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
 
 
-def block_log_e(name: str, chosen: Sequence[tuple[Unit, Unit]], views: dict[int, tuple[list, list]],
-                by_prompt: bool = False) -> float:
+def block_log_e(
+    name: str,
+    chosen: Sequence[tuple[Unit, Unit]],
+    views: dict[int, tuple[list, list]],
+    by_prompt: bool = False,
+) -> float:
     """log of the equal mixture over `SCALES` c of the product over `chosen` blocks of
     sigma(c (ell(C1) - ell(R2))) + sigma(c (ell(C2) - ell(R1))), ell learned from the earlier blocks (a learned ell
     overfits early: the small scales keep its noise cheap); `views`: id(unit) -> its two completions' token views."""
@@ -132,7 +142,9 @@ def block_log_e(name: str, chosen: Sequence[tuple[Unit, Unit]], views: dict[int,
         ell = [scorer.score(v) for v in (c1, r1, c2, r2)]
         cross_1, cross_2 = ell[0] - ell[3], ell[2] - ell[1]
         if cross_1 or cross_2:
-            log_w += np.log(np.maximum(_sigmoid(SCALES * cross_1) + _sigmoid(SCALES * cross_2), 1e-300))
+            log_w += np.log(
+                np.maximum(_sigmoid(SCALES * cross_1) + _sigmoid(SCALES * cross_2), 1e-300)
+            )
         for v, role in ((c1, "candidate"), (r1, "reference"), (c2, "candidate"), (r2, "reference")):
             scorer.learn(v, role)
     return mixture_log(log_w)
@@ -190,18 +202,36 @@ def load_check(case: Any, rate: float) -> list[CheckRecord]:
     data = case.data
     units = [unit for part in data.parts for unit in paired_units(part)]
     pairs = load_pairs(units)
-    views: dict[int, tuple[list, list]] = {id(u): (token_views(u.data, u.candidate, case.positions), [])
-                                           for pair in pairs for u in pair}
+    views: dict[int, tuple[list, list]] = {
+        id(u): (token_views(u.data, u.candidate, case.positions), [])
+        for pair in pairs
+        for u in pair
+    }
     log_e = load_log_e(pairs, views) if pairs else 0.0
     passed = not log_e_process_reject(log_e, rate)
     e_text = f"{math.exp(log_e):.3g}" if log_e < 700 else f"e^{log_e:.0f}"
-    message = (f"load_law: {'PASS' if passed else 'FAIL'}: {len(pairs)} pairs of the candidate's completions sampled "
-               f"alone and under load{'' if passed else ': its law depends on the load'}; e-value {e_text} against "
-               f"1/{rate:.3g} (anytime-valid, Ville; permutation likelihood ratio)")
-    outcome = TestResult("load_law", log_e, float(min(1.0, math.exp(-log_e))) if log_e > 0 else 1.0, len(pairs), rate,
-                         float("nan"), float("nan"), passed, message,
-                         {"log_e_value": log_e, "pairs": len(pairs), "positions": [1, case.positions],
-                          "sequential": "anytime-valid permutation likelihood-ratio e-process"})
+    message = (
+        f"load_law: {'PASS' if passed else 'FAIL'}: {len(pairs)} pairs of the candidate's completions sampled "
+        f"alone and under load{'' if passed else ': its law depends on the load'}; e-value {e_text} against "
+        f"1/{rate:.3g} (anytime-valid, Ville; permutation likelihood ratio)"
+    )
+    outcome = TestResult(
+        "load_law",
+        log_e,
+        float(min(1.0, math.exp(-log_e))) if log_e > 0 else 1.0,
+        len(pairs),
+        rate,
+        float("nan"),
+        float("nan"),
+        passed,
+        message,
+        {
+            "log_e_value": log_e,
+            "pairs": len(pairs),
+            "positions": [1, case.positions],
+            "sequential": "anytime-valid permutation likelihood-ratio e-process",
+        },
+    )
     return [CheckRecord(data.impl, case.name, "load_law", "exactness", outcome)]
 
 
@@ -210,30 +240,79 @@ def paired_check(name: str, case: Any, rate: float) -> list[CheckRecord]:
     permutation e-processes."""
     data = case.data
     units = [unit for part in data.parts for unit in paired_units(part)]
-    views = {id(u): (token_views(u.data, u.candidate, case.positions),
-                     token_views(u.data, u.reference, case.positions)) for u in units}
+    views = {
+        id(u): (
+            token_views(u.data, u.candidate, case.positions),
+            token_views(u.data, u.reference, case.positions),
+        )
+        for u in units
+    }
     subsets = _subsets(units)
-    pooled = len(data.parts) > 1  # learn across the prompts, and per prompt: an equal mixture of the two
-    logs = {label: mixture_log([block_log_e(name, chosen, views, by_prompt) for by_prompt in
-                                ((False, True) if pooled else (False,))]) for label, chosen in subsets.items()}
+    pooled = (
+        len(data.parts) > 1
+    )  # learn across the prompts, and per prompt: an equal mixture of the two
+    logs = {
+        label: mixture_log(
+            [
+                block_log_e(name, chosen, views, by_prompt)
+                for by_prompt in ((False, True) if pooled else (False,))
+            ]
+        )
+        for label, chosen in subsets.items()
+    }
     counts = {label: len(chosen) for label, chosen in subsets.items()}
     # the subsets' e-processes run on different block sequences: one rejects at len(subsets) / rate (a union bound)
     log_e = max(logs.values()) - math.log(len(logs))
     passed = not log_e_process_reject(log_e, rate)
     strongest = max(logs, key=lambda label: logs[label])
-    where = ("; log e-values by load: " + ", ".join(f"{label} {logs[label]:.1f} ({counts[label]} blocks)"
-                                                     for label in logs)) if len(subsets) > 1 else ""
+    where = (
+        (
+            "; log e-values by load: "
+            + ", ".join(f"{label} {logs[label]:.1f} ({counts[label]} blocks)" for label in logs)
+        )
+        if len(subsets) > 1
+        else ""
+    )
     e_text = f"{math.exp(log_e):.3g}" if log_e < 700 else f"e^{log_e:.0f}"
-    message = (f"{name}: {'PASS' if passed else 'FAIL'}: {len(units)} seeds in {counts['all']} blocks against the "
-               f"reference's completions{where}; e-value {e_text} against 1/{rate:.3g} (anytime-valid, Ville; "
-               "permutation likelihood ratio, valid whatever the reports; the largest over the load subsets, Bonferroni)")
-    details = {"log_e_value": log_e, "log_e_by_load": logs, "blocks_by_load": counts, "units": len(units),
-               "positions": [1, case.positions], "strongest_load": strongest if len(subsets) > 1 else None,
-               "sequential": "anytime-valid permutation likelihood-ratio e-process"}
-    outcome = TestResult(name, log_e, float(min(1.0, math.exp(-log_e))) if log_e > 0 else 1.0, len(units), rate,
-                         float("nan"), float("nan"), passed, message, details)
+    message = (
+        f"{name}: {'PASS' if passed else 'FAIL'}: {len(units)} seeds in {counts['all']} blocks against the "
+        f"reference's completions{where}; e-value {e_text} against 1/{rate:.3g} (anytime-valid, Ville; "
+        "permutation likelihood ratio, valid whatever the reports; the largest over the load subsets, Bonferroni)"
+    )
+    details = {
+        "log_e_value": log_e,
+        "log_e_by_load": logs,
+        "blocks_by_load": counts,
+        "units": len(units),
+        "positions": [1, case.positions],
+        "strongest_load": strongest if len(subsets) > 1 else None,
+        "sequential": "anytime-valid permutation likelihood-ratio e-process",
+    }
+    outcome = TestResult(
+        name,
+        log_e,
+        float(min(1.0, math.exp(-log_e))) if log_e > 0 else 1.0,
+        len(units),
+        rate,
+        float("nan"),
+        float("nan"),
+        passed,
+        message,
+        details,
+    )
     return [CheckRecord(data.impl, case.name, name, "exactness", outcome)]
 
 
-__all__ = ["LOADS", "SCALES", "Unit", "block_log_e", "blocks", "load_check", "load_log_e", "load_pairs", "paired_check",
-           "paired_units", "token_views"]
+__all__ = [
+    "LOADS",
+    "SCALES",
+    "Unit",
+    "block_log_e",
+    "blocks",
+    "load_check",
+    "load_log_e",
+    "load_pairs",
+    "paired_check",
+    "paired_units",
+    "token_views",
+]

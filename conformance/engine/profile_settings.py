@@ -20,9 +20,11 @@ class EngineSettings(Settings):
     target; the positions are every position the run asked for."""
 
     def describe(self) -> str:
-        return (f"total false-fail <= {self.total_false_fail:g} (every check anytime-valid but greedy_spread), "
-                f"positions 1..max_tokens, certifies a per-token TV <= {self.target_tv:g} for deviations of any shape "
-                "(coupling: expected; law: realised; the monotone class alone: QUALIFIED; else INCONCLUSIVE)")
+        return (
+            f"total false-fail <= {self.total_false_fail:g} (every check anytime-valid but greedy_spread), "
+            f"positions 1..max_tokens, certifies a per-token TV <= {self.target_tv:g} for deviations of any shape "
+            "(coupling: expected; law: realised; the monotone class alone: QUALIFIED; else INCONCLUSIVE)"
+        )
 
 
 PROFILE_SETTINGS: dict[str, EngineSettings] = {

@@ -16,13 +16,24 @@ LEVEL_NAME = "engine"
 NOT_OBSERVED = "speculation not observed: the candidate's draft counters are all 0 or absent"
 
 
-def voided_checks(records: list[CheckRecord], invalid: dict[str, dict], uncovered: Sequence[str] = ()) -> list[str]:
-    """"case/check" of the records that read a prompt's void reports, and the candidate's paired checks of the
+def voided_checks(
+    records: list[CheckRecord], invalid: dict[str, dict], uncovered: Sequence[str] = ()
+) -> list[str]:
+    """ "case/check" of the records that read a prompt's void reports, and the candidate's paired checks of the
     prompts whose reference tokens lack a teacher-forced report (the two ends are not read alike: C18 (d))."""
-    void = [f"{r.case}/{r.check}" for r in records if r.case in invalid
-            and r.check in (PREMISE_READERS if invalid[r.case]["premise"] else REPORT_READERS)]
-    return void + [f"{r.case}/{r.check}" for r in records if r.case in set(uncovered) and r.check in PAIRED_CHECKS
-                   and f"{r.case}/{r.check}" not in void]
+    void = [
+        f"{r.case}/{r.check}"
+        for r in records
+        if r.case in invalid
+        and r.check in (PREMISE_READERS if invalid[r.case]["premise"] else REPORT_READERS)
+    ]
+    return void + [
+        f"{r.case}/{r.check}"
+        for r in records
+        if r.case in set(uncovered)
+        and r.check in PAIRED_CHECKS
+        and f"{r.case}/{r.check}" not in void
+    ]
 
 
 @dataclass
@@ -30,12 +41,24 @@ class EngineResult(SuiteResult):
     """A core SuiteResult at level "engine" that knows whether the candidate speculated and which reports are void."""
 
     speculation_observed: bool = False
-    input_reasons: list[str] = field(default_factory=list)  # what the files hold that keeps the run from certifying
-    underpowered: list[str] = field(default_factory=list)  # sampled prompts short of the target (more samples help)
-    short_of_any_shape: list[str] = field(default_factory=list)  # prompts at the target for the monotone class only
-    invalid: dict[str, dict] = field(default_factory=dict)  # prompt -> why its reports are void, and which kind
-    uncovered: list[str] = field(default_factory=list)  # prompts whose reference tokens lack a teacher-forced report
-    voided: list[str] = field(default_factory=list)  # "case/check" of the records that read void reports
+    input_reasons: list[str] = field(
+        default_factory=list
+    )  # what the files hold that keeps the run from certifying
+    underpowered: list[str] = field(
+        default_factory=list
+    )  # sampled prompts short of the target (more samples help)
+    short_of_any_shape: list[str] = field(
+        default_factory=list
+    )  # prompts at the target for the monotone class only
+    invalid: dict[str, dict] = field(
+        default_factory=dict
+    )  # prompt -> why its reports are void, and which kind
+    uncovered: list[str] = field(
+        default_factory=list
+    )  # prompts whose reference tokens lack a teacher-forced report
+    voided: list[str] = field(
+        default_factory=list
+    )  # "case/check" of the records that read void reports
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -46,8 +69,11 @@ class EngineResult(SuiteResult):
     def judge(self) -> None:
         """Set `voided`, `inconclusive` and `qualified` (done on construction; call again after changing inputs)."""
         self.voided = voided_checks(self.records, self.invalid, self.uncovered)
-        self.inconclusive = ([] if self.speculation_observed else [NOT_OBSERVED]) + list(self.input_reasons) \
+        self.inconclusive = (
+            ([] if self.speculation_observed else [NOT_OBSERVED])
+            + list(self.input_reasons)
             + list(self.underpowered)
+        )
         self.qualified = list(self.short_of_any_shape)
 
     @property

@@ -41,8 +41,10 @@ def append_records(path: str | Path, records: Iterable[Record]) -> None:
     lines = []
     for record in records:
         if not isinstance(record, RECORD_TYPES):
-            raise ValueError("records must be Completion, PrefixProbs, Counters or Background, got "
-                             f"{type(record).__name__}")
+            raise ValueError(
+                "records must be Completion, PrefixProbs, Counters or Background, got "
+                f"{type(record).__name__}"
+            )
         lines.append(_line(record))
     with Path(path).open("a", encoding="utf-8") as handle:
         handle.write("".join(lines))
@@ -74,10 +76,14 @@ def design_differences(old: Header, new: Header) -> list[str]:
     """Names of the design fields in which two headers differ (empty: a file of `old` may be resumed)."""
     a, b = _design(old), _design(new)
     names = [name for name in DESIGN_FIELDS if a[name] != b[name]]
-    return names + [f"engine.{name}" for name in ENGINE_DESIGN_FIELDS if a["engine"][name] != b["engine"][name]]
+    return names + [
+        f"engine.{name}" for name in ENGINE_DESIGN_FIELDS if a["engine"][name] != b["engine"][name]
+    ]
 
 
-def start_or_resume(path: str | Path, header: Header, extra_header: dict | None = None) -> ResumeState:
+def start_or_resume(
+    path: str | Path, header: Header, extra_header: dict | None = None
+) -> ResumeState:
     """Open the sample file at `path` for appending: write `header` if it is new or empty, else check that
     its header has the same design (ValueError naming the differing fields) and return what it holds.
     `extra_header` adds optional fields to a new header line (readers ignore unknown fields)."""
@@ -92,8 +98,10 @@ def start_or_resume(path: str | Path, header: Header, extra_header: dict | None 
     existing = read_samples(p)
     differing = design_differences(existing.header, header)
     if differing:
-        raise ValueError(f"{p}: cannot resume: this run differs from the file's header in {', '.join(differing)} "
-                         "(use another output file)")
+        raise ValueError(
+            f"{p}: cannot resume: this run differs from the file's header in {', '.join(differing)} "
+            "(use another output file)"
+        )
     state.completed = {(c.prompt_id, c.seed, c.repeat) for c in existing.completions}
     state.prefixes = {(r.prompt_id, r.prefix_tokens) for r in existing.prefix_probs}
     return state

@@ -28,7 +28,11 @@ from .load import LOAD_LABELS, Background, check_load_design, parse_background
 
 SCHEMA = "exactspec.engine.samples"
 SCHEMA_VERSION = "1.2"
-ROLES = ("reference", "candidate", "draft")  # draft: the draft model served plain, its reports (diagnosis only)
+ROLES = (
+    "reference",
+    "candidate",
+    "draft",
+)  # draft: the draft model served plain, its reports (diagnosis only)
 PROBS_KINDS = ("post_sampling", "raw")
 #: The report tolerance (CONTRACT.md "Report tolerance"): each reported probability p' is within
 #: TOLERANCE_RELATIVE * p' + TOLERANCE_ABSOLUTE of the law the engine samples from: relative 1e-3 (float32 logits
@@ -51,7 +55,9 @@ class Header:
     created: str
     exactspec_version: str
     schema_version: str = SCHEMA_VERSION
-    design: dict | None = None  # how the seeds were drawn, and the collection's concurrency (`Design`)
+    design: dict | None = (
+        None  # how the seeds were drawn, and the collection's concurrency (`Design`)
+    )
 
     @property
     def speculation(self) -> dict | None:
@@ -65,10 +71,20 @@ class Header:
         return int(seeds["space"]) if seeds.get("kind") == "random" else None
 
     def to_dict(self) -> dict:
-        d = {"kind": "header", "schema": SCHEMA, "schema_version": self.schema_version, "role": self.role,
-             "engine": self.engine, "model": self.model, "request_defaults": self.request_defaults,
-             "prompts": [{"prompt_id": k, "prompt_tokens": list(v)} for k, v in self.prompts.items()],
-             "created": self.created, "exactspec_version": self.exactspec_version}
+        d = {
+            "kind": "header",
+            "schema": SCHEMA,
+            "schema_version": self.schema_version,
+            "role": self.role,
+            "engine": self.engine,
+            "model": self.model,
+            "request_defaults": self.request_defaults,
+            "prompts": [
+                {"prompt_id": k, "prompt_tokens": list(v)} for k, v in self.prompts.items()
+            ],
+            "created": self.created,
+            "exactspec_version": self.exactspec_version,
+        }
         if self.design is not None:
             d["design"] = self.design
         return d
@@ -89,15 +105,24 @@ class Completion:
     finish_reason: str | None = None
     timings: dict | None = None
     elapsed_s: float = 0.0
-    index: int | None = None  # the seed's place in the design's seed list (the order the law checks read)
-    sent_at: float | None = None  # its first byte written, its answer's first byte read (time.time(): `load`)
+    index: int | None = (
+        None  # the seed's place in the design's seed list (the order the law checks read)
+    )
+    sent_at: float | None = (
+        None  # its first byte written, its answer's first byte read (time.time(): `load`)
+    )
     received_at: float | None = None
-    load: str | None = None  # candidate: "serial" (sampled alone) or "loaded" (with the run's concurrency)
+    load: str | None = (
+        None  # candidate: "serial" (sampled alone) or "loaded" (with the run's concurrency)
+    )
 
     def to_dict(self) -> dict:
         """The record's line (a shallow copy: writing a record is cheap); optional fields left out when unset."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)
-             if getattr(self, f.name) is not None or f.name not in _OPTIONAL}
+        d = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if getattr(self, f.name) is not None or f.name not in _OPTIONAL
+        }
         d["tokens"] = list(self.tokens)
         if self.top_probs is not None:
             d["top_probs"] = [[[i, p] for i, p in row] for row in self.top_probs]
@@ -118,9 +143,14 @@ class PrefixProbs:
     request: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"kind": "prefix_probs", "prompt_id": self.prompt_id, "prefix_tokens": list(self.prefix_tokens),
-                "top_probs": [[i, p] for i, p in self.top_probs], "probs_kind": self.probs_kind,
-                "request": self.request}
+        return {
+            "kind": "prefix_probs",
+            "prompt_id": self.prompt_id,
+            "prefix_tokens": list(self.prefix_tokens),
+            "top_probs": [[i, p] for i, p in self.top_probs],
+            "probs_kind": self.probs_kind,
+            "request": self.request,
+        }
 
 
 @dataclass(frozen=True)
@@ -177,7 +207,9 @@ class _Where:
         if isinstance(value, bool) and bool not in types:
             raise self.error(name, f"expected {'/'.join(t.__name__ for t in types)}, got {value!r}")
         if not isinstance(value, types):
-            raise self.error(name, f"expected {'/'.join(t.__name__ for t in types)}, got {type(value).__name__}")
+            raise self.error(
+                name, f"expected {'/'.join(t.__name__ for t in types)}, got {type(value).__name__}"
+            )
         return value
 
     def token_ids(self, record: dict, name: str) -> tuple[int, ...]:
@@ -191,25 +223,46 @@ class _Where:
             raise self.error(name, "expected a list of [token id, probability] pairs")
         pairs = []
         for pair in row:
-            ok = (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int)
-                  and not isinstance(pair[0], bool) and pair[0] >= 0 and isinstance(pair[1], (int, float))
-                  and not isinstance(pair[1], bool) and math.isfinite(pair[1]) and 0.0 <= pair[1] <= 1.0)
+            ok = (
+                isinstance(pair, list)
+                and len(pair) == 2
+                and isinstance(pair[0], int)
+                and not isinstance(pair[0], bool)
+                and pair[0] >= 0
+                and isinstance(pair[1], (int, float))
+                and not isinstance(pair[1], bool)
+                and math.isfinite(pair[1])
+                and 0.0 <= pair[1] <= 1.0
+            )
             if not ok:
-                raise self.error(name, f"expected [token id >= 0, probability in [0, 1]], got {pair!r}")
+                raise self.error(
+                    name, f"expected [token id >= 0, probability in [0, 1]], got {pair!r}"
+                )
             pairs.append((int(pair[0]), float(pair[1])))
         if len({i for i, _ in pairs}) != len(pairs):
             raise self.error(name, "a token id is listed twice")
         allowed = (1.0 + len(pairs) * TOLERANCE_ABSOLUTE) / (1.0 - TOLERANCE_RELATIVE)
         if sum(p for _, p in pairs) > allowed:
-            raise self.error(name, f"probabilities sum to {sum(p for _, p in pairs):.9g}, more than {allowed:.9g} "
-                             f"((1 + N a) / (1 - rho), N = {len(pairs)} listed): more than the report tolerance explains")
+            raise self.error(
+                name,
+                f"probabilities sum to {sum(p for _, p in pairs):.9g}, more than {allowed:.9g} "
+                f"((1 + N a) / (1 - rho), N = {len(pairs)} listed): more than the report tolerance explains",
+            )
         return tuple(pairs)
 
     def interval(self, sent: Any, received: Any, name: str) -> tuple[float, float]:
         """(sent_at, received_at): wall-clock times in seconds (finite, >= 0), the answer not before the request."""
         for suffix, value in (("sent_at", sent), ("received_at", received)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise self.error(name + suffix, f"expected a time in seconds (a finite number >= 0), got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise self.error(
+                    name + suffix,
+                    f"expected a time in seconds (a finite number >= 0), got {value!r}",
+                )
         if received < sent:
             raise self.error(f"{name}received_at", f"{received!r} is before sent_at {sent!r}")
         return float(sent), float(received)
@@ -234,7 +287,10 @@ def _parse_header(record: dict, at: _Where) -> Header:
         raise at.error("schema", f"expected {SCHEMA!r}, got {record['schema']!r}")
     version = at.get(record, "schema_version", (str,))
     if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-        raise at.error("schema_version", f"this reader reads version {SCHEMA_VERSION} (major 1), got {version!r}")
+        raise at.error(
+            "schema_version",
+            f"this reader reads version {SCHEMA_VERSION} (major 1), got {version!r}",
+        )
     role = at.get(record, "role", (str,))
     if role not in ROLES:
         raise at.error("role", f"must be one of {ROLES}, got {role!r}")
@@ -248,7 +304,9 @@ def _parse_header(record: dict, at: _Where) -> Header:
     prompts: dict[str, tuple[int, ...]] = {}
     for entry in at.get(record, "prompts", (list,)):
         if not isinstance(entry, dict):
-            raise at.error("prompts", f"expected objects with prompt_id and prompt_tokens, got {entry!r}")
+            raise at.error(
+                "prompts", f"expected objects with prompt_id and prompt_tokens, got {entry!r}"
+            )
         pid = at.get(entry, "prompt_id", (str,))
         if pid in prompts:
             raise at.error("prompts", f"prompt_id {pid!r} listed twice")
@@ -256,9 +314,17 @@ def _parse_header(record: dict, at: _Where) -> Header:
     design = at.get(record, "design", (dict,), optional=True)
     if design is not None:
         _check_design(design, at)
-    return Header(role=role, engine=engine, model=model, request_defaults=at.get(record, "request_defaults", (dict,)),
-                  prompts=prompts, created=at.get(record, "created", (str,)),
-                  exactspec_version=at.get(record, "exactspec_version", (str,)), schema_version=version, design=design)
+    return Header(
+        role=role,
+        engine=engine,
+        model=model,
+        request_defaults=at.get(record, "request_defaults", (dict,)),
+        prompts=prompts,
+        created=at.get(record, "created", (str,)),
+        exactspec_version=at.get(record, "exactspec_version", (str,)),
+        schema_version=version,
+        design=design,
+    )
 
 
 def _check_design(design: dict, at: _Where) -> None:
@@ -268,9 +334,15 @@ def _check_design(design: dict, at: _Where) -> None:
     kind = seeds.get("kind", "consecutive")
     if kind not in ("random", "consecutive"):
         raise at.error("design.seeds.kind", f"must be 'random' or 'consecutive', got {kind!r}")
-    if kind == "random" and not (isinstance(seeds.get("space"), int) and seeds["space"] >= 2
-                                 and isinstance(seeds.get("key"), str)):
-        raise at.error("design.seeds", f"random seeds need an integer 'space' >= 2 and a string 'key', got {seeds!r}")
+    if kind == "random" and not (
+        isinstance(seeds.get("space"), int)
+        and seeds["space"] >= 2
+        and isinstance(seeds.get("key"), str)
+    ):
+        raise at.error(
+            "design.seeds",
+            f"random seeds need an integer 'space' >= 2 and a string 'key', got {seeds!r}",
+        )
     concurrency = design.get("concurrency")
     if concurrency is not None and not (isinstance(concurrency, int) and concurrency >= 1):
         raise at.error("design.concurrency", f"must be an integer >= 1, got {concurrency!r}")
@@ -284,14 +356,19 @@ def _prompt_id(record: dict, header: Header, at: _Where) -> str:
     return pid
 
 
-def _request(record: dict, header: Header, at: _Where, ignore: frozenset[str] = frozenset()) -> dict:
+def _request(
+    record: dict, header: Header, at: _Where, ignore: frozenset[str] = frozenset()
+) -> dict:
     """The record's request, which must sample the header's law: no law-changing parameter set otherwise."""
     request = at.get(record, "request", (dict,), optional=True) or {}
     mismatch = request_mismatch(request, header.request_defaults, ignore)
     if mismatch is not None:
         name, sent, declared = mismatch
-        raise at.error(f"request.{name}", f"{sent!r}, but the header's request_defaults say {declared!r}: this "
-                                          "record sampled another law than the file declares")
+        raise at.error(
+            f"request.{name}",
+            f"{sent!r}, but the header's request_defaults say {declared!r}: this "
+            "record sampled another law than the file declares",
+        )
     return request
 
 
@@ -312,37 +389,60 @@ def _parse_completion(record: dict, header: Header, at: _Where) -> Completion:
         raise at.error("index", f"must be >= 0, got {index}")
     sent, received = record.get("sent_at"), record.get("received_at")
     if (sent is None) != (received is None):
-        raise at.error("sent_at" if sent is None else "received_at", "give both sent_at and received_at, or neither")
+        raise at.error(
+            "sent_at" if sent is None else "received_at",
+            "give both sent_at and received_at, or neither",
+        )
     sent, received = (None, None) if sent is None else at.interval(sent, received, "")
     load = at.get(record, "load", (str,), optional=True)
     if load is not None and load not in LOAD_LABELS:
         raise at.error("load", f"must be one of {LOAD_LABELS}, got {load!r}")
-    return Completion(prompt_id=_prompt_id(record, header, at), seed=at.get(record, "seed", (int,)), tokens=tokens,
-                      repeat=repeat, request=_request(record, header, at),
-                      text=at.get(record, "text", (str,), optional=True) or "", top_probs=top,
-                      probs_kind=at.probs_kind(record, optional=True),
-                      finish_reason=at.get(record, "finish_reason", (str,), optional=True),
-                      timings=at.get(record, "timings", (dict,), optional=True),
-                      elapsed_s=float(elapsed or 0.0), index=index, sent_at=sent, received_at=received, load=load)
+    return Completion(
+        prompt_id=_prompt_id(record, header, at),
+        seed=at.get(record, "seed", (int,)),
+        tokens=tokens,
+        repeat=repeat,
+        request=_request(record, header, at),
+        text=at.get(record, "text", (str,), optional=True) or "",
+        top_probs=top,
+        probs_kind=at.probs_kind(record, optional=True),
+        finish_reason=at.get(record, "finish_reason", (str,), optional=True),
+        timings=at.get(record, "timings", (dict,), optional=True),
+        elapsed_s=float(elapsed or 0.0),
+        index=index,
+        sent_at=sent,
+        received_at=received,
+        load=load,
+    )
 
 
 def _parse_counters(record: dict, at: _Where) -> Counters:
-    values = {name: at.get(record, name, (int,)) for name in ("draft_n", "draft_n_accepted", "completions")}
+    values = {
+        name: at.get(record, name, (int,))
+        for name in ("draft_n", "draft_n_accepted", "completions")
+    }
     if any(v < 0 for v in values.values()):
         raise at.error("draft_n", f"counters must be >= 0, got {values}")
     return Counters(**values, source=at.get(record, "source", (str,), optional=True) or "")
 
 
 def _parse_prefix_probs(record: dict, header: Header, at: _Where) -> PrefixProbs:
-    return PrefixProbs(prompt_id=_prompt_id(record, header, at), prefix_tokens=at.token_ids(record, "prefix_tokens"),
-                       top_probs=at.top_probs(at.get(record, "top_probs", (list,)), "top_probs"),
-                       probs_kind=at.probs_kind(record, optional=False),
-                       request=_request(record, header, at, TEACHER_FORCING))
+    return PrefixProbs(
+        prompt_id=_prompt_id(record, header, at),
+        prefix_tokens=at.token_ids(record, "prefix_tokens"),
+        top_probs=at.top_probs(at.get(record, "top_probs", (list,)), "top_probs"),
+        probs_kind=at.probs_kind(record, optional=False),
+        request=_request(record, header, at, TEACHER_FORCING),
+    )
 
 
 def _records(path: Path) -> Iterable[tuple[int, dict]]:
     """The file's records by line number (a `.gz` file is read through gzip, as committed certificates store it)."""
-    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")) as handle:
+    with (
+        gzip.open(path, "rt", encoding="utf-8")
+        if path.suffix == ".gz"
+        else path.open(encoding="utf-8")
+    ) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -351,7 +451,9 @@ def _records(path: Path) -> Iterable[tuple[int, dict]]:
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}: line {number}: not valid JSON: {error}") from None
             if not isinstance(record, dict):
-                raise ValueError(f"{path}: line {number}: expected a JSON object, got {type(record).__name__}")
+                raise ValueError(
+                    f"{path}: line {number}: expected a JSON object, got {type(record).__name__}"
+                )
             yield number, record
 
 
@@ -374,8 +476,11 @@ def read_samples(path: str | os.PathLike) -> SampleFile:
         elif record.get("kind") == "background":
             background.append(parse_background(record, at))
         else:
-            raise at.error("kind", "must be 'completion', 'prefix_probs', 'counters' or 'background', got "
-                           f"{record.get('kind')!r}")
+            raise at.error(
+                "kind",
+                "must be 'completion', 'prefix_probs', 'counters' or 'background', got "
+                f"{record.get('kind')!r}",
+            )
     if header is None:
         raise ValueError(f"{p}: empty sample file (no header line)")
     return SampleFile(str(p), header, completions, prefix, counters, background)
@@ -393,7 +498,11 @@ def write_samples(path: str | Path, header: Header, records: Iterable[Record]) -
     with p.open("w", encoding="utf-8") as handle:
         for record in [header, *records]:
             if not isinstance(record, (Header, *RECORD_TYPES)):
-                raise ValueError("records must be Completion, PrefixProbs, Counters or Background, got "
-                                 f"{type(record).__name__}")
-            handle.write(json.dumps(record.to_dict(), allow_nan=False, separators=(",", ":")) + "\n")
+                raise ValueError(
+                    "records must be Completion, PrefixProbs, Counters or Background, got "
+                    f"{type(record).__name__}"
+                )
+            handle.write(
+                json.dumps(record.to_dict(), allow_nan=False, separators=(",", ":")) + "\n"
+            )
     return p

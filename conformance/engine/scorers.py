@@ -98,7 +98,9 @@ class Tempered:
     def __init__(self, by_prompt: bool = False) -> None:
         self.by_prompt = by_prompt
         self.loglik: dict[str, np.ndarray] = {}
-        self._cache: dict[int, tuple[Categories, np.ndarray]] = {}  # id -> (the report, its log q): the report is
+        self._cache: dict[
+            int, tuple[Categories, np.ndarray]
+        ] = {}  # id -> (the report, its log q): the report is
         # kept alive with its entry, so its id is never reused while cached
 
     def _log_q(self, cats: Categories) -> np.ndarray:
@@ -109,7 +111,10 @@ class Tempered:
             logs = THETAS[:, None] * np.log(probs)[None, :]
             logs[:, cats.probs <= 0] = -np.inf
             top = logs.max(axis=1, keepdims=True)
-            self._cache[key] = (cats, logs - (top + np.log(np.exp(logs - top).sum(axis=1, keepdims=True))))
+            self._cache[key] = (
+                cats,
+                logs - (top + np.log(np.exp(logs - top).sum(axis=1, keepdims=True))),
+            )
         return self._cache[key][1]
 
     def _fits(self, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +142,9 @@ class Tempered:
             key = tok.prompt if self.by_prompt else ""
             if key not in self.loglik:
                 self.loglik[key] = np.zeros((2, CELLS, THETAS.size))
-            self.loglik[key][row, tok.cell] += np.maximum(self._log_q(tok.cats)[:, tok.category], -50.0)
+            self.loglik[key][row, tok.cell] += np.maximum(
+                self._log_q(tok.cats)[:, tok.category], -50.0
+            )
 
 
 class PrefixLaw:
@@ -155,8 +162,12 @@ class PrefixLaw:
             if n is None or n[0].sum() < PREFIX_MIN_VISITS or n[1].sum() < PREFIX_MIN_VISITS:
                 continue
             prior = tok.cats.probs / max(1e-300, float(tok.cats.probs.sum()))
-            a = (n[0, tok.category] + PREFIX_PRIOR * prior[tok.category]) / (n[0].sum() + PREFIX_PRIOR)
-            b = (n[1, tok.category] + PREFIX_PRIOR * prior[tok.category]) / (n[1].sum() + PREFIX_PRIOR)
+            a = (n[0, tok.category] + PREFIX_PRIOR * prior[tok.category]) / (
+                n[0].sum() + PREFIX_PRIOR
+            )
+            b = (n[1, tok.category] + PREFIX_PRIOR * prior[tok.category]) / (
+                n[1].sum() + PREFIX_PRIOR
+            )
             if a > 0 and b > 0:
                 total += math.log(a / b)
         return total
@@ -173,7 +184,9 @@ class NearZero:
     set (hit: the token falls in it), the rates those of the candidate's and the reference's earlier tokens."""
 
     def __init__(self, by_prompt: bool = False) -> None:
-        self.hits = np.zeros(2)  # pooled over prompts: a near-zero emission is rare, a rate per prompt too noisy
+        self.hits = np.zeros(
+            2
+        )  # pooled over prompts: a near-zero emission is rare, a rate per prompt too noisy
         self.trials = np.zeros(2)
 
     def score(self, tokens: list[TokenView]) -> float:
@@ -183,7 +196,11 @@ class NearZero:
             zero = tok.cats.near_zero_set()
             if zero:
                 hit = tok.category in zero
-                total += math.log(rates[0] / rates[1]) if hit else math.log((1 - rates[0]) / (1 - rates[1]))
+                total += (
+                    math.log(rates[0] / rates[1])
+                    if hit
+                    else math.log((1 - rates[0]) / (1 - rates[1]))
+                )
         return total
 
     def learn(self, tokens: list[TokenView], role: str) -> None:
@@ -204,7 +221,11 @@ class Scorer(Protocol):
 
 
 #: Each paired check's scorer, built with `by_prompt` (pooled runs learn per prompt where the scorer can).
-SCORERS: dict[str, Callable[..., Scorer]] = {"law_drift": DriftTilt, "law_lr": Tempered, "context_law": PrefixLaw,
-                                             "near_zero_tokens": NearZero}
+SCORERS: dict[str, Callable[..., Scorer]] = {
+    "law_drift": DriftTilt,
+    "law_lr": Tempered,
+    "context_law": PrefixLaw,
+    "near_zero_tokens": NearZero,
+}
 
 __all__ = ["SCORERS", "STRATA", "THETAS", "Scorer", "TokenView"]

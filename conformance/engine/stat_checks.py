@@ -41,16 +41,30 @@ def _record(case: EngineCase, result: TestResult) -> CheckRecord:
 def _e_result(name: str, log_e: float, n: int, rate: float, what: str, details: dict) -> TestResult:
     passed = not log_e_process_reject(log_e, rate)
     e_text = f"{math.exp(log_e):.3g}" if log_e < 700 else f"e^{log_e:.0f}"
-    message = (f"{name}: {'PASS' if passed else 'FAIL'}: {what}; e-value {e_text} against 1/{rate:.3g} "
-               "(anytime-valid, Ville)")
-    return TestResult(name, log_e, float(min(1.0, math.exp(-log_e))) if log_e > 0 else 1.0, n, rate, float("nan"),
-                      float("nan"), passed, message, {"log_e_value": log_e, **details})
+    message = (
+        f"{name}: {'PASS' if passed else 'FAIL'}: {what}; e-value {e_text} against 1/{rate:.3g} "
+        "(anytime-valid, Ville)"
+    )
+    return TestResult(
+        name,
+        log_e,
+        float(min(1.0, math.exp(-log_e))) if log_e > 0 else 1.0,
+        n,
+        rate,
+        float("nan"),
+        float("nan"),
+        passed,
+        message,
+        {"log_e_value": log_e, **details},
+    )
 
 
 def candidate_check(name: str):
     """The runner of the candidate's paired check `name` (`paired_checks.paired_check`)."""
+
     def run(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
         return paired_check(name, case, rate)
+
     return run
 
 
@@ -62,14 +76,33 @@ def load_law_check(case: Any, rate: float, profile: Profile) -> list[CheckRecord
 def reference_law_check(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
     """The reference's own tokens at positions 1..m against its own reports: the mixture of four e-processes."""
     data = case.data
-    tokens = [tok for part in data.parts
-              for tok in token_stream(part.pid, part.ref, part.self_reports, 1, case.positions, part.self_cats)]
-    parts = {"drift": drift_log_e(drift_stream(tokens)) if tokens else 0.0, "tempered": tempered_log_e(tokens),
-             "prefix_law": prefix_law_log_e(tokens), "near_zero": near_zero_log_e(tokens)[0]}
+    tokens = [
+        tok
+        for part in data.parts
+        for tok in token_stream(
+            part.pid, part.ref, part.self_reports, 1, case.positions, part.self_cats
+        )
+    ]
+    parts = {
+        "drift": drift_log_e(drift_stream(tokens)) if tokens else 0.0,
+        "tempered": tempered_log_e(tokens),
+        "prefix_law": prefix_law_log_e(tokens),
+        "near_zero": near_zero_log_e(tokens)[0],
+    }
     log_e = mixture_log([v if math.isfinite(v) else -1e300 for v in parts.values()])
-    return [_record(case, _e_result("reference_law", log_e, len(tokens), rate,
-                                    f"the reference's {len(tokens)} tokens against its own reports",
-                                    {"log_e_parts": parts, "positions": [1, case.positions]}))]
+    return [
+        _record(
+            case,
+            _e_result(
+                "reference_law",
+                log_e,
+                len(tokens),
+                rate,
+                f"the reference's {len(tokens)} tokens against its own reports",
+                {"log_e_parts": parts, "positions": [1, case.positions]},
+            ),
+        )
+    ]
 
 
 def greedy_spread_check(case: Any, rate: float, profile: Profile) -> list[CheckRecord]:
@@ -84,12 +117,30 @@ def greedy_spread_check(case: Any, rate: float, profile: Profile) -> list[CheckR
     table = [[off[0], len(data.cand) - off[0]], [off[1], len(data.ref) - off[1]]]
     p_value = float(stats.fisher_exact(table, alternative="greater").pvalue)
     passed = p_value >= rate
-    message = (f"greedy_spread: {'PASS' if passed else 'FAIL'}: off the modal output in {off[0]} of {len(data.cand)} "
-               f"candidate and {off[1]} of {len(data.ref)} reference completions (Fisher exact, one-sided, p = "
-               f"{p_value:.3g}, false_fail_rate={rate:.3g})")
-    result = TestResult("greedy_spread", float(off[0]), p_value, len(data.cand) + len(data.ref), rate, float("nan"),
-                        float("nan"), passed, message, {"table": table, "variants": len(pooled)})
+    message = (
+        f"greedy_spread: {'PASS' if passed else 'FAIL'}: off the modal output in {off[0]} of {len(data.cand)} "
+        f"candidate and {off[1]} of {len(data.ref)} reference completions (Fisher exact, one-sided, p = "
+        f"{p_value:.3g}, false_fail_rate={rate:.3g})"
+    )
+    result = TestResult(
+        "greedy_spread",
+        float(off[0]),
+        p_value,
+        len(data.cand) + len(data.ref),
+        rate,
+        float("nan"),
+        float("nan"),
+        passed,
+        message,
+        {"table": table, "variants": len(pooled)},
+    )
     return [_record(case, result)]
 
 
-__all__ = ["ROUTE_SHARE", "candidate_check", "greedy_spread_check", "load_law_check", "reference_law_check"]
+__all__ = [
+    "ROUTE_SHARE",
+    "candidate_check",
+    "greedy_spread_check",
+    "load_law_check",
+    "reference_law_check",
+]

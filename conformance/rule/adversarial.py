@@ -49,14 +49,23 @@ ONE_MINUS_ULP = float(np.nextafter(1.0, 0.0))
 #: generator produces it per draw). numpy's random() is (u64 >> 11) * 2**-53; float32 uniforms (numpy's
 #: random(dtype=float32), torch.rand) keep 24 bits; numpy's Exp(1) ziggurat returns 0 when 53 bits are 0.
 EVENTS: dict[str, tuple[str, str]] = {
-    "uniform_zero": ("a uniform of exactly 0.0", "2**-53 per float64 draw (numpy); 2**-24 per float32 torch.rand draw"),
-    "uniform_top": ("the largest float64 below 1, 1 - 2**-53, which rounds to 1.0 when cast to float32",
-                    "2**-53 per float64 draw; a float64 uniform rounds to a float32 1.0 with probability 2**-25"),
+    "uniform_zero": (
+        "a uniform of exactly 0.0",
+        "2**-53 per float64 draw (numpy); 2**-24 per float32 torch.rand draw",
+    ),
+    "uniform_top": (
+        "the largest float64 below 1, 1 - 2**-53, which rounds to 1.0 when cast to float32",
+        "2**-53 per float64 draw; a float64 uniform rounds to a float32 1.0 with probability 2**-25",
+    ),
     "uniform_tiny": ("the smallest positive uniform, 2**-53", "2**-53 per float64 draw"),
-    "word_zero": ("an all-zero random word: a float32 uniform of 0.0, an Exp(1) draw of 0, the lowest integer",
-                  "2**-24 per float32 uniform draw; 2**-53 per numpy Exp(1) draw; 1/range per integer draw"),
-    "word_max": ("an all-ones random word: a float32 uniform of 1 - 2**-24, the highest integer",
-                 "2**-24 per float32 uniform draw; 1/range per integer draw"),
+    "word_zero": (
+        "an all-zero random word: a float32 uniform of 0.0, an Exp(1) draw of 0, the lowest integer",
+        "2**-24 per float32 uniform draw; 2**-53 per numpy Exp(1) draw; 1/range per integer draw",
+    ),
+    "word_max": (
+        "an all-ones random word: a float32 uniform of 1 - 2**-24, the highest integer",
+        "2**-24 per float32 uniform draw; 1/range per integer draw",
+    ),
 }
 _CAPSULE_NAME = ctypes.c_char_p(b"BitGenerator")
 
@@ -67,7 +76,9 @@ class AdversarialBitGenerator:
     are 0 or all-ones with the same rate (so float32 uniforms hit 0.0 and 1 - 2**-24 too).
     Only the `events` named (keys of EVENTS) are injected; `emitted` counts each one."""
 
-    def __init__(self, seed: int = 0, edge_rate: float = 0.25, events: tuple[str, ...] = tuple(EVENTS)):
+    def __init__(
+        self, seed: int = 0, edge_rate: float = 0.25, events: tuple[str, ...] = tuple(EVENTS)
+    ):
         unknown = set(events) - set(EVENTS)
         if unknown:
             raise ValueError(f"events must be names from {sorted(EVENTS)}, got {sorted(unknown)}")
@@ -140,8 +151,9 @@ class AdversarialBitGenerator:
         return w >> 32
 
 
-def adversarial_generator(seed: int = 0, edge_rate: float = 0.25,
-                          events: tuple[str, ...] = tuple(EVENTS)) -> np.random.Generator:
+def adversarial_generator(
+    seed: int = 0, edge_rate: float = 0.25, events: tuple[str, ...] = tuple(EVENTS)
+) -> np.random.Generator:
     """A genuine `numpy.random.Generator` drawing from `AdversarialBitGenerator` that records which of its
     methods the implementation called (`conformance.reach`)."""
     bitgen = AdversarialBitGenerator(seed, edge_rate, events)

@@ -39,7 +39,7 @@ def near_equal_rows(k: int, V: int, seed: int):
         ratio = np.where(np.arange(V - 3) < 0.6 * (V - 3), 0.95, rng.uniform(0.9, 1.0, V - 3))
         p = np.zeros(V)
         p[: V - 3] = ratio * q[: V - 3]
-        p[V - 3:] = (1.0 - p.sum()) * _norm(rng.gamma(2.0, size=3))
+        p[V - 3 :] = (1.0 - p.sum()) * _norm(rng.gamma(2.0, size=3))
         ps.append(p)
         qs.append(q)
     return np.stack(ps), np.stack(qs[:k])
@@ -85,7 +85,7 @@ def deep_rows(k: int, V: int, mix: float, seed: int):
 def dyadic_rows(k: int, V: int, bits: int, seed: int):
     """Random rows whose entries are multiples of 2**-bits (exact in bf16/fp16 for bits <= 8), all positive."""
     if not V <= 2**bits:
-        raise ValueError(f"V must be <= 2**bits = {2 ** bits}, got {V}")
+        raise ValueError(f"V must be <= 2**bits = {2**bits}, got {V}")
     rng = np.random.default_rng(seed)
     total = 2**bits
 
@@ -98,8 +98,17 @@ def dyadic_rows(k: int, V: int, bits: int, seed: int):
 
 # --- seeded edge rows and the historical large-vocabulary Zipf rows ---------------------------------
 
-ROW_KINDS = ("random", "one_hot_p", "one_hot_q", "equal", "disjoint", "q_zero_p_pos", "p_zero_q_pos", "tiny",
-             "spiky")
+ROW_KINDS = (
+    "random",
+    "one_hot_p",
+    "one_hot_q",
+    "equal",
+    "disjoint",
+    "q_zero_p_pos",
+    "p_zero_q_pos",
+    "tiny",
+    "spiky",
+)
 
 
 def _random_row(rng: np.random.Generator, V: int, concentration: float = 0.5) -> np.ndarray:
@@ -109,10 +118,12 @@ def _random_row(rng: np.random.Generator, V: int, concentration: float = 0.5) ->
 def _edge_pair(kind: str, V: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """One (p_i, q_i) pair of the given kind (see ROW_KINDS); kinds needing more tokens fall back to random."""
     if kind == "one_hot_p":
-        p = np.zeros(V); p[rng.integers(V)] = 1.0
+        p = np.zeros(V)
+        p[rng.integers(V)] = 1.0
         return p, _random_row(rng, V)
     if kind == "one_hot_q":
-        q = np.zeros(V); q[rng.integers(V)] = 1.0
+        q = np.zeros(V)
+        q[rng.integers(V)] = 1.0
         return _random_row(rng, V), q
     if kind == "equal":
         p = _random_row(rng, V)
@@ -139,8 +150,9 @@ def _edge_pair(kind: str, V: int, rng: np.random.Generator) -> tuple[np.ndarray,
     return _random_row(rng, V, 1.0), _random_row(rng, V, 1.0)
 
 
-def generated_rows(k: int, V: int, kinds: list[str], seed: int, same_rows: bool = False
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def generated_rows(
+    k: int, V: int, kinds: list[str], seed: int, same_rows: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Recipe "generated": position i gets a pair of kind kinds[i % len(kinds)] drawn from
     default_rng(seed); the bonus row has kind kinds[k % len(kinds)]. `same_rows` repeats position 1's
     pair at every position (and its p as the bonus row). Returns (target_probs, draft_probs)."""
@@ -149,10 +161,12 @@ def generated_rows(k: int, V: int, kinds: list[str], seed: int, same_rows: bool 
     qs: list[np.ndarray] = []
     for i in range(k):
         if same_rows and i > 0:
-            ps.append(ps[0]); qs.append(qs[0])
+            ps.append(ps[0])
+            qs.append(qs[0])
             continue
         p, q = _edge_pair(kinds[i % len(kinds)], V, rng)
-        ps.append(p); qs.append(q)
+        ps.append(p)
+        qs.append(q)
     ps.append(ps[0] if same_rows else _edge_pair(kinds[k % len(kinds)], V, rng)[0])
     return np.stack(ps), np.stack(qs)
 
@@ -161,17 +175,29 @@ def generated_name(k: int, V: int, kinds: list[str], seed: int, same_rows: bool 
     return f"gen_V{V}_k{k}_{'-'.join(kinds[:k])}_s{seed}{'_same' if same_rows else ''}"
 
 
-def zipf_rows(k: int, V: int, exponent: float, flatten: float, permutation_seed: int, permutation_skip: int = 0):
+def zipf_rows(
+    k: int,
+    V: int,
+    exponent: float,
+    flatten: float,
+    permutation_seed: int,
+    permutation_skip: int = 0,
+):
     """Recipe "zipf": z = Zipf(exponent) over V tokens, perm = Generator(PCG64(permutation_seed)
     advanced by permutation_skip steps).permutation(V). Target rows cycle through z, z[perm],
     norm(z**flatten); draft rows cycle through uniform 1/V and norm(0.5 z[perm] + 0.5 z)."""
     zipf = _norm(1.0 / np.arange(1, V + 1) ** exponent)
     bit_generator = np.random.PCG64(permutation_seed)
-    bit_generator.advance(permutation_skip)  # the historical case drew its permutation after 158 steps
+    bit_generator.advance(
+        permutation_skip
+    )  # the historical case drew its permutation after 158 steps
     permuted = zipf[np.random.Generator(bit_generator).permutation(V)]
-    targets = (zipf, permuted, _norm(zipf ** flatten))
+    targets = (zipf, permuted, _norm(zipf**flatten))
     drafts = (np.full(V, 1.0 / V), _norm(0.5 * permuted + 0.5 * zipf))
-    return (np.stack([targets[j % 3] for j in range(k + 1)]), np.stack([drafts[i % 2] for i in range(k)]))
+    return (
+        np.stack([targets[j % 3] for j in range(k + 1)]),
+        np.stack([drafts[i % 2] for i in range(k)]),
+    )
 
 
 def varying_rows(k: int, V: int, kinds: list[str], seed: int, pool: int):

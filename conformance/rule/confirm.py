@@ -36,14 +36,25 @@ PLANNING_MARGIN = 1.1
 
 def observed_deviation(records: list[CheckRecord]) -> float | None:
     """Largest excess binned TV (observed minus its null mean) of the failed standard-rule records."""
-    excess = [r.result.details["observed_tv_binned"] - (r.result.details.get("observed_tv_binned_null_mean") or 0.0)
-              for r in records if r.category == "standard_rule" and not r.passed
-              and "observed_tv_binned" in r.result.details]
+    excess = [
+        r.result.details["observed_tv_binned"]
+        - (r.result.details.get("observed_tv_binned_null_mean") or 0.0)
+        for r in records
+        if r.category == "standard_rule"
+        and not r.passed
+        and "observed_tv_binned" in r.result.details
+    ]
     return max(excess) if excess else None
 
 
-def confirm_plan(case: Case, profile: Profile, reach: list[float], deviation: float | None, rate: float,
-                 target: float) -> dict:
+def confirm_plan(
+    case: Case,
+    profile: Profile,
+    reach: list[float],
+    deviation: float | None,
+    rate: float,
+    target: float,
+) -> dict:
     """Which positions to confirm, at what TV and per-test rate, and how many rounds that takes (`target`: the
     case's planned binned TV)."""
     eps = target if deviation is None or deviation <= 0 else min(target, deviation)
@@ -51,18 +62,32 @@ def confirm_plan(case: Case, profile: Profile, reach: list[float], deviation: fl
     per_test = rate / max(1, len(positions))
     rounds = 0
     for j in positions:
-        n_j = samples_for(case.target_probs[j - 1], eps / PLANNING_MARGIN, per_test, profile,
-                          profile.rule.max_bins)[0]
+        n_j = samples_for(
+            case.target_probs[j - 1],
+            eps / PLANNING_MARGIN,
+            per_test,
+            profile,
+            profile.rule.max_bins,
+        )[0]
         rounds = max(rounds, math.ceil(REACH_MARGIN * n_j / reach[j - 1]))
     cap = CONFIRM_ROUNDS_FACTOR * profile.rule.max_rounds
-    return {"epsilon_tv": eps, "positions": positions, "false_fail_rate_each": per_test, "rounds": int(rounds),
-            "cap": cap, "feasible": rounds <= cap, "exempt": [j for j in range(1, case.k + 2) if j not in positions]}
+    return {
+        "epsilon_tv": eps,
+        "positions": positions,
+        "false_fail_rate_each": per_test,
+        "rounds": int(rounds),
+        "cap": cap,
+        "feasible": rounds <= cap,
+        "exempt": [j for j in range(1, case.k + 2) if j not in positions],
+    }
 
 
 def confirm_case(harness, case: Case, profile: Profile, plan: dict) -> list[CheckRecord]:
     """Run the planned confirmatory position checks on fresh rounds; records named confirm_position_j."""
     rounds = harness.run(case, plan["rounds"], case_seed(case.name, "confirm"))
-    prefix = "pit_position" if case.varying else "position"  # rows varying by round: the randomized PIT
+    prefix = (
+        "pit_position" if case.varying else "position"
+    )  # rows varying by round: the randomized PIT
     run = case_checks.pit_position_checks if case.varying else checks.position_checks
     wanted = {f"{prefix}_{j}" for j in plan["positions"]}
     out = [checks.invariant_check(harness.name, rounds, "invariants_confirm_rounds")]
@@ -70,18 +95,28 @@ def confirm_case(harness, case: Case, profile: Profile, plan: dict) -> list[Chec
         if record.check not in wanted:
             continue
         record.check = f"confirm_{record.check}"
-        record.result.details.update({"confirmatory": True, "confirm_epsilon_tv": plan["epsilon_tv"]})
+        record.result.details.update(
+            {"confirmatory": True, "confirm_epsilon_tv": plan["epsilon_tv"]}
+        )
         detectable = record.result.detectable_tv
-        if record.passed and math.isfinite(detectable) and detectable > plan["epsilon_tv"] * PLANNING_MARGIN:
-            record.result.details["confirmatory"] = False  # too weak to confirm: the case stays unconfirmed
+        if (
+            record.passed
+            and math.isfinite(detectable)
+            and detectable > plan["epsilon_tv"] * PLANNING_MARGIN
+        ):
+            record.result.details["confirmatory"] = (
+                False  # too weak to confirm: the case stays unconfirmed
+            )
         out.append(record)
     return out
 
 
 def unsettled_reason(case: Case, plan: dict) -> str:
     """What would settle an unconfirmed case."""
-    return (f"{case.name}: the rule accepts differently from the standard rule; confirming exactness at binned TV "
-            f"{plan['epsilon_tv']:.3g} (min of the case's target and the observed deviation) on positions "
-            f"{plan['positions']} needs "
-            f"{plan['rounds']} rounds, over the cap {plan['cap']} -- run a larger profile, or certify on cases where "
-            f"it accepts like the standard rule")
+    return (
+        f"{case.name}: the rule accepts differently from the standard rule; confirming exactness at binned TV "
+        f"{plan['epsilon_tv']:.3g} (min of the case's target and the observed deviation) on positions "
+        f"{plan['positions']} needs "
+        f"{plan['rounds']} rounds, over the cap {plan['cap']} -- run a larger profile, or certify on cases where "
+        f"it accepts like the standard rule"
+    )

@@ -51,8 +51,12 @@ def group_findings(records: Iterable[CheckRecord]) -> list[dict]:
     merged: dict[tuple, dict] = {}
 
     def add(key: tuple, kind: str, recs: list[CheckRecord], summary: str, **extra) -> None:
-        entry = merged.setdefault(key, {"kind": kind, "cases": [], "checks": [], "summary": summary, **extra})
-        entry["cases"] += [c for c in dict.fromkeys(r.case for r in recs) if c not in entry["cases"]]
+        entry = merged.setdefault(
+            key, {"kind": kind, "cases": [], "checks": [], "summary": summary, **extra}
+        )
+        entry["cases"] += [
+            c for c in dict.fromkeys(r.case for r in recs) if c not in entry["cases"]
+        ]
         entry["checks"] += [_label(r) for r in recs]
 
     for case, failed in by_case.items():
@@ -61,10 +65,17 @@ def group_findings(records: Iterable[CheckRecord]) -> list[dict]:
         rest = [r for r in failed if r.category != "contract"]
         events = _rng_only(failed)
         if events:
-            add(("rng_event", tuple(e["event"] for e in events)), "rng_event", rest,
-                "fails only when the RNG returns " + "; ".join(f"{e['what']} (real generators: "
-                                                              f"{e['real_probability_per_draw']})" for e in events),
-                events=events)
+            add(
+                ("rng_event", tuple(e["event"] for e in events)),
+                "rng_event",
+                rest,
+                "fails only when the RNG returns "
+                + "; ".join(
+                    f"{e['what']} (real generators: {e['real_probability_per_draw']})"
+                    for e in events
+                ),
+                events=events,
+            )
         elif any(r.category == "invariant" for r in rest):
             first = next(r for r in rest if r.category == "invariant")
             add(("invariant", case), "invariant", rest, first.result.message[:300])
@@ -77,14 +88,20 @@ def group_findings(records: Iterable[CheckRecord]) -> list[dict]:
 
 
 def _deviation_summary(records: list[CheckRecord]) -> str:
-    tvs = [t for t in (r.result.details.get("observed_tv_binned") for r in records) if t is not None]
+    tvs = [
+        t for t in (r.result.details.get("observed_tv_binned") for r in records) if t is not None
+    ]
     worst = f"; largest observed binned TV {max(tvs):.3g}" if tvs else ""
     return f"{len(records)} statistical checks failed ({', '.join(r.check for r in records[:6])}){worst}"
 
 
 def run_reach(records: Iterable[CheckRecord]) -> dict | None:
     """The run's adversarial-RNG reach, from the adversarial records' `rng_reach` details (None: none ran)."""
-    summaries = [s for s in (r.result.details.get("rng_reach") for r in records if r.check == ADVERSARIAL) if s]
+    summaries = [
+        s
+        for s in (r.result.details.get("rng_reach") for r in records if r.check == ADVERSARIAL)
+        if s
+    ]
     if not summaries:
         return None
     reached = [s for s in summaries if s["reached"]]
@@ -93,5 +110,10 @@ def run_reach(records: Iterable[CheckRecord]) -> dict | None:
     for s in summaries:
         for name, usage in s["methods"].items():
             methods[name] = methods.get(name, 0) + usage["calls"]
-    return {"reached": bool(reached), "cases_reached": len(reached), "cases": len(summaries),
-            "generator_methods_called": methods, "message": chosen["message"]}
+    return {
+        "reached": bool(reached),
+        "cases_reached": len(reached),
+        "cases": len(summaries),
+        "generator_methods_called": methods,
+        "message": chosen["message"],
+    }

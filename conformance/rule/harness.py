@@ -19,8 +19,15 @@ from ..loader import PASS_THROUGH, implementation_error, load_adapter
 from ...errors import ContractViolation, ImplementationError, ImplUnavailable
 from ...reference.sampling import inverse_cdf
 
-__all__ = ["ContractViolation", "Harness", "ImplUnavailable", "ImplementationError", "Rounds", "draw_drafts",
-           "load_impl"]
+__all__ = [
+    "ContractViolation",
+    "Harness",
+    "ImplUnavailable",
+    "ImplementationError",
+    "Rounds",
+    "draw_drafts",
+    "load_impl",
+]
 
 #: Largest float64 element count of one batch of inputs handed to verify_batch.
 MAX_BATCH_ELEMENTS = 12_000_000
@@ -34,7 +41,9 @@ def load_impl(spec: str) -> Any:
     return load_adapter(spec, level="rule").adapter
 
 
-def draw_drafts(case: Case, n: int, rng: np.random.Generator, members: np.ndarray | None = None) -> np.ndarray:
+def draw_drafts(
+    case: Case, n: int, rng: np.random.Generator, members: np.ndarray | None = None
+) -> np.ndarray:
     """(n, k) draft tokens, x_i ~ q_i independently, by the oracle's guarded inverse CDF (O(n log V)); with
     `members` (pooled cases) round r's q rows are those of pool member members[r]."""
     out = np.empty((n, case.k), dtype=np.int64)
@@ -59,7 +68,9 @@ def draw_members(case: Case, n: int, seed: int) -> np.ndarray | None:
 
 def _check_batch(out: Any, case: Case, batch: int) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise ContractViolation(f"verify_batch must return (tokens (B, k+1), counts (B,)), got {type(out).__name__}")
+        raise ContractViolation(
+            f"verify_batch must return (tokens (B, k+1), counts (B,)), got {type(out).__name__}"
+        )
     tokens, counts = out
     if hasattr(tokens, "detach"):
         tokens = tokens.detach().cpu().numpy()
@@ -67,18 +78,28 @@ def _check_batch(out: Any, case: Case, batch: int) -> tuple[np.ndarray, np.ndarr
         counts = counts.detach().cpu().numpy()
     tokens, counts = np.asarray(tokens), np.asarray(counts)
     if tokens.shape != (batch, case.k + 1):
-        raise ContractViolation(f"verify_batch tokens must have shape (B, k+1) = {(batch, case.k + 1)}, got {tokens.shape}")
+        raise ContractViolation(
+            f"verify_batch tokens must have shape (B, k+1) = {(batch, case.k + 1)}, got {tokens.shape}"
+        )
     if counts.shape != (batch,):
-        raise ContractViolation(f"verify_batch counts must have shape (B,) = {(batch,)}, got {counts.shape}")
+        raise ContractViolation(
+            f"verify_batch counts must have shape (B,) = {(batch,)}, got {counts.shape}"
+        )
     if tokens.dtype.kind not in "iu" or counts.dtype.kind not in "iu":
-        raise ContractViolation(f"verify_batch must return integer arrays, got {tokens.dtype} and {counts.dtype}")
+        raise ContractViolation(
+            f"verify_batch must return integer arrays, got {tokens.dtype} and {counts.dtype}"
+        )
     tokens, counts = tokens.astype(np.int64), counts.astype(np.int64)
     if counts.min() < 1 or counts.max() > case.k + 1:
-        raise ContractViolation(f"verify_batch counts must lie in 1..k+1 = 1..{case.k + 1}, got range "
-                                f"{counts.min()}..{counts.max()}")
+        raise ContractViolation(
+            f"verify_batch counts must lie in 1..k+1 = 1..{case.k + 1}, got range "
+            f"{counts.min()}..{counts.max()}"
+        )
     pad = np.arange(case.k + 1)[None, :] >= counts[:, None]
     if not np.all(tokens[pad] == -1):
-        raise ContractViolation("verify_batch tokens must be padded with -1 after counts[b] entries")
+        raise ContractViolation(
+            "verify_batch tokens must be padded with -1 after counts[b] entries"
+        )
     return tokens, counts
 
 
@@ -132,11 +153,18 @@ class Harness:
         except PASS_THROUGH:
             raise
         except Exception as error:  # noqa: BLE001 -- the implementation's failure, never the run's crash
-            raise implementation_error(error, f"{self.name}.{method}",
-                                       f"case {case.name}, k={case.k}, V={case.V}") from error
+            raise implementation_error(
+                error, f"{self.name}.{method}", f"case {case.name}, k={case.k}, V={case.V}"
+            ) from error
 
-    def run(self, case: Case, n: int, seed: int, rng_factory: Callable[[int], np.random.Generator] | None = None,
-            force_single: bool = False) -> Rounds:
+    def run(
+        self,
+        case: Case,
+        n: int,
+        seed: int,
+        rng_factory: Callable[[int], np.random.Generator] | None = None,
+        force_single: bool = False,
+    ) -> Rounds:
         """n rounds of `case`: drafts from the suite stream seed, the impl's rng from seed+1 (or rng_factory)."""
         suite_rng = np.random.default_rng([seed, 0])
         members = draw_members(case, n, seed)
@@ -154,8 +182,15 @@ class Harness:
         _check_token_range(case, tokens, counts)
         return Rounds(case, tokens, counts, drafts, seconds, batched, members=members)
 
-    def _run_batched(self, case: Case, drafts: np.ndarray, impl_rng: np.random.Generator,
-                     tokens: np.ndarray, counts: np.ndarray, members: np.ndarray | None = None) -> None:
+    def _run_batched(
+        self,
+        case: Case,
+        drafts: np.ndarray,
+        impl_rng: np.random.Generator,
+        tokens: np.ndarray,
+        counts: np.ndarray,
+        members: np.ndarray | None = None,
+    ) -> None:
         p, q = case.target_probs, case.draft_probs
         per_round = (2 * case.k + 1) * case.V
         chunk = int(max(1, min(MAX_BATCH_ROUNDS, MAX_BATCH_ELEMENTS // per_round)))
@@ -163,13 +198,28 @@ class Harness:
             hi = min(drafts.shape[0], lo + chunk)
             b = hi - lo
             # Read-only broadcast views: the contract forbids writing into the inputs.
-            pb = np.broadcast_to(p, (b,) + p.shape) if members is None else _read_only(case.pooled[0][members[lo:hi]])
-            qb = np.broadcast_to(q, (b,) + q.shape) if members is None else _read_only(case.pooled[1][members[lo:hi]])
+            pb = (
+                np.broadcast_to(p, (b,) + p.shape)
+                if members is None
+                else _read_only(case.pooled[0][members[lo:hi]])
+            )
+            qb = (
+                np.broadcast_to(q, (b,) + q.shape)
+                if members is None
+                else _read_only(case.pooled[1][members[lo:hi]])
+            )
             out = self._call("verify_batch", case, pb, qb, drafts[lo:hi].copy(), impl_rng)
             tokens[lo:hi], counts[lo:hi] = _check_batch(out, case, b)
 
-    def _run_single(self, case: Case, drafts: np.ndarray, impl_rng: np.random.Generator,
-                    tokens: np.ndarray, counts: np.ndarray, members: np.ndarray | None = None) -> None:
+    def _run_single(
+        self,
+        case: Case,
+        drafts: np.ndarray,
+        impl_rng: np.random.Generator,
+        tokens: np.ndarray,
+        counts: np.ndarray,
+        members: np.ndarray | None = None,
+    ) -> None:
         p, q = case.target_probs, case.draft_probs
         for r in range(drafts.shape[0]):
             if members is not None:
@@ -190,5 +240,7 @@ def _check_token_range(case: Case, tokens: np.ndarray, counts: np.ndarray) -> No
     oob = (tokens >= case.V) | ((tokens < 0) & (np.arange(case.k + 1)[None] < counts[:, None]))
     if oob.any():
         r = int(np.argwhere(oob)[0][0])
-        raise ContractViolation(f"round {r} of case {case.name} emitted token ids outside [0, V={case.V}): "
-                                f"{tokens[r, : counts[r]].tolist()}")
+        raise ContractViolation(
+            f"round {r} of case {case.name} emitted token ids outside [0, V={case.V}): "
+            f"{tokens[r, : counts[r]].tolist()}"
+        )

@@ -32,8 +32,15 @@ from .settings import PROFILE_SETTINGS
 LARGE_VOCAB_EPSILON_SCALE = 2.5
 #: What a first-token-only test sees at the rule level: the marginal of the first emitted token, plus the
 #: contract and an ordinary-Generator invariant check (the checks a typical unit test amounts to).
-FIRST_TOKEN_CHECKS = frozenset(("position_1", "invariants", "invariants_statistical_rounds", "determinism",
-                                "single_round_path"))
+FIRST_TOKEN_CHECKS = frozenset(
+    (
+        "position_1",
+        "invariants",
+        "invariants_statistical_rounds",
+        "determinism",
+        "single_round_path",
+    )
+)
 
 
 class RuleLevel(Level):
@@ -47,19 +54,25 @@ class RuleLevel(Level):
     has_confirmation = True
     reference_spec = "exactspec.conformance.adapters.reference:Reference"
     #: What ``pytest --pyargs exactspec.conformance`` certifies when no --exactspec-impl is given: our own rules.
-    default_impls = ("exactspec.conformance.adapters.reference:Reference",
-                     "exactspec.conformance.adapters.gpu_impl:TorchCPU",
-                     "exactspec.conformance.adapters.gpu_impl:TorchCUDA")
+    default_impls = (
+        "exactspec.conformance.adapters.reference:Reference",
+        "exactspec.conformance.adapters.gpu_impl:TorchCPU",
+        "exactspec.conformance.adapters.gpu_impl:TorchCUDA",
+    )
     zoo = "exactspec.conformance.rule.mutants.zoo:ZOO"
 
     def offers(self, obj: Any) -> bool:
         return callable(getattr(obj, "verify", None))
 
-    def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list[Case]:
+    def select_cases(
+        self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None
+    ) -> list[Case]:
         return named_cases(SUITE_CASES, names, self.name)
 
     def case_epsilon(self, case: Case, profile: Profile) -> float:
-        return profile.rule.target_tv * (LARGE_VOCAB_EPSILON_SCALE if "large_vocab" in case.tags else 1.0)
+        return profile.rule.target_tv * (
+            LARGE_VOCAB_EPSILON_SCALE if "large_vocab" in case.tags else 1.0
+        )
 
     def harness(self, impl: Any, name: str) -> Harness:
         return impl if isinstance(impl, Harness) else Harness(impl, name)
@@ -67,20 +80,31 @@ class RuleLevel(Level):
     def invariants(self, subject: Harness, case: Case, profile: Profile) -> list[CheckRecord]:
         return invariant_records(subject, case, profile)
 
-    def sample(self, subject: Harness, case: Case, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
+    def sample(
+        self, subject: Harness, case: Case, profile: Profile, plan: dict
+    ) -> tuple[Any, list[CheckRecord]]:
         """n statistical rounds (and the acceptance-rate rounds where that check applies), with the invariants
         of those rounds and the share of rounds reaching each position."""
         name = subject.name
-        rounds, err = guard(name, case.name, "statistical",
-                            lambda: subject.run(case, plan["n"], case_seed(case.name, "statistical")))
+        rounds, err = guard(
+            name,
+            case.name,
+            "statistical",
+            lambda: subject.run(case, plan["n"], case_seed(case.name, "statistical")),
+        )
         if rounds is None:
             return None, [failed(err)]
         acceptance = None
         if "acceptance_rate" in planned_names(self, case):
-            n_acc = case_checks.acceptance_rounds(float(case.alphas[0]), plan["false_fail_rate"],
-                                                  profile.false_pass_rate)
-            acceptance, err = guard(name, case.name, "acceptance_rate",
-                                    lambda: subject.run(case, n_acc, case_seed(case.name, "acceptance")))
+            n_acc = case_checks.acceptance_rounds(
+                float(case.alphas[0]), plan["false_fail_rate"], profile.false_pass_rate
+            )
+            acceptance, err = guard(
+                name,
+                case.name,
+                "acceptance_rate",
+                lambda: subject.run(case, n_acc, case_seed(case.name, "acceptance")),
+            )
             if err:
                 return None, [err]
         sample = RuleSample(name, rounds, acceptance)
@@ -93,21 +117,42 @@ class RuleLevel(Level):
         """The share of the statistical rounds reaching each position: what sizes a confirmatory test."""
         return sample.reach
 
-    def confirm(self, subject: Harness, case: Case, profile: Profile, records: list[CheckRecord], rate: float,
-                plan: dict, sampled: list[float] | None = None) -> tuple[list[CheckRecord], list[str]]:
+    def confirm(
+        self,
+        subject: Harness,
+        case: Case,
+        profile: Profile,
+        records: list[CheckRecord],
+        rate: float,
+        plan: dict,
+        sampled: list[float] | None = None,
+    ) -> tuple[list[CheckRecord], list[str]]:
         """Confirmatory exactness tests sized for the deviation the failed standard-rule checks saw (`confirm`), on
         rounds sized from the share of the case's rounds reaching each position (`sampled`: `confirm_input`)."""
         reach = sampled
         if reach is None:
             return [], [f"{case.name}: no statistical rounds to size a confirmatory test from"]
-        n_standard = sum(len(names) for check, names in planned_checks(self, case)
-                         if check.category == "standard_rule")
-        confirm_plan = confirm.confirm_plan(case, profile, reach, confirm.observed_deviation(records),
-                                            n_standard * rate, self.case_epsilon(case, profile))
+        n_standard = sum(
+            len(names)
+            for check, names in planned_checks(self, case)
+            if check.category == "standard_rule"
+        )
+        confirm_plan = confirm.confirm_plan(
+            case,
+            profile,
+            reach,
+            confirm.observed_deviation(records),
+            n_standard * rate,
+            self.case_epsilon(case, profile),
+        )
         if not confirm_plan["feasible"]:
             return [], [confirm.unsettled_reason(case, confirm_plan)]
-        out, err = guard(subject.name, case.name, "confirm",
-                         lambda: confirm.confirm_case(subject, case, profile, confirm_plan))
+        out, err = guard(
+            subject.name,
+            case.name,
+            "confirm",
+            lambda: confirm.confirm_case(subject, case, profile, confirm_plan),
+        )
         return ([failed(err)] if out is None else out), []
 
     def run_extras(self, subject: Harness, profile: Profile) -> list[CheckRecord]:
@@ -118,16 +163,22 @@ class RuleLevel(Level):
         seen = {r.case for r in result.records}
         result.plan = {name: plan for name, plan in result.plan.items() if name in seen}
         result.extra["measured_deviations"] = {
-            f"{r.case}/{r.check}": {"observed_tv_binned": r.result.details["observed_tv_binned"],
-                                    "null_mean": r.result.details.get("observed_tv_binned_null_mean"),
-                                    "p_value": r.result.p_value}
-            for r in result.records if not r.passed and "observed_tv_binned" in r.result.details}
+            f"{r.case}/{r.check}": {
+                "observed_tv_binned": r.result.details["observed_tv_binned"],
+                "null_mean": r.result.details.get("observed_tv_binned_null_mean"),
+                "p_value": r.result.p_value,
+            }
+            for r in result.records
+            if not r.passed and "observed_tv_binned" in r.result.details
+        }
         result.extra["findings"] = findings.group_findings(result.records)
         reach_info = findings.run_reach(result.records)
         result.extra["adversarial_reach"] = reach_info
         if reach_info and not reach_info["reached"]:
             result.notes.append(reach_info["message"])
-        if result.verdict == "NOT_EXACT" and impl is not None:  # after the verdict: never changes it
+        if (
+            result.verdict == "NOT_EXACT" and impl is not None
+        ):  # after the verdict: never changes it
             diagnosis = guarded(lambda: diagnose_rule(impl, cases, result.records))
             if diagnosis:
                 result.extra["diagnosis"] = diagnosis
@@ -135,7 +186,9 @@ class RuleLevel(Level):
     def summary(self, result: SuiteResult) -> str:
         return format_summary(result)
 
-    def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
+    def write_report(
+        self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None
+    ) -> dict:
         return write_report(result, out_dir, impl_spec=impl_spec)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
@@ -145,10 +198,13 @@ class RuleLevel(Level):
 LEVEL = RuleLevel()
 
 
-def statistical_records(harness: Harness, case: Case, profile: Profile, false_fail_rate: float,
-                        n: int | None = None) -> list[CheckRecord]:
+def statistical_records(
+    harness: Harness, case: Case, profile: Profile, false_fail_rate: float, n: int | None = None
+) -> list[CheckRecord]:
     """The registry's statistical checks on one case at `false_fail_rate` (n rounds: planned unless given), with
     the invariants of those rounds (the pytest suite's exactness and standard-rule tests share them)."""
     plan = plan_case(LEVEL, case, profile, false_fail_rate)
     sample, records = LEVEL.sample(harness, case, profile, {**plan, "n": n or plan["n"]})
-    return records + (run_registered(LEVEL, case, sample, false_fail_rate, profile) if sample is not None else [])
+    return records + (
+        run_registered(LEVEL, case, sample, false_fail_rate, profile) if sample is not None else []
+    )

@@ -39,16 +39,33 @@ def name_mechanism(candidate: Harness, case: Case) -> dict:
         except (ImplementationError, ContractViolation):
             crashed.append(spec.name)
     ranked = rank_members(observed, members, EXACT, case.k + 1, case.V)
-    return {"case": case.name, **ranked, "rounds": ROUNDS, "members_that_break_the_contract_here": crashed}
+    return {
+        "case": case.name,
+        **ranked,
+        "rounds": ROUNDS,
+        "members_that_break_the_contract_here": crashed,
+    }
 
 
 def failing_cases(cases: list, records: list, max_vocab: int, most: int) -> list:
     """The failing cases of at most `max_vocab` tokens with an exactness or standard-rule failure, strongest first."""
     by_case = {c.name: c for c in cases}
-    failing = {r.case for r in records if not r.passed and r.category in ("exactness", "standard_rule")
-               and r.case in by_case and by_case[r.case].V <= max_vocab}
-    strongest = {name: min((r.result.p_value if r.result.p_value is not None else 1.0)
-                           for r in records if r.case == name and not r.passed) for name in failing}
+    failing = {
+        r.case
+        for r in records
+        if not r.passed
+        and r.category in ("exactness", "standard_rule")
+        and r.case in by_case
+        and by_case[r.case].V <= max_vocab
+    }
+    strongest = {
+        name: min(
+            (r.result.p_value if r.result.p_value is not None else 1.0)
+            for r in records
+            if r.case == name and not r.passed
+        )
+        for name in failing
+    }
     return [by_case[name] for name in sorted(failing, key=strongest.__getitem__)[:most]]
 
 
@@ -59,7 +76,9 @@ def diagnose_rule(candidate: Any, cases: list[Case], records: list) -> dict | No
     if not chosen or not callable(getattr(impl, "verify", None)):
         return None
     harness = candidate if isinstance(candidate, Harness) else Harness(candidate, "candidate")
-    return summarize([name_mechanism(harness, case) for case in chosen], {s.name: s.models for s in ZOO})
+    return summarize(
+        [name_mechanism(harness, case) for case in chosen], {s.name: s.models for s in ZOO}
+    )
 
 
 __all__ = ["ROUNDS", "diagnose_rule", "failing_cases", "name_mechanism"]

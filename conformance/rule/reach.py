@@ -14,12 +14,32 @@ from __future__ import annotations
 import numpy as np
 
 #: Generator methods whose use is tracked (every sampling method an implementation is likely to call).
-TRACKED = ("random", "integers", "uniform", "standard_exponential", "exponential", "gumbel", "choice",
-           "standard_normal", "normal", "binomial", "multinomial", "permutation", "shuffle", "permuted",
-           "bytes", "false_pass_rate", "gamma", "standard_gamma", "poisson", "geometric", "dirichlet")
+TRACKED = (
+    "random",
+    "integers",
+    "uniform",
+    "standard_exponential",
+    "exponential",
+    "gumbel",
+    "choice",
+    "standard_normal",
+    "normal",
+    "binomial",
+    "multinomial",
+    "permutation",
+    "shuffle",
+    "permuted",
+    "bytes",
+    "false_pass_rate",
+    "gamma",
+    "standard_gamma",
+    "poisson",
+    "geometric",
+    "dirichlet",
+)
 SEED_RANGE = 2**31
 SEED_VALUES = 4
-CONTRACT_SECTION = "conformance/CONTRACT.md, section \"Passing coins through\""
+CONTRACT_SECTION = 'conformance/CONTRACT.md, section "Passing coins through"'
 
 
 def _seed_like(name: str, args: tuple, kwargs: dict, out) -> bool:
@@ -83,13 +103,22 @@ def reach_summary(rng: np.random.Generator) -> dict:
         text = f"adversarial RNG reached: {delivered} extreme values went into the implementation's draws ({methods})"
     elif seed_calls and not draws:
         status = "not_reached"
-        text = (f"adversarial RNG not reached: the implementation only drew seeds ({seed_calls} seed draws, e.g. "
-                f"integers(2**63)) and took its coins from another generator, so exact 0.0 / 1 - 2**-53 coins never "
-                f"met its comparisons; see {CONTRACT_SECTION}")
+        text = (
+            f"adversarial RNG not reached: the implementation only drew seeds ({seed_calls} seed draws, e.g. "
+            f"integers(2**63)) and took its coins from another generator, so exact 0.0 / 1 - 2**-53 coins never "
+            f"met its comparisons; see {CONTRACT_SECTION}"
+        )
     else:
         status = "not_reached"
-        text = (f"adversarial RNG not reached: the implementation made {draws} draws but none took an extreme "
-                f"value{'' if usage else ' (it never called the Generator)'}; see {CONTRACT_SECTION}")
-    return {"status": status, "reached": status == "reached", "extremes_delivered": delivered,
-            "seed_calls": seed_calls, "methods": usage, "message": text}
-
+        text = (
+            f"adversarial RNG not reached: the implementation made {draws} draws but none took an extreme "
+            f"value{'' if usage else ' (it never called the Generator)'}; see {CONTRACT_SECTION}"
+        )
+    return {
+        "status": status,
+        "reached": status == "reached",
+        "extremes_delivered": delivered,
+        "seed_calls": seed_calls,
+        "methods": usage,
+        "message": text,
+    }

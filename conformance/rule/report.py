@@ -28,18 +28,24 @@ def _fmt(x, spec=".3g"):
 
 def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
     b, rule = result.budget, result.profile.rule
-    lines = [f"exactspec conformance: {result.impl} [profile {result.profile.name}] -> {result.verdict}",
-             f"  {VERDICT_TEXT[result.verdict]}",
-             f"  total false-fail rate <= {rule.total_false_fail:g} over {b.get('n_checks', '?')} statistical "
-             f"checks ({b.get('per_check_false_fail_rate', float('nan')):.3g} each); per case, a deviation of binned "
-             f"TV >= {rule.target_tv:g} is detected w.p. >= {1 - result.profile.false_pass_rate:g}; "
-             f"{len(result.records)} checks in {result.seconds:.1f}s"]
+    lines = [
+        f"exactspec conformance: {result.impl} [profile {result.profile.name}] -> {result.verdict}",
+        f"  {VERDICT_TEXT[result.verdict]}",
+        f"  total false-fail rate <= {rule.total_false_fail:g} over {b.get('n_checks', '?')} statistical "
+        f"checks ({b.get('per_check_false_fail_rate', float('nan')):.3g} each); per case, a deviation of binned "
+        f"TV >= {rule.target_tv:g} is detected w.p. >= {1 - result.profile.false_pass_rate:g}; "
+        f"{len(result.records)} checks in {result.seconds:.1f}s",
+    ]
     failed, found = result.failed, result.extra.get("findings") or []
     if failed:
-        lines.append(f"  {len(found)} finding(s) from {len(failed)} failed check(s), grouped by root cause:")
+        lines.append(
+            f"  {len(found)} finding(s) from {len(failed)} failed check(s), grouped by root cause:"
+        )
         for f in found[:max_rows]:
-            lines.append(f"    [{f['kind']}] {', '.join(f['cases'][:4])}: {f['summary'][:200]} "
-                         f"(checks: {', '.join(f['checks'][:5])}{' ...' if len(f['checks']) > 5 else ''})")
+            lines.append(
+                f"    [{f['kind']}] {', '.join(f['cases'][:4])}: {f['summary'][:200]} "
+                f"(checks: {', '.join(f['checks'][:5])}{' ...' if len(f['checks']) > 5 else ''})"
+            )
         if len(found) > max_rows:
             lines.append(f"    ... {len(found) - max_rows} more in the report")
     diagnosis = result.extra.get("diagnosis")
@@ -50,8 +56,10 @@ def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
     reach_info = result.extra.get("adversarial_reach")
     if reach_info:
         lines.append(f"  {reach_info['message'][:300]}")
-    lines.append(f"  {'case':34s} {'n':>8s} {'bins':>5s} {'detect TV':>9s} {'min p':>9s}  (large-V cases: "
-                 f"looser target, see CONTRACT.md)")
+    lines.append(
+        f"  {'case':34s} {'n':>8s} {'bins':>5s} {'detect TV':>9s} {'min p':>9s}  (large-V cases: "
+        f"looser target, see CONTRACT.md)"
+    )
     by_case: dict[str, list] = {}
     for r in result.records:
         by_case.setdefault(r.case, []).append(r)
@@ -60,7 +68,9 @@ def format_summary(result: SuiteResult, max_rows: int = 12) -> str:
         primary = [r for r in recs if r.check == plan["primary"]]
         tv = primary[0].result.detectable_tv if primary else float("nan")
         pmin = min((r.result.p_value for r in recs), default=float("nan"))
-        lines.append(f"  {name:34s} {plan['n']:8d} {plan['bins']:5d} {_fmt(tv, '9.3g')} {_fmt(pmin, '9.2g')}")
+        lines.append(
+            f"  {name:34s} {plan['n']:8d} {plan['bins']:5d} {_fmt(tv, '9.3g')} {_fmt(pmin, '9.2g')}"
+        )
     return "\n".join(lines)
 
 
@@ -79,11 +89,19 @@ def _plots(result: SuiteResult, out: Path) -> list[str]:
         if r.category == "exactness" and r.plot and r.result.n > 0:
             if r.case not in worst or r.result.p_value < worst[r.case].result.p_value:
                 worst[r.case] = r
-    for check, fname, title in (("worst", "exactness_observed_vs_expected.png",
-                                 "per case, the exactness check with the smallest p-value: observed vs expected"),
-                                ("position_1", "first_token.png", "first emitted token: observed vs expected (p_1)"),
-                                ("tokens_per_round", "tokens_per_round.png",
-                                 "tokens per round N: observed vs the standard rule's exact law")):
+    for check, fname, title in (
+        (
+            "worst",
+            "exactness_observed_vs_expected.png",
+            "per case, the exactness check with the smallest p-value: observed vs expected",
+        ),
+        ("position_1", "first_token.png", "first emitted token: observed vs expected (p_1)"),
+        (
+            "tokens_per_round",
+            "tokens_per_round.png",
+            "tokens per round N: observed vs the standard rule's exact law",
+        ),
+    ):
         if check == "worst":
             by_check = {(c, "worst"): r for c, r in worst.items()}
         else:
@@ -102,9 +120,17 @@ def _plots(result: SuiteResult, out: Path) -> list[str]:
             obs, exp = np.asarray(rec.plot["observed"]), np.asarray(rec.plot["expected"])
             idx = np.arange(obs.size)
             ax.bar(idx - 0.2, exp, width=0.4, label="expected", color="#9ecae1")
-            ax.bar(idx + 0.2, obs, width=0.4, label="observed", color="#de2d26" if not rec.passed else "#31a354")
-            ax.set_title(f"{name[:30]} / {rec.check}\np={rec.result.p_value:.2g} {'PASS' if rec.passed else 'FAIL'}",
-                         fontsize=8)
+            ax.bar(
+                idx + 0.2,
+                obs,
+                width=0.4,
+                label="observed",
+                color="#de2d26" if not rec.passed else "#31a354",
+            )
+            ax.set_title(
+                f"{name[:30]} / {rec.check}\np={rec.result.p_value:.2g} {'PASS' if rec.passed else 'FAIL'}",
+                fontsize=8,
+            )
             ax.tick_params(labelsize=6)
         axes.flat[0].legend(fontsize=6)
         fig.suptitle(f"{result.impl}: {title} (bins from p only, largest 40)", fontsize=9)
@@ -118,9 +144,15 @@ def _plots(result: SuiteResult, out: Path) -> list[str]:
 
 def _pvalue_plot(result: SuiteResult, out: Path, plt) -> list[str]:
     """Sorted p-values of the statistical checks against uniform quantiles (calibration under exactness)."""
-    pv = np.array([r.result.p_value for r in result.records
-                   if r.category in STATISTICAL_CATEGORIES and r.result.n > 0
-                   and r.result.details.get("n_bins", 0) >= 2])
+    pv = np.array(
+        [
+            r.result.p_value
+            for r in result.records
+            if r.category in STATISTICAL_CATEGORIES
+            and r.result.n > 0
+            and r.result.details.get("n_bins", 0) >= 2
+        ]
+    )
     if pv.size:
         pv = np.sort(np.clip(pv, 1e-20, 1))  # display floor: smaller p-values are drawn at 1e-20
         expected = (np.arange(1, pv.size + 1) - 0.5) / pv.size
@@ -151,26 +183,39 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
     """The rule-level CERTIFICATE.md, from the result and its JSON document."""
     prof, rule = result.profile, result.profile.rule
     b = result.budget
-    md = [f"# Conformance certificate: `{result.impl}`", "",
-          f"**Verdict: {result.verdict}** -- {VERDICT_TEXT[result.verdict]}.", "",
-          f"Produced by `exactspec certify` (contract {CONTRACT_VERSION}, profile `{prof.name}`) on "
-          f"{data['generated']} in {result.seconds:.1f} s. Environment: {_environment_line(data)}.", "",
-          "## Stated error rates", "",
-          f"- False-fail: P(any statistical check fails | implementation exact) <= **{rule.total_false_fail:g}** "
-          f"(Bonferroni over {b.get('n_checks')} checks, {b.get('per_check_false_fail_rate', 0):.3g} each; "
-          f"actually spent {b.get('false_fail_rate_spent', 0):.3g}). Hard checks (contract, invariants) have "
-          f"false-fail 0.",
-          f"- False-pass: on every case, a deviation of binned total variation >= **{rule.target_tv:g}** in the "
-          f"primary law is detected with probability >= {1 - prof.false_pass_rate:g} (large-vocabulary cases: 2.5 x looser, "
-          f"they cost O(V) per round); n per case was computed from this target with "
-          f"`stat_tests.min_num_samples_chisquare_gof`. Each check's own detectable TV is listed below.",
-          "- Seeds are fixed (CRC32 of the case name): the run is deterministic.", ""]
+    md = [
+        f"# Conformance certificate: `{result.impl}`",
+        "",
+        f"**Verdict: {result.verdict}** -- {VERDICT_TEXT[result.verdict]}.",
+        "",
+        f"Produced by `exactspec certify` (contract {CONTRACT_VERSION}, profile `{prof.name}`) on "
+        f"{data['generated']} in {result.seconds:.1f} s. Environment: {_environment_line(data)}.",
+        "",
+        "## Stated error rates",
+        "",
+        f"- False-fail: P(any statistical check fails | implementation exact) <= **{rule.total_false_fail:g}** "
+        f"(Bonferroni over {b.get('n_checks')} checks, {b.get('per_check_false_fail_rate', 0):.3g} each; "
+        f"actually spent {b.get('false_fail_rate_spent', 0):.3g}). Hard checks (contract, invariants) have "
+        f"false-fail 0.",
+        f"- False-pass: on every case, a deviation of binned total variation >= **{rule.target_tv:g}** in the "
+        f"primary law is detected with probability >= {1 - prof.false_pass_rate:g} (large-vocabulary cases: 2.5 x looser, "
+        f"they cost O(V) per round); n per case was computed from this target with "
+        f"`stat_tests.min_num_samples_chisquare_gof`. Each check's own detectable TV is listed below.",
+        "- Seeds are fixed (CRC32 of the case name): the run is deterministic.",
+        "",
+    ]
     if data.get("measured_deviations"):
-        md += ["## Measured deviations (failed statistical checks)", "",
-               "| case/check | observed binned TV | its mean under exactness | p-value |", "|---|---|---|---|"]
+        md += [
+            "## Measured deviations (failed statistical checks)",
+            "",
+            "| case/check | observed binned TV | its mean under exactness | p-value |",
+            "|---|---|---|---|",
+        ]
         for k, v in data["measured_deviations"].items():
-            md.append(f"| {k} | {_fmt(v['observed_tv_binned'], '.4f')} | {_fmt(v['null_mean'], '.4f')} | "
-                      f"{_fmt(v['p_value'], '.3g')} |")
+            md.append(
+                f"| {k} | {_fmt(v['observed_tv_binned'], '.4f')} | {_fmt(v['null_mean'], '.4f')} | "
+                f"{_fmt(v['p_value'], '.3g')} |"
+            )
         md.append("")
     md += _findings_markdown(result)
     failed = result.failed
@@ -179,25 +224,37 @@ def to_markdown(result: SuiteResult, data: dict, plots: list[str]) -> str:
         for r in failed[:40]:
             md.append(f"- **{r.case} / {r.check}** ({r.category}): {r.result.message}")
         md.append("")
-    md += ["## Cases and sample sizes", "", "| case | k | V | rounds n | primary check | bins | detectable TV | why |",
-           "|---|---|---|---|---|---|---|---|"]
+    md += [
+        "## Cases and sample sizes",
+        "",
+        "| case | k | V | rounds n | primary check | bins | detectable TV | why |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     by = {(r.case, r.check): r for r in result.records}
     for c in data["cases"]:
         plan = result.plan[c["name"]]
         rec = by.get((c["name"], plan["primary"]))
-        md.append(f"| {c['name']} | {c['k']} | {c['V']} | {plan['n']} | {plan['primary']} | {plan['bins']} | "
-                  f"{_fmt(rec.result.detectable_tv if rec else None)} | {c['why']} |")
+        md.append(
+            f"| {c['name']} | {c['k']} | {c['V']} | {plan['n']} | {plan['primary']} | {plan['bins']} | "
+            f"{_fmt(rec.result.detectable_tv if rec else None)} | {c['why']} |"
+        )
     md += ["", "## Plots", ""]
     for f in plots:
         md.append(f"![{f}]({f})")
-    md += ["", "## Every check", "",
-           "| case | check | category | n | p-value | false-fail rate | detectable TV | observed TV | result |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    md += [
+        "",
+        "## Every check",
+        "",
+        "| case | check | category | n | p-value | false-fail rate | detectable TV | observed TV | result |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in result.records:
         t = r.result
-        md.append(f"| {r.case} | {r.check} | {r.category} | {t.n} | {_fmt(t.p_value)} | {_fmt(t.false_fail_rate)} | "
-                  f"{_fmt(t.detectable_tv)} | {_fmt(t.details.get('observed_tv_binned'), '.4f')} | "
-                  f"{'PASS' if t.passed else 'FAIL'} |")
+        md.append(
+            f"| {r.case} | {r.check} | {r.category} | {t.n} | {_fmt(t.p_value)} | {_fmt(t.false_fail_rate)} | "
+            f"{_fmt(t.detectable_tv)} | {_fmt(t.details.get('observed_tv_binned'), '.4f')} | "
+            f"{'PASS' if t.passed else 'FAIL'} |"
+        )
     if result.notes:
         md += ["", "## Notes", ""] + [f"- {n}" for n in result.notes]
     md.append("")
@@ -211,8 +268,10 @@ def _findings_markdown(result: SuiteResult) -> list[str]:
     if found:
         md += ["## Findings (grouped by root cause)", ""]
         for f in found:
-            md.append(f"- **{f['kind']}** on {', '.join(f['cases'])}: {f['summary']} -- checks touched: "
-                      f"{', '.join(f['checks'])}")
+            md.append(
+                f"- **{f['kind']}** on {', '.join(f['cases'])}: {f['summary']} -- checks touched: "
+                f"{', '.join(f['checks'])}"
+            )
         md.append("")
     diagnosis = result.extra.get("diagnosis")
     if diagnosis:
@@ -222,25 +281,41 @@ def _findings_markdown(result: SuiteResult) -> list[str]:
         md += [f"- {reason}" for reason in result.inconclusive] + [""]
     hashed = [r for r in result.records if r.check == "hashed_position_1"]
     if hashed:
-        md += ["## Large vocabularies: token-level vs binned detectability", "",
-               "| case | position_1 detectable binned TV | p mass in pooled p-sorted bins (token-level deviations "
-               "there are invisible to it) | hash-bin check: bins, detectable TV | result |", "|---|---|---|---|---|"]
+        md += [
+            "## Large vocabularies: token-level vs binned detectability",
+            "",
+            "| case | position_1 detectable binned TV | p mass in pooled p-sorted bins (token-level deviations "
+            "there are invisible to it) | hash-bin check: bins, detectable TV | result |",
+            "|---|---|---|---|---|",
+        ]
         by = {(r.case, r.check): r for r in result.records}
         for r in hashed:
             first = by.get((r.case, "position_1"))
-            md.append(f"| {r.case} | {_fmt(first.result.detectable_tv if first else None)} | "
-                      f"{_fmt(r.result.details.get('pooled_mass_p_sorted_bins'))} | {r.result.details.get('hash_bins')}, "
-                      f"{_fmt(r.result.detectable_tv)} | {'PASS' if r.passed else 'FAIL'} |")
+            md.append(
+                f"| {r.case} | {_fmt(first.result.detectable_tv if first else None)} | "
+                f"{_fmt(r.result.details.get('pooled_mass_p_sorted_bins'))} | {r.result.details.get('hash_bins')}, "
+                f"{_fmt(r.result.detectable_tv)} | {'PASS' if r.passed else 'FAIL'} |"
+            )
         md.append("")
     reach_info = result.extra.get("adversarial_reach")
     if reach_info:
-        md += ["## Adversarial RNG reach", "", f"{reach_info['message']} (reached on {reach_info['cases_reached']} of "
-               f"{reach_info['cases']} cases; Generator methods called: {reach_info['generator_methods_called']}).", ""]
+        md += [
+            "## Adversarial RNG reach",
+            "",
+            f"{reach_info['message']} (reached on {reach_info['cases_reached']} of "
+            f"{reach_info['cases']} cases; Generator methods called: {reach_info['generator_methods_called']}).",
+            "",
+        ]
     return md
 
 
-def write_report(result: SuiteResult, out_dir: str | Path, cases: list[Case] | None = None,
-                 extra_notes: list[str] | None = None, impl_spec: str | None = None) -> dict:
+def write_report(
+    result: SuiteResult,
+    out_dir: str | Path,
+    cases: list[Case] | None = None,
+    extra_notes: list[str] | None = None,
+    impl_spec: str | None = None,
+) -> dict:
     """certificate.json (the core's versioned document), CERTIFICATE.md and the plots, into `out_dir`."""
     if cases is not None:
         names = {c.name for c in cases}

@@ -23,14 +23,25 @@ from .cases import GENERATED_WHY, ROW_KINDS, Case, generated_cases, generated_na
 SMALL_VOCABS = (2, 3, 4, 5, 8, 16, 64)
 LARGE_VOCABS = (32768, 50257)
 
-__all__ = ["ROW_KINDS", "SMALL_VOCABS", "LARGE_VOCABS", "build_case", "round_cases", "statistical_cases"]
+__all__ = [
+    "ROW_KINDS",
+    "SMALL_VOCABS",
+    "LARGE_VOCABS",
+    "build_case",
+    "round_cases",
+    "statistical_cases",
+]
 
 
 def build_case(V: int, k: int, kinds: list[str], seed: int, same_rows: bool = False) -> Case:
     """Deterministic case from drawn parameters (also usable without Hypothesis): the rows of recipe
     "generated" in `exactspec.conformance.rule.cases`."""
-    return Case(generated_name(k, V, kinds, seed, same_rows), *generated_rows(k, V, kinds, seed, same_rows),
-                GENERATED_WHY, ("generated",))
+    return Case(
+        generated_name(k, V, kinds, seed, same_rows),
+        *generated_rows(k, V, kinds, seed, same_rows),
+        GENERATED_WHY,
+        ("generated",),
+    )
 
 
 @st.composite

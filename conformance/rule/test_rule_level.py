@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import pytest
 
-#: pytest's default junit_family (xunit2) warns on record_property yet writes the properties; the
-#: warning would repeat once per test (set junit_family = legacy for schema-valid XML).
-pytestmark = pytest.mark.filterwarnings("ignore:record_property is incompatible:pytest.PytestWarning")
-
 from ..core.records import verdict_of
 from ..plugin import PASSING, certified, failures, record_verdict
 from .cases import load_cases
+
+#: pytest's default junit_family (xunit2) warns on record_property yet writes the properties; the
+#: warning would repeat once per test (set junit_family = legacy for schema-valid XML).
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:record_property is incompatible:pytest.PytestWarning"
+)
 
 LEVEL_UNDER_TEST = "rule"
 #: --exactspec-cases FILE: the rule level's cases are read from a case file (schema: case_data/cases.schema.json).
@@ -29,8 +31,11 @@ CASES_FROM_FILE = load_cases
 
 
 def _messages(records, categories):
-    return "\n".join(f"[{r.category}] {r.case}/{r.check}: {r.result.message}"
-                     for r in records if r.category in categories and not r.passed)
+    return "\n".join(
+        f"[{r.category}] {r.case}/{r.check}: {r.result.message}"
+        for r in records
+        if r.category in categories and not r.passed
+    )
 
 
 def _case_records(impl_spec, case, request, record_property):
@@ -60,10 +65,14 @@ def test_standard_rule(impl_spec, case, request, record_property):
     """The emitted tuple and tokens per round follow the standard rule's exact laws (acceptance)."""
     cert, records = _case_records(impl_spec, case, request, record_property)
     if _messages(records, ("contract", "invariant", "exactness")):
-        pytest.skip("not exact on this case (see test_exactness); the standard-rule comparison is moot")
+        pytest.skip(
+            "not exact on this case (see test_exactness); the standard-rule comparison is moot"
+        )
     bad = _messages(records, ("standard_rule",))
-    assert not bad, (f"{cert.impl_spec} is EXACT BUT NOT THE STANDARD RULE on case {case.name!r} (no deviation from "
-                     f"the target distribution found, but it accepts differently from Leviathan-Chen):\n{bad}")
+    assert not bad, (
+        f"{cert.impl_spec} is EXACT BUT NOT THE STANDARD RULE on case {case.name!r} (no deviation from "
+        f"the target distribution found, but it accepts differently from Leviathan-Chen):\n{bad}"
+    )
 
 
 @pytest.mark.exactspec_extras

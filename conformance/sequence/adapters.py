@@ -39,14 +39,18 @@ class GpuImplAdapter:
     then certifies that a data- and timing-dependent k leaves the law exact.
     """
 
-    def __init__(self, draft_kind: str = "model", mode: str = "standard", k_policy: str = "fixed") -> None:
+    def __init__(
+        self, draft_kind: str = "model", mode: str = "standard", k_policy: str = "fixed"
+    ) -> None:
         self.draft_kind, self.mode, self.k_policy = draft_kind, mode, k_policy
         self.name = "gpu_impl" if draft_kind == "model" else f"gpu_impl-{draft_kind}"
         if mode != "standard":
             self.name += f"-{mode}"
         if k_policy != "fixed":
             self.name += f"-{k_policy}"
-        self.description = f"gpu_impl.SpeculativeGenerator (draft={draft_kind}, mode={mode}, k policy={k_policy})"
+        self.description = (
+            f"gpu_impl.SpeculativeGenerator (draft={draft_kind}, mode={mode}, k policy={k_policy})"
+        )
         self._generators: dict[tuple, Any] = {}
 
     def _generator(self, target: Any, draft: Any, k: int, sampling: SamplingParams):
@@ -64,15 +68,23 @@ class GpuImplAdapter:
             source = PromptLookupDraft()
         elif self.draft_kind == "heads":
             # untrained heads (seed 0) on the target itself: exactness must not depend on how good the heads are
-            source = HeadsDraft(target, PredictionHeads(target.config.hidden_size, n_heads=3).to(target.dtype))
+            source = HeadsDraft(
+                target, PredictionHeads(target.config.hidden_size, n_heads=3).to(target.dtype)
+            )
         else:
             source = ModelDraft(draft)
-        return SpeculativeGenerator(target, source, k=k, sampling=sampling, mode=self.mode, adaptive_k=self.k_policy)
+        return SpeculativeGenerator(
+            target, source, k=k, sampling=sampling, mode=self.mode, adaptive_k=self.k_policy
+        )
 
     def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
-        return self.generate_batch(target, draft, [prompt_ids], max_new_tokens, k, sampling, seed)[0]
+        return self.generate_batch(target, draft, [prompt_ids], max_new_tokens, k, sampling, seed)[
+            0
+        ]
 
-    def generate_batch(self, target, draft, prompts, max_new_tokens, k, sampling, seed) -> list[list[int]]:
+    def generate_batch(
+        self, target, draft, prompts, max_new_tokens, k, sampling, seed
+    ) -> list[list[int]]:
         generator = self._generator(target, draft, k, sampling)
         ids = torch.tensor([list(p) for p in prompts], dtype=torch.long)
         result = generator.generate(ids, max_new_tokens, seed=seed, eos_token_id=eos_of(target))
@@ -88,7 +100,13 @@ def hf_sampling_kwargs(sampling: SamplingParams) -> dict:
     """SamplingParams -> transformers generate() keywords with the same warping (every warper explicit, so
     the model's generation_config defaults, e.g. top_k = 50, cannot leak in)."""
     if sampling.greedy:
-        return {"do_sample": False, "temperature": None, "top_k": None, "top_p": None, "min_p": None}
+        return {
+            "do_sample": False,
+            "temperature": None,
+            "top_k": None,
+            "top_p": None,
+            "min_p": None,
+        }
     return {
         "do_sample": True,
         "temperature": float(sampling.temperature),
@@ -102,7 +120,11 @@ def hf_sampling_kwargs(sampling: SamplingParams) -> dict:
 def _assistant_config(draft: Any, k: int):
     """Constant draft length k on the assistant's generation_config, restored afterwards."""
     config = draft.generation_config
-    names = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+    names = (
+        "num_assistant_tokens",
+        "num_assistant_tokens_schedule",
+        "assistant_confidence_threshold",
+    )
     saved = {n: getattr(config, n, None) for n in names}
     config.num_assistant_tokens = k
     config.num_assistant_tokens_schedule = "constant"
@@ -125,47 +147,61 @@ class _HFBase:
             max_new_tokens=max_new_tokens,
             min_new_tokens=0,
             eos_token_id=eos,
-            pad_token_id=target.generation_config.pad_token_id if target.generation_config.pad_token_id is not None else 0,
+            pad_token_id=target.generation_config.pad_token_id
+            if target.generation_config.pad_token_id is not None
+            else 0,
             repetition_penalty=None,
             **hf_sampling_kwargs(sampling),
             **extra,
         )
-        return [int(t) for t in out[0, ids.shape[1]:].tolist()]
+        return [int(t) for t in out[0, ids.shape[1] :].tolist()]
 
 
 class HFAssistedAdapter(_HFBase):
     """transformers ``generate(assistant_model=draft, do_sample=True, ...)`` (speculative sampling, batch 1)."""
 
     name = "transformers-assisted"
-    notes = ("Rule (read from transformers.generation.utils._speculative_sampling): the standard rule -- accept "
-             "x_i iff r_i <= p_i(x_i)/q_i(x_i) with p, q the softmax of the *processed* (warped) target and "
-             "assistant scores; at the first rejection sample norm(max(0, p - q)); all accepted: bonus from p_k. "
-             "The assistant samples with the same logits processors (do_sample copied from the main config).")
+    notes = (
+        "Rule (read from transformers.generation.utils._speculative_sampling): the standard rule -- accept "
+        "x_i iff r_i <= p_i(x_i)/q_i(x_i) with p, q the softmax of the *processed* (warped) target and "
+        "assistant scores; at the first rejection sample norm(max(0, p - q)); all accepted: bonus from p_k. "
+        "The assistant samples with the same logits processors (do_sample copied from the main config)."
+    )
 
     def __init__(self) -> None:
-        self.description = f"transformers {transformers.__version__} generate(assistant_model=draft), constant k"
+        self.description = (
+            f"transformers {transformers.__version__} generate(assistant_model=draft), constant k"
+        )
 
     def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
         with _assistant_config(draft, k):
-            return self._run(target, prompt_ids, max_new_tokens, sampling, seed, assistant_model=draft)
+            return self._run(
+                target, prompt_ids, max_new_tokens, sampling, seed, assistant_model=draft
+            )
 
 
 class HFPromptLookupAdapter(_HFBase):
     """transformers ``generate(prompt_lookup_num_tokens=k, do_sample=True, ...)`` (draft model unused)."""
 
     name = "transformers-prompt-lookup"
-    notes = ("Rule (read from transformers.generation.utils._assisted_decoding): PromptLookupCandidateGenerator "
-             "returns no candidate logits, so with do_sample=True the 'Case 2' branch runs: one token y_i ~ p_i "
-             "(torch.multinomial on the processed target rows) is drawn at every candidate position and the "
-             "candidates are kept while x_i == y_i; the first y_i that differs (or y_{k+1}) is emitted. That is "
-             "the sampler-match rule (reference.verify_sampler_match): exact, acceptance sum_x p(x) q(x) with q "
-             "a point mass at the looked-up token, i.e. acceptance p(x_i) per draft.")
+    notes = (
+        "Rule (read from transformers.generation.utils._assisted_decoding): PromptLookupCandidateGenerator "
+        "returns no candidate logits, so with do_sample=True the 'Case 2' branch runs: one token y_i ~ p_i "
+        "(torch.multinomial on the processed target rows) is drawn at every candidate position and the "
+        "candidates are kept while x_i == y_i; the first y_i that differs (or y_{k+1}) is emitted. That is "
+        "the sampler-match rule (reference.verify_sampler_match): exact, acceptance sum_x p(x) q(x) with q "
+        "a point mass at the looked-up token, i.e. acceptance p(x_i) per draft."
+    )
 
     def __init__(self) -> None:
-        self.description = f"transformers {transformers.__version__} generate(prompt_lookup_num_tokens=k)"
+        self.description = (
+            f"transformers {transformers.__version__} generate(prompt_lookup_num_tokens=k)"
+        )
 
     def generate(self, target, draft, prompt_ids, max_new_tokens, k, sampling, seed) -> list[int]:
-        return self._run(target, prompt_ids, max_new_tokens, sampling, seed, prompt_lookup_num_tokens=k)
+        return self._run(
+            target, prompt_ids, max_new_tokens, sampling, seed, prompt_lookup_num_tokens=k
+        )
 
 
 class HFPlainAdapter(_HFBase):
@@ -205,7 +241,9 @@ def load_adapter(spec: Any) -> Any:
     if spec is None:
         return None
     loaded = load_any_adapter(spec, builtins=BUILTIN)
-    return loaded.adapter if loaded.level == "sequence" else None  # the level an object offers first (`loader`)
+    return (
+        loaded.adapter if loaded.level == "sequence" else None
+    )  # the level an object offers first (`loader`)
 
 
 def adapter_name(adapter: Any) -> str:

@@ -44,8 +44,16 @@ def draw(run: Any, prompt: Sequence[int], k: int, n: int) -> tuple[list[list[int
     samples, seeds = [], []
     for j in range(-(-n // rows)):
         take = min(rows, n - j * rows)
-        out = call_implementation(run.adapter.generate_batch, run.target, run.draft, [list(prompt)] * take,
-                                  case.max_new_tokens, k, case.sampling, run.base + j * rows)
+        out = call_implementation(
+            run.adapter.generate_batch,
+            run.target,
+            run.draft,
+            [list(prompt)] * take,
+            case.max_new_tokens,
+            k,
+            case.sampling,
+            run.base + j * rows,
+        )
         if len(out) != take:
             raise ValueError(f"generate_batch returned {len(out)} rows for {take} prompts")
         samples += [_as_ids(o) for o in out]
@@ -71,10 +79,20 @@ def draw_rows(run: Any, n: int) -> tuple[list[list[list[int]]], list[int]]:
     for j in range(-(-n // copies)):
         take = min(copies, n - j * copies)
         seed = run.base + j * copies * case.batch if copies > 1 else run.base + j
-        out = call_implementation(run.adapter.generate_batch, run.target, run.draft, prompts * take,
-                                  case.max_new_tokens, case.k, case.sampling, seed)
+        out = call_implementation(
+            run.adapter.generate_batch,
+            run.target,
+            run.draft,
+            prompts * take,
+            case.max_new_tokens,
+            case.k,
+            case.sampling,
+            seed,
+        )
         if len(out) != take * case.batch:
-            raise ValueError(f"generate_batch returned {len(out)} rows for {take * case.batch} prompts")
+            raise ValueError(
+                f"generate_batch returned {len(out)} rows for {take * case.batch} prompts"
+            )
         for i, o in enumerate(out):
             rows[i % case.batch].append(_as_ids(o))
         seeds += [seed] * take

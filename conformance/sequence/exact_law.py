@@ -58,7 +58,9 @@ class SequenceLaw:
         return np.concatenate([self.probs, [0.0]])
 
 
-def sequence_law(target: Any, prompt: Sequence[int], max_new_tokens: int, sampling: SamplingParams) -> SequenceLaw:
+def sequence_law(
+    target: Any, prompt: Sequence[int], max_new_tokens: int, sampling: SamplingParams
+) -> SequenceLaw:
     """Enumerate the exact law of the new tokens (stopping at max_new_tokens or after the target's EOS)."""
     vocab = int(target.config.vocab_size)
     eos = eos_of(target)
@@ -69,7 +71,9 @@ def sequence_law(target: Any, prompt: Sequence[int], max_new_tokens: int, sampli
         if not live:
             break
         if len(live) * vocab > MAX_OUTCOMES:
-            raise ValueError(f"law too large to enumerate ({len(live) * vocab} outcomes): use the PIT level")
+            raise ValueError(
+                f"law too large to enumerate ({len(live) * vocab} outcomes): use the PIT level"
+            )
         rows = sampling.warp(last_logits(target, [prompt + g for g, _ in live]))
         nxt: list[tuple[tuple[int, ...], float]] = []
         for (g, w), row in zip(live, rows):

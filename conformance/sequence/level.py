@@ -52,7 +52,9 @@ class SequenceLevel(Level):
     def offers(self, obj: Any) -> bool:
         return callable(getattr(obj, "generate", None))
 
-    def select_cases(self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None) -> list[Case]:
+    def select_cases(
+        self, profile: Profile, impl: Any = None, names: Sequence[str] | None = None
+    ) -> list[Case]:
         """Every case (quick: those marked in_quick); `names` may also name the real-model cases."""
         if names is None:
             return [c for c in CASES if profile.name != "quick" or c.in_quick]
@@ -60,7 +62,11 @@ class SequenceLevel(Level):
 
     def fixed_n(self, case: Case, profile: Profile) -> int | None:
         if case.level == "pit":
-            return profile.sequence.real_sequences if case.models == "real" else profile.sequence.pit_sequences
+            return (
+                profile.sequence.real_sequences
+                if case.models == "real"
+                else profile.sequence.pit_sequences
+            )
         return None
 
     def max_n(self, profile: Profile) -> int | None:
@@ -71,31 +77,47 @@ class SequenceLevel(Level):
 
         adapter = load_adapter(spec)
         if adapter is None:
-            raise AdapterLoadError(f"--impl {spec}: offers no generate(target, draft, prompt_ids, max_new_tokens, k, "
-                                   "sampling, seed): not a generation-level adapter")
+            raise AdapterLoadError(
+                f"--impl {spec}: offers no generate(target, draft, prompt_ids, max_new_tokens, k, "
+                "sampling, seed): not a generation-level adapter"
+            )
         return adapter
 
     def harness(self, impl: Any, name: str) -> Generator:
         return impl if isinstance(impl, Generator) else Generator(impl, name)
 
-    def sample(self, subject: Generator, case: Case, profile: Profile, plan: dict) -> tuple[Any, list[CheckRecord]]:
+    def sample(
+        self, subject: Generator, case: Case, profile: Profile, plan: dict
+    ) -> tuple[Any, list[CheckRecord]]:
         """The case's samples and hard records; output our code cannot even read is a contract violation."""
-        from .run import run_case  # torch: the declaration is read without it (the loader asks every level)
+        from .run import (
+            run_case,
+        )  # torch: the declaration is read without it (the loader asks every level)
 
         try:
             run, hard = run_case(subject, case, profile, plan.get("n", 0))
         except ExactspecError:
             raise
         except Exception as error:  # noqa: BLE001 - e.g. an output of the wrong type: the case cannot be judged
-            raise ContractViolation(f"the case could not run on this adapter's output: {type(error).__name__}: "
-                                    f"{error}\n{traceback.format_exc(limit=6)[-3000:]}") from error
+            raise ContractViolation(
+                f"the case could not run on this adapter's output: {type(error).__name__}: "
+                f"{error}\n{traceback.format_exc(limit=6)[-3000:]}"
+            ) from error
         return run, hard
 
     def case_entry(self, case: Case, sample: Any, records: list[CheckRecord]) -> dict:
-        return {"name": case.name, "case": case.name, "level": case.level, "what": case.what,
-                "params": case.params(), "status": "ok", **(sample.info if sample is not None else {}),
-                "evidence": sample.evidence if sample is not None else {},
-                "checks": [r.to_dict() for r in records], "passed": all(r.passed for r in records)}
+        return {
+            "name": case.name,
+            "case": case.name,
+            "level": case.level,
+            "what": case.what,
+            "params": case.params(),
+            "status": "ok",
+            **(sample.info if sample is not None else {}),
+            "evidence": sample.evidence if sample is not None else {},
+            "checks": [r.to_dict() for r in records],
+            "passed": all(r.passed for r in records),
+        }
 
     def about(self, impl: Any) -> tuple[list[str], dict]:
         adapter = impl.adapter if isinstance(impl, Generator) else impl
@@ -118,25 +140,40 @@ class SequenceLevel(Level):
         for entry in result.cases:
             if entry.get("status") == "unsupported":
                 entry["passed"] = None
-        result.extra.update({"suite_version": SUITE_VERSION, "real_model": any(c.models == "real" for c in cases),
-                             "rows_per_call": result.profile.sequence.rows_per_call,
-                             "pit_rows_per_call": result.profile.sequence.rows_for("pit"),
-                             "failed_cases": [c["name"] for c in result.cases if c.get("passed") is False],
-                             "unsupported_cases": [c["name"] for c in result.cases if c["status"] == "unsupported"]})
+        result.extra.update(
+            {
+                "suite_version": SUITE_VERSION,
+                "real_model": any(c.models == "real" for c in cases),
+                "rows_per_call": result.profile.sequence.rows_per_call,
+                "pit_rows_per_call": result.profile.sequence.rows_for("pit"),
+                "failed_cases": [c["name"] for c in result.cases if c.get("passed") is False],
+                "unsupported_cases": [
+                    c["name"] for c in result.cases if c["status"] == "unsupported"
+                ],
+            }
+        )
 
     def summary(self, result: SuiteResult) -> str:
         failed = result.extra.get("failed_cases") or []
-        return (f"exactspec certify (sequence level): {result.impl} [profile {result.profile.name}] -> {result.verdict}"
-                f" -- {len(result.records)} checks on {len(result.cases)} cases, {result.seconds:.1f} s"
-                + (f"; failed cases: {', '.join(failed)}" if failed else ""))
+        return (
+            f"exactspec certify (sequence level): {result.impl} [profile {result.profile.name}] -> {result.verdict}"
+            f" -- {len(result.records)} checks on {len(result.cases)} cases, {result.seconds:.1f} s"
+            + (f"; failed cases: {', '.join(failed)}" if failed else "")
+        )
 
-    def write_report(self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
+    def write_report(
+        self, result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None
+    ) -> dict:
         return write_report(result, out_dir, impl_spec)
 
     def first_token_failure(self, record: CheckRecord) -> bool:
         """Contract failures fail any test; greedy and zero-probability failures at position 0; position-0 laws."""
         details = record.result.details or {}
-        if record.category == "contract" or record.check == "structure" or record.check.startswith("position_0_"):
+        if (
+            record.category == "contract"
+            or record.check == "structure"
+            or record.check.startswith("position_0_")
+        ):
             return True
         if record.check == "greedy_equality":
             return any(m.get("first_difference_at") == 0 for m in details.get("mismatches", []))

@@ -52,7 +52,9 @@ def eos_of(model: Any) -> int | None:
 
 
 def _tiny(vocab: int, hidden: int, layers: int, seed: int, head_scale: float) -> Any:
-    model = tiny_llama(vocab_size=vocab, hidden_size=hidden, n_layers=layers, seed=seed, n_heads=2, n_kv_heads=1)
+    model = tiny_llama(
+        vocab_size=vocab, hidden_size=hidden, n_layers=layers, seed=seed, n_heads=2, n_kv_heads=1
+    )
     with torch.no_grad():
         model.lm_head.weight.mul_(head_scale)
     return set_eos(model, None)
@@ -67,11 +69,15 @@ def _tiny_pair_cached(vocab: int, seed: int, noise: float = 0.06) -> tuple[Any, 
     generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for param in draft.parameters():
-            param.add_(3 * noise * param.abs().mean() * torch.randn(param.shape, generator=generator))
+            param.add_(
+                3 * noise * param.abs().mean() * torch.randn(param.shape, generator=generator)
+            )
     return target, draft
 
 
-def tiny_pair(vocab: int = TINY_VOCAB, seed: int = 14, eos_token_id: int | None = None) -> tuple[Any, Any]:
+def tiny_pair(
+    vocab: int = TINY_VOCAB, seed: int = 14, eos_token_id: int | None = None
+) -> tuple[Any, Any]:
     """(target, draft) tiny random Llamas (V = `vocab`), EOS set as asked; shallow copies share the weights."""
     target, draft = _tiny_pair_cached(vocab, seed)
     target, draft = copy.copy(target), copy.copy(draft)
@@ -82,7 +88,9 @@ def tiny_pair(vocab: int = TINY_VOCAB, seed: int = 14, eos_token_id: int | None 
     return set_eos(target, eos_token_id), set_eos(draft, eos_token_id)
 
 
-def pit_pair(vocab: int = PIT_VOCAB, seed: int = 14, eos_token_id: int | None = None) -> tuple[Any, Any]:
+def pit_pair(
+    vocab: int = PIT_VOCAB, seed: int = 14, eos_token_id: int | None = None
+) -> tuple[Any, Any]:
     """(target, draft) random Llamas with a wider vocabulary, for the PIT level."""
     return tiny_pair(vocab, seed, eos_token_id)
 
@@ -96,7 +104,9 @@ def real_pair(draft_layers: int = 6, dtype: str = "float32") -> tuple[Any, Any, 
     Raises ``gpu_impl.models.ModelNotAvailableError`` when the model package is not installed.
     """
     if dtype not in _REAL:
-        from ...gpu_impl.drafts.early_exit import truncated_model  # transformers: only the real-model cases need it
+        from ...gpu_impl.drafts.early_exit import (
+            truncated_model,
+        )  # transformers: only the real-model cases need it
 
         target, tokenizer = load_default_model(dtype=dtype)
         _REAL[dtype] = (target, truncated_model(target, draft_layers), tokenizer)
@@ -112,7 +122,9 @@ def last_logits(model: Any, prefixes: Sequence[Sequence[int]]) -> np.ndarray:
 
 
 @torch.no_grad()
-def target_rows(target: Any, prompt: Sequence[int], generated: Sequence[int], sampling: SamplingParams) -> np.ndarray:
+def target_rows(
+    target: Any, prompt: Sequence[int], generated: Sequence[int], sampling: SamplingParams
+) -> np.ndarray:
     """Warped target distributions (len(generated), V) for each generated position, by teacher forcing."""
     if len(generated) == 0:
         return np.zeros((0, int(target.config.vocab_size)))
@@ -123,8 +135,9 @@ SCORE_LOGITS = 1 << 22  # logits held per teacher-forced forward (16 MB of float
 
 
 @torch.no_grad()
-def target_rows_many(target: Any, prompt: Sequence[int], samples: Sequence[Sequence[int]],
-                     sampling: SamplingParams) -> Iterator[tuple[int, np.ndarray]]:
+def target_rows_many(
+    target: Any, prompt: Sequence[int], samples: Sequence[Sequence[int]], sampling: SamplingParams
+) -> Iterator[tuple[int, np.ndarray]]:
     """(i, `target_rows` of samples[i]) for every non-empty sample, by one forward per group of equal-length
     samples (as many as SCORE_LOGITS allows) instead of one per sample: the same prompt and no padding, so
     each row of a group is computed from exactly the positions a lone forward would see. Order: by length."""
@@ -137,7 +150,9 @@ def target_rows_many(target: Any, prompt: Sequence[int], samples: Sequence[Seque
         size = max(1, SCORE_LOGITS // ((len(prompt) + length) * vocab))
         for lo in range(0, len(members), size):
             group = members[lo : lo + size]
-            ids = torch.tensor([list(prompt) + list(samples[i][:-1]) for i in group], dtype=torch.long)
+            ids = torch.tensor(
+                [list(prompt) + list(samples[i][:-1]) for i in group], dtype=torch.long
+            )
             logits = target(input_ids=ids).logits[:, len(prompt) - 1 :, :].double().numpy()
             for i, rows in zip(group, logits):
                 yield i, sampling.warp(rows)

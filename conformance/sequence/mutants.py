@@ -26,8 +26,12 @@ from ...reference.warping import SamplingParams, warp_probs
 
 
 def _with(sampling: SamplingParams, **changes) -> SamplingParams:
-    values: dict[str, Any] = {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
-                              "min_p": sampling.min_p}
+    values: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_k": sampling.top_k,
+        "top_p": sampling.top_p,
+        "min_p": sampling.min_p,
+    }
     values.update(changes)
     return SamplingParams(**values)
 
@@ -62,7 +66,11 @@ class TopKDraftOnly(ReferenceLoop):
     name = "mutant-top-k-draft-only"
 
     def target_dists(self, logits, sampling):
-        return _with(sampling, top_k=None).warp(logits) if not sampling.greedy else sampling.warp(logits)
+        return (
+            _with(sampling, top_k=None).warp(logits)
+            if not sampling.greedy
+            else sampling.warp(logits)
+        )
 
 
 class QFromRawLogits(ReferenceLoop):
@@ -101,7 +109,9 @@ class KvNotRolledBack(ReferenceLoop):
 
     def next_target_context(self, row: _Row, drafts, emitted):
         n_accepted = len(emitted) - 1
-        if n_accepted < len(drafts):  # a rejection: the stale entry of the rejected draft stays in the cache
+        if n_accepted < len(
+            drafts
+        ):  # a rejection: the stale entry of the rejected draft stays in the cache
             return row.target_context + list(drafts[: n_accepted + 1]) + [int(emitted[-1])]
         return row.target_context + list(emitted)
 
@@ -114,7 +124,12 @@ class BatchRowsSwapped(ReferenceLoop):
     name = "mutant-batch-rows-swapped"
 
     def settle_batch(self, emitted):
-        if len(emitted) >= 2 and emitted[0] is not None and emitted[1] is not None and len(emitted[0]) != len(emitted[1]):
+        if (
+            len(emitted) >= 2
+            and emitted[0] is not None
+            and emitted[1] is not None
+            and len(emitted[0]) != len(emitted[1])
+        ):
             emitted = [emitted[1], emitted[0]] + list(emitted[2:])
         return emitted
 
@@ -201,4 +216,5 @@ BENIGN = [BonusDropped]
 ZOO: tuple[MutantSpec, ...] = zoo(
     [mutant(m.name, m.__doc__, m) for m in MUTANTS]
     + [valid_variant(ReferenceLoop.name, "Valid: " + (ReferenceLoop.__doc__ or ""), ReferenceLoop)]
-    + [valid_variant(b.name, b.__doc__, b) for b in BENIGN])
+    + [valid_variant(b.name, b.__doc__, b) for b in BENIGN]
+)

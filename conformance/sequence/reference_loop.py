@@ -49,7 +49,9 @@ class _Memo:
             found = [h for h in hits if h is not None]
             if len(found) == len(hits):
                 return np.stack(found)
-        logits = model(input_ids=torch.tensor([sequence], dtype=torch.long)).logits[0].double().numpy()
+        logits = (
+            model(input_ids=torch.tensor([sequence], dtype=torch.long)).logits[0].double().numpy()
+        )
         out = logits[first - 1 :]
         if table is not None and len(table) < MEMO_MAX_ROWS:
             for j in range(1, len(sequence) + 1):
@@ -83,7 +85,9 @@ class ReferenceLoop:
         self.memoize = memoize
 
     # ---- overridable steps ------------------------------------------------------------------------
-    def draft_dists(self, logits: np.ndarray, sampling: SamplingParams) -> tuple[np.ndarray, np.ndarray]:
+    def draft_dists(
+        self, logits: np.ndarray, sampling: SamplingParams
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(distribution the draft token is sampled from, q used in the ratio) for one draft row."""
         q = sampling.warp(logits)
         return q, q
@@ -92,7 +96,9 @@ class ReferenceLoop:
         """Target rows p (k + 1, V) used by the rule."""
         return sampling.warp(logits)
 
-    def settle(self, p: np.ndarray, q: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> list[int]:
+    def settle(
+        self, p: np.ndarray, q: np.ndarray, x: np.ndarray, rng: np.random.Generator
+    ) -> list[int]:
         """One round of the rule: the emitted tokens (1 .. k + 1)."""
         return verify(p, q, x, rng)
 
@@ -112,12 +118,16 @@ class ReferenceLoop:
     def _memo(self, model: Any) -> bool:
         return self.memoize and int(model.config.vocab_size) <= MEMO_MAX_VOCAB
 
-    def _propose(self, row: _Row, draft: Any, k: int, sampling: SamplingParams, rng: np.random.Generator):
+    def _propose(
+        self, row: _Row, draft: Any, k: int, sampling: SamplingParams, rng: np.random.Generator
+    ):
         context = row.prompt + row.out
         drafts: list[int] = []
         qs = []
         for _ in range(k):
-            logits = _MEMO.rows(draft, context + drafts, len(context + drafts), self._memo(draft))[0]
+            logits = _MEMO.rows(draft, context + drafts, len(context + drafts), self._memo(draft))[
+                0
+            ]
             sample_from, q = self.draft_dists(logits, sampling)
             drafts.append(sample_token(sample_from, rng))
             qs.append(q)
@@ -127,12 +137,16 @@ class ReferenceLoop:
         rng = self.round_rng(row)
         drafts, q = self._propose(row, draft, k, sampling, rng)
         tctx = row.target_context
-        p = self.target_dists(_MEMO.rows(target, tctx + drafts, len(tctx), self._memo(target)), sampling)
+        p = self.target_dists(
+            _MEMO.rows(target, tctx + drafts, len(tctx), self._memo(target)), sampling
+        )
         emitted = self.settle(p, q, np.asarray(drafts), rng)
         row.round += 1
         return emitted, drafts
 
-    def _apply(self, row: _Row, emitted: list[int], drafts: list[int], max_new_tokens: int, eos: int | None) -> None:
+    def _apply(
+        self, row: _Row, emitted: list[int], drafts: list[int], max_new_tokens: int, eos: int | None
+    ) -> None:
         for token in emitted:
             row.out.append(int(token))
             if len(row.out) >= max_new_tokens or (eos is not None and int(token) == eos):
@@ -140,8 +154,16 @@ class ReferenceLoop:
                 break
         row.target_context = self.next_target_context(row, drafts, emitted)
 
-    def generate(self, target: Any, draft: Any, prompt_ids: Sequence[int], max_new_tokens: int, k: int,
-                 sampling: SamplingParams, seed: int) -> list[int]:
+    def generate(
+        self,
+        target: Any,
+        draft: Any,
+        prompt_ids: Sequence[int],
+        max_new_tokens: int,
+        k: int,
+        sampling: SamplingParams,
+        seed: int,
+    ) -> list[int]:
         row = _Row(prompt_ids, seed)
         eos = eos_of(target)
         while not row.done and len(row.out) < max_new_tokens:
@@ -149,15 +171,27 @@ class ReferenceLoop:
             self._apply(row, emitted, drafts, max_new_tokens, eos)
         return row.out
 
-    def generate_batch(self, target: Any, draft: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int, k: int,
-                       sampling: SamplingParams, seed: int) -> list[list[int]]:
+    def generate_batch(
+        self,
+        target: Any,
+        draft: Any,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        k: int,
+        sampling: SamplingParams,
+        seed: int,
+    ) -> list[list[int]]:
         """Rows in lock step, row i with its own generator (seed spawned from `seed`)."""
         children = np.random.SeedSequence(seed).spawn(len(prompts))
         rows = [_Row(p, c) for p, c in zip(prompts, children)]
         eos = eos_of(target)
         while not all(r.done or len(r.out) >= max_new_tokens for r in rows):
-            results = [None if (r.done or len(r.out) >= max_new_tokens) else self._round(r, target, draft, k, sampling)
-                       for r in rows]
+            results = [
+                None
+                if (r.done or len(r.out) >= max_new_tokens)
+                else self._round(r, target, draft, k, sampling)
+                for r in rows
+            ]
             emitted = self.settle_batch([None if res is None else list(res[0]) for res in results])
             for r, res, em in zip(rows, results, emitted):
                 if res is not None:

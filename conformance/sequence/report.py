@@ -50,19 +50,34 @@ def _evidence_lines(c: dict) -> list[str]:
     """Markdown of why one case failed: failed checks, largest deviations, PIT deciles, or the traceback."""
     lines = [f"### `{c['case']}` ({c['what']})", ""]
     if c["status"] == "error":
-        return lines + [f"The run stopped: `{c['reason']}`.", "", "```", c.get("traceback", "").strip(), "```", ""]
+        return lines + [
+            f"The run stopped: `{c['reason']}`.",
+            "",
+            "```",
+            c.get("traceback", "").strip(),
+            "```",
+            "",
+        ]
     lines += [f"- {x['message']}" for x in c["checks"] if not x["passed"]]
     for key, ev in c.get("evidence", {}).items():
         if key.startswith("sequence") or key.startswith("position"):
             tv = ev.get("empirical_tv_to_exact_law", ev.get("empirical_tv_to_exact_marginal"))
-            lines.append(f"- `{key}`: empirical TV to the exact law {_fmt(tv)}; largest deviations:")
+            lines.append(
+                f"- `{key}`: empirical TV to the exact law {_fmt(tv)}; largest deviations:"
+            )
             for d in ev.get("top_deviations", []):
-                lines.append(f"    - `{d['outcome']}`: observed {d['observed']}, expected {d['expected']}, z = {d['z']}")
+                lines.append(
+                    f"    - `{d['outcome']}`: observed {d['observed']}, expected {d['expected']}, z = {d['z']}"
+                )
             if ev.get("n_impossible"):
-                lines.append(f"    - {ev['n_impossible']} impossible outputs, e.g. {ev['impossible_outputs'][:3]}")
+                lines.append(
+                    f"    - {ev['n_impossible']} impossible outputs, e.g. {ev['impossible_outputs'][:3]}"
+                )
         elif key.startswith("pit_"):
-            lines.append(f"- `{key}`: KS D = {_fmt(ev['ks_D'])}, PIT decile counts {ev['decile_counts']} "
-                         f"(expected {ev['expected_per_decile']:.1f} each), mean {ev['mean']:.3f} (exact 0.5)")
+            lines.append(
+                f"- `{key}`: KS D = {_fmt(ev['ks_D'])}, PIT decile counts {ev['decile_counts']} "
+                f"(expected {ev['expected_per_decile']:.1f} each), mean {ev['mean']:.3f} (exact 0.5)"
+            )
     return lines + [""]
 
 
@@ -101,18 +116,29 @@ def to_markdown(report: dict) -> str:
     for c in report["cases"]:
         checks = c.get("checks", [])
         ok = sum(1 for x in checks if x["passed"])
-        verdict = {"ok": "PASS" if c.get("passed") else "**FAIL**", "unsupported": "unsupported",
-                   "error": "**ERROR**"}[c["status"]]
+        verdict = {
+            "ok": "PASS" if c.get("passed") else "**FAIL**",
+            "unsupported": "unsupported",
+            "error": "**ERROR**",
+        }[c["status"]]
         p = c["params"]
-        lines.append(f"| `{c['case']}` | {c['level']} | {_sampling(p)} | {p['k']} | {p['max_new_tokens']} | "
-                     f"{c.get('n', '-')} | {ok}/{len(checks)} | {verdict} |")
-    lines += ["", "## Checks", "",
-              "| case | check | n | false-fail rate | statistic | p-value | detects | result |",
-              "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| `{c['case']}` | {c['level']} | {_sampling(p)} | {p['k']} | {p['max_new_tokens']} | "
+            f"{c.get('n', '-')} | {ok}/{len(checks)} | {verdict} |"
+        )
+    lines += [
+        "",
+        "## Checks",
+        "",
+        "| case | check | n | false-fail rate | statistic | p-value | detects | result |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for c in report["cases"]:
         for x in c.get("checks", []):
-            lines.append(f"| `{c['case']}` | {x['name']} | {x['n']} | {_fmt(x['false_fail_rate'])} | {_fmt(x['statistic'], 4)} | "
-                         f"{_fmt(x['p_value'])} | {_detectable(x)} | {'pass' if x['passed'] else '**FAIL**'} |")
+            lines.append(
+                f"| `{c['case']}` | {x['name']} | {x['n']} | {_fmt(x['false_fail_rate'])} | {_fmt(x['statistic'], 4)} | "
+                f"{_fmt(x['p_value'])} | {_detectable(x)} | {'pass' if x['passed'] else '**FAIL**'} |"
+            )
     bad = [c for c in report["cases"] if c.get("passed") is False]
     if bad:
         lines += ["", "## Evidence for the failures", ""]
@@ -122,14 +148,21 @@ def to_markdown(report: dict) -> str:
     if unsup:
         lines += ["", "## Not run (unsupported by the adapter)", ""]
         lines += [f"- `{c['case']}`: {c['reason']}" for c in unsup]
-    lines += ["", "---", "Produced by `exactspec certify --level sequence` (`exactspec.conformance.certify`); "
-              "certificate.json beside this file holds every number.", ""]
+    lines += [
+        "",
+        "---",
+        "Produced by `exactspec certify --level sequence` (`exactspec.conformance.certify`); "
+        "certificate.json beside this file holds every number.",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def write_report(result: SuiteResult, out_dir: str | Path, impl_spec: str | None = None) -> dict:
     """certificate.json (the core's document) and CERTIFICATE.md of a sequence-level result, into `out_dir`."""
-    return core_report.write_report(result, out_dir, lambda _result, doc, _plots: to_markdown(doc), None, impl_spec)
+    return core_report.write_report(
+        result, out_dir, lambda _result, doc, _plots: to_markdown(doc), None, impl_spec
+    )
 
 
 def render(json_path: str | Path) -> Path:
@@ -143,19 +176,25 @@ def render(json_path: str | Path) -> Path:
 def write_index(out_dir: str | Path) -> Path:
     """docs index: one line per sequence-level certificate (DIR/*/certificate.json) in `out_dir`."""
     out = Path(out_dir)
-    lines = ["# Sequence-level certificates", "",
-             "Generated by `conformance.sequence.report.write_index` from the certificates in this folder.", "",
-             "| implementation | profile | real model | verdict | cases passed | failed cases | report |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Sequence-level certificates",
+        "",
+        "Generated by `conformance.sequence.report.write_index` from the certificates in this folder.",
+        "",
+        "| implementation | profile | real model | verdict | cases passed | failed cases | report |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for path in sorted(out.glob(f"*/{core_report.JSON_NAME}")):
         report = read_certificate(path)
         if report.get("level") != "sequence":
             continue
         ok = sum(1 for c in report["cases"] if c.get("passed"))
         link = f"{path.parent.name}/{core_report.MARKDOWN_NAME}"
-        lines.append(f"| `{report['impl']}` | {report['profile']['name']} | {'yes' if report.get('real_model') else 'no'} | "
-                     f"**{report['verdict']}** | {ok}/{len(report['cases'])} | {report['failed_cases'] or '-'} | "
-                     f"[{link}]({link}) |")
+        lines.append(
+            f"| `{report['impl']}` | {report['profile']['name']} | {'yes' if report.get('real_model') else 'no'} | "
+            f"**{report['verdict']}** | {ok}/{len(report['cases'])} | {report['failed_cases'] or '-'} | "
+            f"[{link}]({link}) |"
+        )
     if (out / "mutant-kill-table.md").exists():
         lines += ["", "Mutant kill table: [mutant-kill-table.md](mutant-kill-table.md)."]
     index = out / "README.md"

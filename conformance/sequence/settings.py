@@ -21,7 +21,9 @@ class SequenceSettings(Settings):
     pit_sequences: int  # PIT cases (tiny pair): sequences per case
     real_sequences: int  # PIT cases (real model): sequences per case
     greedy_prompts: int  # greedy cases: prompts used (cycled)
-    rows_per_call: int = 1  # rows per generate_batch call where offered (1: one generate call per sample)
+    rows_per_call: int = (
+        1  # rows per generate_batch call where offered (1: one generate call per sample)
+    )
     pit_rows_per_call: int | None = None  # the same for the PIT cases (None: rows_per_call)
 
     def rows_for(self, case_level: str) -> int:
@@ -35,15 +37,39 @@ class SequenceSettings(Settings):
         return max(20.0, n / self.max_bins)
 
     def describe(self) -> str:
-        return (f"total false-fail <= {self.total_false_fail:g}, detects binned TV >= {self.target_tv:g} on the "
-                f"sequence law")
+        return (
+            f"total false-fail <= {self.total_false_fail:g}, detects binned TV >= {self.target_tv:g} on the "
+            f"sequence law"
+        )
 
 
 PROFILE_SETTINGS: dict[str, SequenceSettings] = {
-    "quick": SequenceSettings(total_false_fail=1e-3, target_tv=0.15, max_bins=16, pit_sequences=150, real_sequences=20,
-                              greedy_prompts=2, rows_per_call=32, pit_rows_per_call=1),
-    "standard": SequenceSettings(total_false_fail=1e-4, target_tv=0.06, max_bins=24, pit_sequences=500,
-                                 real_sequences=60, greedy_prompts=4, rows_per_call=32),
-    "full": SequenceSettings(total_false_fail=1e-5, target_tv=0.03, max_bins=40, pit_sequences=3000,
-                             real_sequences=200, greedy_prompts=8, rows_per_call=64),
+    "quick": SequenceSettings(
+        total_false_fail=1e-3,
+        target_tv=0.15,
+        max_bins=16,
+        pit_sequences=150,
+        real_sequences=20,
+        greedy_prompts=2,
+        rows_per_call=32,
+        pit_rows_per_call=1,
+    ),
+    "standard": SequenceSettings(
+        total_false_fail=1e-4,
+        target_tv=0.06,
+        max_bins=24,
+        pit_sequences=500,
+        real_sequences=60,
+        greedy_prompts=4,
+        rows_per_call=32,
+    ),
+    "full": SequenceSettings(
+        total_false_fail=1e-5,
+        target_tv=0.03,
+        max_bins=40,
+        pit_sequences=3000,
+        real_sequences=200,
+        greedy_prompts=8,
+        rows_per_call=64,
+    ),
 }

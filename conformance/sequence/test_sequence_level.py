@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch", reason="the sequence level runs real models: pip install 'exactspec[torch]'")
-pytest.importorskip("transformers", reason="the sequence level runs real models: pip install 'exactspec[torch]'")
+pytest.importorskip(
+    "torch", reason="the sequence level runs real models: pip install 'exactspec[torch]'"
+)
+pytest.importorskip(
+    "transformers", reason="the sequence level runs real models: pip install 'exactspec[torch]'"
+)
 
 from ..plugin import PASSING, certify_level, failures  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:record_property is incompatible:pytest.PytestWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:record_property is incompatible:pytest.PytestWarning"
+)
 
 LEVEL_UNDER_TEST = "sequence"
 

@@ -14,7 +14,9 @@ class TreeReference:
     def verify_tree(self, tree: DraftTree, rng: np.random.Generator) -> list[int]:
         return verify_tree(tree, rng)
 
-    def verify_tree_batch(self, trees: list[DraftTree], rng: np.random.Generator) -> list[list[int]]:
+    def verify_tree_batch(
+        self, trees: list[DraftTree], rng: np.random.Generator
+    ) -> list[list[int]]:
         return verify_tree_batch(trees, rng)
 
 

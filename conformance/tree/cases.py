@@ -68,7 +68,7 @@ class TreeCase:
 
     @property
     def stream_enumerable(self) -> bool:
-        return self.V ** self.max_length <= MAX_STREAM_CATEGORIES
+        return self.V**self.max_length <= MAX_STREAM_CATEGORIES
 
     @cached_property
     def path_law(self) -> dict[tuple[int, ...], float]:
@@ -82,16 +82,28 @@ class TreeCase:
     @cached_property
     def stream_law(self) -> np.ndarray:
         """The target's law of the first max_length tokens, indexed by the base-V code (first token least significant)."""
-        law = np.zeros(self.V ** self.max_length)
+        law = np.zeros(self.V**self.max_length)
         for path, probability in target_stream_law(self.model, self.max_length).items():
             law[encode_stream(path, self.V)] = probability
         return law
 
     def summary(self) -> dict:
-        widths = np.bincount(self.parent[1:], minlength=self.parent.size) if self.parent.size > 1 else np.zeros(1)
-        return {"name": self.name, "why": self.why, "nodes": int(self.parent.size - 1),
-                "depth": self.max_length - 1, "max_width": int(widths.max()), "V": self.V,
-                "replacement": self.replacement, "rows_by": self.model.by, "draft": self.model.draft}
+        widths = (
+            np.bincount(self.parent[1:], minlength=self.parent.size)
+            if self.parent.size > 1
+            else np.zeros(1)
+        )
+        return {
+            "name": self.name,
+            "why": self.why,
+            "nodes": int(self.parent.size - 1),
+            "depth": self.max_length - 1,
+            "max_width": int(widths.max()),
+            "V": self.V,
+            "replacement": self.replacement,
+            "rows_by": self.model.by,
+            "draft": self.model.draft,
+        }
 
 
 def encode_stream(path: tuple[int, ...], vocab_size: int) -> int:
@@ -110,7 +122,9 @@ def _checked_fields(entry: Any, source: str, index: int | None) -> str:
     if ("parent" in entry) == ("branching" in entry):
         raise ValueError(f"{where}: field 'parent' or 'branching': give exactly one of them")
     if not isinstance(entry["model"], dict):
-        raise ValueError(f"{where}: field 'model' must be an object (reference.tree_models.ContextRows)")
+        raise ValueError(
+            f"{where}: field 'model' must be an object (reference.tree_models.ContextRows)"
+        )
     return where
 
 
@@ -119,7 +133,11 @@ def case_from_dict(entry: Any, source: str = "tree case", index: int | None = No
     where = _checked_fields(entry, source, index)
     field_name = "parent" if "parent" in entry else "branching"
     try:
-        parent = check_shape(entry["parent"]) if "parent" in entry else shape_from_branching(list(entry["branching"]))
+        parent = (
+            check_shape(entry["parent"])
+            if "parent" in entry
+            else shape_from_branching(list(entry["branching"]))
+        )
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: field {field_name!r}: {error}") from None
     try:
@@ -129,10 +147,19 @@ def case_from_dict(entry: Any, source: str = "tree case", index: int | None = No
     if not entry["replacement"]:
         widest = int(np.bincount(parent[1:]).max()) if parent.size > 1 else 0
         if model.min_support < widest:
-            raise ValueError(f"{where}: field 'model.min_support': drafting {widest} children without replacement "
-                             f"needs model.min_support >= {widest}, got {model.min_support}")
-    return TreeCase(name=entry["name"], parent=parent, replacement=entry["replacement"], model=model,
-                    why=entry["why"], quick=entry.get("quick", False), tags=tuple(entry.get("tags", ())))
+            raise ValueError(
+                f"{where}: field 'model.min_support': drafting {widest} children without replacement "
+                f"needs model.min_support >= {widest}, got {model.min_support}"
+            )
+    return TreeCase(
+        name=entry["name"],
+        parent=parent,
+        replacement=entry["replacement"],
+        model=model,
+        why=entry["why"],
+        quick=entry.get("quick", False),
+        tags=tuple(entry.get("tags", ())),
+    )
 
 
 def tree_cases_from_data(data: Any, source: str) -> list[TreeCase]:

@@ -33,7 +33,9 @@ class TreeRounds:
     with -1, and counts (the trees' rows are the case model's, so they are not kept)."""
 
     case: TreeCase
-    tree_tokens: np.ndarray  # (n, N+1): the drafted tokens of each round's tree (shape: case.parent)
+    tree_tokens: (
+        np.ndarray
+    )  # (n, N+1): the drafted tokens of each round's tree (shape: case.parent)
     tokens: np.ndarray  # (n, max_length)
     counts: np.ndarray  # (n,)
     seconds: float
@@ -61,7 +63,9 @@ def checked_output(out: Any, case: TreeCase) -> list[int]:
     """The emitted tokens as ints, or ContractViolation: 1..depth+1 integer ids in [0, V)."""
     arr = token_ids(out, "verify_tree", case.max_length, "the tree's depth + 1")
     if arr.min() < 0 or arr.max() >= case.V:
-        raise ContractViolation(f"verify_tree returned a token id outside [0, {case.V}): {arr.tolist()}")
+        raise ContractViolation(
+            f"verify_tree returned a token id outside [0, {case.V}): {arr.tolist()}"
+        )
     return arr.tolist()
 
 
@@ -78,17 +82,25 @@ class TreeHarness:
         if self.has_batch and not single:
             out: list[Any] = []
             for start in range(0, len(trees), BATCH_ROUNDS):
-                chunk = trees[start:start + BATCH_ROUNDS]
+                chunk = trees[start : start + BATCH_ROUNDS]
                 got = call_implementation(self.impl.verify_tree_batch, chunk, rng)
                 if not hasattr(got, "__len__") or len(got) != len(chunk):
-                    raise ContractViolation(f"verify_tree_batch must return one output per tree ({len(chunk)}), "
-                                            f"got {type(got).__name__} of length {len(got) if hasattr(got, '__len__') else '?'}")
+                    raise ContractViolation(
+                        f"verify_tree_batch must return one output per tree ({len(chunk)}), "
+                        f"got {type(got).__name__} of length {len(got) if hasattr(got, '__len__') else '?'}"
+                    )
                 out += list(got)
             return out
         return [call_implementation(self.impl.verify_tree, tree, rng) for tree in trees]
 
-    def run(self, case: TreeCase, n: int, seed: int, rng_factory: Callable[[int], np.random.Generator] | None = None,
-            single: bool = False) -> TreeRounds:
+    def run(
+        self,
+        case: TreeCase,
+        n: int,
+        seed: int,
+        rng_factory: Callable[[int], np.random.Generator] | None = None,
+        single: bool = False,
+    ) -> TreeRounds:
         """n rounds on fresh trees of `case` (stream [seed, 1]); the implementation's Generator is seeded [seed, 2]."""
         tree_rng = np.random.default_rng([int(seed), 1])
         rng = rng_factory(seed) if rng_factory else np.random.default_rng([int(seed), 2])
@@ -97,12 +109,18 @@ class TreeHarness:
         counts = np.empty(n, dtype=np.int64)
         seconds, step = 0.0, chunk_rounds(case)
         for start in range(0, n, step):
-            trees = sample_trees(case.parent, case.model, case.replacement, tree_rng, min(step, n - start))
+            trees = sample_trees(
+                case.parent, case.model, case.replacement, tree_rng, min(step, n - start)
+            )
             began = time.perf_counter()
             outputs = self._outputs(trees, rng, single)
             seconds += time.perf_counter() - began
             for offset, (tree, out) in enumerate(zip(trees, outputs)):
                 emitted = checked_output(out, case)
                 r = start + offset
-                tree_tokens[r], tokens[r, : len(emitted)], counts[r] = tree.tokens, emitted, len(emitted)
+                tree_tokens[r], tokens[r, : len(emitted)], counts[r] = (
+                    tree.tokens,
+                    emitted,
+                    len(emitted),
+                )
         return TreeRounds(case, tree_tokens, tokens, counts, seconds)

@@ -35,7 +35,12 @@ def name_mechanism(candidate: TreeHarness, case: TreeCase) -> dict:
         except (ImplementationError, ContractViolation, ValueError):
             crashed.append(spec.name)
     ranked = rank_members(observed, members, EXACT, case.max_length, case.V)
-    return {"case": case.name, **ranked, "rounds": ROUNDS, "members_that_break_the_contract_here": crashed}
+    return {
+        "case": case.name,
+        **ranked,
+        "rounds": ROUNDS,
+        "members_that_break_the_contract_here": crashed,
+    }
 
 
 def diagnose_tree(candidate: Any, cases: list[TreeCase], records: list) -> dict | None:
@@ -44,10 +49,14 @@ def diagnose_tree(candidate: Any, cases: list[TreeCase], records: list) -> dict 
     if not chosen:
         return None
     try:
-        harness = candidate if isinstance(candidate, TreeHarness) else TreeHarness(candidate, "candidate")
+        harness = (
+            candidate if isinstance(candidate, TreeHarness) else TreeHarness(candidate, "candidate")
+        )
     except ValueError:
         return None
-    return summarize([name_mechanism(harness, case) for case in chosen], {s.name: s.models for s in ZOO})
+    return summarize(
+        [name_mechanism(harness, case) for case in chosen], {s.name: s.models for s in ZOO}
+    )
 
 
 __all__ = ["diagnose_tree", "name_mechanism"]

@@ -69,37 +69,73 @@ class TreeMutant:
     target_row: Callable[[DraftTree, int], np.ndarray] | None = None
 
     def verify_tree(self, tree: DraftTree, rng: np.random.Generator) -> list[int]:
-        return walk_tree(tree, rng, self.rule, replacement=self.replacement, shared_coin=self.shared_coin,
-                         target_row=self.target_row)
+        return walk_tree(
+            tree,
+            rng,
+            self.rule,
+            replacement=self.replacement,
+            shared_coin=self.shared_coin,
+            target_row=self.target_row,
+        )
 
 
 TREE_MUTANTS: tuple[TreeMutant, ...] = (
-    TreeMutant("stale_residual", "NOT_EXACT", "the residual is not updated between siblings",
-               rule=SiblingRule("stale_residual", update=_stale_update)),
-    TreeMutant("wor_as_iid", "NOT_EXACT", "without-replacement drafts verified with the with-replacement rule",
-               replacement=True),
-    TreeMutant("typical_acceptance", "NOT_EXACT",
-               f"Medusa's typical acceptance (epsilon {MEDUSA_EPSILON}, delta {MEDUSA_DELTA}), not exact by design",
-               rule=SiblingRule("typical", accept=_typical_accept, update=_stale_update)),
-    TreeMutant("shared_coin", "NOT_EXACT", "the siblings of a node share one uniform", shared_coin=True),
-    TreeMutant("wrong_parent_row", "NOT_EXACT", "a deep node's target row read at the previous flattened index",
-               target_row=_previous_index_row),
+    TreeMutant(
+        "stale_residual",
+        "NOT_EXACT",
+        "the residual is not updated between siblings",
+        rule=SiblingRule("stale_residual", update=_stale_update),
+    ),
+    TreeMutant(
+        "wor_as_iid",
+        "NOT_EXACT",
+        "without-replacement drafts verified with the with-replacement rule",
+        replacement=True,
+    ),
+    TreeMutant(
+        "typical_acceptance",
+        "NOT_EXACT",
+        f"Medusa's typical acceptance (epsilon {MEDUSA_EPSILON}, delta {MEDUSA_DELTA}), not exact by design",
+        rule=SiblingRule("typical", accept=_typical_accept, update=_stale_update),
+    ),
+    TreeMutant(
+        "shared_coin", "NOT_EXACT", "the siblings of a node share one uniform", shared_coin=True
+    ),
+    TreeMutant(
+        "wrong_parent_row",
+        "NOT_EXACT",
+        "a deep node's target row read at the previous flattened index",
+        target_row=_previous_index_row,
+    ),
 )
 
 
 #: Exact rules that are not the multi-round rule: valid variants (EXACT_NOT_STANDARD), not mutants.
 TREE_VALID_VARIANTS: tuple[TreeMutant, ...] = (
-    TreeMutant("q_as_one", "EXACT_NOT_STANDARD", "EAGLE's evaluate_posterior: q treated as 1 (exact, accepts less)",
-               rule=SiblingRule("q_as_one", accept=_q_one_accept, update=_q_one_update)),
+    TreeMutant(
+        "q_as_one",
+        "EXACT_NOT_STANDARD",
+        "EAGLE's evaluate_posterior: q treated as 1 (exact, accepts less)",
+        rule=SiblingRule("q_as_one", accept=_q_one_accept, update=_q_one_update),
+    ),
 )
 
 
 #: The tree level's zoo (what `exactspec kill-table --level tree` runs): the mutants, then the valid variants.
 ZOO: tuple[MutantSpec, ...] = zoo(
     [mutant_spec(m.name, m.what, constant(m), (m.expected,)) for m in TREE_MUTANTS]
-    + [valid_variant(m.name, "Valid but not the standard rule: " + m.what, constant(m), (m.expected,))
-       for m in TREE_VALID_VARIANTS]
-    + [valid_variant("TreeReference", "Valid: exactspec's NumPy multi-round tree rule", TreeReference)])
+    + [
+        valid_variant(
+            m.name, "Valid but not the standard rule: " + m.what, constant(m), (m.expected,)
+        )
+        for m in TREE_VALID_VARIANTS
+    ]
+    + [
+        valid_variant(
+            "TreeReference", "Valid: exactspec's NumPy multi-round tree rule", TreeReference
+        )
+    ]
+)
 
 
 def mutant(name: str) -> TreeMutant:
@@ -107,7 +143,9 @@ def mutant(name: str) -> TreeMutant:
     for candidate in TREE_MUTANTS + TREE_VALID_VARIANTS:
         if candidate.name == name:
             return candidate
-    raise ValueError(f"name must be one of {[m.name for m in TREE_MUTANTS + TREE_VALID_VARIANTS]}, got {name!r}")
+    raise ValueError(
+        f"name must be one of {[m.name for m in TREE_MUTANTS + TREE_VALID_VARIANTS]}, got {name!r}"
+    )
 
 
 def expected_verdicts() -> dict[str, Any]:

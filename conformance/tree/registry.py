@@ -60,22 +60,41 @@ def length_law(case: TreeCase) -> np.ndarray:
 
 
 TREE_CHECKS: tuple[StatCheck, ...] = (
-    StatCheck(name="position", category="exactness", applies=lambda c: True,
-              instances=lambda c: [f"position_{j}" for j in range(1, c.max_length + 1)],
-              run=lambda s, rate, prof: checks.position_checks(s.impl, s.rounds, rate, prof),
-              plan=lambda c, prof: [position_plan(c, j) for j in range(1, c.max_length + 1)],
-              what="token at position j (rounds with N >= j) ~ the target row of its emitted prefix"),
-    one_test("completed_stream", "exactness", lambda c: c.stream_enumerable,
-             lambda s, rate, prof: checks.completed_stream_check(s.impl, s.rounds, rate, prof,
-                                                                 case_seed(s.case.name, "tree-stream")),
-             lambda c, prof: CheckPlan("completed_stream", "lr", law=c.stream_law, drives_n=not c.enumerable),
-             "completed stream ~ the target's law"),
-    one_test("path_law", "standard_rule", lambda c: c.enumerable,
-             lambda s, rate, prof: checks.path_law_check(s.impl, s.rounds, rate, prof),
-             lambda c, prof: CheckPlan("path_law", "lr", law=path_law(c), drives_n=True),
-             "emitted path ~ the tree rule's exact law (drafts drawn)"),
-    one_test("tokens_per_round", "standard_rule", lambda c: c.enumerable,
-             lambda s, rate, prof: checks.tokens_per_round_check(s.impl, s.rounds, rate, prof),
-             lambda c, prof: CheckPlan("tokens_per_round", "lr", law=length_law(c)),
-             "tokens per round ~ the tree rule's law"),
+    StatCheck(
+        name="position",
+        category="exactness",
+        applies=lambda c: True,
+        instances=lambda c: [f"position_{j}" for j in range(1, c.max_length + 1)],
+        run=lambda s, rate, prof: checks.position_checks(s.impl, s.rounds, rate, prof),
+        plan=lambda c, prof: [position_plan(c, j) for j in range(1, c.max_length + 1)],
+        what="token at position j (rounds with N >= j) ~ the target row of its emitted prefix",
+    ),
+    one_test(
+        "completed_stream",
+        "exactness",
+        lambda c: c.stream_enumerable,
+        lambda s, rate, prof: checks.completed_stream_check(
+            s.impl, s.rounds, rate, prof, case_seed(s.case.name, "tree-stream")
+        ),
+        lambda c, prof: CheckPlan(
+            "completed_stream", "lr", law=c.stream_law, drives_n=not c.enumerable
+        ),
+        "completed stream ~ the target's law",
+    ),
+    one_test(
+        "path_law",
+        "standard_rule",
+        lambda c: c.enumerable,
+        lambda s, rate, prof: checks.path_law_check(s.impl, s.rounds, rate, prof),
+        lambda c, prof: CheckPlan("path_law", "lr", law=path_law(c), drives_n=True),
+        "emitted path ~ the tree rule's exact law (drafts drawn)",
+    ),
+    one_test(
+        "tokens_per_round",
+        "standard_rule",
+        lambda c: c.enumerable,
+        lambda s, rate, prof: checks.tokens_per_round_check(s.impl, s.rounds, rate, prof),
+        lambda c, prof: CheckPlan("tokens_per_round", "lr", law=length_law(c)),
+        "tokens per round ~ the tree rule's law",
+    ),
 )

@@ -12,7 +12,9 @@ import pytest
 
 from ..plugin import PASSING, certify_level, failures
 
-pytestmark = pytest.mark.filterwarnings("ignore:record_property is incompatible:pytest.PytestWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:record_property is incompatible:pytest.PytestWarning"
+)
 
 LEVEL_UNDER_TEST = "tree"
 

@@ -30,8 +30,10 @@ def _missing_package(error: ModuleNotFoundError) -> int:
     """A torch-free install (``pip install exactspec``) reaches the torch-backed part: say what to install."""
     if str(error.name or "").startswith("exactspec"):
         raise error
-    return _fail(f"needs the missing package {error.name!r}; install the torch-backed commands with "
-                 "`pip install exactspec[torch]`")
+    return _fail(
+        f"needs the missing package {error.name!r}; install the torch-backed commands with "
+        "`pip install exactspec[torch]`"
+    )
 
 
 def _threading_before_torch(args: argparse.Namespace) -> None:

@@ -58,7 +58,9 @@ def _int_at_least(minimum: int):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected an integer >= {minimum}, got {text!r}"
+            ) from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
         return value
@@ -79,71 +81,128 @@ def number(text: str) -> float:
 
 
 def _add_input_output(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("prompt", nargs="*", help="prompt text; several run as one batch; - reads one prompt from stdin")
     parser.add_argument(
-        "--prompts", metavar="FILE", default=None,
+        "prompt",
+        nargs="*",
+        help="prompt text; several run as one batch; - reads one prompt from stdin",
+    )
+    parser.add_argument(
+        "--prompts",
+        metavar="FILE",
+        default=None,
         help="more prompts: one per line, or JSON Lines (.jsonl, or lines starting with '{') with "
         '{"prompt": ..., optional "id", "seed", "max_new_tokens", "temperature", "top_k", "top_p", "min_p"}; '
         "- reads the list from stdin",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object (rows, stats) instead of text")
-    parser.add_argument("-o", "--output", metavar="PATH", default=None, help="write the output (text or JSON) to PATH")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (rows, stats) instead of text"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        default=None,
+        help="write the output (text or JSON) to PATH",
+    )
     parser.add_argument("--no-stream", action="store_true", help="print the text only at the end")
     parser.add_argument("--version", action="version", version=f"exactspec {__version__}")
 
 
 def _add_model_and_draft(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--model", default=None, metavar="PATH",
+        "--model",
+        default=None,
+        metavar="PATH",
         help="target model: a local Hugging Face directory or .gguf file (default: the embedded SmolLM2-135M-Instruct)",
     )
-    parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tiny random Llama, for tests
     parser.add_argument(
-        "--draft", type=_draft_type, default=parse_draft(DEFAULT_DRAFT), metavar="DRAFT",
+        "--tiny", action="store_true", help=argparse.SUPPRESS
+    )  # tiny random Llama, for tests
+    parser.add_argument(
+        "--draft",
+        type=_draft_type,
+        default=parse_draft(DEFAULT_DRAFT),
+        metavar="DRAFT",
         help=f"draft source: {DRAFT_CHOICES} (default: {DEFAULT_DRAFT}). {draft_help()}",
     )
     parser.add_argument(
-        "-k", type=positive_int, default=DEFAULT_K,
+        "-k",
+        type=positive_int,
+        default=DEFAULT_K,
         help=f"draft tokens per round with --k-policy fixed; the first k and half the largest otherwise (default {DEFAULT_K})",
     )
     parser.add_argument(
-        "--k-policy", choices=POLICIES, default=DEFAULT_K_POLICY,
+        "--k-policy",
+        choices=POLICIES,
+        default=DEFAULT_K_POLICY,
         help="cost: each round the k in 0..2k that the walltime model E[N]/(ck+v(k+1)) favours, from costs measured on "
         "this machine (first call) and the loop's timers; fixed: always k; grow-shrink: +1 after all accepted, -1 "
         f"after fewer than half (all stay exact; default {DEFAULT_K_POLICY})",
     )
     parser.add_argument(
-        "--cpu-matmul", choices=CPU_MATMUL_CHOICES, default="auto",
+        "--cpu-matmul",
+        choices=CPU_MATMUL_CHOICES,
+        default="auto",
         help="CPU Linear kernels: auto = the fastest of F.linear and (W x^T)^T per row count, measured once per "
         "machine and cached; stock = F.linear (default auto)",
     )
-    parser.add_argument("--device", default=None, help="torch device: cpu, cuda, cuda:N, mps (default: cuda if available, else cpu)")
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="torch device: cpu, cuda, cuda:N, mps (default: cuda if available, else cpu)",
+    )
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="default float32")
-    parser.add_argument("--threads", type=positive_int, default=None,
-                        help="CPU threads for torch (default: torch's choice, one per core). On a machine busy with "
-                        "other jobs, fewer threads than cores avoids OpenMP waiting on descheduled peers")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads for torch (default: torch's choice, one per core). On a machine busy with "
+        "other jobs, fewer threads than cores avoids OpenMP waiting on descheduled peers",
+    )
 
 
 def _add_sampling(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=number, default=0.7, help="0 = greedy (default 0.7)")
-    parser.add_argument("--top-k", type=positive_int, default=None, help="keep the k most likely tokens (default off)")
-    parser.add_argument("--top-p", type=number, default=1.0, help="nucleus mass in (0, 1] (default 1 = off)")
-    parser.add_argument("--min-p", type=number, default=0.0, help="min-p in [0, 1] (default 0 = off)")
-    parser.add_argument("--max-new-tokens", type=nonneg_int, default=64, help="default 64")
-    parser.add_argument("--seed", type=nonneg_int, default=0, help="random seed; prompt i of a batch uses seed + i (default 0)")
     parser.add_argument(
-        "--chat", action=argparse.BooleanOptionalAction, default=None,
+        "--top-k",
+        type=positive_int,
+        default=None,
+        help="keep the k most likely tokens (default off)",
+    )
+    parser.add_argument(
+        "--top-p", type=number, default=1.0, help="nucleus mass in (0, 1] (default 1 = off)"
+    )
+    parser.add_argument(
+        "--min-p", type=number, default=0.0, help="min-p in [0, 1] (default 0 = off)"
+    )
+    parser.add_argument("--max-new-tokens", type=nonneg_int, default=64, help="default 64")
+    parser.add_argument(
+        "--seed",
+        type=nonneg_int,
+        default=0,
+        help="random seed; prompt i of a batch uses seed + i (default 0)",
+    )
+    parser.add_argument(
+        "--chat",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="apply the tokenizer's chat template (default: on when the model has one, as the instruct model does)",
     )
-    parser.add_argument("--compare-plain", action="store_true", help="also decode plainly and report the speedup: the median of 3 interleaved "
-                        "(speculative, plain) pairs, the first speculative run being the one shown; under an adaptive "
-                        "--k-policy each pair also runs fixed k = -k, and both speedups are printed")
+    parser.add_argument(
+        "--compare-plain",
+        action="store_true",
+        help="also decode plainly and report the speedup: the median of 3 interleaved "
+        "(speculative, plain) pairs, the first speculative run being the one shown; under an adaptive "
+        "--k-policy each pair also runs fixed k = -k, and both speedups are printed",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Every option of `exactspec generate` (no torch import)."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = "\n\n".join(textwrap.fill(paragraph, 100) for paragraph in (BATCH_HELP, DEFAULTS_WHY))
+    parser.epilog = "\n\n".join(
+        textwrap.fill(paragraph, 100) for paragraph in (BATCH_HELP, DEFAULTS_WHY)
+    )
     _add_input_output(parser)
     _add_model_and_draft(parser)
     _add_sampling(parser)

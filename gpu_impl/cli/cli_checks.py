@@ -37,8 +37,10 @@ def target_shape(args: argparse.Namespace) -> tuple[str, ModelShape]:
     if args.model:
         shape = model_shape(args.model)
         if shape.has_tokenizer is False:
-            raise ValueError(f"--model {args.model} has no tokenizer next to it; exactspec generate needs one to "
-                             "encode the prompt")
+            raise ValueError(
+                f"--model {args.model} has no tokenizer next to it; exactspec generate needs one to "
+                "encode the prompt"
+            )
         return args.model, shape
     return DEFAULT_NAME, model_shape(default_gguf_path())
 
@@ -62,22 +64,32 @@ def check_device(requested: str | None) -> str:
     try:
         device = torch.device(requested)
     except (RuntimeError, ValueError):
-        raise ValueError(f"--device {requested!r} is not usable here: not a torch device name "
-                         "(cpu, cuda, cuda:N, mps, ...)") from None
+        raise ValueError(
+            f"--device {requested!r} is not usable here: not a torch device name "
+            "(cpu, cuda, cuda:N, mps, ...)"
+        ) from None
     if device.type == "cuda":
         if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
-            raise ValueError(f"--device {requested}: CUDA requested but this torch build has none (torch "
-                             f"{torch.__version__} is a CPU build); use --device cpu or install a CUDA build of torch")
+            raise ValueError(
+                f"--device {requested}: CUDA requested but this torch build has none (torch "
+                f"{torch.__version__} is a CPU build); use --device cpu or install a CUDA build of torch"
+            )
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
-            raise ValueError(f"--device {requested}: CUDA requested but no CUDA device is visible to this torch build")
+            raise ValueError(
+                f"--device {requested}: CUDA requested but no CUDA device is visible to this torch build"
+            )
         if device.index is not None and device.index >= count:
-            raise ValueError(f"--device {requested}: this machine has {count} CUDA device(s), numbered from 0")
+            raise ValueError(
+                f"--device {requested}: this machine has {count} CUDA device(s), numbered from 0"
+            )
     if device.type == "mps":
         if not torch.backends.mps.is_built():
             raise ValueError(f"--device {requested}: MPS requested but this torch build has none")
         if not torch.backends.mps.is_available():
-            raise ValueError(f"--device {requested}: MPS requested but it is not available on this machine")
+            raise ValueError(
+                f"--device {requested}: MPS requested but it is not available on this machine"
+            )
     try:
         torch.empty(0, device=device)
     except (RuntimeError, ValueError) as error:
@@ -95,7 +107,12 @@ def check_output(path: str | None) -> None:
         raise ValueError(f"--output {path}: is a directory; give a file name")
     if not folder.is_dir():
         raise ValueError(f"--output {path}: the folder {str(folder)!r} does not exist")
-    if target.exists() and not os.access(target, os.W_OK) or not target.exists() and not os.access(folder, os.W_OK):
+    if (
+        target.exists()
+        and not os.access(target, os.W_OK)
+        or not target.exists()
+        and not os.access(folder, os.W_OK)
+    ):
         raise ValueError(f"--output {path}: not writable")
 
 

@@ -46,7 +46,9 @@ class _Raw:
 
 def _stdin_once(stdin: TextIO, used: list[bool], what: str) -> str:
     if used[0]:
-        raise ValueError(f"{what}: stdin can be read only once (give - either as a prompt or to --prompts)")
+        raise ValueError(
+            f"{what}: stdin can be read only once (give - either as a prompt or to --prompts)"
+        )
     used[0] = True
     return stdin.read()
 
@@ -60,7 +62,9 @@ def _json_line(line: str, where: str) -> _Raw:
         raise ValueError(f'{where}: a JSON line must be an object with a "prompt" string')
     unknown = sorted(set(item) - {"prompt", "id", *ROW_OPTIONS})
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; a line may set prompt, id, {', '.join(ROW_OPTIONS)}")
+        raise ValueError(
+            f"{where}: unknown key(s) {unknown}; a line may set prompt, id, {', '.join(ROW_OPTIONS)}"
+        )
     return _Raw(item["prompt"], where, {k: v for k, v in item.items() if k != "prompt"})
 
 
@@ -92,20 +96,26 @@ def _raw_prompts(args: argparse.Namespace, stdin: TextIO) -> list[_Raw]:
                 raise ValueError(f"--prompts {args.prompts}: cannot read it ({error})") from None
             raws += _prompt_list(content, args.prompts)
             if not raws:
-                raise ValueError(f"--prompts {args.prompts}: the file holds no prompt (blank lines are skipped)")
+                raise ValueError(
+                    f"--prompts {args.prompts}: the file holds no prompt (blank lines are skipped)"
+                )
     return raws
 
 
 def _option(raw: _Raw, name: str, default: Any, kind: tuple[type, ...]) -> Any:
     value = raw.options.get(name, default)
     if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
-        raise ValueError(f"{raw.where}: {name} must be {'a number' if float in kind else 'an integer'}, got {value!r}")
+        raise ValueError(
+            f"{raw.where}: {name} must be {'a number' if float in kind else 'an integer'}, got {value!r}"
+        )
     return value
 
 
 def _row(index: int, raw: _Raw, args: argparse.Namespace) -> PromptRow:
     if not raw.text.strip():
-        raise ValueError(f"{raw.where} is empty; give the text to continue (or - to read it from stdin)")
+        raise ValueError(
+            f"{raw.where} is empty; give the text to continue (or - to read it from stdin)"
+        )
     seed = _option(raw, "seed", args.seed + index, (int,))
     max_new = _option(raw, "max_new_tokens", args.max_new_tokens, (int,))
     if seed < 0 or max_new < 0:
@@ -126,7 +136,9 @@ def read_prompts(args: argparse.Namespace, stdin: TextIO | None = None) -> list[
     """Every prompt of the command in input order; ValueError in the user's terms on a missing or bad one."""
     raws = _raw_prompts(args, sys.stdin if stdin is None else stdin)
     if not raws:
-        raise ValueError("no prompt given: pass the text, - to read it from stdin, or --prompts FILE")
+        raise ValueError(
+            "no prompt given: pass the text, - to read it from stdin, or --prompts FILE"
+        )
     return [_row(index, raw, args) for index, raw in enumerate(raws)]
 
 

@@ -63,8 +63,15 @@ TARGET_NOISE = 0.04
 MISSED_UNDISTURBED = 0.002
 
 
-def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int = 7, max_reps: int = 21,
-                  min_reps: int = 3, budget_s: float = 20.0, progress: Callable[[str], None] | None = None) -> Costs:
+def measure_costs(
+    time_one: Callable[[int], float],
+    widths: list[int],
+    reps: int = 7,
+    max_reps: int = 21,
+    min_reps: int = 3,
+    budget_s: float = 20.0,
+    progress: Callable[[str], None] | None = None,
+) -> Costs:
     """v(n) for every width from `time_one(n)` (seconds of one forward of n tokens), interleaved and robust.
 
     `reps` repetitions, then more (up to `max_reps`) while the estimate is noisier than TARGET_NOISE or a
@@ -75,16 +82,24 @@ def measure_costs(time_one: Callable[[int], float], widths: list[int], reps: int
     return fit_costs(repetitions)
 
 
-def measure_times(time_one: Callable[[int], float], widths: list[int], reps: int = 7, max_reps: int = 21,
-                  min_reps: int = 3, budget_s: float = 20.0, progress: Callable[[str], None] | None = None
-                  ) -> list[dict[int, list[float]]]:
+def measure_times(
+    time_one: Callable[[int], float],
+    widths: list[int],
+    reps: int = 7,
+    max_reps: int = 21,
+    min_reps: int = 3,
+    budget_s: float = 20.0,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[int, list[float]]]:
     """`measure_costs`' raw data: per repetition, the seconds of each width (width 1 twice: first and last)."""
     if 1 not in widths:
         raise ValueError(f"widths must include 1, got {widths!r}")
     others = sorted(set(widths) - {1})
     if progress is not None:
-        progress(f"calibrating the cost policy: v(n) for n = 1..{max(widths)}, {reps} interleaved repetitions "
-                 f"(up to {max(reps, max_reps)} on a busy machine; once per machine, model and thread count; cached)")
+        progress(
+            f"calibrating the cost policy: v(n) for n = 1..{max(widths)}, {reps} interleaved repetitions "
+            f"(up to {max(reps, max_reps)} on a busy machine; once per machine, model and thread count; cached)"
+        )
     for n in [1, *others]:  # warm-up, dropped
         time_one(n)
     repetitions: list[dict[int, list[float]]] = []
@@ -148,7 +163,10 @@ def fit_costs(repetitions: list[dict[int, list[float]]]) -> Costs:
     centres = [undisturbed_log_seconds(pooled[n]) for n in widths]
     errors = [math.hypot(error, one_error) for _, error in centres]
     fitted = non_decreasing([centre - one for centre, _ in centres], [1 / e**2 for e in errors])
-    v = {1: 1.0, **{n: math.exp(max(log_v, 0.0)) for n, log_v in zip(widths, fitted)}}  # clipped at v(1): still the fit
+    v = {
+        1: 1.0,
+        **{n: math.exp(max(log_v, 0.0)) for n, log_v in zip(widths, fitted)},
+    }  # clipped at v(1): still the fit
     t1_s = statistics.median(t for repetition in repetitions for t in repetition[1])
     return Costs(v, 0.0, {1: 0.0, **dict(zip(widths, errors))}, t1_s=t1_s)
 
@@ -172,7 +190,13 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     """A short hash of the model's config, parameter shapes and a strided sample of its weights (cheap)."""
     digest = hashlib.sha256()
     config = getattr(model, "config", None)
-    digest.update((config.to_json_string(use_diff=False) if hasattr(config, "to_json_string") else repr(config)).encode())
+    digest.update(
+        (
+            config.to_json_string(use_diff=False)
+            if hasattr(config, "to_json_string")
+            else repr(config)
+        ).encode()
+    )
     with torch.no_grad():
         for name, tensor in model.state_dict().items():
             flat = tensor.detach().reshape(-1)
@@ -182,16 +206,25 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     return digest.hexdigest()[:16]
 
 
-def calibration_key(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int]) -> dict:
+def calibration_key(
+    model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int]
+) -> dict:
     """What v(n) depends on: machine, torch and threads, model, dtype, device, CPU kernel plan, batch, widths."""
     parameter = next(model.parameters())
     device = parameter.device
     return {
-        "version": CALIBRATION_VERSION, "machine": platform.machine(), "cpu": _cpu_name(),
+        "version": CALIBRATION_VERSION,
+        "machine": platform.machine(),
+        "cpu": _cpu_name(),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "torch": torch.__version__, "threads": torch.get_num_threads(), "device": device.type,
-        "dtype": str(parameter.dtype), "model": model_fingerprint(model), "cpu_matmul_plan": plan,
-        "batch": batch, "widths": sorted(widths),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "device": device.type,
+        "dtype": str(parameter.dtype),
+        "model": model_fingerprint(model),
+        "cpu_matmul_plan": plan,
+        "batch": batch,
+        "widths": sorted(widths),
     }
 
 
@@ -211,7 +244,9 @@ def load_costs(key: dict) -> tuple[Costs | None, str]:
         changed = load_changed(data.get("busy_cores"), busy_cores_now())
         if changed:
             return None, changed
-        return Costs({int(n): x for n, x in data["v"].items()}, 0.0, data["v_noise"], t1_s=data["t1_s"]), ""
+        return Costs(
+            {int(n): x for n, x in data["v"].items()}, 0.0, data["v_noise"], t1_s=data["t1_s"]
+        ), ""
     except (OSError, ValueError, KeyError, TypeError):
         return None, "no readable calibration cached"
 
@@ -220,18 +255,31 @@ def save_costs(key: dict, costs: Costs, busy: int) -> Path:
     """Write the measurement and the busy cores it was taken with atomically: a reader sees the old file or the new."""
     path = calibration_file(key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"), "busy_cores": busy, **asdict(costs)}
+    record = {
+        "key": key,
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "busy_cores": busy,
+        **asdict(costs),
+    }
     temporary = path.with_suffix(f".tmp{id(record)}")
     temporary.write_text(json.dumps(record, indent=1, default=str))
     temporary.replace(path)
     return path
 
 
-def measure_and_store(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int],
-                      time_one: Callable[[int], float], progress: Callable[[str], None] | None = None,
-                      use_cache: bool = True) -> Costs:
+def measure_and_store(
+    model: torch.nn.Module,
+    batch: int,
+    plan: dict | None,
+    widths: list[int],
+    time_one: Callable[[int], float],
+    progress: Callable[[str], None] | None = None,
+    use_cache: bool = True,
+) -> Costs:
     """Measure v(n) for `widths` (`measure_costs`) and, with `use_cache`, replace the cached record."""
-    busy = busy_cores_now()  # before measuring: the measurement's own work is not the machine's load
+    busy = (
+        busy_cores_now()
+    )  # before measuring: the measurement's own work is not the machine's load
     costs = measure_costs(time_one, widths, progress=progress)
     if use_cache:
         try:
@@ -241,11 +289,19 @@ def measure_and_store(model: torch.nn.Module, batch: int, plan: dict | None, wid
     return costs
 
 
-def cached_costs(model: torch.nn.Module, batch: int, plan: dict | None, widths: list[int],
-                 time_one: Callable[[int], float], progress: Callable[[str], None] | None = None,
-                 use_cache: bool = True) -> tuple[Costs, str]:
+def cached_costs(
+    model: torch.nn.Module,
+    batch: int,
+    plan: dict | None,
+    widths: list[int],
+    time_one: Callable[[int], float],
+    progress: Callable[[str], None] | None = None,
+    use_cache: bool = True,
+) -> tuple[Costs, str]:
     """(v(n) for `widths`, where it came from): "cache", or "measured" with the reason a cached one was not used."""
-    costs, why = load_costs(calibration_key(model, batch, plan, widths)) if use_cache else (None, "")
+    costs, why = (
+        load_costs(calibration_key(model, batch, plan, widths)) if use_cache else (None, "")
+    )
     if costs is not None:
         return costs, "cache"
     costs = measure_and_store(model, batch, plan, widths, time_one, progress, use_cache)

@@ -33,7 +33,9 @@ from ..models import cache_dir
 KERNELS = ("linear", "mm", "mm_pad", "packed")
 #: The row count oneDNN packs weights for (a layout hint; any row count runs on the packed weight).
 PACK_ROWS = 8
-MAX_TUNED_ROWS = 16  # every row count up to this is timed; above it, a few (a prefill's) stand for the rest
+MAX_TUNED_ROWS = (
+    16  # every row count up to this is timed; above it, a few (a prefill's) stand for the rest
+)
 #: The weights the plan is timed on, shaped like a transformer block's: an attention projection and the MLP's
 #: up and down projections.  (A 4:1 shape alone misled: it favoured "mm" at 2-4 rows, which ran SmolLM2's
 #: 3:1 MLP weights slower than "packed".)
@@ -48,7 +50,9 @@ MIN_PLANNED_ELEMENTS = 2**16
 
 def packing_available() -> bool:
     """Whether this torch build has oneDNN's packed-weight linear (x86 and ARM CPU builds with mkldnn)."""
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    return torch.backends.mkldnn.is_available() and hasattr(
+        torch.ops.mkldnn, "_reorder_linear_weight"
+    )
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
@@ -65,7 +69,9 @@ def packable(weight: torch.Tensor) -> bool:
 def _version(weight: torch.Tensor) -> int | None:
     try:
         return weight._version
-    except RuntimeError:  # an inference tensor keeps no version counter (and cannot be changed in place)
+    except (
+        RuntimeError
+    ):  # an inference tensor keeps no version counter (and cannot be changed in place)
         return None
 
 
@@ -84,7 +90,9 @@ def module_packed_weight(module: torch.nn.Linear) -> torch.Tensor:
     return held[2]
 
 
-def skinny_product(kernel: str, x: torch.Tensor, weight: torch.Tensor, packed: torch.Tensor | None = None) -> torch.Tensor:
+def skinny_product(
+    kernel: str, x: torch.Tensor, weight: torch.Tensor, packed: torch.Tensor | None = None
+) -> torch.Tensor:
     """x (M, in) @ weight (out, in)^T with the named kernel -> (M, out).
 
     "linear": F.linear; "mm": (W @ x^T)^T on contiguous rows; "mm_pad": the same with one zero row added
@@ -111,14 +119,18 @@ def kernel_for(plan: dict[int, str], rows: int) -> str:
 
 def _linear_forward(module: torch.nn.Linear, plan: dict[int, str]):
     weight, bias = module.weight, module.bias
-    can_pack = packable(weight)  # once per layer, not per call: the captured weight's dtype does not change
+    can_pack = packable(
+        weight
+    )  # once per layer, not per call: the captured weight's dtype does not change
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         kernel = kernel_for(plan, flat.shape[0])
         if kernel == "linear" or x.dtype != weight.dtype or (kernel == "packed" and not can_pack):
             return torch.nn.functional.linear(x, weight, bias)
-        out = skinny_product(kernel, flat, weight, module_packed_weight(module) if kernel == "packed" else None)
+        out = skinny_product(
+            kernel, flat, weight, module_packed_weight(module) if kernel == "packed" else None
+        )
         if bias is not None:
             out = out + bias
         return out.reshape(*x.shape[:-1], weight.shape[0])
@@ -134,17 +146,24 @@ def plain_linears(model: torch.nn.Module, min_elements: int = 0) -> list[torch.n
     return [
         m
         for m in model.modules()
-        if type(m) is torch.nn.Linear and m.weight.device.type == "cpu" and m.weight.is_floating_point()
-        and m.weight.numel() >= min_elements and "forward" not in m.__dict__
+        if type(m) is torch.nn.Linear
+        and m.weight.device.type == "cpu"
+        and m.weight.is_floating_point()
+        and m.weight.numel() >= min_elements
+        and "forward" not in m.__dict__
     ]
 
 
-def planned_layers(model: torch.nn.Module, cpu_matmul: str = "auto") -> tuple[list[torch.nn.Linear], dict[int, str] | None]:
+def planned_layers(
+    model: torch.nn.Module, cpu_matmul: str = "auto"
+) -> tuple[list[torch.nn.Linear], dict[int, str] | None]:
     """The Linear layers worth a plan (CPU, >= MIN_PLANNED_ELEMENTS weights) and the plan; ([], None) if none.
     Weights the plan runs packed are packed here, once per module."""
     plan = cpu_plan(cpu_matmul) if next(model.parameters()).device.type == "cpu" else None
     linears = plain_linears(model, MIN_PLANNED_ELEMENTS) if plan else []
-    if plan and "packed" in plan.values():  # pack now (~0.5 s for 135M weights), not inside a timed forward
+    if (
+        plan and "packed" in plan.values()
+    ):  # pack now (~0.5 s for 135M weights), not inside a timed forward
         for module in filter(lambda m: packable(m.weight), linears):
             module_packed_weight(module)
     return linears, plan if linears else None
@@ -169,7 +188,9 @@ def available_kernels() -> tuple[str, ...]:
     return KERNELS if packing_available() else tuple(k for k in KERNELS if k != "packed")
 
 
-def _time_kernels(rows: int, weights: list[torch.Tensor], packed: list[torch.Tensor | None], reps: int) -> dict[str, float]:
+def _time_kernels(
+    rows: int, weights: list[torch.Tensor], packed: list[torch.Tensor | None], reps: int
+) -> dict[str, float]:
     """Median seconds per kernel of one product with every weight (packing is done once, outside the timing)."""
     inputs = {w.shape[1]: torch.randn(rows, w.shape[1]) for w in weights}
     times: dict[str, list[float]] = {k: [] for k in available_kernels()}
@@ -182,8 +203,12 @@ def _time_kernels(rows: int, weights: list[torch.Tensor], packed: list[torch.Ten
     return {k: statistics.median(v[1:]) for k, v in times.items()}
 
 
-def measure_plan(max_rows: int = MAX_TUNED_ROWS, reps: int = 5, seconds: dict | None = None,
-                 wide_rows: tuple[int, ...] = WIDE_ROWS) -> dict[int, str]:
+def measure_plan(
+    max_rows: int = MAX_TUNED_ROWS,
+    reps: int = 5,
+    seconds: dict | None = None,
+    wide_rows: tuple[int, ...] = WIDE_ROWS,
+) -> dict[int, str]:
     """Fastest kernel per row count 1..max_rows and `wide_rows` (a prefill's), timed on three blocks of
     BLOCK_SHAPES weights (81 MB in float32, more than a CPU cache holds).
 
@@ -191,7 +216,11 @@ def measure_plan(max_rows: int = MAX_TUNED_ROWS, reps: int = 5, seconds: dict | 
     """
     with torch.inference_mode():
         generator = torch.Generator().manual_seed(0)
-        weights = [torch.randn(rows, cols, generator=generator) for _ in range(3) for rows, cols in BLOCK_SHAPES]
+        weights = [
+            torch.randn(rows, cols, generator=generator)
+            for _ in range(3)
+            for rows, cols in BLOCK_SHAPES
+        ]
         packed = [pack_weight(w) if packing_available() else None for w in weights]
         plan = {}
         for rows in [*range(1, max_rows + 1), *wide_rows]:
@@ -233,10 +262,16 @@ def cpu_plan(cpu_matmul: str = "auto") -> dict[int, str] | None:
     path = _plan_file()
     if path not in _PLANS:
         try:
-            _PLANS[path] = {int(r): k for r, k in json.loads(path.read_text())["plan"].items() if k in available_kernels()}
+            _PLANS[path] = {
+                int(r): k
+                for r, k in json.loads(path.read_text())["plan"].items()
+                if k in available_kernels()
+            }
         except (OSError, ValueError, KeyError, AttributeError):
             plan = measure_plan()
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"plan": plan, "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1))
+            path.write_text(
+                json.dumps({"plan": plan, "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1)
+            )
             _PLANS[path] = plan
     return _PLANS[path]

@@ -39,7 +39,9 @@ def _cpu_times() -> list[int] | None:
     return [int(x) for x in fields[1:]] if fields and fields[0] == "cpu" else None
 
 
-_last_measured: list[tuple[float, int]] = []  # (time.monotonic(), busy cores) of the latest measurement
+_last_measured: list[
+    tuple[float, int]
+] = []  # (time.monotonic(), busy cores) of the latest measurement
 
 
 def busy_cores(cores: int, window_s: float = WINDOW_S) -> int:
@@ -67,15 +69,25 @@ def recent_busy_cores(cores: int, max_age_s: float = 30.0) -> int:
     return busy_cores(cores)
 
 
-def plan_threads(busy: int, cores: int, threads: int | None = None, wait_policy: str | None = None) -> ThreadPlan:
+def plan_threads(
+    busy: int, cores: int, threads: int | None = None, wait_policy: str | None = None
+) -> ThreadPlan:
     """The plan for `busy` of `cores` cores taken by other work; the user's own `threads` / `wait_policy` win."""
     if busy >= cores and wait_policy is None:
-        return ThreadPlan(threads or 1, "PASSIVE", f"machine busy ({busy} of {cores} cores): "
-                          f"{threads or 1} thread(s), waiting passively (OMP_WAIT_POLICY=PASSIVE); "
-                          "--threads N overrides")
+        return ThreadPlan(
+            threads or 1,
+            "PASSIVE",
+            f"machine busy ({busy} of {cores} cores): "
+            f"{threads or 1} thread(s), waiting passively (OMP_WAIT_POLICY=PASSIVE); "
+            "--threads N overrides",
+        )
     if 1 <= busy < cores and threads is None and wait_policy is None:
-        return ThreadPlan(cores - busy, None, f"{busy} of {cores} cores busy with other work: {cores - busy} "
-                                              "thread(s), one per free core (--threads N overrides)")
+        return ThreadPlan(
+            cores - busy,
+            None,
+            f"{busy} of {cores} cores busy with other work: {cores - busy} "
+            "thread(s), one per free core (--threads N overrides)",
+        )
     return ThreadPlan(threads, None)
 
 

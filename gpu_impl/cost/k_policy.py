@@ -49,12 +49,19 @@ class Costs:
 
     def __post_init__(self):
         self.v = {int(n): float(x) for n, x in self.v.items()}
-        if not self.v or self.v.get(1) != 1.0 or any(not (x > 0 and math.isfinite(x)) for x in self.v.values()):
+        if (
+            not self.v
+            or self.v.get(1) != 1.0
+            or any(not (x > 0 and math.isfinite(x)) for x in self.v.values())
+        ):
             raise ValueError(f"v must map widths to positive ratios with v[1] = 1, got {self.v!r}")
         if not (self.c >= 0 and math.isfinite(self.c)):
             raise ValueError(f"c must be a finite ratio >= 0, got {self.c!r}")
         noise = self.v_noise or {}
-        self.v_noise = {n: max(float(noise.get(n, noise.get(str(n), MIN_LOG_NOISE))), MIN_LOG_NOISE) for n in self.v}
+        self.v_noise = {
+            n: max(float(noise.get(n, noise.get(str(n), MIN_LOG_NOISE))), MIN_LOG_NOISE)
+            for n in self.v
+        }
         self.v_noise[1] = 0.0
 
 
@@ -112,14 +119,30 @@ class CostModelK:
     the generator measures it again.
     """
 
-    def __init__(self, costs: Costs, k_max: int, prior_acceptance_rate: float = 0.6, prior_weight: float = 1.0,
-                 decay: float = 0.95, window: int = 24, z: float = 1.0, seed: int = 0, stale_z: float = 3.0,
-                 later_prior_acceptance_rate: float = LATER_PRIOR_ACCEPTANCE):
+    def __init__(
+        self,
+        costs: Costs,
+        k_max: int,
+        prior_acceptance_rate: float = 0.6,
+        prior_weight: float = 1.0,
+        decay: float = 0.95,
+        window: int = 24,
+        z: float = 1.0,
+        seed: int = 0,
+        stale_z: float = 3.0,
+        later_prior_acceptance_rate: float = LATER_PRIOR_ACCEPTANCE,
+    ):
         missing = [n for n in range(1, k_max + 2) if n not in costs.v]
         if missing:
-            raise ValueError(f"costs must give v(n) for n = 1..k_max + 1 = {k_max + 1}; missing {missing}")
+            raise ValueError(
+                f"costs must give v(n) for n = 1..k_max + 1 = {k_max + 1}; missing {missing}"
+            )
         self.prior, self.k_max, self.z, self.stale_z = costs, k_max, z, stale_z
-        self.prior_acceptance_rate, self.prior_weight, self.decay = prior_acceptance_rate, prior_weight, decay
+        self.prior_acceptance_rate, self.prior_weight, self.decay = (
+            prior_acceptance_rate,
+            prior_weight,
+            decay,
+        )
         self.later_prior_acceptance_rate = later_prior_acceptance_rate
         self.accepted = [0.0] * k_max  # decayed counts per draft position
         self.examined = [0.0] * k_max
@@ -138,14 +161,19 @@ class CostModelK:
         the next ones tend to behave alike (a copy continues, a weak draft stays weak): one reached position
         informs all."""
         w, a0 = self.prior_weight, self.prior_acceptance_rate
-        pooled = (sum(self.accepted[1:]) + self.later_prior_acceptance_rate * w) / (sum(self.examined[1:]) + w)
+        pooled = (sum(self.accepted[1:]) + self.later_prior_acceptance_rate * w) / (
+            sum(self.examined[1:]) + w
+        )
         return [a0] + [pooled] * (self.k_max - 1)
 
     @property
     def acceptance_rates(self) -> list[float]:
         """Per draft position: the posterior mean, decayed accepted / examined counts shrunk towards the prior."""
         w = self.prior_weight
-        return [(a + m * w) / (e + w) for a, e, m in zip(self.accepted, self.examined, self.prior_means())]
+        return [
+            (a + m * w) / (e + w)
+            for a, e, m in zip(self.accepted, self.examined, self.prior_means())
+        ]
 
     def acceptance_draws(self) -> list[float]:
         """One draw per draft position from its Beta posterior (sharpened by DRAW_SHARPNESS): the first
@@ -160,15 +188,28 @@ class CostModelK:
         draws, drawn = [], {}
         for i, (a, e, m) in enumerate(zip(self.accepted, self.examined, self.prior_means())):
             key = (a, e, m, first if i == 0 else later)
-            if key not in drawn:  # positions never reached share their posterior: one draw serves them all
-                drawn[key] = float(betaincinv(DRAW_SHARPNESS * (a + m * w), DRAW_SHARPNESS * (max(e - a, 0.0) + (1 - m) * w), key[3]))
+            if (
+                key not in drawn
+            ):  # positions never reached share their posterior: one draw serves them all
+                drawn[key] = float(
+                    betaincinv(
+                        DRAW_SHARPNESS * (a + m * w),
+                        DRAW_SHARPNESS * (max(e - a, 0.0) + (1 - m) * w),
+                        key[3],
+                    )
+                )
             draws.append(drawn[key])
         return draws
 
     def acceptance_bounds(self, sign: int) -> list[float]:
         """The rates moved `sign` x z standard errors (binomial, on the decayed count plus the prior)."""
-        return [min(1.0, max(0.0, m + sign * self.z * math.sqrt(m * (1 - m) / (e + self.prior_weight + 1))))
-                for m, e in zip(self.acceptance_rates, self.examined)]
+        return [
+            min(
+                1.0,
+                max(0.0, m + sign * self.z * math.sqrt(m * (1 - m) / (e + self.prior_weight + 1))),
+            )
+            for m, e in zip(self.acceptance_rates, self.examined)
+        ]
 
     def v(self, n: int) -> tuple[float, float]:
         """(log v(n), its standard error) for 1 <= n <= k_max + 1, as this round's table holds it (`_v_table`)."""
@@ -185,7 +226,11 @@ class CostModelK:
             return prior
         shift, noise = self._pooled_shift()  # shared by every n
         online = (prior[0] + shift, math.hypot(noise, prior[1]))
-        log_v, error = online if self.calibration_disagrees else _combine((prior[0], max(prior[1], STALE_NOISE)), online)
+        log_v, error = (
+            online
+            if self.calibration_disagrees
+            else _combine((prior[0], max(prior[1], STALE_NOISE)), online)
+        )
         return log_v, error
 
     def c(self) -> float:
@@ -199,19 +244,31 @@ class CostModelK:
         """Predicted speedup of drafting k tokens over a plain step (1 for k = 0); sign -1 / +1: the pessimistic / optimistic bound."""
         if k == 0:
             return 1.0
-        tokens = self._once(("tokens", sign), lambda: expected_tokens_every_k_unchecked(
-            self.acceptance_rates if sign == 0 else self.acceptance_bounds(sign)))
+        tokens = self._once(
+            ("tokens", sign),
+            lambda: expected_tokens_every_k_unchecked(
+                self.acceptance_rates if sign == 0 else self.acceptance_bounds(sign)
+            ),
+        )
         log_v, noise = self._v_table()[k + 1]
-        cost = self._once("c", self.c) * k * math.exp(-sign * self.z * self.prior.c_noise) + math.exp(log_v - sign * self.z * noise)
+        cost = self._once("c", self.c) * k * math.exp(
+            -sign * self.z * self.prior.c_noise
+        ) + math.exp(log_v - sign * self.z * noise)
         return tokens[k] / cost
 
     def drawn_factors(self) -> list[float]:
         """The factor of every k in 0..k_max under one posterior draw: the rates, and one normal deviate
         shared by every log v(n) (a load change moves them together)."""
-        tokens, deviate, c = expected_tokens_every_k_unchecked(self.acceptance_draws()), self.random.gauss(0.0, 1.0), self._once("c", self.c)
+        tokens, deviate, c = (
+            expected_tokens_every_k_unchecked(self.acceptance_draws()),
+            self.random.gauss(0.0, 1.0),
+            self._once("c", self.c),
+        )
         table = self._v_table()
-        return [1.0] + [tokens[k] / (c * k + math.exp(max(table[k + 1][0] + deviate * table[k + 1][1], 0.0)))
-                        for k in range(1, self.k_max + 1)]
+        return [1.0] + [
+            tokens[k] / (c * k + math.exp(max(table[k + 1][0] + deviate * table[k + 1][1], 0.0)))
+            for k in range(1, self.k_max + 1)
+        ]
 
     def _once(self, key, compute):
         """`compute()` once per round: `factor` asks for the same rates and v(n) ~3 k_max times a round."""
@@ -227,10 +284,12 @@ class CostModelK:
         so every width is lifted together and their ratios, which rank the k, are kept.  Clamping each width
         at 1 instead made widths 2-5 all free at once and drafted too long
         (figures: benchmarks/README.md#k-policy-constants)."""
+
         def table() -> list[tuple[float, float]]:
             shifted = [self._shifted(n) for n in range(2, self.k_max + 2)]
             lift = max(0.0, -min(log_v for log_v, _ in shifted))
             return [(0.0, 0.0), (0.0, 0.0)] + [(log_v + lift, error) for log_v, error in shifted]
+
         return self._once("v", table)
 
     def best_k(self) -> int:
@@ -251,7 +310,11 @@ class CostModelK:
             k = 0
         else:
             examined = any(self.examined)
-            factors = self.drawn_factors() if examined else [self.factor(k, +1) for k in range(self.k_max + 1)]
+            factors = (
+                self.drawn_factors()
+                if examined
+                else [self.factor(k, +1) for k in range(self.k_max + 1)]
+            )
             k = max(range(self.k_max + 1), key=lambda k: (factors[k], -k))
             self.explorations += k != self.best_k()
         self.chosen[k] += 1
@@ -289,7 +352,9 @@ class CostModelK:
         plain = self.plain_reference()
         if plain is None:
             return []
-        return self._once("shifts", lambda: [math.log(t / plain / self.prior.v[n]) for n, t, _ in self.drafted])
+        return self._once(
+            "shifts", lambda: [math.log(t / plain / self.prior.v[n]) for n, t, _ in self.drafted]
+        )
 
     def plain_reference(self) -> float | None:
         """Seconds of one plain step, the unit of every cost ratio: the median of this run's plain rounds once
@@ -320,24 +385,37 @@ class CostModelK:
         shift, noise = self._pooled_shift()
         calibration_noise = max(self.prior.v_noise.values())
         reference_noise = REFERENCE_NOISE if self._own_unit() else UNIT_DRIFT_NOISE
-        return abs(shift) > self.stale_z * math.sqrt(noise**2 + calibration_noise**2 + reference_noise**2)
+        return abs(shift) > self.stale_z * math.sqrt(
+            noise**2 + calibration_noise**2 + reference_noise**2
+        )
 
     def costs(self) -> Costs:
         """What the run learned, as the next call's starting point."""
         estimates = {n: self.v(n) for n in range(2, self.k_max + 2)}
-        return Costs({1: 1.0, **{n: math.exp(lv) for n, (lv, _) in estimates.items()}}, self.c(),
-                     {n: s for n, (_, s) in estimates.items()}, self.prior.c_noise, self.prior.t1_s)
+        return Costs(
+            {1: 1.0, **{n: math.exp(lv) for n, (lv, _) in estimates.items()}},
+            self.c(),
+            {n: s for n, (_, s) in estimates.items()},
+            self.prior.c_noise,
+            self.prior.t1_s,
+        )
 
     def summary(self) -> dict:
         """The decision and the figures behind it: rounds per chosen k, explorations, v, c, acceptance, best factor."""
         best = self.best_k()
         return {
-            "rounds_per_k": dict(sorted(self.chosen.items())), "explorations": self.explorations,
+            "rounds_per_k": dict(sorted(self.chosen.items())),
+            "explorations": self.explorations,
             "v": {n: round(math.exp(self.v(n)[0]), 3) for n in range(2, self.k_max + 2)},
             "v_noise": {n: round(self.v(n)[1], 3) for n in range(2, self.k_max + 2)},
-            "c": round(self.c(), 4), "acceptance_rates": [round(a, 3) for a in self.acceptance_rates],
-            "best_k": best, "best_factor": round(self.factor(best), 3),
-            "best_factor_bounds": [round(self.factor(best, -1), 3), round(self.factor(best, +1), 3)],
+            "c": round(self.c(), 4),
+            "acceptance_rates": [round(a, 3) for a in self.acceptance_rates],
+            "best_k": best,
+            "best_factor": round(self.factor(best), 3),
+            "best_factor_bounds": [
+                round(self.factor(best, -1), 3),
+                round(self.factor(best, +1), 3),
+            ],
             "calibration_disagrees": self.calibration_disagrees,
         }
 
@@ -346,17 +424,27 @@ class CostModelK:
         s = self.summary()
         best = s["best_k"]
         k_shown = best or 1
-        figures = (f"v({k_shown + 1}) = {s['v'][k_shown + 1]:.2f} ± {100 * s['v_noise'][k_shown + 1]:.0f} %, "
-                   f"c = {s['c']:.3f}, alpha per position {s['acceptance_rates'][:k_shown]}")
-        stale = (f"; the run's timers contradicted the calibration (v(n) x{math.exp(self.shift()):.2f} of it), so the "
-                 f"run used its own" if self.calibration_disagrees else "")
+        figures = (
+            f"v({k_shown + 1}) = {s['v'][k_shown + 1]:.2f} ± {100 * s['v_noise'][k_shown + 1]:.0f} %, "
+            f"c = {s['c']:.3f}, alpha per position {s['acceptance_rates'][:k_shown]}"
+        )
+        stale = (
+            f"; the run's timers contradicted the calibration (v(n) x{math.exp(self.shift()):.2f} of it), so the "
+            f"run used its own"
+            if self.calibration_disagrees
+            else ""
+        )
         chosen = ", ".join(f"k = {k}: {n}" for k, n in sorted(self.chosen.items()))
-        head = (f"cost policy (Thompson sampling on the walltime model): rounds per k {{{chosen}}}, "
-                f"{s['explorations']} exploring")
+        head = (
+            f"cost policy (Thompson sampling on the walltime model): rounds per k {{{chosen}}}, "
+            f"{s['explorations']} exploring"
+        )
         if best == 0:
-            why = (f"plain steps are best: drafting k = 1 predicts ×{self.factor(1):.2f}, "
-                   f"the best draft k = {max(range(1, self.k_max + 1), key=self.factor)} "
-                   f"×{max(self.factor(k) for k in range(1, self.k_max + 1)):.2f}")
+            why = (
+                f"plain steps are best: drafting k = 1 predicts ×{self.factor(1):.2f}, "
+                f"the best draft k = {max(range(1, self.k_max + 1), key=self.factor)} "
+                f"×{max(self.factor(k) for k in range(1, self.k_max + 1)):.2f}"
+            )
         else:
             low, high = s["best_factor_bounds"]
             why = f"best k = {best}, predicted ×{s['best_factor']:.2f} (×{low:.2f}–×{high:.2f})"

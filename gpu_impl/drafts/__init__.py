@@ -22,4 +22,11 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DraftSource", "ModelDraft", "QuantizedSelfDraft", "PromptLookupDraft", "EarlyExitDraft", "HeadsDraft"]
+__all__ = [
+    "DraftSource",
+    "ModelDraft",
+    "QuantizedSelfDraft",
+    "PromptLookupDraft",
+    "EarlyExitDraft",
+    "HeadsDraft",
+]

@@ -18,8 +18,14 @@ def truncated_model(target: torch.nn.Module, n_layers: int) -> torch.nn.Module:
     inner = getattr(target, "model", None)
     layers = getattr(inner, "layers", None)
     if layers is None or not hasattr(target, "lm_head"):
-        raise ValueError("target must be a causal LM with .model.layers and .lm_head (Llama-style) for EarlyExitDraft")
-    if isinstance(n_layers, bool) or not isinstance(n_layers, int) or not 1 <= n_layers <= len(layers):
+        raise ValueError(
+            "target must be a causal LM with .model.layers and .lm_head (Llama-style) for EarlyExitDraft"
+        )
+    if (
+        isinstance(n_layers, bool)
+        or not isinstance(n_layers, int)
+        or not 1 <= n_layers <= len(layers)
+    ):
         raise ValueError(f"n_layers must be an integer in [1, {len(layers)}], got {n_layers!r}")
     config = copy.deepcopy(target.config)
     config.num_hidden_layers = n_layers
@@ -28,7 +34,11 @@ def truncated_model(target: torch.nn.Module, n_layers: int) -> torch.nn.Module:
     with torch.device("meta"):
         shallow = type(target)(config)
     for name, module in inner.named_children():
-        setattr(shallow.model, name, torch.nn.ModuleList(list(layers)[:n_layers]) if name == "layers" else module)
+        setattr(
+            shallow.model,
+            name,
+            torch.nn.ModuleList(list(layers)[:n_layers]) if name == "layers" else module,
+        )
     shallow.lm_head = target.lm_head
     leftover = [n for n, t in [*shallow.named_parameters(), *shallow.named_buffers()] if t.is_meta]
     if leftover:
@@ -39,5 +49,7 @@ def truncated_model(target: torch.nn.Module, n_layers: int) -> torch.nn.Module:
 class EarlyExitDraft(ModelDraft):
     """Draft = target truncated after `n_layers` layers, with its own KV cache."""
 
-    def __init__(self, target: torch.nn.Module, n_layers: int, tokenizer=None, cpu_matmul: str = "auto"):
+    def __init__(
+        self, target: torch.nn.Module, n_layers: int, tokenizer=None, cpu_matmul: str = "auto"
+    ):
         super().__init__(truncated_model(target, n_layers), tokenizer, cpu_matmul)

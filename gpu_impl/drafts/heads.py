@@ -61,19 +61,29 @@ class HeadBlock(nn.Module):
 class PredictionHeads(nn.Module):
     """h chained `HeadBlock`s for a target of width `hidden_size` (the target's modules are not part of it)."""
 
-    def __init__(self, hidden_size: int, n_heads: int = 3, inner_size: int | None = None, seed: int = 0):
+    def __init__(
+        self, hidden_size: int, n_heads: int = 3, inner_size: int | None = None, seed: int = 0
+    ):
         super().__init__()
         for name, value in (("hidden_size", hidden_size), ("n_heads", n_heads)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.config = {"hidden_size": hidden_size, "n_heads": n_heads, "inner_size": inner_size or 2 * hidden_size}
+        self.config = {
+            "hidden_size": hidden_size,
+            "n_heads": n_heads,
+            "inner_size": inner_size or 2 * hidden_size,
+        }
         state = torch.random.get_rng_state()
         try:
             torch.manual_seed(seed)
-            self.blocks = nn.ModuleList(HeadBlock(hidden_size, self.config["inner_size"]) for _ in range(n_heads))
+            self.blocks = nn.ModuleList(
+                HeadBlock(hidden_size, self.config["inner_size"]) for _ in range(n_heads)
+            )
         finally:
             torch.random.set_rng_state(state)
-        with torch.no_grad():  # start as "the state carries on": identity on the state half, small on the token half
+        with (
+            torch.no_grad()
+        ):  # start as "the state carries on": identity on the state half, small on the token half
             for block in self.blocks:
                 block.fuse.weight[:, :hidden_size].copy_(torch.eye(hidden_size))
                 block.fuse.weight[:, hidden_size:].mul_(0.1)
@@ -88,12 +98,19 @@ def target_parts(target: nn.Module) -> tuple[nn.Module, nn.Module]:
     """(input embedding, LM head) of a causal LM; ValueError if it has neither."""
     embed, head = target.get_input_embeddings(), target.get_output_embeddings()
     if embed is None or head is None:
-        raise ValueError("target must be a causal LM with input embeddings and an LM head for a heads draft")
+        raise ValueError(
+            "target must be a causal LM with input embeddings and an LM head for a heads draft"
+        )
     return embed, head
 
 
-def head_logits(heads: PredictionHeads, i: int, state: torch.Tensor, token_embedding: torch.Tensor,
-                lm_head: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+def head_logits(
+    heads: PredictionHeads,
+    i: int,
+    state: torch.Tensor,
+    token_embedding: torch.Tensor,
+    lm_head: nn.Module,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(next state, logits) of head i: the one step shared by drafting and training."""
     state = heads.blocks[i](state, token_embedding)
     return state, lm_head(heads.blocks[i].norm_out(state))
@@ -117,15 +134,21 @@ def default_heads_path(target: nn.Module) -> Path:
     return cache_root() / "heads" / target_key(target) / "heads.safetensors"
 
 
-def save_heads(heads: PredictionHeads, path: str | Path, target: nn.Module, info: dict | None = None) -> Path:
+def save_heads(
+    heads: PredictionHeads, path: str | Path, target: nn.Module, info: dict | None = None
+) -> Path:
     """Write the heads' weights and config (and the target's key, and `info`) as one safetensors file."""
     # safetensors (the [torch] extra): only saving trained heads needs it
     from safetensors.torch import save_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    metadata = {"format": str(HEADS_FORMAT), "config": json.dumps(heads.config), "target": target_key(target),
-                "info": json.dumps(info or {})}
+    metadata = {
+        "format": str(HEADS_FORMAT),
+        "config": json.dumps(heads.config),
+        "target": target_key(target),
+        "info": json.dumps(info or {}),
+    }
     tensors = {name: t.detach().contiguous().cpu() for name, t in heads.state_dict().items()}
     save_file(tensors, str(path), metadata=metadata)
     return path
@@ -138,16 +161,22 @@ def load_heads(path: str | Path, target: nn.Module) -> PredictionHeads:
 
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"no trained heads at {path}; train them first with `{TRAIN_COMMAND}`"
-                         " (see README, 'Prediction heads')")
+        raise ValueError(
+            f"no trained heads at {path}; train them first with `{TRAIN_COMMAND}`"
+            " (see README, 'Prediction heads')"
+        )
     with safe_open(str(path), framework="pt") as handle:
         metadata = handle.metadata() or {}
         tensors = {name: handle.get_tensor(name) for name in handle.keys()}
     if metadata.get("format") != str(HEADS_FORMAT):
-        raise ValueError(f"{path} is not an exactspec heads file (format {metadata.get('format')!r})")
+        raise ValueError(
+            f"{path} is not an exactspec heads file (format {metadata.get('format')!r})"
+        )
     if metadata.get("target") != target_key(target):
-        raise ValueError(f"{path} holds heads trained for target {metadata.get('target')!r}, not this target "
-                         f"({target_key(target)}); retrain with `{TRAIN_COMMAND}`")
+        raise ValueError(
+            f"{path} holds heads trained for target {metadata.get('target')!r}, not this target "
+            f"({target_key(target)}); retrain with `{TRAIN_COMMAND}`"
+        )
     heads = PredictionHeads(**json.loads(metadata["config"]))
     heads.load_state_dict(tensors)
     heads.info = json.loads(metadata.get("info", "{}"))
@@ -174,8 +203,10 @@ class HeadsDraft(DraftSource):
             raise ValueError(f"heads must be PredictionHeads, got {type(heads).__name__}")
         self.embed, self.lm_head = target_parts(target)
         if heads.config["hidden_size"] != self.embed.weight.shape[1]:
-            raise ValueError(f"heads of width {heads.config['hidden_size']} do not fit a target of width "
-                             f"{self.embed.weight.shape[1]}")
+            raise ValueError(
+                f"heads of width {heads.config['hidden_size']} do not fit a target of width "
+                f"{self.embed.weight.shape[1]}"
+            )
         self.heads = heads.eval()
         self.hidden = None
 
@@ -196,7 +227,9 @@ class HeadsDraft(DraftSource):
             index = (counts - 1)[:, None, None].expand(-1, 1, hidden.shape[2])
             self.hidden = hidden.gather(1, index).squeeze(1)
 
-    def _logits(self, i: int, state: torch.Tensor, token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _logits(
+        self, i: int, state: torch.Tensor, token: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         state, logits = head_logits(self.heads, i, state, self.embed(token), self.lm_head)
         return state, logits.float()[:, : self.vocab_size]
 
@@ -221,8 +254,11 @@ class HeadsDraft(DraftSource):
     def step_seconds(self) -> float:
         """Median seconds of one head step (block + LM head) at the current batch size."""
         batch = self.pending.shape[0]
-        state = torch.zeros((batch, self.heads.config["hidden_size"]), device=self.pending.device,
-                            dtype=self.embed.weight.dtype)
+        state = torch.zeros(
+            (batch, self.heads.config["hidden_size"]),
+            device=self.pending.device,
+            dtype=self.embed.weight.dtype,
+        )
         token = self.pending.new_zeros(batch)
         seconds = []
         for _ in range(6):

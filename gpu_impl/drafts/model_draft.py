@@ -33,7 +33,9 @@ class ModelDraft(DraftSource):
         self.cached.reset(input_ids.shape[0])
         self.vocab_size = vocab_size
         if input_ids.shape[1] > 1:
-            self.cached.forward(input_ids[:, :-1], None if valid is None else valid[:, :-1], last_only=True)
+            self.cached.forward(
+                input_ids[:, :-1], None if valid is None else valid[:, :-1], last_only=True
+            )
         self.unfed, self.unfed_valid = input_ids[:, -1:], None
 
     def step_seconds(self) -> float:
@@ -42,7 +44,9 @@ class ModelDraft(DraftSource):
     def propose(self, k: int, sampling: SamplingParams, generators: Generators):
         if k == 0:  # a plain target step: the draft catches up next round
             self.proposed = self.unfed.new_zeros((self.unfed.shape[0], 0))
-            return self.proposed, torch.zeros((*self.proposed.shape, self.vocab_size), device=self.unfed.device)
+            return self.proposed, torch.zeros(
+                (*self.proposed.shape, self.vocab_size), device=self.unfed.device
+            )
         logits = self.cached.forward(self.unfed, self.unfed_valid, last_only=True)[:, -1]
         tokens, probs = [], []
         for i in range(k):
@@ -60,11 +64,15 @@ class ModelDraft(DraftSource):
         if k == 0:  # nothing was fed this round: the emitted token joins the tokens still to feed
             self.unfed = torch.cat([self.unfed, tokens[:, :1]], dim=1)
             if self.unfed_valid is not None:
-                self.unfed_valid = torch.cat([self.unfed_valid, torch.ones_like(self.unfed_valid[:, :1])], dim=1)
+                self.unfed_valid = torch.cat(
+                    [self.unfed_valid, torch.ones_like(self.unfed_valid[:, :1])], dim=1
+                )
             return
         n_accepted = counts - 1
         n_host = [len(row) - 1 for row in emitted]
-        self.cached.keep_in_tail(k - 1, n_accepted.clamp(max=k - 1), [min(n, k - 1) for n in n_host])
+        self.cached.keep_in_tail(
+            k - 1, n_accepted.clamp(max=k - 1), [min(n, k - 1) for n in n_host]
+        )
         last = tokens.gather(1, n_accepted[:, None])
         all_accepted = [n == k for n in n_host]
         if not any(all_accepted):
@@ -72,4 +80,8 @@ class ModelDraft(DraftSource):
             return
         self.unfed = torch.cat([self.proposed[:, -1:], last], dim=1)
         first_real = (n_accepted == k)[:, None]
-        self.unfed_valid = None if all(all_accepted) else torch.cat([first_real, torch.ones_like(first_real)], dim=1)
+        self.unfed_valid = (
+            None
+            if all(all_accepted)
+            else torch.cat([first_real, torch.ones_like(first_real)], dim=1)
+        )

@@ -33,7 +33,9 @@ class PromptLookupDraft(DraftSource):
         if isinstance(ngram_min, bool) or not isinstance(ngram_min, int) or ngram_min < 1:
             raise ValueError(f"ngram_min must be an integer >= 1, got {ngram_min!r}")
         if isinstance(ngram_max, bool) or not isinstance(ngram_max, int) or ngram_max < ngram_min:
-            raise ValueError(f"ngram_max must be an integer >= ngram_min ({ngram_min}), got {ngram_max!r}")
+            raise ValueError(
+                f"ngram_max must be an integer >= ngram_min ({ngram_min}), got {ngram_max!r}"
+            )
         self.ngram_max, self.ngram_min = ngram_max, ngram_min
 
     def reset(self, input_ids, valid, vocab_size) -> None:
@@ -44,7 +46,9 @@ class PromptLookupDraft(DraftSource):
         self.device = input_ids.device
 
     def propose(self, k, sampling, generators):
-        found = [lookup(ctx, k, self.ngram_max, self.ngram_min) if k else [] for ctx in self.contexts]
+        found = [
+            lookup(ctx, k, self.ngram_max, self.ngram_min) if k else [] for ctx in self.contexts
+        ]
         width = max(map(len, found))
         rows = [(f + [(f or ctx)[-1]] * width)[:width] for f, ctx in zip(found, self.contexts)]
         tokens = torch.tensor(rows, dtype=torch.long, device=self.device).reshape(len(rows), width)

@@ -34,15 +34,25 @@ class Int8Linear(nn.Module):
         super().__init__()
         weight = linear.weight.detach().float()
         scale = weight.abs().amax(dim=1).clamp_min(1e-12) / 127.0
-        self.register_buffer("weight_int8", torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer(
+            "weight_int8", torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8)
+        )
         self.register_buffer("scale", scale.to(linear.weight.dtype))
-        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        self.bias = (
+            None
+            if linear.bias is None
+            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        )
         self.in_features, self.out_features = linear.in_features, linear.out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type == "cpu" and x.dtype in FUSED_DTYPES and FUSED_INT8 is not None:
-            flat = x.reshape(-1, x.shape[-1]).contiguous()  # torch's CPU kernel reads the int8 weight directly
-            y = FUSED_INT8(flat, self.weight_int8, self.scale.to(x.dtype)).reshape(*x.shape[:-1], self.out_features)
+            flat = x.reshape(
+                -1, x.shape[-1]
+            ).contiguous()  # torch's CPU kernel reads the int8 weight directly
+            y = FUSED_INT8(flat, self.weight_int8, self.scale.to(x.dtype)).reshape(
+                *x.shape[:-1], self.out_features
+            )
         else:
             y = nn.functional.linear(x, self.weight_int8.to(x.dtype)) * self.scale.to(x.dtype)
         return y if self.bias is None else y + self.bias
@@ -64,7 +74,9 @@ def quantized_copy(target: nn.Module, backend: str = "auto") -> nn.Module:
         raise ValueError(f"backend must be 'auto', 'int8' or 'dynamic', got {backend!r}")
     on_cpu = next(target.parameters()).device.type == "cpu"
     if backend == "auto":
-        backend = "dynamic" if on_cpu and hasattr(torch.ao.quantization, "quantize_dynamic") else "int8"
+        backend = (
+            "dynamic" if on_cpu and hasattr(torch.ao.quantization, "quantize_dynamic") else "int8"
+        )
     clone = copy.deepcopy(target).eval()
     if backend == "dynamic":
         if not on_cpu:
@@ -78,5 +90,7 @@ def quantized_copy(target: nn.Module, backend: str = "auto") -> nn.Module:
 class QuantizedSelfDraft(ModelDraft):
     """Draft = int8 copy of the target; same vocabulary by construction."""
 
-    def __init__(self, target: nn.Module, backend: str = "auto", tokenizer=None, cpu_matmul: str = "auto"):
+    def __init__(
+        self, target: nn.Module, backend: str = "auto", tokenizer=None, cpu_matmul: str = "auto"
+    ):
         super().__init__(quantized_copy(target, backend), tokenizer, cpu_matmul)

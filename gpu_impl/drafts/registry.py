@@ -46,8 +46,12 @@ class DraftEntry:
     form: str  # as the help shows it, e.g. "early-exit[:N]"
     summary: str
     parse: Callable[[str | None], DraftSpec]
-    validate: Callable[[DraftSpec, ModelShape], None]  # ValueError naming --draft; no weights loaded
-    build: Callable[[DraftSpec, BuildContext], tuple[Any, str]]  # -> (DraftSource or None, one-line description)
+    validate: Callable[
+        [DraftSpec, ModelShape], None
+    ]  # ValueError naming --draft; no weights loaded
+    build: Callable[
+        [DraftSpec, BuildContext], tuple[Any, str]
+    ]  # -> (DraftSource or None, one-line description)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -84,9 +88,15 @@ def _nothing_to_check(spec: DraftSpec, target: ModelShape) -> None:
 
 def early_exit_layers(spec: DraftSpec, total: int) -> int:
     """The draft's layer count: N from ``early-exit:N``, else half the target's; ValueError unless 1 <= N < total."""
-    n = spec.n_layers if spec.n_layers is not None else max(1, int(total * EARLY_EXIT_DEFAULT_FRACTION))
+    n = (
+        spec.n_layers
+        if spec.n_layers is not None
+        else max(1, int(total * EARLY_EXIT_DEFAULT_FRACTION))
+    )
     if not 1 <= n < total:
-        raise ValueError(f"--draft early-exit:N needs 1 <= N < {total} (the target's number of layers), got {n}")
+        raise ValueError(
+            f"--draft early-exit:N needs 1 <= N < {total} (the target's number of layers), got {n}"
+        )
     return n
 
 
@@ -99,8 +109,10 @@ def _check_model_draft(spec: DraftSpec, target: ModelShape) -> None:
     """The draft model's files exist and, where both configs say, its vocabulary is the target's."""
     draft = model_shape(spec.path)
     if None not in (draft.vocab_size, target.vocab_size) and draft.vocab_size != target.vocab_size:
-        raise ValueError(f"--draft model:{spec.path}: its vocabulary has {draft.vocab_size} tokens, the target's "
-                         f"{target.vocab_size}; a draft model must share the target's vocabulary")
+        raise ValueError(
+            f"--draft model:{spec.path}: its vocabulary has {draft.vocab_size} tokens, the target's "
+            f"{target.vocab_size}; a draft model must share the target's vocabulary"
+        )
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -124,8 +136,13 @@ def _build_self_int8(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
     from .quantized import QuantizedSelfDraft
 
     on_cpu = str(context.device).startswith("cpu")
-    draft = QuantizedSelfDraft(context.target, backend="dynamic" if on_cpu else "int8", cpu_matmul=context.cpu_matmul)
-    return draft, f"int8 self-draft ({'torch dynamic quantisation' if on_cpu else 'weight-only int8'})"
+    draft = QuantizedSelfDraft(
+        context.target, backend="dynamic" if on_cpu else "int8", cpu_matmul=context.cpu_matmul
+    )
+    return (
+        draft,
+        f"int8 self-draft ({'torch dynamic quantisation' if on_cpu else 'weight-only int8'})",
+    )
 
 
 def _build_early_exit(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
@@ -134,7 +151,9 @@ def _build_early_exit(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]
 
     total = int(context.target.config.num_hidden_layers)
     n = early_exit_layers(spec, total)
-    return EarlyExitDraft(context.target, n, cpu_matmul=context.cpu_matmul), f"early exit after {n} of {total} layers"
+    return EarlyExitDraft(
+        context.target, n, cpu_matmul=context.cpu_matmul
+    ), f"early exit after {n} of {total} layers"
 
 
 def _build_model(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
@@ -143,14 +162,18 @@ def _build_model(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
     from ..loop.vocab import check_same_vocabulary
     from .model_draft import ModelDraft
 
-    draft_model, draft_tokenizer = models.load_model(spec.path, device=context.device, dtype=context.dtype)
+    draft_model, draft_tokenizer = models.load_model(
+        spec.path, device=context.device, dtype=context.dtype
+    )
     check_same_vocabulary(context.target, draft_model, context.tokenizer, draft_tokenizer)
     return ModelDraft(draft_model, draft_tokenizer, context.cpu_matmul), f"model {spec.path}"
 
 
 def _heads_path(argument: str | None) -> DraftSpec:
     if argument is not None and not argument:
-        raise ValueError("--draft heads:PATH needs the path of a heads .safetensors file (or use plain --draft heads)")
+        raise ValueError(
+            "--draft heads:PATH needs the path of a heads .safetensors file (or use plain --draft heads)"
+        )
     return DraftSpec("heads", path=argument)
 
 
@@ -164,19 +187,50 @@ def _build_heads(spec: DraftSpec, context: BuildContext) -> tuple[Any, str]:
 
 
 DRAFTS: tuple[DraftEntry, ...] = (
-    DraftEntry("prompt-lookup", "prompt-lookup", "continue an earlier n-gram of the context (no model)",
-               no_argument("prompt-lookup"), _nothing_to_check, _build_prompt_lookup),
-    DraftEntry("self-int8", "self-int8", "int8-quantised copy of the target",
-               no_argument("self-int8"), _nothing_to_check, _build_self_int8),
-    DraftEntry("early-exit", "early-exit[:N]", "the target's first N layers (default half)",
-               _layers, _check_early_exit, _build_early_exit),
-    DraftEntry("model", "model:PATH", "a separate model with the same vocabulary",
-               _model_path, _check_model_draft, _build_model),
-    DraftEntry("heads", "heads[:PATH]", "prediction heads on the target's last hidden state, trained by "
-               "`exactspec train-heads` (default: the ones it saved for this target)",
-               _heads_path, _nothing_to_check, _build_heads),
-    DraftEntry("none", "none", "plain decoding",
-               no_argument("none"), _nothing_to_check, _build_none),
+    DraftEntry(
+        "prompt-lookup",
+        "prompt-lookup",
+        "continue an earlier n-gram of the context (no model)",
+        no_argument("prompt-lookup"),
+        _nothing_to_check,
+        _build_prompt_lookup,
+    ),
+    DraftEntry(
+        "self-int8",
+        "self-int8",
+        "int8-quantised copy of the target",
+        no_argument("self-int8"),
+        _nothing_to_check,
+        _build_self_int8,
+    ),
+    DraftEntry(
+        "early-exit",
+        "early-exit[:N]",
+        "the target's first N layers (default half)",
+        _layers,
+        _check_early_exit,
+        _build_early_exit,
+    ),
+    DraftEntry(
+        "model",
+        "model:PATH",
+        "a separate model with the same vocabulary",
+        _model_path,
+        _check_model_draft,
+        _build_model,
+    ),
+    DraftEntry(
+        "heads",
+        "heads[:PATH]",
+        "prediction heads on the target's last hidden state, trained by "
+        "`exactspec train-heads` (default: the ones it saved for this target)",
+        _heads_path,
+        _nothing_to_check,
+        _build_heads,
+    ),
+    DraftEntry(
+        "none", "none", "plain decoding", no_argument("none"), _nothing_to_check, _build_none
+    ),
 )
 _BY_NAME = {entry.name: entry for entry in DRAFTS}
 DRAFT_CHOICES = " | ".join(entry.form for entry in DRAFTS)
@@ -206,7 +260,8 @@ def validate_draft(spec: DraftSpec, target: ModelShape) -> None:
     entry_for(spec).validate(spec, target)
 
 
-def build_draft(spec: DraftSpec, target: Any, tokenizer: Any, device: str, dtype: Any,
-                cpu_matmul: str = "auto") -> tuple[Any, str]:
+def build_draft(
+    spec: DraftSpec, target: Any, tokenizer: Any, device: str, dtype: Any, cpu_matmul: str = "auto"
+) -> tuple[Any, str]:
     """The DraftSource for `spec` (None for plain decoding) and a one-line description."""
     return entry_for(spec).build(spec, BuildContext(target, tokenizer, device, dtype, cpu_matmul))

@@ -98,22 +98,47 @@ def encode_texts(tokenizer: Any, texts: list[str], max_tokens: int) -> list[list
 
 
 @torch.inference_mode()
-def self_generated(target: Any, tokenizer: Any, max_tokens: int, reply_tokens: int = 128, seed: int = 0,
-                   batch: int = 8) -> list[list[int]]:
+def self_generated(
+    target: Any,
+    tokenizer: Any,
+    max_tokens: int,
+    reply_tokens: int = 128,
+    seed: int = 0,
+    batch: int = 8,
+) -> list[list[int]]:
     """Chat-formatted prompt + the target's own reply (T = 0.7) for the seed prompts, until `max_tokens` reply tokens."""
     rows: list[list[int]] = []
     total, round_index = 0, 0
     while total < max_tokens:
-        prompts = [SEED_PROMPTS[(round_index * batch + i) % len(SEED_PROMPTS)] for i in range(batch)]
-        encoded = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True)
-                   for p in prompts]
-        encoded = [list(e["input_ids"]) if isinstance(e, dict) or hasattr(e, "keys") else list(e) for e in encoded]
+        prompts = [
+            SEED_PROMPTS[(round_index * batch + i) % len(SEED_PROMPTS)] for i in range(batch)
+        ]
+        encoded = [
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": p}], add_generation_prompt=True
+            )
+            for p in prompts
+        ]
+        encoded = [
+            list(e["input_ids"]) if isinstance(e, dict) or hasattr(e, "keys") else list(e)
+            for e in encoded
+        ]
         width = max(map(len, encoded))
         ids = torch.tensor([[0] * (width - len(e)) + e for e in encoded])
         mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=ids.device.type == "cpu"):  # training text: speed over bits
-            result = generate_plain(target, ids, reply_tokens, SamplingParams(0.7), seed=seed + 1000 * round_index,
-                                    eos_token_id=tokenizer.eos_token_id, attention_mask=mask, cpu_matmul="stock")
+        with torch.autocast(
+            "cpu", dtype=torch.bfloat16, enabled=ids.device.type == "cpu"
+        ):  # training text: speed over bits
+            result = generate_plain(
+                target,
+                ids,
+                reply_tokens,
+                SamplingParams(0.7),
+                seed=seed + 1000 * round_index,
+                eos_token_id=tokenizer.eos_token_id,
+                attention_mask=mask,
+                cpu_matmul="stock",
+            )
         for prompt, reply in zip(encoded, result.sequences):
             rows.append(prompt + list(reply))
             total += len(reply)
@@ -123,7 +148,7 @@ def self_generated(target: Any, tokenizer: Any, max_tokens: int, reply_tokens: i
 
 def windows(rows: list[list[int]], length: int) -> torch.Tensor:
     """Non-overlapping windows of `length` tokens cut from every row (the tail shorter than `length` dropped)."""
-    cut = [row[i: i + length] for row in rows for i in range(0, len(row) - length + 1, length)]
+    cut = [row[i : i + length] for row in rows for i in range(0, len(row) - length + 1, length)]
     if not cut:
         raise ValueError(f"no text row is at least {length} tokens long")
     return torch.tensor(cut, dtype=torch.long)

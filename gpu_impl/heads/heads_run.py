@@ -29,19 +29,32 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     return models.load_default_model()
 
 
-def corpus_rows(args: argparse.Namespace, target: Any, tokenizer: Any) -> tuple[list[list[int]], dict[str, int]]:
+def corpus_rows(
+    args: argparse.Namespace, target: Any, tokenizer: Any
+) -> tuple[list[list[int]], dict[str, int]]:
     """Token rows of the training text and the number of tokens from each source."""
     if tokenizer is None:  # --tiny: random token rows
         rng = torch.Generator().manual_seed(args.seed)
-        rows = torch.randint(0, target.config.vocab_size, (12, 4 * args.window), generator=rng).tolist()
+        rows = torch.randint(
+            0, target.config.vocab_size, (12, 4 * args.window), generator=rng
+        ).tolist()
         return rows, {"random": sum(map(len, rows))}
     sources = {
-        "stdlib": corpus.encode_texts(tokenizer, corpus.stdlib_sources(6 * args.stdlib_tokens, args.seed), args.stdlib_tokens),
-        "package_docs": corpus.encode_texts(tokenizer, corpus.package_docs(6 * args.docs_tokens, args.seed), args.docs_tokens),
-        "self_generated": corpus.self_generated(target, tokenizer, args.generated_tokens, seed=args.seed)
-        if args.generated_tokens > 0 else [],
+        "stdlib": corpus.encode_texts(
+            tokenizer, corpus.stdlib_sources(6 * args.stdlib_tokens, args.seed), args.stdlib_tokens
+        ),
+        "package_docs": corpus.encode_texts(
+            tokenizer, corpus.package_docs(6 * args.docs_tokens, args.seed), args.docs_tokens
+        ),
+        "self_generated": corpus.self_generated(
+            target, tokenizer, args.generated_tokens, seed=args.seed
+        )
+        if args.generated_tokens > 0
+        else [],
     }
-    return [row for rows in sources.values() for row in rows], {name: sum(map(len, rows)) for name, rows in sources.items()}
+    return [row for rows in sources.values() for row in rows], {
+        name: sum(map(len, rows)) for name, rows in sources.items()
+    }
 
 
 def train(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
@@ -53,27 +66,51 @@ def train(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     try:
         target, tokenizer = _load(args)
         rows, token_counts = corpus_rows(args, target, tokenizer)
-        piece = 8 * (args.window + args.heads)  # split long texts into pieces of 8 windows, so the held-out part has many
-        rows = [row[i: i + piece] for row in rows for i in range(0, len(row), piece)]
+        piece = 8 * (
+            args.window + args.heads
+        )  # split long texts into pieces of 8 windows, so the held-out part has many
+        rows = [row[i : i + piece] for row in rows for i in range(0, len(row), piece)]
         train_rows, held_rows = split_rows(len(rows), args.held_out, args.seed)
         length = args.window + args.heads
-        train_ids, held_ids = windows([rows[i] for i in train_rows], length), windows([rows[i] for i in held_rows], length)
+        train_ids, held_ids = (
+            windows([rows[i] for i in train_rows], length),
+            windows([rows[i] for i in held_rows], length),
+        )
     except (ModelNotAvailableError, ValueError, OSError) as error:
         return fail(str(error))
     text_s = time.perf_counter() - start
-    print(f"# text: {token_counts} tokens -> {train_ids.shape[0]} training and {held_ids.shape[0]} held-out windows of "
-          f"{length} ({text_s:.0f} s)", file=sys.stderr)
+    print(
+        f"# text: {token_counts} tokens -> {train_ids.shape[0]} training and {held_ids.shape[0]} held-out windows of "
+        f"{length} ({text_s:.0f} s)",
+        file=sys.stderr,
+    )
     train = (train_ids, collect_states(target, train_ids, progress=True))
     held_out = (held_ids, collect_states(target, held_ids, progress=True))
     states_s = time.perf_counter() - start - text_s
-    config = TrainConfig(n_heads=args.heads, steps=args.steps, batch=args.batch, learning_rate=args.lr, seed=args.seed,
-                         time_limit_s=60 * args.time_limit_min, text_vocabulary=not args.full_vocabulary)
+    config = TrainConfig(
+        n_heads=args.heads,
+        steps=args.steps,
+        batch=args.batch,
+        learning_rate=args.lr,
+        seed=args.seed,
+        time_limit_s=60 * args.time_limit_min,
+        text_vocabulary=not args.full_vocabulary,
+    )
     heads, report = train_heads(target, train, held_out, config)
-    report.update({"tokens": token_counts, "text_seconds": text_s, "states_seconds": states_s,
-                   "total_seconds": time.perf_counter() - start, "threads": torch.get_num_threads()})
+    report.update(
+        {
+            "tokens": token_counts,
+            "text_seconds": text_s,
+            "states_seconds": states_s,
+            "total_seconds": time.perf_counter() - start,
+            "threads": torch.get_num_threads(),
+        }
+    )
     path = save_heads(heads, args.out or default_heads_path(target), target, report)
     after = report["held_out_after"]
     print(json.dumps(report, indent=1), file=sys.stderr)
-    print(f"# saved {path}\n# held-out top-1 agreement per head: {[round(a, 3) for a in after['top1_agreement']]}; "
-          f"sum min(p, q): {[round(a, 3) for a in after['overlap_min_p_q']]}; total {report['total_seconds'] / 60:.1f} min")
+    print(
+        f"# saved {path}\n# held-out top-1 agreement per head: {[round(a, 3) for a in after['top1_agreement']]}; "
+        f"sum min(p, q): {[round(a, 3) for a in after['overlap_min_p_q']]}; total {report['total_seconds'] / 60:.1f} min"
+    )
     return 0

@@ -31,7 +31,9 @@ class TrainConfig:
     weight_decay: float = 0.0
     seed: int = 0
     time_limit_s: float | None = None
-    text_vocabulary: bool = True  # KL over the training text's own tokens only (exact KL: False; ~10x slower)
+    text_vocabulary: bool = (
+        True  # KL over the training text's own tokens only (exact KL: False; ~10x slower)
+    )
 
     def check(self) -> None:
         for name in ("n_heads", "steps", "batch"):
@@ -51,13 +53,17 @@ def _fast_matmuls(device: torch.device | str):
 
 
 @torch.inference_mode()
-def collect_states(target: torch.nn.Module, ids: torch.Tensor, batch: int = 8, progress: bool = False) -> torch.Tensor:
+def collect_states(
+    target: torch.nn.Module, ids: torch.Tensor, batch: int = 8, progress: bool = False
+) -> torch.Tensor:
     """The target's final-norm states (N, L, d) on windows `ids` (N, L), float32 on the CPU."""
     decoder = target.get_decoder()
     device = next(target.parameters()).device
     out = []
-    for start in tqdm(range(0, ids.shape[0], batch), desc="target states", unit="batch", disable=not progress):
-        chunk = ids[start: start + batch].to(device)
+    for start in tqdm(
+        range(0, ids.shape[0], batch), desc="target states", unit="batch", disable=not progress
+    ):
+        chunk = ids[start : start + batch].to(device)
         with _fast_matmuls(device):
             out.append(decoder(input_ids=chunk).last_hidden_state.float().cpu())
     return torch.cat(out)
@@ -72,43 +78,63 @@ def _projection(lm_head: torch.nn.Module, vocab: torch.Tensor | None):
     return lambda x: F.linear(x, weight, bias)
 
 
-def distill_loss(heads: PredictionHeads, target: torch.nn.Module, ids: torch.Tensor, states: torch.Tensor,
-                 vocab: torch.Tensor | None = None):
+def distill_loss(
+    heads: PredictionHeads,
+    target: torch.nn.Module,
+    ids: torch.Tensor,
+    states: torch.Tensor,
+    vocab: torch.Tensor | None = None,
+):
     """(mean KL over heads, per-head KL, per-head top-1 agreement, per-head sum min(p, q)) on windows (B, L) with
     states (B, L, d); with `vocab` (token ids) both laws are restricted to those tokens and renormalised."""
     embed, lm_head = target_parts(target)
     lm_head = _projection(lm_head, vocab)
     n_heads, length = heads.n_heads, ids.shape[1]
     if length <= n_heads:
-        raise ValueError(f"windows must be longer than the number of heads ({n_heads}), got length {length}")
+        raise ValueError(
+            f"windows must be longer than the number of heads ({n_heads}), got length {length}"
+        )
     state, width = states[:, : length - n_heads], length - n_heads
     with torch.no_grad():  # the target's own laws at positions 1..L-1, once for every head
         all_log_p = F.log_softmax(lm_head(states[:, 1:]).float(), dim=-1)
     losses, agreement, overlap = [], [], []
     for i in range(n_heads):
-        tokens = ids[:, i + 1: width + i + 1]
+        tokens = ids[:, i + 1 : width + i + 1]
         state, logits = head_logits(heads, i, state, embed(tokens), lm_head)
-        target_log_p = all_log_p[:, i: width + i]
+        target_log_p = all_log_p[:, i : width + i]
         log_q = F.log_softmax(logits.float(), dim=-1)
         kl = (target_log_p.exp() * (target_log_p - log_q)).sum(-1)
         losses.append(kl.mean())
         with torch.no_grad():
             agreement.append((log_q.argmax(-1) == target_log_p.argmax(-1)).float().mean())
             overlap.append(torch.minimum(log_q.exp(), target_log_p.exp()).sum(-1).mean())
-    return torch.stack(losses).mean(), torch.stack(losses), torch.stack(agreement), torch.stack(overlap)
+    return (
+        torch.stack(losses).mean(),
+        torch.stack(losses),
+        torch.stack(agreement),
+        torch.stack(overlap),
+    )
 
 
 @torch.no_grad()
-def evaluate(heads: PredictionHeads, target: torch.nn.Module, ids: torch.Tensor, states: torch.Tensor,
-             batch: int = 8, max_windows: int = 24) -> dict[str, list[float]]:
+def evaluate(
+    heads: PredictionHeads,
+    target: torch.nn.Module,
+    ids: torch.Tensor,
+    states: torch.Tensor,
+    batch: int = 8,
+    max_windows: int = 24,
+) -> dict[str, list[float]]:
     """Per-head KL, top-1 agreement (~ greedy acceptance) and sum min(p, q) (~ acceptance at T = 1) on (at most
     `max_windows`) held-out windows, over the full vocabulary."""
     ids, states = ids[:max_windows], states[:max_windows]
     sums = None
     for start in range(0, ids.shape[0], batch):
         with _fast_matmuls(states.device):
-            _, kl, top1, overlap = distill_loss(heads, target, ids[start: start + batch], states[start: start + batch])
-        part = torch.stack([kl, top1, overlap]) * ids[start: start + batch].shape[0]
+            _, kl, top1, overlap = distill_loss(
+                heads, target, ids[start : start + batch], states[start : start + batch]
+            )
+        part = torch.stack([kl, top1, overlap]) * ids[start : start + batch].shape[0]
         sums = part if sums is None else sums + part
     means = (sums / ids.shape[0]).tolist()
     return {"kl": means[0], "top1_agreement": means[1], "overlap_min_p_q": means[2]}
@@ -127,8 +153,13 @@ def _progress(step: int, config: TrainConfig, elapsed: float) -> float:
     return max(step / config.steps, by_time)
 
 
-def train_heads(target: torch.nn.Module, train: tuple[torch.Tensor, torch.Tensor], held_out: tuple[torch.Tensor, torch.Tensor],
-                config: TrainConfig = TrainConfig(), progress: bool = True) -> tuple[PredictionHeads, dict]:
+def train_heads(
+    target: torch.nn.Module,
+    train: tuple[torch.Tensor, torch.Tensor],
+    held_out: tuple[torch.Tensor, torch.Tensor],
+    config: TrainConfig = TrainConfig(),
+    progress: bool = True,
+) -> tuple[PredictionHeads, dict]:
     """Heads trained on (ids, states) windows; -> (heads, report with the held-out figures before and after)."""
     config.check()
     ids, states = train
@@ -137,7 +168,9 @@ def train_heads(target: torch.nn.Module, train: tuple[torch.Tensor, torch.Tensor
     for p in target.parameters():
         p.requires_grad_(False)
     heads = PredictionHeads(states.shape[-1], config.n_heads, seed=config.seed).to(states.dtype)
-    optimizer = torch.optim.AdamW(heads.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(
+        heads.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
+    )
     rng = torch.Generator().manual_seed(config.seed)
     vocab = torch.unique(ids) if config.text_vocabulary else None
     before = evaluate(heads, target, *held_out)
@@ -147,7 +180,9 @@ def train_heads(target: torch.nn.Module, train: tuple[torch.Tensor, torch.Tensor
         if config.time_limit_s is not None and time.perf_counter() - start > config.time_limit_s:
             break
         for group in optimizer.param_groups:
-            group["lr"] = config.learning_rate * _schedule(step, _progress(step, config, time.perf_counter() - start))
+            group["lr"] = config.learning_rate * _schedule(
+                step, _progress(step, config, time.perf_counter() - start)
+            )
         pick = torch.randint(0, ids.shape[0], (config.batch,), generator=rng)
         with _fast_matmuls(states.device):
             loss, per_head, _, _ = distill_loss(heads, target, ids[pick], states[pick], vocab)
@@ -156,14 +191,24 @@ def train_heads(target: torch.nn.Module, train: tuple[torch.Tensor, torch.Tensor
         torch.nn.utils.clip_grad_norm_(heads.parameters(), 1.0)
         optimizer.step()
         losses.append(float(loss.detach()))
-        bar.set_postfix(kl=f"{loss.item():.3f}", per_head=",".join(f"{v:.2f}" for v in per_head.tolist()))
+        bar.set_postfix(
+            kl=f"{loss.item():.3f}", per_head=",".join(f"{v:.2f}" for v in per_head.tolist())
+        )
     else:
         step = config.steps
     heads.eval()
-    report = {"config": asdict(config), "steps_run": step, "train_vocabulary": None if vocab is None else vocab.numel(), "train_seconds": time.perf_counter() - start,
-              "train_windows": ids.shape[0], "window_length": ids.shape[1], "held_out_windows": held_out[0].shape[0],
-              "train_loss_first_last": [losses[0], losses[-1]] if losses else [],
-              "held_out_before": before, "held_out_after": evaluate(heads, target, *held_out)}
+    report = {
+        "config": asdict(config),
+        "steps_run": step,
+        "train_vocabulary": None if vocab is None else vocab.numel(),
+        "train_seconds": time.perf_counter() - start,
+        "train_windows": ids.shape[0],
+        "window_length": ids.shape[1],
+        "held_out_windows": held_out[0].shape[0],
+        "train_loss_first_last": [losses[0], losses[-1]] if losses else [],
+        "held_out_before": before,
+        "held_out_after": evaluate(heads, target, *held_out),
+    }
     return heads, report
 
 

@@ -13,26 +13,74 @@ import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, metavar="PATH",
-                        help="target: a local Hugging Face directory or .gguf file (default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tiny random Llama on random tokens (tests)
-    parser.add_argument("--heads", type=int, default=3, help="number of heads = most tokens drafted per round (default 3)")
-    parser.add_argument("--stdlib-tokens", type=int, default=12000, help="tokens of standard-library source (default 12000)")
-    parser.add_argument("--docs-tokens", type=int, default=6000, help="tokens of installed packages' READMEs (default 6000)")
-    parser.add_argument("--generated-tokens", type=int, default=1000,
-                        help="reply tokens the target generates itself from seed prompts (default 1000)")
-    parser.add_argument("--window", type=int, default=64, help="positions per training window (default 64)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="PATH",
+        help="target: a local Hugging Face directory or .gguf file (default: the embedded SmolLM2-135M-Instruct)",
+    )
+    parser.add_argument(
+        "--tiny", action="store_true", help=argparse.SUPPRESS
+    )  # tiny random Llama on random tokens (tests)
+    parser.add_argument(
+        "--heads",
+        type=int,
+        default=3,
+        help="number of heads = most tokens drafted per round (default 3)",
+    )
+    parser.add_argument(
+        "--stdlib-tokens",
+        type=int,
+        default=12000,
+        help="tokens of standard-library source (default 12000)",
+    )
+    parser.add_argument(
+        "--docs-tokens",
+        type=int,
+        default=6000,
+        help="tokens of installed packages' READMEs (default 6000)",
+    )
+    parser.add_argument(
+        "--generated-tokens",
+        type=int,
+        default=1000,
+        help="reply tokens the target generates itself from seed prompts (default 1000)",
+    )
+    parser.add_argument(
+        "--window", type=int, default=64, help="positions per training window (default 64)"
+    )
     parser.add_argument("--steps", type=int, default=400, help="optimiser steps (default 400)")
     parser.add_argument("--batch", type=int, default=4, help="windows per step (default 4)")
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
-    parser.add_argument("--held-out", type=float, default=0.1, help="fraction of text rows held out (default 0.1)")
-    parser.add_argument("--time-limit-min", type=float, default=10.0, help="stop training after this many minutes (default 10)")
-    parser.add_argument("--full-vocabulary", action="store_true",
-                        help="KL over all tokens instead of the training text's own (exact, ~10x slower per step)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the split, the sampling and the heads' init (default 0)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--out", default=None, metavar="PATH",
-                        help="where to save the heads (default: <cache root>/heads/<target key>/heads.safetensors)")
+    parser.add_argument(
+        "--held-out", type=float, default=0.1, help="fraction of text rows held out (default 0.1)"
+    )
+    parser.add_argument(
+        "--time-limit-min",
+        type=float,
+        default=10.0,
+        help="stop training after this many minutes (default 10)",
+    )
+    parser.add_argument(
+        "--full-vocabulary",
+        action="store_true",
+        help="KL over all tokens instead of the training text's own (exact, ~10x slower per step)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the split, the sampling and the heads' init (default 0)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        metavar="PATH",
+        help="where to save the heads (default: <cache root>/heads/<target key>/heads.safetensors)",
+    )
 
 
 def _fail(message: str) -> int:

@@ -71,7 +71,11 @@ class SpeculativeGenerator:
     ):
         self.k = check_k(k)
         self.k_max = check_k(k_max if k_max is not None else 2 * self.k, "k_max")
-        policy = ("grow-shrink" if adaptive_k else "fixed") if isinstance(adaptive_k, bool) else adaptive_k
+        policy = (
+            ("grow-shrink" if adaptive_k else "fixed")
+            if isinstance(adaptive_k, bool)
+            else adaptive_k
+        )
         if policy not in POLICIES:
             raise ValueError(f"adaptive_k must be a bool or one of {POLICIES}, got {adaptive_k!r}")
         if mode not in MODES:
@@ -82,12 +86,18 @@ class SpeculativeGenerator:
             raise ValueError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
         draft.check_compatible(target_model, target_tokenizer)
         self.target = CachedModel(target_model.eval(), cpu_matmul)
-        self.target.keep_hidden = draft.wants_target_hidden  # heads drafts read the target's last hidden states
+        self.target.keep_hidden = (
+            draft.wants_target_hidden
+        )  # heads drafts read the target's last hidden states
         self.vocab_size = logit_width(target_model)
         self.draft, self.sampling, self.mode, self.policy = draft, sampling, mode, policy
         self.costs: dict[int, Costs] = {}  # measured per batch size, for the "cost" policy
-        self.precise_timing = precise_timing  # synchronize CUDA around timed sections (costs overlap)
-        self.on_progress = on_progress  # receives progress lines of the cost calibration (when one runs)
+        self.precise_timing = (
+            precise_timing  # synchronize CUDA around timed sections (costs overlap)
+        )
+        self.on_progress = (
+            on_progress  # receives progress lines of the cost calibration (when one runs)
+        )
 
     @property
     def plain_coupled(self) -> bool:
@@ -129,7 +139,11 @@ class SpeculativeGenerator:
         collector = TokenCollector(batch, max_new_tokens, eos_ids, on_tokens)
         stats = SpecStats()
         self._prefill(ids, valid, stats)
-        chooser = CostModelK(self._costs(batch, stats), self.k_max, seed=seeds[0]) if self.policy == "cost" else None
+        chooser = (
+            CostModelK(self._costs(batch, stats), self.k_max, seed=seeds[0])
+            if self.policy == "cost"
+            else None
+        )
         pending, k = ids[:, -1], self.k
         while not collector.all_done:
             if chooser is not None:
@@ -143,7 +157,12 @@ class SpeculativeGenerator:
             for row, new in enumerate(emitted):
                 collector.add(row, new)
             if chooser is not None:
-                chooser.update(tokens.shape[1] - 1, accepted, stats.target_time_s - times[0], stats.draft_time_s - times[1])
+                chooser.update(
+                    tokens.shape[1] - 1,
+                    accepted,
+                    stats.target_time_s - times[0],
+                    stats.draft_time_s - times[1],
+                )
             elif self.policy == "grow-shrink":
                 k = next_k(k, accepted, self.k_max)
         if chooser is not None:
@@ -160,7 +179,9 @@ class SpeculativeGenerator:
         t0 = self._clock()
         self.target.reset(ids.shape[0])
         if ids.shape[1] > 1:
-            self.target.forward(ids[:, :-1], None if valid is None else valid[:, :-1], last_only=True)
+            self.target.forward(
+                ids[:, :-1], None if valid is None else valid[:, :-1], last_only=True
+            )
         t1 = self._clock()
         self.draft.reset(ids, valid, self.vocab_size)
         if self.draft.wants_target_hidden:
@@ -181,8 +202,14 @@ class SpeculativeGenerator:
         """
         if batch not in self.costs:
             start = time.perf_counter()
-            costs, stats.calibration_source = cached_costs(self.target.model, batch, self.target.plan,
-                                                           self.calibration_widths, self.target.time_forward, self.on_progress)
+            costs, stats.calibration_source = cached_costs(
+                self.target.model,
+                batch,
+                self.target.plan,
+                self.calibration_widths,
+                self.target.time_forward,
+                self.on_progress,
+            )
             draft_s = self.draft.step_seconds()
             if draft_s > 0:  # a model draft: its step against a plain target step timed now
                 costs.c = draft_s / statistics.median(self.target.time_forward(1) for _ in range(3))
@@ -194,15 +221,30 @@ class SpeculativeGenerator:
         """Keep what the timers learned for the next call (and the cache, when they contradicted it); say what was decided."""
         self.costs[batch] = chooser.costs()
         stats.policy_note, stats.policy_summary = chooser.note(), chooser.summary()
-        if chooser.calibration_disagrees:  # measured again for the next run (its time counts as calibration)
+        if (
+            chooser.calibration_disagrees
+        ):  # measured again for the next run (its time counts as calibration)
             start = time.perf_counter()
-            fresh = measure_and_store(self.target.model, batch, self.target.plan, self.calibration_widths,
-                                      self.target.time_forward, self.on_progress)
+            fresh = measure_and_store(
+                self.target.model,
+                batch,
+                self.target.plan,
+                self.calibration_widths,
+                self.target.time_forward,
+                self.on_progress,
+            )
             fresh.c = self.costs[batch].c
             self.costs[batch] = fresh
             stats.calibration_time_s += time.perf_counter() - start
-            stats.calibration_source = ", ".join(filter(None, [stats.calibration_source, "measured again after the run, "
-                                                               "whose timers contradicted it"]))
+            stats.calibration_source = ", ".join(
+                filter(
+                    None,
+                    [
+                        stats.calibration_source,
+                        "measured again after the run, whose timers contradicted it",
+                    ],
+                )
+            )
             stats.policy_note += "; calibration measured again"
 
     def _round(self, pending: torch.Tensor, k: int, generators, stats: SpecStats):
@@ -216,18 +258,26 @@ class SpeculativeGenerator:
         t0 = self._clock()
         draft_tokens, draft_probs = self.draft.propose(k, self.sampling, generators)
         if draft_tokens.shape[1] > k:
-            raise ValueError(f"draft source proposed {draft_tokens.shape[1]} tokens, more than k = {k}")
+            raise ValueError(
+                f"draft source proposed {draft_tokens.shape[1]} tokens, more than k = {k}"
+            )
         t1 = self._clock()
         logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
         states = None
-        if draft_tokens.shape[1] == 0:  # nothing proposed: a plain decoding step from p (at T = 0 its argmax)
+        if (
+            draft_tokens.shape[1] == 0
+        ):  # nothing proposed: a plain decoding step from p (at T = 0 its argmax)
             tokens = plain_step(logits[:, 0], self.sampling, generators)[:, None]
             counts = torch.ones_like(tokens[:, 0])
         else:
             states = stream_states(generators) if self.plain_coupled else None
             mode = "sampler_match" if self.plain_coupled else self.mode
-            tokens, counts = verify_batch(warp(logits, self.sampling), draft_probs, draft_tokens, generators, mode)
-        host = torch.cat([tokens, counts[:, None]], dim=1).tolist()  # the round's one device->host sync
+            tokens, counts = verify_batch(
+                warp(logits, self.sampling), draft_probs, draft_tokens, generators, mode
+            )
+        host = torch.cat(
+            [tokens, counts[:, None]], dim=1
+        ).tolist()  # the round's one device->host sync
         emitted = [row[: row[-1]] for row in host]
         if states is not None:
             rewind(generators, states, [len(row) for row in emitted])

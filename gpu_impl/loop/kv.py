@@ -32,7 +32,9 @@ class CachedModel:
         self.device = next(model.parameters()).device
         self.linears, self.plan = planned_layers(model, cpu_matmul)
         self.calls = 0
-        self.keep_hidden = False  # True: keep the final norm's output of each forward in `last_hidden`
+        self.keep_hidden = (
+            False  # True: keep the final norm's output of each forward in `last_hidden`
+        )
         self.last_hidden = None
 
     def reset(self, batch: int) -> None:
@@ -40,12 +42,18 @@ class CachedModel:
         self.cache = DynamicCache(config=self.model.config)
         self.calls = 0
         self.valid = torch.zeros((batch, 0), dtype=torch.bool, device=self.device)
-        self.lengths = torch.zeros(batch, dtype=torch.long, device=self.device)  # valid tokens per row
-        self.has_holes = False  # while False the mask is all ones and attention can use the causal fast path
+        self.lengths = torch.zeros(
+            batch, dtype=torch.long, device=self.device
+        )  # valid tokens per row
+        self.has_holes = (
+            False  # while False the mask is all ones and attention can use the causal fast path
+        )
         self.last_hidden = None
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor, valid: torch.Tensor | None = None, last_only: bool = False) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, valid: torch.Tensor | None = None, last_only: bool = False
+    ) -> torch.Tensor:
         """Append `tokens` (B, m) (slots where `valid` is False are holes) and return float32 logits.
 
         Returns (B, m, V), or (B, 1, V) for the last slot only when `last_only`.
@@ -78,8 +86,12 @@ class CachedModel:
             return
         norm = getattr(getattr(self.model, "model", None), "norm", None)
         if norm is None:
-            raise ValueError("keeping the target's hidden states needs a Llama-style model with .model.norm")
-        handle = norm.register_forward_hook(lambda module, inputs, output: setattr(self, "last_hidden", output))
+            raise ValueError(
+                "keeping the target's hidden states needs a Llama-style model with .model.norm"
+            )
+        handle = norm.register_forward_hook(
+            lambda module, inputs, output: setattr(self, "last_hidden", output)
+        )
         try:
             yield
         finally:
@@ -106,7 +118,13 @@ class CachedModel:
 
     def time_forward(self, n: int) -> float:
         """Seconds of one forward of n (dummy) tokens on the current cache; the cache is left as it was."""
-        state = (self.valid, self.lengths, self.has_holes, self.calls, getattr(self, "last_hidden", None))
+        state = (
+            self.valid,
+            self.lengths,
+            self.has_holes,
+            self.calls,
+            getattr(self, "last_hidden", None),
+        )
         tokens = torch.zeros((self.valid.shape[0], n), dtype=torch.long, device=self.device)
         start = time.perf_counter()
         self.forward(tokens)

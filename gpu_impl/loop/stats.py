@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
 
-def examined_and_accepted(proposed: int, accepted_counts: Iterable[int]) -> tuple[list[int], list[int]]:
+def examined_and_accepted(
+    proposed: int, accepted_counts: Iterable[int]
+) -> tuple[list[int], list[int]]:
     """Per draft position i < `proposed`: how many rows examined draft i, and how many accepted it.
 
     Row b accepted its first accepted_counts[b] drafts; it examined those and, if any was left, the one
@@ -25,7 +27,10 @@ def examined_and_accepted(proposed: int, accepted_counts: Iterable[int]) -> tupl
 def _add(totals: list, more: list) -> list:
     """Element-wise sum of two per-position lists of possibly different lengths."""
     width = max(len(totals), len(more))
-    return [(totals[i] if i < len(totals) else 0) + (more[i] if i < len(more) else 0) for i in range(width)]
+    return [
+        (totals[i] if i < len(totals) else 0) + (more[i] if i < len(more) else 0)
+        for i in range(width)
+    ]
 
 
 @dataclass
@@ -45,10 +50,16 @@ class SpecStats:
     target_time_s: float = 0.0
     wall_time_s: float = 0.0
     prefill_time_s: float = 0.0  # feeding the prompt (target and draft), within wall time
-    calibration_time_s: float = 0.0  # cost measurement of the "cost" k policy (first call per batch size), within wall time
-    calibration_source: str = ""  # "cache" or "measured": where the cost policy's v(n) came from (first call only)
+    calibration_time_s: float = (
+        0.0  # cost measurement of the "cost" k policy (first call per batch size), within wall time
+    )
+    calibration_source: str = (
+        ""  # "cache" or "measured": where the cost policy's v(n) came from (first call only)
+    )
     policy_note: str = ""  # the cost policy's decision in one line: how much it drafted and why
-    policy_summary: dict = field(default_factory=dict)  # the figures behind it (k_policy.CostModelK.summary)
+    policy_summary: dict = field(
+        default_factory=dict
+    )  # the figures behind it (k_policy.CostModelK.summary)
     new_tokens: int = 0
     target_calls: int = 0
     draft_calls: int = 0
@@ -71,10 +82,14 @@ class SpecStats:
         """Accepted / examined drafts: the pooled acceptance rate the iid model E[N] = (1 - a^(k+1)) / (1 - a) needs."""
         return sum(self.accepted_per_position) / self.examined if self.examined else 0.0
 
-    def record_round(self, proposed: int, accepted_counts: list[int], rows: Sequence[int] | None = None) -> None:
+    def record_round(
+        self, proposed: int, accepted_counts: list[int], rows: Sequence[int] | None = None
+    ) -> None:
         """Add one round: `proposed` drafts per row, `accepted_counts[b]` of them accepted by the b-th row still
         generating, whose index in the batch is rows[b] (default: b)."""
-        for row, count in zip(range(len(accepted_counts)) if rows is None else rows, accepted_counts):
+        for row, count in zip(
+            range(len(accepted_counts)) if rows is None else rows, accepted_counts
+        ):
             one_examined, one_accepted = examined_and_accepted(proposed, [count])
             self.rows_proposed[row] = self.rows_proposed.get(row, 0) + proposed
             self.rows_reached[row] = _add(self.rows_reached.get(row, []), one_examined)
@@ -91,21 +106,38 @@ class SpecStats:
     def finish(self) -> None:
         """Derive the ratios from the raw counts."""
         self.acceptance_rate_per_position = [
-            a / r if r else 0.0 for a, r in zip(self.accepted_per_position, self.reached_per_position)
+            a / r if r else 0.0
+            for a, r in zip(self.accepted_per_position, self.reached_per_position)
         ]
-        self.tokens_per_target_call = self.emitted_before_cuts / self.row_rounds if self.row_rounds else 0.0
+        self.tokens_per_target_call = (
+            self.emitted_before_cuts / self.row_rounds if self.row_rounds else 0.0
+        )
 
     @classmethod
     def pooled(cls, runs: Iterable["SpecStats"]) -> "SpecStats":
         """The counters and timers of several runs added up, ratios derived (benchmarks pool repeats this way)."""
         total = cls()
         for run in runs:
-            for name in ("rounds", "proposed", "accepted", "draft_time_s", "target_time_s", "wall_time_s",
-                         "prefill_time_s", "calibration_time_s", "new_tokens", "target_calls", "draft_calls",
-                         "row_rounds", "emitted_before_cuts"):
+            for name in (
+                "rounds",
+                "proposed",
+                "accepted",
+                "draft_time_s",
+                "target_time_s",
+                "wall_time_s",
+                "prefill_time_s",
+                "calibration_time_s",
+                "new_tokens",
+                "target_calls",
+                "draft_calls",
+                "row_rounds",
+                "emitted_before_cuts",
+            ):
                 setattr(total, name, getattr(total, name) + getattr(run, name))
             total.reached_per_position = _add(total.reached_per_position, run.reached_per_position)
-            total.accepted_per_position = _add(total.accepted_per_position, run.accepted_per_position)
+            total.accepted_per_position = _add(
+                total.accepted_per_position, run.accepted_per_position
+            )
         total.finish()
         return total
 
@@ -113,9 +145,15 @@ class SpecStats:
         """One batch row's drafts: proposed, examined and accepted, its acceptance rate and the rate per position
         (P(draft i+1 accepted | drafts 1..i accepted)); zeros for a row that never drafted."""
         reached, accepted = self.rows_reached.get(row, []), self.rows_accepted.get(row, [])
-        return {"drafts_proposed": self.rows_proposed.get(row, 0), "drafts_examined": sum(reached),
-                "drafts_accepted": sum(accepted), "acceptance_rate": sum(accepted) / sum(reached) if sum(reached) else 0.0,
-                "acceptance_rate_per_position": [a / r if r else 0.0 for a, r in zip(accepted, reached)]}
+        return {
+            "drafts_proposed": self.rows_proposed.get(row, 0),
+            "drafts_examined": sum(reached),
+            "drafts_accepted": sum(accepted),
+            "acceptance_rate": sum(accepted) / sum(reached) if sum(reached) else 0.0,
+            "acceptance_rate_per_position": [
+                a / r if r else 0.0 for a, r in zip(accepted, reached)
+            ],
+        }
 
     def to_dict(self) -> dict:
         """The run's counters (the per-row ones are in `row_acceptance`)."""

@@ -22,7 +22,7 @@ METHODS = ("auto", "inverse_cdf", "race")
 
 
 def method_for(device: torch.device | str, method: str = "auto") -> str:
-    """"inverse_cdf" on a CPU, "race" elsewhere (random numbers are cheap there), unless `method` says."""
+    """ "inverse_cdf" on a CPU, "race" elsewhere (random numbers are cheap there), unless `method` says."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method != "auto":
@@ -71,7 +71,9 @@ def pick_block(sums: torch.Tensor, uniforms: torch.Tensor) -> tuple[torch.Tensor
     before = torch.cat([cumulative.new_zeros((sums.shape[0], 1)), cumulative[:, :-1]], dim=1)
     target = uniforms.double() * cumulative[:, -1]
     block = _guarded(torch.searchsorted(cumulative, target[:, None], right=True).squeeze(1), sums)
-    local = (target - before.gather(1, block[:, None]).squeeze(1)) / sums.gather(1, block[:, None]).squeeze(1)
+    local = (target - before.gather(1, block[:, None]).squeeze(1)) / sums.gather(
+        1, block[:, None]
+    ).squeeze(1)
     return block, local
 
 
@@ -85,7 +87,9 @@ def block_window(block: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.T
     first = torch.clamp_max(block * size, vocab - size)
     if vocab % size == 0:
         return first, None
-    return first, first[:, None] + torch.arange(size, device=block.device) >= (block * size)[:, None]
+    return first, first[:, None] + torch.arange(size, device=block.device) >= (block * size)[
+        :, None
+    ]
 
 
 def windows(rows: torch.Tensor, row_index: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
@@ -96,12 +100,17 @@ def windows(rows: torch.Tensor, row_index: torch.Tensor, first: torch.Tensor) ->
     return rows.as_strided((starts, size), (1, 1)).index_select(0, row_index * step + first)
 
 
-def pick_in_block(weights: torch.Tensor, local: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:
+def pick_in_block(
+    weights: torch.Tensor, local: torch.Tensor, real: torch.Tensor | None = None
+) -> torch.Tensor:
     """Index inside a window (N, block) with probability w_i / sum(w) over the entries `real` marks (all when None)."""
     if real is not None:
         weights = torch.where(real, weights, 0)
     cumulative = weights.double().cumsum(dim=-1)
-    return _guarded(torch.searchsorted(cumulative, (local * cumulative[:, -1])[:, None], right=True).squeeze(1), weights)
+    return _guarded(
+        torch.searchsorted(cumulative, (local * cumulative[:, -1])[:, None], right=True).squeeze(1),
+        weights,
+    )
 
 
 def inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:

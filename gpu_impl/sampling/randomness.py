@@ -22,7 +22,16 @@ Generators = torch.Generator | Sequence[torch.Generator] | None
 
 NOISE_DTYPE = torch.float64  # float32 noise would resolve probabilities only down to ~6e-8
 
-__all__ = ["Generators", "make_generators", "uniform", "exponential", "race", "sample", "stream_states", "rewind"]
+__all__ = [
+    "Generators",
+    "make_generators",
+    "uniform",
+    "exponential",
+    "race",
+    "sample",
+    "stream_states",
+    "rewind",
+]
 
 
 def make_generators(seeds: Sequence[int], device: torch.device | str) -> list[torch.Generator]:
@@ -30,14 +39,18 @@ def make_generators(seeds: Sequence[int], device: torch.device | str) -> list[to
     return [torch.Generator(device=device).manual_seed(int(seed)) for seed in seeds]
 
 
-def _per_row(fill, batch: int, shape: tuple[int, ...], generators: Generators, device) -> torch.Tensor:
+def _per_row(
+    fill, batch: int, shape: tuple[int, ...], generators: Generators, device
+) -> torch.Tensor:
     """(batch, *shape) NOISE_DTYPE noise drawn by `fill(tensor, generator)` in place: in one call for one
     generator (or None), else row by row into the rows of one tensor, each row from its own generator."""
     out = torch.empty((batch, *shape), device=device, dtype=NOISE_DTYPE)
     if generators is None or isinstance(generators, torch.Generator):
         return fill(out, generators)
     if len(generators) != batch:
-        raise ValueError(f"generator must be one torch.Generator or one per row ({batch}), got {len(generators)}")
+        raise ValueError(
+            f"generator must be one torch.Generator or one per row ({batch}), got {len(generators)}"
+        )
     for row, generator in zip(out, generators):
         fill(row, generator)
     return out
@@ -65,12 +78,18 @@ def rewindable(device: torch.device) -> bool:
 def stream_states(generators: Generators) -> list[torch.Tensor] | None:
     """Each row's generator state, to `rewind` to after a round: only for per-row generators that are
     `rewindable` (None else)."""
-    if generators is None or isinstance(generators, torch.Generator) or not all(rewindable(g.device) for g in generators):
+    if (
+        generators is None
+        or isinstance(generators, torch.Generator)
+        or not all(rewindable(g.device) for g in generators)
+    ):
         return None
     return [g.get_state() for g in generators]
 
 
-def rewind(generators: Sequence[torch.Generator], states: Sequence[torch.Tensor], used: Sequence[int]) -> None:
+def rewind(
+    generators: Sequence[torch.Generator], states: Sequence[torch.Tensor], used: Sequence[int]
+) -> None:
     """Row b's stream back at `states[b]`, advanced by `used[b]` U[0, 1) draws: as if the round had drawn only
     the uniforms it used.  The ones it drew and did not use decided nothing, so drawing them again later is
     drawing fresh ones."""
@@ -83,5 +102,7 @@ def rewind(generators: Sequence[torch.Generator], states: Sequence[torch.Tensor]
 def sample(probs: torch.Tensor, generators: Generators, method: str = "auto") -> torch.Tensor:
     """One token per row of `probs` (B, V) -> (B,) long; `method` "auto" | "inverse_cdf" | "race"."""
     if method_for(probs.device, method) == "race":
-        return race(probs, exponential(probs.shape[0], tuple(probs.shape[1:]), generators, probs.device))
+        return race(
+            probs, exponential(probs.shape[0], tuple(probs.shape[1:]), generators, probs.device)
+        )
     return inverse_cdf(probs, uniform(probs.shape[0], (), generators, probs.device))

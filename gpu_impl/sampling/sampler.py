@@ -17,22 +17,45 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .categorical import block_size, block_sums, block_window, inverse_cdf, method_for, pick_block, pick_in_block, race, windows
+from .categorical import (
+    block_size,
+    block_sums,
+    block_window,
+    inverse_cdf,
+    method_for,
+    pick_block,
+    pick_in_block,
+    race,
+    windows,
+)
 from .randomness import Generators, exponential, uniform
 
 MODES = ("standard", "greedy", "sampler_match")
 PAD = -1
-CHUNK_BYTES = 2 << 20  # CPU: residual rows per chunk (cached for the clamp and block sums; 1-4 MB measured alike)
-NUMPY_DTYPES = (torch.float32, torch.float64)  # CPU rows subtracted through NumPy (IEEE: torch's very results)
+CHUNK_BYTES = (
+    2 << 20
+)  # CPU: residual rows per chunk (cached for the clamp and block sums; 1-4 MB measured alike)
+NUMPY_DTYPES = (
+    torch.float32,
+    torch.float64,
+)  # CPU rows subtracted through NumPy (IEEE: torch's very results)
 
 
-def _check_round(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, mode: str) -> None:
+def _check_round(
+    target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, mode: str
+) -> None:
     """Shape/dtype checks only (no values: those would force a device->host sync)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    for name, tensor, ndim in (("target_probs", target_probs, 3), ("draft_probs", draft_probs, 3), ("draft_tokens", draft_tokens, 2)):
+    for name, tensor, ndim in (
+        ("target_probs", target_probs, 3),
+        ("draft_probs", draft_probs, 3),
+        ("draft_tokens", draft_tokens, 2),
+    ):
         if not isinstance(tensor, torch.Tensor) or tensor.ndim != ndim:
-            raise ValueError(f"{name} must be a {ndim}-D torch.Tensor, got {getattr(tensor, 'shape', type(tensor))}")
+            raise ValueError(
+                f"{name} must be a {ndim}-D torch.Tensor, got {getattr(tensor, 'shape', type(tensor))}"
+            )
     if draft_probs.shape[-1] != target_probs.shape[-1]:
         raise ValueError(
             f"draft_probs and target_probs have mismatched vocabularies: {draft_probs.shape[-1]} vs {target_probs.shape[-1]}"
@@ -41,9 +64,13 @@ def _check_round(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
     if k < 1:
         raise ValueError(f"draft_probs must hold k >= 1 rows, got shape {tuple(draft_probs.shape)}")
     if target_probs.shape[:2] != (batch, k + 1):
-        raise ValueError(f"target_probs must have shape (B, k+1, V) = ({batch}, {k + 1}, V), got {tuple(target_probs.shape)}")
+        raise ValueError(
+            f"target_probs must have shape (B, k+1, V) = ({batch}, {k + 1}, V), got {tuple(target_probs.shape)}"
+        )
     if draft_tokens.shape != (batch, k):
-        raise ValueError(f"draft_tokens must have shape (B, k) = ({batch}, {k}), got {tuple(draft_tokens.shape)}")
+        raise ValueError(
+            f"draft_tokens must have shape (B, k) = ({batch}, {k}), got {tuple(draft_tokens.shape)}"
+        )
     if draft_tokens.dtype != torch.long:
         raise ValueError(f"draft_tokens must be a long tensor, got {draft_tokens.dtype}")
     if not target_probs.is_floating_point() or not draft_probs.is_floating_point():
@@ -55,7 +82,9 @@ def _leading_true(flags: torch.Tensor) -> torch.Tensor:
     return flags.long().cumprod(dim=-1).sum(dim=-1)
 
 
-def _emit(draft_tokens: torch.Tensor, n_accepted: torch.Tensor, last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _emit(
+    draft_tokens: torch.Tensor, n_accepted: torch.Tensor, last: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, k+1) tokens: the first n accepted drafts, then `last`, then PAD; and counts n + 1."""
     batch, k = draft_tokens.shape
     positions = torch.arange(k + 1, device=draft_tokens.device)
@@ -98,7 +127,9 @@ def _residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q) -> torch.Tens
     if p_flat.device.type != "cpu":
         p_rows = p_flat.index_select(0, p_index)
         return block_sums(_residual(p_rows, q_flat.index_select(0, q_index), keep_q[:, None]))
-    return _cpu_residual_block_sums(p_flat, q_flat, p_index.tolist(), q_index.tolist(), keep_q.tolist())
+    return _cpu_residual_block_sums(
+        p_flat, q_flat, p_index.tolist(), q_index.tolist(), keep_q.tolist()
+    )
 
 
 def _cpu_residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q) -> torch.Tensor:
@@ -110,7 +141,13 @@ def _cpu_residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q) -> torch.
     chunk = max(1, min(rows, CHUNK_BYTES // (vocab * p_flat.element_size())))
     buffer = p_flat.new_empty((chunk, vocab))
     if p_flat.dtype in NUMPY_DTYPES:
-        p, q, slots, subtract, copy = p_flat.detach().numpy(), q_flat.detach().numpy(), buffer.numpy(), np.subtract, np.copyto
+        p, q, slots, subtract, copy = (
+            p_flat.detach().numpy(),
+            q_flat.detach().numpy(),
+            buffer.numpy(),
+            np.subtract,
+            np.copyto,
+        )
     else:
         p, q, slots, subtract, copy = p_flat, q_flat, buffer, torch.sub, torch.Tensor.copy_
     for lo in range(0, rows, chunk):
@@ -132,7 +169,9 @@ def _with_fallback(sums, p_flat, p_index):
     empty = sums.sum(-1) == 0
     if p_flat.device.type == "cpu" and not bool(empty.any()):
         return sums, empty[:, None]
-    target_sums = block_sums(p_flat.index_select(0, p_index).clamp_min_(0))  # max(0, p), as in `_residual`
+    target_sums = block_sums(
+        p_flat.index_select(0, p_index).clamp_min_(0)
+    )  # max(0, p), as in `_residual`
     return torch.where(empty[:, None], target_sums, sums), empty[:, None]
 
 
@@ -141,18 +180,24 @@ def _residual_inverse_cdf(target_probs, draft_probs, n_accepted, u):
     vocab = target_probs.shape[-1]
     p_flat, q_flat = target_probs.reshape(-1, vocab), draft_probs.reshape(-1, vocab)
     p_index, q_index, keep_q = _final_rows(target_probs, draft_probs, n_accepted)
-    sums, empty = _with_fallback(_residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q), p_flat, p_index)
+    sums, empty = _with_fallback(
+        _residual_block_sums(p_flat, q_flat, p_index, q_index, keep_q), p_flat, p_index
+    )
     block, local = pick_block(sums, u)
     first, real = block_window(block, vocab)
     p_in, q_in = windows(p_flat, p_index, first), windows(q_flat, q_index, first)
-    weights = _residual(p_in, q_in, (keep_q[:, None] & ~empty))  # p itself where the residual had no mass
+    weights = _residual(
+        p_in, q_in, (keep_q[:, None] & ~empty)
+    )  # p itself where the residual had no mass
     return first + pick_in_block(weights, local, real)
 
 
 def _residual_race(target_probs, draft_probs, n_accepted, generator):
     batch, k, vocab = draft_probs.shape
     p_row = _row(target_probs, n_accepted)
-    q_row = _row(draft_probs, n_accepted.clamp(max=k - 1)) * (n_accepted < k)[:, None]  # bonus row: q = 0
+    q_row = (
+        _row(draft_probs, n_accepted.clamp(max=k - 1)) * (n_accepted < k)[:, None]
+    )  # bonus row: q = 0
     residual = (p_row - q_row).clamp_min(0)
     weights = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p_row)
     return race(weights, exponential(batch, (vocab,), generator, target_probs.device))
@@ -167,7 +212,10 @@ def _standard_one_row(target_probs, draft_probs, draft_tokens, generator):
     k = draft_probs.shape[1]
     u = uniform(1, (k + 1,), generator, "cpu")[0]
     p, q, x = target_probs[0], draft_probs[0], draft_tokens[0]
-    ratios = p[:k].gather(1, x[:, None]).squeeze(1).double() / q.gather(1, x[:, None]).squeeze(1).double()
+    ratios = (
+        p[:k].gather(1, x[:, None]).squeeze(1).double()
+        / q.gather(1, x[:, None]).squeeze(1).double()
+    )
     accepted = (u[:k] < ratios).tolist()
     n = accepted.index(False) if False in accepted else k
     weights = torch.sub(p[n], q[n]).clamp_min_(0) if n < k else p[k].clamp_min(0)
@@ -182,7 +230,12 @@ def _standard(target_probs, draft_probs, draft_tokens, generator, method):
     if batch == 1 and method == "inverse_cdf" and target_probs.device.type == "cpu":
         return _standard_one_row(target_probs, draft_probs, draft_tokens, generator)
     if method == "race":  # k acceptance uniforms, then V exponentials per row
-        n_accepted = _acceptances(target_probs, draft_probs, draft_tokens, uniform(batch, (k,), generator, target_probs.device))
+        n_accepted = _acceptances(
+            target_probs,
+            draft_probs,
+            draft_tokens,
+            uniform(batch, (k,), generator, target_probs.device),
+        )
         last = _residual_race(target_probs, draft_probs, n_accepted, generator)
     else:  # k acceptance uniforms and the final one, in one draw per row
         u = uniform(batch, (k + 1,), generator, target_probs.device)
@@ -200,7 +253,9 @@ def _greedy(target_probs, draft_tokens):
 def _sampler_match(target_probs, draft_tokens, generator, method):
     batch, rows, vocab = target_probs.shape
     if method == "race":
-        drawn = race(target_probs, exponential(batch, (rows, vocab), generator, target_probs.device))
+        drawn = race(
+            target_probs, exponential(batch, (rows, vocab), generator, target_probs.device)
+        )
     else:
         drawn = inverse_cdf(target_probs, uniform(batch, (rows,), generator, target_probs.device))
     n_accepted = _leading_true(drawn[:, :-1] == draft_tokens)

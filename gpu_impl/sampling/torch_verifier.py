@@ -25,8 +25,13 @@ class TorchVerifier:
     Inputs are checked as the oracle's validators check them (bad input -> ValueError).
     """
 
-    def __init__(self, device: str | torch.device = "cpu", mode: str = "standard", dtype: torch.dtype = torch.float32,
-                 method: str = "auto"):
+    def __init__(
+        self,
+        device: str | torch.device = "cpu",
+        mode: str = "standard",
+        dtype: torch.dtype = torch.float32,
+        method: str = "auto",
+    ):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if dtype not in _NUMPY_DTYPE:
@@ -51,16 +56,27 @@ class TorchVerifier:
         target = validation.as_prob_array(target_probs, "target_probs", ndim)
         draft = validation.as_prob_array(draft_probs, "draft_probs", ndim)
         k = validation.check_round_shapes(target, draft, batched=batched)
-        tokens = validation.as_token_array(draft_tokens, "draft_tokens", (draft.shape[0], k) if batched else (k,),
-                                           draft.shape[-1])
+        tokens = validation.as_token_array(
+            draft_tokens, "draft_tokens", (draft.shape[0], k) if batched else (k,), draft.shape[-1]
+        )
         if self.mode == "standard":
-            q_x = np.take_along_axis(draft, tokens[..., None], axis=-1) if batched else draft[np.arange(k), tokens]
+            q_x = (
+                np.take_along_axis(draft, tokens[..., None], axis=-1)
+                if batched
+                else draft[np.arange(k), tokens]
+            )
             if (q_x <= 0).any():
-                raise ValueError("draft_probs gives probability 0 to a drafted token (x ~ q makes that impossible)")
+                raise ValueError(
+                    "draft_probs gives probability 0 to a drafted token (x ~ q makes that impossible)"
+                )
         if not batched:
             target, draft, tokens = target[None], draft[None], tokens[None]
         floats = _NUMPY_DTYPE[self.dtype]
-        return self._tensor(target, floats), self._tensor(draft, floats), self._tensor(tokens, np.int64)
+        return (
+            self._tensor(target, floats),
+            self._tensor(draft, floats),
+            self._tensor(tokens, np.int64),
+        )
 
     def _round(self, target_probs, draft_probs, draft_tokens, rng, batched: bool):
         target, draft, tokens = self._checked(target_probs, draft_probs, draft_tokens, batched)
@@ -68,7 +84,9 @@ class TorchVerifier:
         with torch.inference_mode():
             return self._verify_batch(target, draft, tokens, generator, self.mode, self.method)
 
-    def verify_batch(self, target_probs, draft_probs, draft_tokens, rng) -> tuple[np.ndarray, np.ndarray]:
+    def verify_batch(
+        self, target_probs, draft_probs, draft_tokens, rng
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(B, k+1, V), (B, k, V), (B, k) -> (tokens (B, k+1) int64 padded with -1, counts (B,) int64)."""
         out, counts = self._round(target_probs, draft_probs, draft_tokens, rng, batched=True)
         return out.cpu().numpy().astype(np.int64), counts.cpu().numpy().astype(np.int64)

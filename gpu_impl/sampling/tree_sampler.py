@@ -28,26 +28,43 @@ PAD = -1
 
 def _check_tree_batch(parent, tokens, target_probs, draft_probs, node_mask, replacement) -> None:
     """Shape/dtype checks only (values would force a device->host sync)."""
-    for name, tensor, ndim in (("parent", parent, 2), ("tokens", tokens, 2), ("target_probs", target_probs, 3),
-                               ("draft_probs", draft_probs, 3), ("node_mask", node_mask, 2),
-                               ("replacement", replacement, 1)):
+    for name, tensor, ndim in (
+        ("parent", parent, 2),
+        ("tokens", tokens, 2),
+        ("target_probs", target_probs, 3),
+        ("draft_probs", draft_probs, 3),
+        ("node_mask", node_mask, 2),
+        ("replacement", replacement, 1),
+    ):
         if not isinstance(tensor, torch.Tensor) or tensor.ndim != ndim:
-            raise ValueError(f"{name} must be a {ndim}-D torch.Tensor, got {getattr(tensor, 'shape', type(tensor))}")
+            raise ValueError(
+                f"{name} must be a {ndim}-D torch.Tensor, got {getattr(tensor, 'shape', type(tensor))}"
+            )
     batch, contexts = parent.shape
     if contexts < 1:
-        raise ValueError(f"parent must hold at least the root context, got shape {tuple(parent.shape)}")
+        raise ValueError(
+            f"parent must hold at least the root context, got shape {tuple(parent.shape)}"
+        )
     for name, tensor in (("tokens", tokens), ("node_mask", node_mask)):
         if tensor.shape != (batch, contexts):
-            raise ValueError(f"{name} must have shape (B, N+1) = ({batch}, {contexts}), got {tuple(tensor.shape)}")
+            raise ValueError(
+                f"{name} must have shape (B, N+1) = ({batch}, {contexts}), got {tuple(tensor.shape)}"
+            )
     if target_probs.shape[:2] != (batch, contexts) or draft_probs.shape != target_probs.shape:
-        raise ValueError(f"target_probs and draft_probs must both have shape (B, N+1, V) = ({batch}, {contexts}, V), "
-                         f"got {tuple(target_probs.shape)} and {tuple(draft_probs.shape)}")
+        raise ValueError(
+            f"target_probs and draft_probs must both have shape (B, N+1, V) = ({batch}, {contexts}, V), "
+            f"got {tuple(target_probs.shape)} and {tuple(draft_probs.shape)}"
+        )
     if replacement.shape != (batch,) or replacement.dtype != torch.bool:
-        raise ValueError(f"replacement must be a bool tensor of shape ({batch},), got {replacement.dtype} {tuple(replacement.shape)}")
+        raise ValueError(
+            f"replacement must be a bool tensor of shape ({batch},), got {replacement.dtype} {tuple(replacement.shape)}"
+        )
     if node_mask.dtype != torch.bool:
         raise ValueError(f"node_mask must be a bool tensor, got {node_mask.dtype}")
     if parent.dtype != torch.long or tokens.dtype != torch.long:
-        raise ValueError(f"parent and tokens must be long tensors, got {parent.dtype} and {tokens.dtype}")
+        raise ValueError(
+            f"parent and tokens must be long tensors, got {parent.dtype} and {tokens.dtype}"
+        )
     if not target_probs.is_floating_point() or not draft_probs.is_floating_point():
         raise ValueError("target_probs and draft_probs must be floating-point tensors")
 
@@ -65,7 +82,9 @@ def _at(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 def _normalised(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
     """weights / sum(weights) per row, or `fallback` where the mass is 0."""
     mass = weights.sum(-1, keepdim=True)
-    return torch.where(mass > 0, weights / mass.clamp_min(torch.finfo(weights.dtype).tiny), fallback)
+    return torch.where(
+        mass > 0, weights / mass.clamp_min(torch.finfo(weights.dtype).tiny), fallback
+    )
 
 
 def _next_child(parent, node_mask, current, last_tried):
@@ -82,15 +101,21 @@ def _walk(parent, tokens, target_probs, draft_probs, node_mask, replacement, uni
     current = parent.new_zeros(batch)
     last_tried = parent.new_zeros(batch)
     p, q = target_probs[:, 0], draft_probs[:, 0]
-    for step in range(parent.shape[1] - 1):  # every try consumes one node: N tries visit the whole tree
+    for step in range(
+        parent.shape[1] - 1
+    ):  # every try consumes one node: N tries visit the whole tree
         has_child, child = _next_child(parent, node_mask, current, last_tried)
         x = _at(tokens, child).clamp_min(0)
         ratio = _at(p, x).double() / _at(q, x).double()
         accept = has_child & (uniforms[:, step] < ratio)  # p(x) = 0 gives ratio 0: never accepted
         reject = (has_child & ~accept)[:, None]
-        residual = _normalised((p - q).clamp_min(0), p)  # mass 0 only when p == q (no rejection possible)
+        residual = _normalised(
+            (p - q).clamp_min(0), p
+        )  # mass 0 only when p == q (no rejection possible)
         without_x = _normalised(q.scatter(1, x[:, None], 0.0), q)
-        p = torch.where(accept[:, None], _row(target_probs, child), torch.where(reject, residual, p))
+        p = torch.where(
+            accept[:, None], _row(target_probs, child), torch.where(reject, residual, p)
+        )
         q_next = torch.where(reject & ~replacement[:, None], without_x, q)
         q = torch.where(accept[:, None], _row(draft_probs, child), q_next)
         current = torch.where(accept, child, current)
@@ -103,10 +128,16 @@ def _path_tokens(parent, tokens, node, last):
     batch, contexts = parent.shape
     on_path = torch.zeros_like(parent, dtype=torch.bool)
     for _ in range(contexts - 1):  # depth <= N
-        on_path.scatter_(1, node.clamp_min(0)[:, None], (node > 0)[:, None] | _at(on_path, node.clamp_min(0))[:, None])
+        on_path.scatter_(
+            1,
+            node.clamp_min(0)[:, None],
+            (node > 0)[:, None] | _at(on_path, node.clamp_min(0))[:, None],
+        )
         node = _at(parent, node.clamp_min(0))
     depth = on_path.sum(-1)
-    slot = torch.where(on_path, on_path.long().cumsum(-1) - 1, contexts)  # ancestors come in index order
+    slot = torch.where(
+        on_path, on_path.long().cumsum(-1) - 1, contexts
+    )  # ancestors come in index order
     out = tokens.new_full((batch, contexts + 1), PAD)
     out.scatter_(1, slot, torch.where(on_path, tokens, PAD))
     out = out[:, :contexts].contiguous()
@@ -133,8 +164,12 @@ def verify_tree_batch(
     _check_tree_batch(parent, tokens, target_probs, draft_probs, node_mask, replacement)
     batch, contexts, vocab = target_probs.shape
     device = target_probs.device
-    noise = exponential(batch, (vocab,), generator, device)  # first, so a row's stream ignores the padding
-    uniforms = uniform(batch, (max(contexts - 1, 1),), generator, device)  # try t of a row uses uniforms[t]
+    noise = exponential(
+        batch, (vocab,), generator, device
+    )  # first, so a row's stream ignores the padding
+    uniforms = uniform(
+        batch, (max(contexts - 1, 1),), generator, device
+    )  # try t of a row uses uniforms[t]
     node, p = _walk(parent, tokens, target_probs, draft_probs, node_mask, replacement, uniforms)
     last = race(p, noise)
     return _path_tokens(parent, tokens, node, last)
@@ -163,5 +198,11 @@ def pad_trees(rows, device, dtype: torch.dtype = torch.float32):
         probs[0, b, :n], probs[1, b, :n] = target, draft
     as_tensor = lambda a, dt: torch.tensor(a, dtype=dt, device=device)
     replacement = as_tensor(np.array([bool(r[4]) for r in rows]), torch.bool)
-    return (as_tensor(parent, torch.long), as_tensor(tokens, torch.long), as_tensor(probs[0], dtype),
-            as_tensor(probs[1], dtype), as_tensor(mask, torch.bool), replacement)
+    return (
+        as_tensor(parent, torch.long),
+        as_tensor(tokens, torch.long),
+        as_tensor(probs[0], dtype),
+        as_tensor(probs[1], dtype),
+        as_tensor(mask, torch.bool),
+        replacement,
+    )

@@ -54,25 +54,44 @@ class Certification:
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILE_NAMES:
-            raise ValueError(f"--profile: {self.profile!r} must be one of {', '.join(PROFILE_NAMES)}")
+            raise ValueError(
+                f"--profile: {self.profile!r} must be one of {', '.join(PROFILE_NAMES)}"
+            )
 
 
-def _run_state(out: Path, plan: CollectionPlan, certification: Certification, prompts: list[dict]) -> dict:
+def _run_state(
+    out: Path, plan: CollectionPlan, certification: Certification, prompts: list[dict]
+) -> dict:
     """run.json: the design a resumed run must share (chain, dialect, profile, prompts), the counts reached so far."""
-    design = {"request_defaults": plan.request_defaults(), "dialect": plan.transport.plugin.name,
-              "profile": certification.profile, "prompts": prompts, "concurrency": plan.transport.concurrency,
-              "load": plan.load_design(), "pooled": certification.pooled}
+    design = {
+        "request_defaults": plan.request_defaults(),
+        "dialect": plan.transport.plugin.name,
+        "profile": certification.profile,
+        "prompts": prompts,
+        "concurrency": plan.transport.concurrency,
+        "load": plan.load_design(),
+        "pooled": certification.pooled,
+    }
     path = out / RUN_FILE
     if path.exists():
         state = json.loads(path.read_text())
         if json.loads(json.dumps(design)) != state["design"]:
-            differing = [k for k in design if json.loads(json.dumps(design[k])) != state["design"].get(k)]
-            raise ValueError(f"{path}: cannot resume: this run differs in {', '.join(differing)} (use another --out)")
+            differing = [
+                k for k in design if json.loads(json.dumps(design[k])) != state["design"].get(k)
+            ]
+            raise ValueError(
+                f"{path}: cannot resume: this run differs in {', '.join(differing)} (use another --out)"
+            )
         return state
     first = plan.limits.first_round
     if certification.pooled:
         first = max(2, math.ceil(2 * first / len(prompts)))
-    return {"design": design, "counts": {p["prompt_id"]: first for p in prompts}, "rounds": [], "seconds": 0.0}
+    return {
+        "design": design,
+        "counts": {p["prompt_id"]: first for p in prompts},
+        "rounds": [],
+        "seconds": 0.0,
+    }
 
 
 def _save(out: Path, state: dict) -> None:
@@ -90,8 +109,15 @@ def _stopped_text(outcome, budget: Budget, what: str) -> str | None:
     return None
 
 
-async def _collect_round(entries: list[dict], out: Path, plan: CollectionPlan, counts: dict[str, int],
-                         budgets: tuple[Budget, Budget], positions: int, force: bool = True) -> str | None:
+async def _collect_round(
+    entries: list[dict],
+    out: Path,
+    plan: CollectionPlan,
+    counts: dict[str, int],
+    budgets: tuple[Budget, Budget],
+    positions: int,
+    force: bool = True,
+) -> str | None:
     """Completions at both ends up to `counts` (within `budgets[0]`); with `force`, the new prefixes of both ends
     teacher-forced as they arrive and a last pass catching any left over, earlier rounds' included (within
     `budgets[1]`, which lasts to the time limit: also when the completions stopped at theirs); None if complete,
@@ -100,54 +126,90 @@ async def _collect_round(entries: list[dict], out: Path, plan: CollectionPlan, c
     path = out / "reference.jsonl"
     forcer = None
     if force:
-        known = ({(r.prompt_id, r.prefix_tokens) for r in samples.read_samples(path).prefix_probs}
-                 if path.exists() and path.stat().st_size else set())
+        known = (
+            {(r.prompt_id, r.prefix_tokens) for r in samples.read_samples(path).prefix_probs}
+            if path.exists() and path.stat().st_size
+            else set()
+        )
         chain, extra = forcing_request(plan.law, plan.forcing, plan.transport)
-        forcer = PrefixForcer(plan.transport, chain, extra, plan.seeds.start, out, forcing, positions, known)
-    outcome, prompts = await collect_completions(entries, out, plan, sampling, counts=counts, quiet=True,
-                                                 forcer=forcer)
+        forcer = PrefixForcer(
+            plan.transport, chain, extra, plan.seeds.start, out, forcing, positions, known
+        )
+    outcome, prompts = await collect_completions(
+        entries, out, plan, sampling, counts=counts, quiet=True, forcer=forcer
+    )
     stopped = _stopped_text(outcome, sampling, "completions")
     if force and not outcome.failure:
         candidate = samples.read_samples(out / "candidate.jsonl")
         forced = replace(plan, forcing=replace(plan.forcing, positions=positions))
-        outcome = await teacher_force(candidate, prompts, out, forced, forcing, own=True, quiet=True)
+        outcome = await teacher_force(
+            candidate, prompts, out, forced, forcing, own=True, quiet=True
+        )
         stopped = _stopped_text(outcome, forcing, "prefixes unreported") or stopped
     return stopped
 
 
-def _certify(out: Path, certification: Certification, plan: CollectionPlan, state: dict, minutes: float,
-             stopped: str | None) -> EngineResult:
+def _certify(
+    out: Path,
+    certification: Certification,
+    plan: CollectionPlan,
+    state: dict,
+    minutes: float,
+    stopped: str | None,
+) -> EngineResult:
     """Certify what the files hold now and write the certificate; a collection that stopped on a failing request
     is a reason the run is INCONCLUSIVE (never a verdict on the candidate)."""
     try:
-        result = certify_samples(samples.read_samples(out / "reference.jsonl"),
-                                 samples.read_samples(out / "candidate.jsonl"), certification.profile,
-                                 certification.pooled)
+        result = certify_samples(
+            samples.read_samples(out / "reference.jsonl"),
+            samples.read_samples(out / "candidate.jsonl"),
+            certification.profile,
+            certification.pooled,
+        )
     except (ValueError, FileNotFoundError) as error:
         if stopped:
-            raise EngineFailure(f"the engine failed before anything could be certified: {stopped}") from error
+            raise EngineFailure(
+                f"the engine failed before anything could be certified: {stopped}"
+            ) from error
         raise
-    if stopped and stopped.startswith("a request failed") and result.verdict not in (Verdict.NOT_EXACT,
-                                                                                     Verdict.CONTRACT_VIOLATION):
+    if (
+        stopped
+        and stopped.startswith("a request failed")
+        and result.verdict not in (Verdict.NOT_EXACT, Verdict.CONTRACT_VIOLATION)
+    ):
         result.input_reasons.append(f"the collection stopped: {stopped}")
         result.judge()
         result.extra["reasons"] = result.reasons
-    result.extra["campaign"] = {"rounds": len(state["rounds"]), "minutes": round(minutes, 2),
-                                "counts": dict(state["counts"]), "time_limit_s": plan.limits.time_limit_s,
-                                "concurrency": state["design"]["concurrency"], "history": state["rounds"]}
+    result.extra["campaign"] = {
+        "rounds": len(state["rounds"]),
+        "minutes": round(minutes, 2),
+        "counts": dict(state["counts"]),
+        "time_limit_s": plan.limits.time_limit_s,
+        "concurrency": state["design"]["concurrency"],
+        "history": state["rounds"],
+    }
     write_engine_report(result, out)
     return result
 
 
-def run_campaign(prompts: str | Path | list[dict], out: str | Path, plan: CollectionPlan,
-                 certification: Certification = Certification()) -> EngineResult:
+def run_campaign(
+    prompts: str | Path | list[dict],
+    out: str | Path,
+    plan: CollectionPlan,
+    certification: Certification = Certification(),
+) -> EngineResult:
     """Rounds of collection and certification until a verdict or the budget; the last look's result. Both ends'
     URLs are the plan's (`plan.transport`); `EngineUnreachable` before any sampling when one does not answer."""
-    entries = check_prompts(prompts, "prompts") if isinstance(prompts, list) else (
-        named_prompt_set(str(prompts)) or read_prompts(prompts))
+    entries = (
+        check_prompts(prompts, "prompts")
+        if isinstance(prompts, list)
+        else (named_prompt_set(str(prompts)) or read_prompts(prompts))
+    )
     if set(plan.transport.endpoints()) != {"reference", "candidate"}:
-        raise ValueError("--reference-url / --candidate-url: give both (each may be given several times), or "
-                         "--engine-adapter")
+        raise ValueError(
+            "--reference-url / --candidate-url: give both (each may be given several times), or "
+            "--engine-adapter"
+        )
     asyncio.run(probe_endpoints(plan.transport))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -156,8 +218,9 @@ def run_campaign(prompts: str | Path | list[dict], out: str | Path, plan: Collec
     return _rounds(entries, out, plan, certification, state)
 
 
-def _rounds(entries: list[dict], out: Path, plan: CollectionPlan, certification: Certification,
-            state: dict) -> EngineResult:
+def _rounds(
+    entries: list[dict], out: Path, plan: CollectionPlan, certification: Certification, state: dict
+) -> EngineResult:
     """The rounds themselves (see `run_campaign`)."""
     positions = plan.law.max_tokens  # every position asked is read (and teacher-forced)
     started, spent_before = time.monotonic(), float(state["seconds"])
@@ -166,27 +229,65 @@ def _rounds(entries: list[dict], out: Path, plan: CollectionPlan, certification:
     while True:
         defer = forcing_can_wait(result, declared)
         left = plan.limits.time_limit_s - spent_before - (time.monotonic() - started)
-        requests = 4 * sum(state["counts"].values()) * (2 + 2 * positions)  # both ends, their prefixes, with room
-        budgets = (Budget(requests, max(1.0, left * (1.0 - FORCING_RESERVE))), Budget(requests, max(1.0, left)))
+        requests = (
+            4 * sum(state["counts"].values()) * (2 + 2 * positions)
+        )  # both ends, their prefixes, with room
+        budgets = (
+            Budget(requests, max(1.0, left * (1.0 - FORCING_RESERVE))),
+            Budget(requests, max(1.0, left)),
+        )
         round_start = time.monotonic()
-        stopped = asyncio.run(_collect_round(entries, out, plan, state["counts"], budgets, positions,
-                                             force=not defer)) if left > 0 else "time limit reached"
+        stopped = (
+            asyncio.run(
+                _collect_round(
+                    entries, out, plan, state["counts"], budgets, positions, force=not defer
+                )
+            )
+            if left > 0
+            else "time limit reached"
+        )
         state["seconds"] = spent_before + time.monotonic() - started
-        state["rounds"].append({"counts": dict(state["counts"]), "complete": stopped is None,
-                                "forced": not defer, "seconds": round(time.monotonic() - round_start, 1)})
+        state["rounds"].append(
+            {
+                "counts": dict(state["counts"]),
+                "complete": stopped is None,
+                "forced": not defer,
+                "seconds": round(time.monotonic() - round_start, 1),
+            }
+        )
         _save(out, state)
         result = _certify(out, certification, plan, state, state["seconds"] / 60.0, stopped)
         if stopped:  # after the certificate: a run that had nothing to certify ends with one line (EngineFailure)
             print(f"exactspec engine certify: collection stopped: {stopped}", file=sys.stderr)
-        if defer and not stopped and result.verdict not in FINAL and not forcing_can_wait(result, declared):
-            print("exactspec engine certify: the declared seed coupling is disproved: the next round teacher-forces "
-                  "every prefix sampled so far", file=sys.stderr, flush=True)
+        if (
+            defer
+            and not stopped
+            and result.verdict not in FINAL
+            and not forcing_can_wait(result, declared)
+        ):
+            print(
+                "exactspec engine certify: the declared seed coupling is disproved: the next round teacher-forces "
+                "every prefix sampled so far",
+                file=sys.stderr,
+                flush=True,
+            )
             continue  # the same counts: the next round only forces
         step = min(state["counts"].values()) if certification.pooled else plan.limits.first_round
         round_plan = next_counts(result, state["counts"], step, plan.limits.max_per_prompt)
         rate = 2 * sum(state["counts"].values()) / max(1e-9, state["seconds"])
-        print(progress_line(len(state["rounds"]), state["seconds"], result, state["counts"],
-                            result.profile.engine.target_tv, rate, round_plan), file=sys.stderr, flush=True)
+        print(
+            progress_line(
+                len(state["rounds"]),
+                state["seconds"],
+                result,
+                state["counts"],
+                result.profile.engine.target_tv,
+                rate,
+                round_plan,
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
         if round_plan.counts is None or stopped:
             break
         state["counts"] = round_plan.counts

@@ -42,10 +42,22 @@ from .jobs import ARMED, WAVE
 #: temperature, top-n-sigma, adaptive-p, stop strings, logit bias. `cache_prompt` off: llama.cpp warns that
 #: a reused KV cache may change the logits.
 PINNED_OFF: dict[str, Any] = {
-    "repeat_penalty": 1.0, "repeat_last_n": 0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-    "dry_multiplier": 0.0, "typical_p": 1.0, "xtc_probability": 0.0, "mirostat": 0, "dynatemp_range": 0.0,
-    "top_n_sigma": -1.0, "adaptive_target": -1.0, "min_keep": 0, "stop": [], "logit_bias": [],
-    "cache_prompt": False, "stream": False,
+    "repeat_penalty": 1.0,
+    "repeat_last_n": 0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "dry_multiplier": 0.0,
+    "typical_p": 1.0,
+    "xtc_probability": 0.0,
+    "mirostat": 0,
+    "dynatemp_range": 0.0,
+    "top_n_sigma": -1.0,
+    "adaptive_target": -1.0,
+    "min_keep": 0,
+    "stop": [],
+    "logit_bias": [],
+    "cache_prompt": False,
+    "stream": False,
 }
 #: The order llama.cpp applies the kept stages in (its default order without the disabled stages).
 SAMPLER_ORDER = ["top_k", "top_p", "min_p", "temperature"]
@@ -66,9 +78,14 @@ class SamplerChain:
     ignore_eos: bool = False
 
     def __post_init__(self) -> None:
-        checks = {"temperature": (self.temperature >= 0, ">= 0"), "top_k": (self.top_k >= 0, ">= 0 (0: off)"),
-                  "top_p": (0 < self.top_p <= 1, "in (0, 1]"), "min_p": (0 <= self.min_p < 1, "in [0, 1)"),
-                  "max_tokens": (self.max_tokens >= 1, ">= 1"), "n_probs": (self.n_probs >= 0, ">= 0")}
+        checks = {
+            "temperature": (self.temperature >= 0, ">= 0"),
+            "top_k": (self.top_k >= 0, ">= 0 (0: off)"),
+            "top_p": (0 < self.top_p <= 1, "in (0, 1]"),
+            "min_p": (0 <= self.min_p < 1, "in [0, 1)"),
+            "max_tokens": (self.max_tokens >= 1, ">= 1"),
+            "n_probs": (self.n_probs >= 0, ">= 0"),
+        }
         for name, (ok, wanted) in checks.items():
             if not ok:
                 value = getattr(self, name)
@@ -94,7 +111,9 @@ class RetryPolicy:
         if self.attempts < 1:
             raise ValueError(f"--retries: must be >= 1 (got {self.attempts})")
         if self.initial_wait_s < 0 or self.max_wait_s < self.initial_wait_s:
-            raise ValueError(f"--retry-wait-s: must lie in [0, {self.max_wait_s:g}] (got {self.initial_wait_s:g})")
+            raise ValueError(
+                f"--retry-wait-s: must lie in [0, {self.max_wait_s:g}] (got {self.initial_wait_s:g})"
+            )
 
 
 @dataclass
@@ -108,8 +127,12 @@ class Reply:
     finish_reason: str | None
     timings: dict | None
     elapsed_s: float = 0.0
-    probs_dropped: str | None = None  # why the reported probabilities were not kept (top_probs is then None)
-    sent_at: float | None = None  # the request's first byte written, its answer's first read (time.time())
+    probs_dropped: str | None = (
+        None  # why the reported probabilities were not kept (top_probs is then None)
+    )
+    sent_at: float | None = (
+        None  # the request's first byte written, its answer's first read (time.time())
+    )
     received_at: float | None = None
     raw: dict = field(default_factory=dict, repr=False)
 
@@ -139,8 +162,14 @@ def _position_probs(positions: list[dict]) -> tuple[list, str | None]:
     for position in positions:
         entries = position.get("top_probs", position.get("top_logprobs"))
         if entries is None:
-            raise ValueError(f"response: a probability entry has neither top_probs nor top_logprobs: {position}")
-        listed, kind = _top_list(entries) if entries else (None, "post_sampling" if "prob" in position else "raw")
+            raise ValueError(
+                f"response: a probability entry has neither top_probs nor top_logprobs: {position}"
+            )
+        listed, kind = (
+            _top_list(entries)
+            if entries
+            else (None, "post_sampling" if "prob" in position else "raw")
+        )
         top_probs.append(listed)
         kinds.add(kind)
     if len(kinds) > 1:
@@ -154,7 +183,9 @@ def parse_completion(body: dict) -> Reply:
     try:
         return _parse_completion(body)
     except (KeyError, TypeError, IndexError, AttributeError) as error:
-        raise ValueError(f"response: malformed completion body ({type(error).__name__}: {error})") from None
+        raise ValueError(
+            f"response: malformed completion body ({type(error).__name__}: {error})"
+        ) from None
 
 
 def _parse_completion(body: dict) -> Reply:
@@ -173,18 +204,30 @@ def _parse_completion(body: dict) -> Reply:
         tokens = body.get("tokens") or []
     tokens = [int(t) for t in tokens]
     if not tokens and (text or positions):
-        raise ValueError("response: a completion without token ids (llama.cpp's native /completion returns them "
-                         "with return_tokens; its /v1/completions does not: use --endpoint /completion)")
+        raise ValueError(
+            "response: a completion without token ids (llama.cpp's native /completion returns them "
+            "with return_tokens; its /v1/completions does not: use --endpoint /completion)"
+        )
     top_probs, kind = _position_probs(positions) if positions else (None, None)
     dropped = None
     if positions and [int(position["id"]) for position in positions] != tokens:
         dropped = "the probability entries do not match the tokens (a token ending inside a UTF-8 character)"
     elif top_probs is not None and any(listed is None for listed in top_probs):
-        dropped = "a position has an empty top list (llama.cpp's placeholder for a speculative round)"
+        dropped = (
+            "a position has an empty top list (llama.cpp's placeholder for a speculative round)"
+        )
     if dropped:
         top_probs, kind = None, None
-    return Reply(tokens=tokens, text=text, top_probs=top_probs, probs_kind=kind, finish_reason=finish,
-                 timings=body.get("timings"), probs_dropped=dropped, raw=body)
+    return Reply(
+        tokens=tokens,
+        text=text,
+        top_probs=top_probs,
+        probs_kind=kind,
+        finish_reason=finish,
+        timings=body.get("timings"),
+        probs_dropped=dropped,
+        raw=body,
+    )
 
 
 def _json_or_raise(response: httpx.Response) -> Any:
@@ -204,18 +247,29 @@ async def probe_http(http: httpx.AsyncClient, base_url: str, path: str) -> None:
         await http.get(path, timeout=PROBE_TIMEOUT_S)
     except httpx.TransportError as error:
         reason = str(error) or type(error).__name__
-        raise EngineUnreachable(f"nothing answers at {base_url} ({type(error).__name__}: {reason})") from None
+        raise EngineUnreachable(
+            f"nothing answers at {base_url} ({type(error).__name__}: {reason})"
+        ) from None
 
 
-async def send_with_retries(client: Any, method: str, path: str, body: dict | None,
-                            read: Callable[[httpx.Response], Any] = _json_or_raise, times: list | None = None) -> Any:
+async def send_with_retries(
+    client: Any,
+    method: str,
+    path: str,
+    body: dict | None,
+    read: Callable[[httpx.Response], Any] = _json_or_raise,
+    times: list | None = None,
+) -> Any:
     """One HTTP exchange of `client` (its `_http`, `retry` and `requests_sent`) with retries on connection
     trouble, 5xx and 429; `read(response)` raises for a bad status and decodes the body. With `times` (a
     completion's exchange) the answered attempt's [sent_at, received_at] are put there, and the first attempt's
     bytes wait for the task's wave (`jobs.WAVE`) to be ready."""
     retrying = AsyncRetrying(
-        retry=retry_if_exception(is_retryable), stop=stop_after_attempt(client.retry.attempts),
-        wait=wait_exponential(multiplier=client.retry.initial_wait_s, max=client.retry.max_wait_s), reraise=True)
+        retry=retry_if_exception(is_retryable),
+        stop=stop_after_attempt(client.retry.attempts),
+        wait=wait_exponential(multiplier=client.retry.initial_wait_s, max=client.retry.max_wait_s),
+        reraise=True,
+    )
     wave = WAVE.get() if times is not None else None
     async for attempt in retrying:
         with attempt:
@@ -233,7 +287,9 @@ async def send_with_retries(client: Any, method: str, path: str, body: dict | No
                     wave.leave()
                     wave = None  # a retry is sent as soon as it is ready
             value = read(response)
-            if times is not None:  # as the connection saw them, else around the exchange (another transport)
+            if (
+                times is not None
+            ):  # as the connection saw them, else around the exchange (another transport)
                 times[:] = wire if len(wire) == 2 else [started, ended]
             return value
     raise AssertionError("unreachable: tenacity either returns or reraises")
@@ -294,15 +350,21 @@ class WaveStream(httpcore.AsyncNetworkStream):
 def _close_answered(sent: list[tuple[WaveStream, list[float] | None]]) -> None:
     """The wave's requests already sent whose answer is already here (their socket is readable) were answered before
     the next one goes out: their received_at is now at the latest, not when the event loop gets to read them."""
-    sockets = {stream.inner.get_extra_info("socket"): wire for stream, wire in sent
-               if wire is not None and len(wire) == 1}
+    sockets = {
+        stream.inner.get_extra_info("socket"): wire
+        for stream, wire in sent
+        if wire is not None and len(wire) == 1
+    }
     sockets.pop(None, None)
     # A connection closed meanwhile (its fileno -1) has nothing to time: its answer was read when it closed.
     sockets = {sock: wire for sock, wire in sockets.items() if sock.fileno() >= 0}
     if sockets:
         try:
             now, (readable, _, _) = time.time(), select.select(list(sockets), [], [], 0)
-        except (OSError, ValueError):  # closed between the filter and the call: the answer times stay as read
+        except (
+            OSError,
+            ValueError,
+        ):  # closed between the filter and the call: the answer times stay as read
             return
         for sock in readable:
             sockets[sock].append(now)
@@ -324,7 +386,9 @@ class WaveBackend(httpcore.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
-def http_client(base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+def http_client(
+    base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None
+) -> httpx.AsyncClient:
     """The collector's httpx client: with its default transport, connections go through `WaveBackend` (a transport
     given, e.g. a test's, is used as it is; so is a connection pool without the backend hook: no waves then)."""
     http = httpx.AsyncClient(base_url=base_url, timeout=timeout, transport=transport)
@@ -338,8 +402,15 @@ def http_client(base_url: str, timeout: float, transport: httpx.AsyncBaseTranspo
 class LlamaCppClient:
     """One llama.cpp endpoint: `complete`, `tokenize`, `props`, `probe`; use as ``async with LlamaCppClient(...)``."""
 
-    def __init__(self, base_url: str, *, endpoint: str = "/completion", request_timeout_s: float = 120.0,
-                 retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        endpoint: str = "/completion",
+        request_timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"URL: {base_url!r} is not an http(s) URL")
         if request_timeout_s <= 0:
@@ -356,14 +427,22 @@ class LlamaCppClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._http.aclose()
 
-    async def _send(self, method: str, path: str, body: dict | None, times: list | None = None) -> dict:
+    async def _send(
+        self, method: str, path: str, body: dict | None, times: list | None = None
+    ) -> dict:
         """One HTTP exchange with retries; the decoded JSON body (`times`: a completion's, timed and waved)."""
         return await send_with_retries(self, method, path, body, times=times)
 
-    async def complete(self, prompt_tokens: list[int], seed: int, chain: SamplerChain,
-                       extra: dict | None = None) -> tuple[Reply, dict]:
+    async def complete(
+        self, prompt_tokens: list[int], seed: int, chain: SamplerChain, extra: dict | None = None
+    ) -> tuple[Reply, dict]:
         """Sample one completion of `prompt_tokens` with `seed`; the parsed result and the body sent."""
-        body = {**chain.request(), **(extra or {}), "seed": int(seed), "prompt": [int(t) for t in prompt_tokens]}
+        body = {
+            **chain.request(),
+            **(extra or {}),
+            "seed": int(seed),
+            "prompt": [int(t) for t in prompt_tokens],
+        }
         times: list[float] = []
         started = time.perf_counter()
         completion = parse_completion(await self._send("POST", self.endpoint, body, times))
@@ -380,7 +459,9 @@ class LlamaCppClient:
         """A chat through the engine's chat template (`/apply-template`, with the generation prompt), then tokenised
         with its special tokens parsed."""
         prompt = (await self._send("POST", "/apply-template", {"messages": messages}))["prompt"]
-        body = await self._send("POST", "/tokenize", {"content": prompt, "add_special": False, "parse_special": True})
+        body = await self._send(
+            "POST", "/tokenize", {"content": prompt, "add_special": False, "parse_special": True}
+        )
         return [int(t["id"]) if isinstance(t, dict) else int(t) for t in body["tokens"]]
 
     async def probe(self) -> None:

@@ -44,7 +44,9 @@ class SeedDesign:
         if isinstance(self.count, bool) or not (isinstance(self.count, int) and self.count >= 1):
             raise ValueError(f"--seeds: must be an integer >= 1 (got {self.count!r})")
         if not 0.0 <= self.repeat_fraction <= 1.0:
-            raise ValueError(f"--repeat-fraction: must lie in [0, 1] (got {self.repeat_fraction:g})")
+            raise ValueError(
+                f"--repeat-fraction: must lie in [0, 1] (got {self.repeat_fraction:g})"
+            )
 
 
 def new_key() -> str:
@@ -75,11 +77,17 @@ def random_seeds(key: str, space: int, count: int) -> list[int]:
 
 def design_record(kind: str, space: int | None, key: str | None, concurrency: int) -> dict:
     """The header's `design`: how the seeds were drawn, and how many candidate requests were in flight."""
-    seeds = {"kind": "random", "space": space, "key": key} if kind == "random" else {"kind": "consecutive"}
+    seeds = (
+        {"kind": "random", "space": space, "key": key}
+        if kind == "random"
+        else {"kind": "consecutive"}
+    )
     return {"seeds": seeds, "concurrency": concurrency}
 
 
-def role_seeds(role: str, seeds: SeedDesign, space: int, key: str | None, count: int | None = None) -> list[int]:
+def role_seeds(
+    role: str, seeds: SeedDesign, space: int, key: str | None, count: int | None = None
+) -> list[int]:
     """The seeds one end is asked for (`count`: this many, default `seeds.count`). With `seeds.shared` K only the
     first K are asked of both ends; the candidate's others follow after the reference's, so the two are disjoint."""
     n = seeds.count if count is None else count
@@ -87,7 +95,11 @@ def role_seeds(role: str, seeds: SeedDesign, space: int, key: str | None, count:
     total = n if shared is None or role == "reference" else n + max(0, n - shared)
 
     def draw(m: int) -> list[int]:
-        return random_seeds(str(key), space, m) if seeds.kind == "random" else seed_list(m, seeds.start)
+        return (
+            random_seeds(str(key), space, m)
+            if seeds.kind == "random"
+            else seed_list(m, seeds.start)
+        )
 
     if shared is None or role == "reference":
         return draw(n)
@@ -110,18 +122,30 @@ def resolve_seed_key(out_dir: Path, seeds: SeedDesign) -> str | None:
                 try:
                     first = json.loads(handle.readline() or "{}")
                 except ValueError as error:
-                    raise ValueError(f"{path}: line 1: not a sample file's header ({error})") from None
+                    raise ValueError(
+                        f"{path}: line 1: not a sample file's header ({error})"
+                    ) from None
             if not isinstance(first, dict):
                 raise ValueError(f"{path}: line 1: not a sample file's header (a JSON object)")
             key = ((first.get("design") or {}).get("seeds") or {}).get("key")
             if key:
                 keys.add(key)
     if len(keys) > 1:
-        raise ValueError(f"{out_dir}: reference.jsonl and candidate.jsonl were drawn with different seed keys {keys}")
+        raise ValueError(
+            f"{out_dir}: reference.jsonl and candidate.jsonl were drawn with different seed keys {keys}"
+        )
     if seeds.key is not None:
         return seeds.key
     return keys.pop() if keys else new_key()
 
 
-__all__ = ["BLOCK", "SEED_KINDS", "SeedDesign", "design_record", "new_key", "random_seeds", "resolve_seed_key",
-           "role_seeds"]
+__all__ = [
+    "BLOCK",
+    "SEED_KINDS",
+    "SeedDesign",
+    "design_record",
+    "new_key",
+    "random_seeds",
+    "resolve_seed_key",
+    "role_seeds",
+]

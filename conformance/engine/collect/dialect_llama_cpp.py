@@ -25,7 +25,9 @@ class LlamaCppOptions:
 
     def __post_init__(self) -> None:
         if not self.endpoint.startswith("/"):
-            raise ValueError(f"--endpoint: must be a path such as /completion (got {self.endpoint!r})")
+            raise ValueError(
+                f"--endpoint: must be a path such as /completion (got {self.endpoint!r})"
+            )
 
 
 class LlamaCppDialect(DialectPlugin):
@@ -37,24 +39,41 @@ class LlamaCppDialect(DialectPlugin):
     options_type = LlamaCppOptions
 
     def add_arguments(self, group: argparse._ArgumentGroup, command: str) -> None:
-        group.add_argument("--endpoint", default="/completion", help="/completion (llama.cpp's native one) or "
-                           "/v1/completions (only for engines whose OpenAI reply carries token ids: llama.cpp's "
-                           "does not)")
+        group.add_argument(
+            "--endpoint",
+            default="/completion",
+            help="/completion (llama.cpp's native one) or "
+            "/v1/completions (only for engines whose OpenAI reply carries token ids: llama.cpp's "
+            "does not)",
+        )
         if command == "certify":
-            group.add_argument("--no-cache-prompt", action="store_true", help="teacher forcing re-evaluates every "
-                               "prompt (by default it reuses llama.cpp's prompt cache; every certificate measures "
-                               "that decode-time and teacher-forced reports agree within the tolerance)")
+            group.add_argument(
+                "--no-cache-prompt",
+                action="store_true",
+                help="teacher forcing re-evaluates every "
+                "prompt (by default it reuses llama.cpp's prompt cache; every certificate measures "
+                "that decode-time and teacher-forced reports agree within the tolerance)",
+            )
         else:
-            group.add_argument("--cache-prompt", action="store_true", help="teacher forcing reuses llama.cpp's "
-                               "prompt cache")
+            group.add_argument(
+                "--cache-prompt",
+                action="store_true",
+                help="teacher forcing reuses llama.cpp's prompt cache",
+            )
 
     def options_from(self, args: argparse.Namespace, command: str) -> LlamaCppOptions:
         cache = not args.no_cache_prompt if command == "certify" else args.cache_prompt
         return LlamaCppOptions(endpoint=args.endpoint, cache_prompt=cache)
 
-    def make_client(self, url: str, role: str, options: LlamaCppOptions, connection: Connection) -> LlamaCppClient:
-        return LlamaCppClient(url, endpoint=options.endpoint, request_timeout_s=connection.request_timeout_s,
-                              retry=connection.retry)
+    def make_client(
+        self, url: str, role: str, options: LlamaCppOptions, connection: Connection
+    ) -> LlamaCppClient:
+        return LlamaCppClient(
+            url,
+            endpoint=options.endpoint,
+            request_timeout_s=connection.request_timeout_s,
+            retry=connection.retry,
+        )
 
     def request_defaults(self, chain: SamplerChain, options: LlamaCppOptions) -> dict:
         return chain.request()

@@ -21,20 +21,28 @@ from .vocabulary import Vocabulary
 class OpenAIOptions:
     """What the generic dialect is told about the server (each field is one flag of `OpenAIDialect`)."""
 
-    tokenizer: str | None = None  # the model's tokenizer.json, its directory or its GGUF (--tokenizer)
+    tokenizer: str | None = (
+        None  # the model's tokenizer.json, its directory or its GGUF (--tokenizer)
+    )
     reports: str = "raw"  # what its logprobs are: "raw" or "post_sampling" (--reports)
     draft_counters: tuple[str, str] | None = None  # /metrics counters (drafted, accepted)
     request_extra: dict = field(default_factory=dict)  # merged into every request (--request-extra)
     text_prompts: bool = False  # the server takes text prompts only (--text-prompts)
-    token_by_token: bool = False  # teacher forcing evaluates each forced token alone (--force-token-by-token)
+    token_by_token: bool = (
+        False  # teacher forcing evaluates each forced token alone (--force-token-by-token)
+    )
 
     def __post_init__(self) -> None:
         if self.reports not in REPORT_KINDS:
-            raise ValueError(f"--reports: must be one of {', '.join(REPORT_KINDS)} (got {self.reports!r})")
+            raise ValueError(
+                f"--reports: must be one of {', '.join(REPORT_KINDS)} (got {self.reports!r})"
+            )
         if self.tokenizer and not Path(self.tokenizer).expanduser().exists():
             raise ValueError(f"--tokenizer: {self.tokenizer} does not exist")
         if self.text_prompts and not self.tokenizer:
-            raise ValueError("--text-prompts: needs --tokenizer (the ids are sent as the text they decode to)")
+            raise ValueError(
+                "--text-prompts: needs --tokenizer (the ids are sent as the text they decode to)"
+            )
 
 
 @lru_cache(maxsize=4)
@@ -46,9 +54,13 @@ def _counters(args: argparse.Namespace) -> tuple[str, str] | None:
     """--draft-counter and --accepted-counter: both or neither (ValueError naming them otherwise)."""
     named = (args.draft_counter, args.accepted_counter)
     if any(named) and not all(named):
-        raise ValueError("--draft-counter / --accepted-counter: give both Prometheus counter names, or neither")
+        raise ValueError(
+            "--draft-counter / --accepted-counter: give both Prometheus counter names, or neither"
+        )
     if all(named) and args.declare_speculation:
-        raise ValueError("--declare-speculation: the counters named show speculation; give one or the other")
+        raise ValueError(
+            "--declare-speculation: the counters named show speculation; give one or the other"
+        )
     return (str(named[0]), str(named[1])) if all(named) else None
 
 
@@ -62,36 +74,78 @@ class OpenAIDialect(DialectPlugin):
 
     def add_arguments(self, group: argparse._ArgumentGroup, command: str) -> None:
         add = group.add_argument
-        add("--tokenizer", metavar="PATH", help="the model's tokenizer.json, its directory or its GGUF, to map token "
+        add(
+            "--tokenizer",
+            metavar="PATH",
+            help="the model's tokenizer.json, its directory or its GGUF, to map token "
             "strings to ids where the server returns no ids (ambiguous strings are refused); its chat template "
-            "turns `messages` prompts into text (default: none: ids from the reply)")
-        add("--reports", choices=REPORT_KINDS, default="raw", help="the server's logprobs are the model's raw law "
-            "or the law sampled from after the whole chain")
-        add("--text-prompts", action="store_true", help="the server takes text prompts only (llama-cpp-python, "
+            "turns `messages` prompts into text (default: none: ids from the reply)",
+        )
+        add(
+            "--reports",
+            choices=REPORT_KINDS,
+            default="raw",
+            help="the server's logprobs are the model's raw law "
+            "or the law sampled from after the whole chain",
+        )
+        add(
+            "--text-prompts",
+            action="store_true",
+            help="the server takes text prompts only (llama-cpp-python, "
             "TGI): ids are sent as the text they decode to (--tokenizer), each checked to tokenise back to the same "
-            "ids at the server's /tokenize or /extras/tokenize; prefixes that do not stay unreported")
-        add("--force-token-by-token", action="store_true", help="teacher forcing evaluates each forced token alone, "
+            "ids at the server's /tokenize or /extras/tokenize; prefixes that do not stay unreported",
+        )
+        add(
+            "--force-token-by-token",
+            action="store_true",
+            help="teacher forcing evaluates each forced token alone, "
             "as decoding does, for servers that keep one KV cache across requests and whose kernels are not "
             "batch-invariant (llama-cpp-python): requests to each reference server are serialised and shorter "
-            "prefixes asked first")
-        add("--draft-counter", metavar="NAME", help="the Prometheus counter of drafted tokens at /metrics (default: "
-            "none: speculation declared with --declare-speculation, or not observed)")
-        add("--accepted-counter", metavar="NAME", help="the counter of accepted draft tokens (default: none)")
-        add("--request-extra", metavar="JSON", help="a JSON object merged into every request, for the server's own "
-            "knobs (e.g. '{\"repeat_penalty\": 1.0}'); recorded as part of the law (default: none)")
+            "prefixes asked first",
+        )
+        add(
+            "--draft-counter",
+            metavar="NAME",
+            help="the Prometheus counter of drafted tokens at /metrics (default: "
+            "none: speculation declared with --declare-speculation, or not observed)",
+        )
+        add(
+            "--accepted-counter",
+            metavar="NAME",
+            help="the counter of accepted draft tokens (default: none)",
+        )
+        add(
+            "--request-extra",
+            metavar="JSON",
+            help="a JSON object merged into every request, for the server's own "
+            "knobs (e.g. '{\"repeat_penalty\": 1.0}'); recorded as part of the law (default: none)",
+        )
 
     def options_from(self, args: argparse.Namespace, command: str) -> OpenAIOptions:
-        return OpenAIOptions(tokenizer=args.tokenizer, reports=args.reports, draft_counters=_counters(args),
-                             request_extra=parse_request_extra(args.request_extra), text_prompts=args.text_prompts,
-                             token_by_token=args.force_token_by_token)
+        return OpenAIOptions(
+            tokenizer=args.tokenizer,
+            reports=args.reports,
+            draft_counters=_counters(args),
+            request_extra=parse_request_extra(args.request_extra),
+            text_prompts=args.text_prompts,
+            token_by_token=args.force_token_by_token,
+        )
 
-    def make_client(self, url: str, role: str, options: OpenAIOptions, connection: Connection) -> GenericOpenAIClient:
+    def make_client(
+        self, url: str, role: str, options: OpenAIOptions, connection: Connection
+    ) -> GenericOpenAIClient:
         """The user's counters on the candidate; token-by-token forcing on the reference."""
-        return GenericOpenAIClient(url, vocabulary=_vocabulary(options.tokenizer), probs_kind=options.reports,
-                                   counters=options.draft_counters if role == "candidate" else None,
-                                   request_extra=options.request_extra, text_prompts=options.text_prompts,
-                                   token_by_token=options.token_by_token and role == "reference",
-                                   request_timeout_s=connection.request_timeout_s, retry=connection.retry)
+        return GenericOpenAIClient(
+            url,
+            vocabulary=_vocabulary(options.tokenizer),
+            probs_kind=options.reports,
+            counters=options.draft_counters if role == "candidate" else None,
+            request_extra=options.request_extra,
+            text_prompts=options.text_prompts,
+            token_by_token=options.token_by_token and role == "reference",
+            request_timeout_s=connection.request_timeout_s,
+            retry=connection.retry,
+        )
 
     def request_defaults(self, chain: SamplerChain, options: OpenAIOptions) -> dict:
         return openai_request(chain, options.request_extra)

@@ -46,8 +46,12 @@ class Capabilities:
     """What a dialect can do, which the collection reads instead of asking its name."""
 
     seed_space: int = UINT32_SEED_SPACE  # random seeds are drawn uniformly from [0, seed_space - 1]
-    speculation: str = "timings"  # "timings" (per reply), "metrics" (engine-wide counters) or "declared"
-    has_server: bool = True  # a server whose load the design sets (waves, lone requests, background load)
+    speculation: str = (
+        "timings"  # "timings" (per reply), "metrics" (engine-wide counters) or "declared"
+    )
+    has_server: bool = (
+        True  # a server whose load the design sets (waves, lone requests, background load)
+    )
     prompt_cache: bool = False  # teacher forcing may ask the engine to reuse its prompt cache
 
 
@@ -65,8 +69,9 @@ class DialectClient(Protocol):
 
     async def probe(self) -> None: ...  # `engine_errors.EngineUnreachable` when nothing answers
 
-    async def complete(self, prompt_tokens: list[int], seed: int, chain: SamplerChain,
-                       extra: dict | None = None) -> tuple[Reply, dict]: ...
+    async def complete(
+        self, prompt_tokens: list[int], seed: int, chain: SamplerChain, extra: dict | None = None
+    ) -> tuple[Reply, dict]: ...
 
     async def tokenize(self, text: str) -> list[int]: ...
 
@@ -87,7 +92,9 @@ class DialectPlugin:
     describe: ClassVar[str] = ""  # one line for --dialect's help
     capabilities: ClassVar[Capabilities] = Capabilities()
     options_type: ClassVar[type] = NoOptions
-    by_name: ClassVar[bool] = True  # chosen with --dialect NAME (False: by a flag of its own, `selected_by`)
+    by_name: ClassVar[bool] = (
+        True  # chosen with --dialect NAME (False: by a flag of its own, `selected_by`)
+    )
 
     @property
     def group_title(self) -> str:
@@ -113,19 +120,29 @@ class DialectPlugin:
         """This dialect's options from the parsed command line (ValueError naming the flag)."""
         return self.default_options()
 
-    def endpoints(self, options: Any, reference: tuple[str, ...], candidate: tuple[str, ...]) -> dict[str, tuple]:
+    def endpoints(
+        self, options: Any, reference: tuple[str, ...], candidate: tuple[str, ...]
+    ) -> dict[str, tuple]:
         """Role -> the URLs it is sampled at (the roles given only; ValueError naming the flag when one is bad)."""
         for flag, urls in (("--reference-url", reference), ("--candidate-url", candidate)):
             for url in urls:
                 if not url.startswith(("http://", "https://")):
-                    raise ValueError(f"{flag}: {url!r} is not an http(s) URL, e.g. http://127.0.0.1:8080")
-        return {role: urls for role, urls in (("reference", reference), ("candidate", candidate)) if urls}
+                    raise ValueError(
+                        f"{flag}: {url!r} is not an http(s) URL, e.g. http://127.0.0.1:8080"
+                    )
+        return {
+            role: urls
+            for role, urls in (("reference", reference), ("candidate", candidate))
+            if urls
+        }
 
     def default_engine_name(self, options: Any) -> str:
         """The engine's name in the headers when --engine-name is not given."""
         return self.name
 
-    def make_client(self, url: str, role: str, options: Any, connection: Connection) -> DialectClient:
+    def make_client(
+        self, url: str, role: str, options: Any, connection: Connection
+    ) -> DialectClient:
         raise NotImplementedError(f"dialect {self.name!r} has no client")
 
     def request_defaults(self, chain: SamplerChain, options: Any) -> dict:
@@ -141,5 +158,13 @@ class DialectPlugin:
         return None
 
 
-__all__ = ["COMMANDS", "Capabilities", "Connection", "DialectClient", "DialectPlugin", "NoOptions",
-           "SPECULATION_SOURCES", "UINT32_SEED_SPACE"]
+__all__ = [
+    "COMMANDS",
+    "Capabilities",
+    "Connection",
+    "DialectClient",
+    "DialectPlugin",
+    "NoOptions",
+    "SPECULATION_SOURCES",
+    "UINT32_SEED_SPACE",
+]

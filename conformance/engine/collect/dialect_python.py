@@ -43,23 +43,37 @@ class PythonDialect(DialectPlugin):
         return "--engine-adapter"
 
     def add_arguments(self, group: argparse._ArgumentGroup, command: str) -> None:
-        group.add_argument("--engine-adapter", metavar="MODULE:CLASS", help="certify an in-process Python engine "
-                           "instead of two URLs: built as CLASS(role='reference'|'candidate', **options) and asked "
-                           "complete/report (exactspec.conformance.engine.backend.EngineBackend; default: none, "
-                           "two URLs)")
-        group.add_argument("--adapter-option", action="append", metavar="KEY=VALUE", help="a keyword argument of "
-                           "the class (repeatable; values are strings; default: none)")
+        group.add_argument(
+            "--engine-adapter",
+            metavar="MODULE:CLASS",
+            help="certify an in-process Python engine "
+            "instead of two URLs: built as CLASS(role='reference'|'candidate', **options) and asked "
+            "complete/report (exactspec.conformance.engine.backend.EngineBackend; default: none, "
+            "two URLs)",
+        )
+        group.add_argument(
+            "--adapter-option",
+            action="append",
+            metavar="KEY=VALUE",
+            help="a keyword argument of the class (repeatable; values are strings; default: none)",
+        )
 
     def selected_by(self, args: argparse.Namespace) -> bool:
         return bool(args.engine_adapter)
 
     def options_from(self, args: argparse.Namespace, command: str) -> PythonOptions:
-        return PythonOptions(args.engine_adapter, tuple(parse_options(args.adapter_option or []).items()))
+        return PythonOptions(
+            args.engine_adapter, tuple(parse_options(args.adapter_option or []).items())
+        )
 
-    def endpoints(self, options: PythonOptions, reference: tuple[str, ...], candidate: tuple[str, ...]) -> dict:
+    def endpoints(
+        self, options: PythonOptions, reference: tuple[str, ...], candidate: tuple[str, ...]
+    ) -> dict:
         """Both roles are the class (``python:MODULE:CLASS``); URLs are refused beside it."""
         if reference or candidate:
-            raise ValueError("--engine-adapter: give either the adapter or --reference-url/--candidate-url, not both")
+            raise ValueError(
+                "--engine-adapter: give either the adapter or --reference-url/--candidate-url, not both"
+            )
         if not options.spec:
             raise ValueError("--engine-adapter: give MODULE:CLASS")
         return {role: (ADAPTER_SCHEME + options.spec,) for role in ("reference", "candidate")}
@@ -67,7 +81,9 @@ class PythonDialect(DialectPlugin):
     def default_engine_name(self, options: PythonOptions) -> str:
         return options.spec
 
-    def make_client(self, url: str, role: str, options: PythonOptions, connection: Connection) -> InProcessClient:
+    def make_client(
+        self, url: str, role: str, options: PythonOptions, connection: Connection
+    ) -> InProcessClient:
         return InProcessClient(url.removeprefix(ADAPTER_SCHEME), role, dict(options.options))
 
     def request_defaults(self, chain: SamplerChain, options: PythonOptions) -> dict:

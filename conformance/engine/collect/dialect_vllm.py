@@ -39,17 +39,28 @@ class VllmDialect(DialectPlugin):
     """vLLM's OpenAI server: /v1/completions with token-id prompts, return_token_ids, top-N keyed by id."""
 
     name = "vllm"
-    describe = "vLLM's OpenAI server (/v1/completions with its token-id extensions; drafts from /metrics)"
+    describe = (
+        "vLLM's OpenAI server (/v1/completions with its token-id extensions; drafts from /metrics)"
+    )
     capabilities = Capabilities(speculation="metrics")
     options_type = VllmOptions
 
     def options_from(self, args: argparse.Namespace, command: str) -> VllmOptions:
-        return VllmOptions.from_flags([*shlex.split(args.engine_flags or ""), *shlex.split(args.candidate_flags or "")])
+        return VllmOptions.from_flags(
+            [*shlex.split(args.engine_flags or ""), *shlex.split(args.candidate_flags or "")]
+        )
 
-    def make_client(self, url: str, role: str, options: VllmOptions, connection: Connection) -> OpenAIEngineClient:
-        return OpenAIEngineClient(url, probs_kind=options.reports, measure_drafts=False,
-                                  report_probs=role != "candidate", request_timeout_s=connection.request_timeout_s,
-                                  retry=connection.retry)
+    def make_client(
+        self, url: str, role: str, options: VllmOptions, connection: Connection
+    ) -> OpenAIEngineClient:
+        return OpenAIEngineClient(
+            url,
+            probs_kind=options.reports,
+            measure_drafts=False,
+            report_probs=role != "candidate",
+            request_timeout_s=connection.request_timeout_s,
+            retry=connection.retry,
+        )
 
     def request_defaults(self, chain: SamplerChain, options: VllmOptions) -> dict:
         return vllm_request(chain)

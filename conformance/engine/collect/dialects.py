@@ -52,4 +52,11 @@ register_dialect(VllmDialect())
 register_dialect(OpenAIDialect())
 register_dialect(PythonDialect())
 
-__all__ = ["DEFAULT_DIALECT", "DIALECTS", "get_dialect", "named_dialects", "register_dialect", "unregister_dialect"]
+__all__ = [
+    "DEFAULT_DIALECT",
+    "DIALECTS",
+    "get_dialect",
+    "named_dialects",
+    "register_dialect",
+    "unregister_dialect",
+]

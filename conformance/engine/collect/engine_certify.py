@@ -29,9 +29,19 @@ import httpx
 from ...paths import check_writable
 from ...core.profiles import PROFILE_NAMES
 from ....outcomes import ExitCode, Verdict, exit_codes_help
-from .arguments import (PROMPTS_HELP, EngineHelpFormatter, add_dialect_groups, add_endpoint_arguments,
-                        add_identity_group, add_load_group, add_sampling_group, identity_from, law_from, load_from,
-                        transport_from)
+from .arguments import (
+    PROMPTS_HELP,
+    EngineHelpFormatter,
+    add_dialect_groups,
+    add_endpoint_arguments,
+    add_identity_group,
+    add_load_group,
+    add_sampling_group,
+    identity_from,
+    law_from,
+    load_from,
+    transport_from,
+)
 from .campaign import Certification, run_campaign
 from .design import SeedDesign
 from .engine_errors import EngineUnavailable, request_error_text
@@ -39,14 +49,21 @@ from .plan import CollectionPlan, Forcing, Limits
 from .prompt_sets import PROMPT_SETS
 
 COMMAND = "certify"
-EXIT_CODES = (ExitCode.OK, ExitCode.NOT_EXACT, ExitCode.USAGE, ExitCode.INTERNAL, ExitCode.INCONCLUSIVE,
-              ExitCode.QUALIFIED, ExitCode.UNAVAILABLE)
+EXIT_CODES = (
+    ExitCode.OK,
+    ExitCode.NOT_EXACT,
+    ExitCode.USAGE,
+    ExitCode.INTERNAL,
+    ExitCode.INCONCLUSIVE,
+    ExitCode.QUALIFIED,
+    ExitCode.UNAVAILABLE,
+)
 EXIT_NOTES = {
     ExitCode.INCONCLUSIVE: "the certificate's reasons say why and what would reach the target (every kind of "
-                           "reason: exactspec certify-samples --help)",
+    "reason: exactspec certify-samples --help)",
     ExitCode.UNAVAILABLE: "a URL where nothing answers (probed before any sampling), an engine that answers with "
-                          "errors before anything could be certified, an in-process engine that raised: the line "
-                          "names the endpoint and the engine's message; no certificate then",
+    "errors before anything could be certified, an in-process engine that raised: the line "
+    "names the endpoint and the engine's message; no certificate then",
 }
 
 
@@ -56,22 +73,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = EngineHelpFormatter
     parser.description, parser.epilog = __doc__, exit_codes_help(EXIT_CODES, EXIT_NOTES)
     what = parser.add_argument_group("what to certify")
-    what.add_argument("--prompts", required=True, help=PROMPTS_HELP + ", or a prompt set by name: " + "; ".join(
-        f"{name}[:N] ({about})" for name, about in PROMPT_SETS.items()))
-    what.add_argument("--out", required=True, help="folder for the sample files, run.json and the certificate "
-                      "(a rerun resumes it)")
+    what.add_argument(
+        "--prompts",
+        required=True,
+        help=PROMPTS_HELP
+        + ", or a prompt set by name: "
+        + "; ".join(f"{name}[:N] ({about})" for name, about in PROMPT_SETS.items()),
+    )
+    what.add_argument(
+        "--out",
+        required=True,
+        help="folder for the sample files, run.json and the certificate (a rerun resumes it)",
+    )
     add_endpoint_arguments(what)
-    what.add_argument("--profile", default="standard", choices=list(PROFILE_NAMES), help="the false-fail rate and "
-                      "the target (docs/profiles.md)")
-    what.add_argument("--pooled", action="store_true", help="certify the prompts together (many prompts, few "
-                      "completions each): the bound is stated over the prompt set's tokens, not per prompt")
+    what.add_argument(
+        "--profile",
+        default="standard",
+        choices=list(PROFILE_NAMES),
+        help="the false-fail rate and the target (docs/profiles.md)",
+    )
+    what.add_argument(
+        "--pooled",
+        action="store_true",
+        help="certify the prompts together (many prompts, few "
+        "completions each): the bound is stated over the prompt set's tokens, not per prompt",
+    )
     add_sampling_group(parser)
     budget = add_load_group(parser)
-    budget.add_argument("--max-per-prompt", type=int, default=50_000, help="completions per prompt at most: the "
-                        "budget that ends a run short of the target (INCONCLUSIVE or QUALIFIED)")
-    budget.add_argument("--first-round", type=int, default=32, help="completions per prompt in round 1")
-    budget.add_argument("--time-limit-s", type=float, default=3600.0, help="a safety net in seconds: the run stops "
-                        "with INCONCLUSIVE after this long")
+    budget.add_argument(
+        "--max-per-prompt",
+        type=int,
+        default=50_000,
+        help="completions per prompt at most: the "
+        "budget that ends a run short of the target (INCONCLUSIVE or QUALIFIED)",
+    )
+    budget.add_argument(
+        "--first-round", type=int, default=32, help="completions per prompt in round 1"
+    )
+    budget.add_argument(
+        "--time-limit-s",
+        type=float,
+        default=3600.0,
+        help="a safety net in seconds: the run stops with INCONCLUSIVE after this long",
+    )
     add_identity_group(parser)
     add_dialect_groups(parser, COMMAND)
 
@@ -80,13 +124,21 @@ def plan_from(args: argparse.Namespace) -> CollectionPlan:
     """`engine certify`'s plan: random seeds, the reference reporting its own top-N while sampling, the
     candidate's speculation recorded, the budget of its rounds (ValueError naming the flag)."""
     transport = transport_from(args, COMMAND)
-    return CollectionPlan(law=law_from(args), seeds=SeedDesign(kind="random", key=args.seed_key),
-                          limits=Limits(time_limit_s=args.time_limit_s, first_round=args.first_round,
-                                        max_per_prompt=args.max_per_prompt),
-                          transport=transport, identity=identity_from(args, transport, record_speculation=True),
-                          forcing=Forcing(teacher_n_probs=args.teacher_n_probs,
-                                          reference_n_probs=args.teacher_n_probs),
-                          load=load_from(args))
+    return CollectionPlan(
+        law=law_from(args),
+        seeds=SeedDesign(kind="random", key=args.seed_key),
+        limits=Limits(
+            time_limit_s=args.time_limit_s,
+            first_round=args.first_round,
+            max_per_prompt=args.max_per_prompt,
+        ),
+        transport=transport,
+        identity=identity_from(args, transport, record_speculation=True),
+        forcing=Forcing(
+            teacher_n_probs=args.teacher_n_probs, reference_n_probs=args.teacher_n_probs
+        ),
+        load=load_from(args),
+    )
 
 
 def _refused(code: ExitCode, message: object) -> int:
@@ -99,17 +151,23 @@ def run(args: argparse.Namespace) -> int:
     """Run the campaign; the exit code of its verdict, or of what kept it from one (one line)."""
     try:
         check_writable(args.out)
-        result = run_campaign(args.prompts, args.out, plan_from(args), Certification(args.profile, args.pooled))
+        result = run_campaign(
+            args.prompts, args.out, plan_from(args), Certification(args.profile, args.pooled)
+        )
     except ValueError as error:
         return _refused(ExitCode.USAGE, error)
     except EngineUnavailable as error:
         return _refused(ExitCode.UNAVAILABLE, error)
-    except httpx.HTTPError as error:  # an engine's error outside the collection's batches (tokenising a prompt)
+    except (
+        httpx.HTTPError
+    ) as error:  # an engine's error outside the collection's batches (tokenising a prompt)
         return _refused(ExitCode.UNAVAILABLE, request_error_text(error))
     print(f"exactspec engine certify: {result.impl}: {result.verdict}")
     for reason in result.reasons:
         print(f"  {reason}")
-    print(f"  report: {Path(args.out) / 'CERTIFICATE.md'} (+ certificate.json, reference.jsonl, candidate.jsonl)")
+    print(
+        f"  report: {Path(args.out) / 'CERTIFICATE.md'} (+ certificate.json, reference.jsonl, candidate.jsonl)"
+    )
     return int(Verdict(result.verdict).exit_code)
 
 

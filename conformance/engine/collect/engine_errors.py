@@ -50,8 +50,10 @@ def engine_message(response: httpx.Response) -> str:
 def status_error(response: httpx.Response) -> httpx.HTTPStatusError:
     """The error of a reply with status >= 400, its message naming the endpoint and the engine's reason."""
     request = response.request
-    text = (f"{request.method} {request.url} answered HTTP {response.status_code}: "
-            f"{engine_message(response) or response.reason_phrase}")
+    text = (
+        f"{request.method} {request.url} answered HTTP {response.status_code}: "
+        f"{engine_message(response) or response.reason_phrase}"
+    )
     return httpx.HTTPStatusError(text, request=request, response=response)
 
 
@@ -69,5 +71,12 @@ def request_error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-__all__ = ["EngineCallError", "EngineFailure", "EngineUnavailable", "EngineUnreachable", "engine_message",
-           "request_error_text", "status_error"]
+__all__ = [
+    "EngineCallError",
+    "EngineFailure",
+    "EngineUnavailable",
+    "EngineUnreachable",
+    "engine_message",
+    "request_error_text",
+    "status_error",
+]

@@ -34,14 +34,22 @@ from .request_records import REQUEST_ERRORS, record_of_request, report_outcome
 PREFIX_SEED_TRIES = 8
 
 
-def forcing_request(law: SamplerChain, forcing: Forcing, transport: Transport) -> tuple[SamplerChain, dict | None]:
+def forcing_request(
+    law: SamplerChain, forcing: Forcing, transport: Transport
+) -> tuple[SamplerChain, dict | None]:
     """The chain of a teacher-forcing request (one token, the top-N) and what the dialect adds to it."""
     chain = replace(law, max_tokens=1, n_probs=forcing.teacher_n_probs, post_sampling_probs=True)
     return chain, transport.plugin.forcing_extra(transport.options)
 
 
-async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: SamplerChain, seed: int,
-                        job: tuple[str, tuple[int, ...]], extra: dict | None = None) -> samples.PrefixProbs | None:
+async def sample_prefix(
+    client: Any,
+    prompts: dict[str, list[int]],
+    chain: SamplerChain,
+    seed: int,
+    job: tuple[str, tuple[int, ...]],
+    extra: dict | None = None,
+) -> samples.PrefixProbs | None:
     """The reference's reported next-token distribution after one prefix (one token requested). The distribution
     does not depend on the token sampled, but llama.cpp reports none when that token ends inside a UTF-8 character,
     and llama-cpp-python none when it is the end token: then up to PREFIX_SEED_TRIES seeds are tried. None (the prefix
@@ -50,18 +58,29 @@ async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: Sampl
     `SHORT_REPORT`), when a text-only
     server cannot be sent the prefix (`generic_openai.PrefixNotText`), or when every try stopped on an end token."""
     prompt_id, prefix = job
-    if callable(getattr(client, "report_after", None)):  # an in-process engine reports without sampling
+    if callable(
+        getattr(client, "report_after", None)
+    ):  # an in-process engine reports without sampling
         listed, body = await client.report_after([*prompts[prompt_id], *prefix], chain)
-        return samples.PrefixProbs(prompt_id=prompt_id, prefix_tokens=tuple(prefix),
-                                   top_probs=tuple((int(i), float(p)) for i, p in listed), probs_kind="post_sampling",
-                                   request=record_of_request(body))
+        return samples.PrefixProbs(
+            prompt_id=prompt_id,
+            prefix_tokens=tuple(prefix),
+            top_probs=tuple((int(i), float(p)) for i, p in listed),
+            probs_kind="post_sampling",
+            request=record_of_request(body),
+        )
     for attempt in range(PREFIX_SEED_TRIES):
         try:
-            if callable(getattr(client, "complete_forced", None)):  # a server that needs its prefixes primed
-                reply, body = await client.complete_forced(prompts[prompt_id], list(prefix), seed + attempt, chain,
-                                                           extra)
+            if callable(
+                getattr(client, "complete_forced", None)
+            ):  # a server that needs its prefixes primed
+                reply, body = await client.complete_forced(
+                    prompts[prompt_id], list(prefix), seed + attempt, chain, extra
+                )
             else:
-                reply, body = await client.complete([*prompts[prompt_id], *prefix], seed + attempt, chain, extra)
+                reply, body = await client.complete(
+                    [*prompts[prompt_id], *prefix], seed + attempt, chain, extra
+                )
         except PrefixNotText:
             return None
         if reply.top_probs and reply.probs_kind is not None:
@@ -71,11 +90,17 @@ async def sample_prefix(client: Any, prompts: dict[str, list[int]], chain: Sampl
     else:
         if reply.finish_reason in ("stop", "eos") and len(reply.tokens) <= 1:
             return None
-        raise ValueError(f"prefix {list(prefix)} of {prompt_id!r}: the engine reported no probabilities in "
-                         f"{PREFIX_SEED_TRIES} tries (n_probs ignored?)")
-    return samples.PrefixProbs(prompt_id=prompt_id, prefix_tokens=tuple(prefix),
-                               top_probs=tuple((int(i), float(p)) for i, p in reply.top_probs[0]),
-                               probs_kind=reply.probs_kind, request=record_of_request(body))
+        raise ValueError(
+            f"prefix {list(prefix)} of {prompt_id!r}: the engine reported no probabilities in "
+            f"{PREFIX_SEED_TRIES} tries (n_probs ignored?)"
+        )
+    return samples.PrefixProbs(
+        prompt_id=prompt_id,
+        prefix_tokens=tuple(prefix),
+        top_probs=tuple((int(i), float(p)) for i, p in reply.top_probs[0]),
+        probs_kind=reply.probs_kind,
+        request=record_of_request(body),
+    )
 
 
 class PrefixForcer:
@@ -83,10 +108,24 @@ class PrefixForcer:
     not reported yet are asked of the reference while the collection goes on, so the reference's idle time is used.
     `seed`: the forcing requests' first seed (the reports do not depend on it)."""
 
-    def __init__(self, transport: Transport, chain: SamplerChain, extra: dict | None, seed: int, out_dir: Path,
-                 budget: Budget, positions: int, known: set[tuple[str, tuple[int, ...]]]) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        chain: SamplerChain,
+        extra: dict | None,
+        seed: int,
+        out_dir: Path,
+        budget: Budget,
+        positions: int,
+        known: set[tuple[str, tuple[int, ...]]],
+    ) -> None:
         self.transport, self.chain, self.extra, self.seed = transport, chain, extra, seed
-        self.path, self.budget, self.positions, self.known = out_dir / "reference.jsonl", budget, positions, known
+        self.path, self.budget, self.positions, self.known = (
+            out_dir / "reference.jsonl",
+            budget,
+            positions,
+            known,
+        )
         self.queue: asyncio.Queue = asyncio.Queue()
 
     def feed(self, role: str, record: samples.Completion) -> None:
@@ -106,16 +145,24 @@ class PrefixForcer:
         outcome, gate = Outcome(), asyncio.Semaphore(self.transport.in_flight("reference"))
         tasks: list[asyncio.Task] = []
         async with AsyncExitStack() as stack:
-            clients = [await stack.enter_async_context(self.transport.client(url, "reference"))
-                       for url in self.transport.endpoints()["reference"]]
+            clients = [
+                await stack.enter_async_context(self.transport.client(url, "reference"))
+                for url in self.transport.endpoints()["reference"]
+            ]
 
             async def one(i: int, key: tuple[str, tuple[int, ...]]) -> None:
                 async with gate:
                     if outcome.failure or not self.budget.take():
                         return
                     try:
-                        record = await sample_prefix(clients[i % len(clients)], prompts, self.chain, self.seed, key,
-                                                     self.extra)
+                        record = await sample_prefix(
+                            clients[i % len(clients)],
+                            prompts,
+                            self.chain,
+                            self.seed,
+                            key,
+                            self.extra,
+                        )
                     except REQUEST_ERRORS as error:
                         where = f"teacher forcing of prompt {key[0]!r} after {len(key[1])} tokens"
                         outcome.failure = outcome.failure or failure_text(where, error)
@@ -130,11 +177,18 @@ class PrefixForcer:
         return outcome
 
 
-def candidate_prefixes(*files: samples.SampleFile, positions: int | None = None) -> list[tuple[str, tuple[int, ...]]]:
+def candidate_prefixes(
+    *files: samples.SampleFile, positions: int | None = None
+) -> list[tuple[str, tuple[int, ...]]]:
     """Every distinct (prompt_id, generated-prefix) of the files' completions, shortest first; only prefixes
     shorter than `positions` (the law checks' positions 1..positions) when it is given."""
-    distinct = {(c.prompt_id, c.tokens[:j]) for f in files for c in f.completions for j in range(len(c.tokens))
-                if positions is None or j < positions}
+    distinct = {
+        (c.prompt_id, c.tokens[:j])
+        for f in files
+        for c in f.completions
+        for j in range(len(c.tokens))
+        if positions is None or j < positions
+    }
     return sorted(distinct, key=lambda key: (key[0], len(key[1]), key[1]))
 
 
@@ -142,41 +196,74 @@ def read_teacher_candidate(path: Path, plan: CollectionPlan) -> samples.SampleFi
     """The candidate file to teacher-force, refused unless it was sampled with this run's chain."""
     candidate = samples.read_samples(path)
     if json.loads(json.dumps(plan.request_defaults())) != candidate.header.request_defaults:
-        raise ValueError(f"--teacher-force: {path} was sampled with another chain than this run's "
-                         f"({candidate.header.request_defaults})")
+        raise ValueError(
+            f"--teacher-force: {path} was sampled with another chain than this run's "
+            f"({candidate.header.request_defaults})"
+        )
     return candidate
 
 
-async def teacher_force(candidate: samples.SampleFile, prompts: dict[str, list[int]], out_dir: Path,
-                        plan: CollectionPlan, budget: Budget, own: bool = True, quiet: bool = False) -> Outcome:
+async def teacher_force(
+    candidate: samples.SampleFile,
+    prompts: dict[str, list[int]],
+    out_dir: Path,
+    plan: CollectionPlan,
+    budget: Budget,
+    own: bool = True,
+    quiet: bool = False,
+) -> Outcome:
     """Append to out_dir/reference.jsonl the reference's next-token top-N after each candidate prefix (and, with
     `own`, each of its own prefixes) shorter than the forcing's positions that it has not reported yet."""
     for pid, tokens in candidate.header.prompts.items():
         if list(tokens) != list(prompts.get(pid, [])):
-            raise ValueError(f"--teacher-force: {candidate.path}: prompt {pid!r} is not this run's prompt")
+            raise ValueError(
+                f"--teacher-force: {candidate.path}: prompt {pid!r} is not this run's prompt"
+            )
     chain, extra = forcing_request(plan.law, plan.forcing, plan.transport)
     path = out_dir / "reference.jsonl"
     key = resolve_seed_key(out_dir, plan.seeds)
     async with AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(plan.transport.client(url, "reference"))
-                   for url in plan.transport.endpoints()["reference"]]
-        header = build_header("reference", clients[0].base_url, plan, await clients[0].props(), prompts, key)
+        clients = [
+            await stack.enter_async_context(plan.transport.client(url, "reference"))
+            for url in plan.transport.endpoints()["reference"]
+        ]
+        header = build_header(
+            "reference", clients[0].base_url, plan, await clients[0].props(), prompts, key
+        )
         state = start_or_resume(path, header)
         files = (candidate, samples.read_samples(path)) if own else (candidate,)
-        jobs = [job for job in candidate_prefixes(*files, positions=plan.forcing.positions)
-                if job not in state.prefixes]
+        jobs = [
+            job
+            for job in candidate_prefixes(*files, positions=plan.forcing.positions)
+            if job not in state.prefixes
+        ]
 
         async def send(item):
             i, job = item
-            return await sample_prefix(clients[i % len(clients)], prompts, chain, plan.seeds.start, job, extra)
+            return await sample_prefix(
+                clients[i % len(clients)], prompts, chain, plan.seeds.start, job, extra
+            )
 
-        outcome = await run_bounded(list(enumerate(jobs)), send,
-                                    lambda record: append_records(path, [record]) if record is not None else None,
-                                    budget, plan.transport.in_flight("reference"), "teacher forcing", REQUEST_ERRORS)
+        outcome = await run_bounded(
+            list(enumerate(jobs)),
+            send,
+            lambda record: append_records(path, [record]) if record is not None else None,
+            budget,
+            plan.transport.in_flight("reference"),
+            "teacher forcing",
+            REQUEST_ERRORS,
+        )
     if not quiet:
         report_outcome("prefix_probs (reference)", outcome, len(state.prefixes))
     return outcome
 
 
-__all__ = ["PREFIX_SEED_TRIES", "PrefixForcer", "candidate_prefixes", "forcing_request", "read_teacher_candidate",
-           "sample_prefix", "teacher_force"]
+__all__ = [
+    "PREFIX_SEED_TRIES",
+    "PrefixForcer",
+    "candidate_prefixes",
+    "forcing_request",
+    "read_teacher_candidate",
+    "sample_prefix",
+    "teacher_force",
+]

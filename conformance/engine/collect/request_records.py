@@ -22,10 +22,16 @@ def record_of_request(body: dict) -> dict:
 
 def report_outcome(name: str, outcome: Outcome, skipped: int, dropped: int = 0) -> None:
     """One line on stderr: what a batch wrote, found on disk and left; a warning when reports were dropped."""
-    print(f"{name}: {outcome.written} written, {skipped} already on disk, {outcome.left} left", file=sys.stderr)
+    print(
+        f"{name}: {outcome.written} written, {skipped} already on disk, {outcome.left} left",
+        file=sys.stderr,
+    )
     if dropped:
-        print(f"{name}: warning: {dropped} completions recorded without top_probs (the engine did not report a "
-              "distribution at every position, e.g. speculative rounds)", file=sys.stderr)
+        print(
+            f"{name}: warning: {dropped} completions recorded without top_probs (the engine did not report a "
+            "distribution at every position, e.g. speculative rounds)",
+            file=sys.stderr,
+        )
 
 
 __all__ = ["REQUEST_ERRORS", "record_of_request", "report_outcome"]

@@ -37,8 +37,11 @@ LAW_MARGIN = 1.2
 def projected(entry: dict, any_shape: bool = False) -> int | None:
     """The fewest completions one of a prompt's routes (its any-shape routes with `any_shape`) projects to reach the
     target (None: none projects it)."""
-    needs = [math.ceil(r["needed"] * (LAW_MARGIN if r["route"] != "coupling" else 1.0))
-             for r in entry.get("routes", []) if r.get("needed") and (r.get("shape") == "any" or not any_shape)]
+    needs = [
+        math.ceil(r["needed"] * (LAW_MARGIN if r["route"] != "coupling" else 1.0))
+        for r in entry.get("routes", [])
+        if r.get("needed") and (r.get("shape") == "any" or not any_shape)
+    ]
     return min(needs) if needs else None
 
 
@@ -52,9 +55,11 @@ def forcing_can_wait(result, declared_coupled: bool) -> bool:
     if result is None:
         return True
     per_prompt = result.extra.get("engine", {}).get("ruled_out", {}).get("per_prompt", {})
-    return all(entry.get("route") == "greedy" or any(r["route"] == "coupling" and not r["mismatches"]
-                                                     for r in entry.get("routes", []))
-               for entry in per_prompt.values())
+    return all(
+        entry.get("route") == "greedy"
+        or any(r["route"] == "coupling" and not r["mismatches"] for r in entry.get("routes", []))
+        for entry in per_prompt.values()
+    )
 
 
 #: Completions per prompt after which a candidate that never drafted is taken not to speculate on these prompts.
@@ -65,26 +70,37 @@ def next_counts(result, counts: dict[str, int], first: int, cap: int) -> RoundPl
     """What the next round asks of each prompt after a look at `result` (an EngineResult)."""
     if result.verdict in FINAL:
         return RoundPlan(None, f"verdict {result.verdict}")
-    structural = list(result.input_reasons) + [f"{pid}: {why}" for pid, why in result.invalid.items()]
+    structural = list(result.input_reasons) + [
+        f"{pid}: {why}" for pid, why in result.invalid.items()
+    ]
     if structural:
         return RoundPlan(None, "more samples cannot help: " + "; ".join(structural[:3]))
     if not result.speculation_observed and min(counts.values()) >= UNOBSERVED_AFTER:
-        return RoundPlan(None, f"the candidate never drafted in {min(counts.values())} or more completions per prompt")
+        return RoundPlan(
+            None,
+            f"the candidate never drafted in {min(counts.values())} or more completions per prompt",
+        )
     per_prompt = _entries(result, counts)
     grown, short = dict(counts), []
     for pid, n in counts.items():
         entry = per_prompt.get(pid, {})
-        if entry.get("any_shape_reached") and (result.speculation_observed or n >= UNOBSERVED_AFTER):
+        if entry.get("any_shape_reached") and (
+            result.speculation_observed or n >= UNOBSERVED_AFTER
+        ):
             continue
         qualified = bool(entry.get("reached")) and result.speculation_observed
         want = projected(entry, any_shape=qualified)
         if qualified and (want is None or want > cap):
-            want = 4 * n  # no any-shape route in reach: the run spends its budget looking for a deviation
+            want = (
+                4 * n
+            )  # no any-shape route in reach: the run spends its budget looking for a deviation
         grown[pid] = min(cap, max(n + first, min(4 * n, 2 * n if want is None else want)))
         if grown[pid] > n:
             short.append(pid)
     if not short:
-        return RoundPlan(None, f"every prompt short of the any-shape target is at the cap of {cap} completions")
+        return RoundPlan(
+            None, f"every prompt short of the any-shape target is at the cap of {cap} completions"
+        )
     return RoundPlan(grown, "short of the target: " + ", ".join(short))
 
 
@@ -98,8 +114,15 @@ def _entries(result, counts: dict[str, int]) -> dict[str, dict]:
     total = max(1, sum(counts.values()))
     out = {}
     for pid, n in counts.items():
-        routes = [{**r, "needed": math.ceil(r["needed"] * n / total) if r.get("needed") else r.get("needed")}
-                  for r in entry.get("routes", [])]
+        routes = [
+            {
+                **r,
+                "needed": math.ceil(r["needed"] * n / total)
+                if r.get("needed")
+                else r.get("needed"),
+            }
+            for r in entry.get("routes", [])
+        ]
         out[pid] = {**entry, "routes": routes}
     return out
 
@@ -108,32 +131,52 @@ def _route_text(entry: dict) -> str:
     if entry.get("route") == "greedy":
         return "greedy"
     parts = [f"{r['route']} {r['bound']:.3g}" for r in entry.get("routes", [])]
-    mark = " ✓" if entry.get("any_shape_reached") else " ✓ (monotone only)" if entry.get("reached") else ""
+    mark = (
+        " ✓"
+        if entry.get("any_shape_reached")
+        else " ✓ (monotone only)"
+        if entry.get("reached")
+        else ""
+    )
     return (", ".join(parts) or "no route") + mark
 
 
-def progress_line(round_no: int, elapsed_s: float, result, counts: dict[str, int], target: float,
-                  rate_per_s: float | None, plan: RoundPlan) -> str:
+def progress_line(
+    round_no: int,
+    elapsed_s: float,
+    result,
+    counts: dict[str, int],
+    target: float,
+    rate_per_s: float | None,
+    plan: RoundPlan,
+) -> str:
     """One line: the round, each prompt's completions (a pooled run's: the set's) and what its routes rule out, the
     time and an ETA."""
     raw = result.extra.get("engine", {}).get("ruled_out", {}).get("per_prompt", {})
     per_prompt = _entries(result, counts)
     if result.extra.get("engine", {}).get("pooled") and len(raw) == 1:
-        (name, entry), = raw.items()
+        ((name, entry),) = raw.items()
         prompts = f"{name} {sum(counts.values())}: {_route_text(entry)}"
     else:
-        prompts = " | ".join(f"{pid} {counts.get(pid, 0)}: {_route_text(per_prompt.get(pid, {}))}" for pid in counts)
+        prompts = " | ".join(
+            f"{pid} {counts.get(pid, 0)}: {_route_text(per_prompt.get(pid, {}))}" for pid in counts
+        )
     eta = ""
     if plan.counts and rate_per_s:
         more = sum(max(0, plan.counts[p] - counts[p]) for p in counts)
         eta = f"; next round {more} more completions per end, ~{more / rate_per_s / 60:.1f} min"
-        wanted = {p: projected(per_prompt.get(p, {})) for p in counts
-                  if not per_prompt.get(p, {}).get("any_shape_reached")}
+        wanted = {
+            p: projected(per_prompt.get(p, {}))
+            for p in counts
+            if not per_prompt.get(p, {}).get("any_shape_reached")
+        }
         if wanted and None not in wanted.values():
             left = sum(max(0, int(w or 0) - counts[p]) for p, w in wanted.items())
             eta += f"; ETA to the target ~{left / rate_per_s / 60:.1f} min"
-    return (f"round {round_no} ({elapsed_s / 60:.1f} min): {result.verdict}; rules out (target {target:g}): "
-            f"{prompts}{eta}")
+    return (
+        f"round {round_no} ({elapsed_s / 60:.1f} min): {result.verdict}; rules out (target {target:g}): "
+        f"{prompts}{eta}"
+    )
 
 
 __all__ = ["FINAL", "RoundPlan", "next_counts", "progress_line", "projected"]

@@ -45,28 +45,56 @@ async def resolve_prompts(entries: list[dict], client: Any) -> tuple[dict[str, l
         if entry["prompt_tokens"] is not None:
             prompts[pid] = entry["prompt_tokens"]
         elif entry.get("messages") is not None:
-            prompts[pid], chats[pid] = await client.chat_tokenize(entry["messages"]), entry["messages"]
+            prompts[pid], chats[pid] = (
+                await client.chat_tokenize(entry["messages"]),
+                entry["messages"],
+            )
         else:
             prompts[pid], texts[pid] = await client.tokenize(entry["text"]), entry["text"]
     note = {}
     if texts:
-        note["prompt_texts"] = {"tokenized_by": f"{client.base_url}/tokenize", "add_special": True, "texts": texts}
+        note["prompt_texts"] = {
+            "tokenized_by": f"{client.base_url}/tokenize",
+            "add_special": True,
+            "texts": texts,
+        }
     if chats:
         note["prompt_chats"] = {"templated_by": client.base_url, "messages": chats}
     return prompts, note
 
 
-async def sample_completion(client: Any, prompts: dict[str, list[int]], chain: SamplerChain, job: Job,
-                            index: int | None = None, load: str | None = None) -> samples.Completion:
+async def sample_completion(
+    client: Any,
+    prompts: dict[str, list[int]],
+    chain: SamplerChain,
+    job: Job,
+    index: int | None = None,
+    load: str | None = None,
+) -> samples.Completion:
     """Request one completion for `job` and turn it into a samples.Completion record (`load`: its label)."""
     reply, body = await client.complete(prompts[job.prompt_id], job.seed, chain)
-    top = None if reply.top_probs is None else tuple(tuple((int(i), float(p)) for i, p in row)
-                                                     for row in reply.top_probs)
-    return samples.Completion(prompt_id=job.prompt_id, seed=job.seed, tokens=tuple(reply.tokens),
-                              repeat=job.repeat, request=record_of_request(body), text=reply.text, top_probs=top,
-                              probs_kind=reply.probs_kind, finish_reason=reply.finish_reason,
-                              timings=reply.timings, elapsed_s=round(reply.elapsed_s, 6), index=index,
-                              sent_at=reply.sent_at, received_at=reply.received_at, load=load)
+    top = (
+        None
+        if reply.top_probs is None
+        else tuple(tuple((int(i), float(p)) for i, p in row) for row in reply.top_probs)
+    )
+    return samples.Completion(
+        prompt_id=job.prompt_id,
+        seed=job.seed,
+        tokens=tuple(reply.tokens),
+        repeat=job.repeat,
+        request=record_of_request(body),
+        text=reply.text,
+        top_probs=top,
+        probs_kind=reply.probs_kind,
+        finish_reason=reply.finish_reason,
+        timings=reply.timings,
+        elapsed_s=round(reply.elapsed_s, 6),
+        index=index,
+        sent_at=reply.sent_at,
+        received_at=reply.received_at,
+        load=load,
+    )
 
 
 async def _counter_totals(clients: list[Any]) -> dict[str, float]:
@@ -77,26 +105,45 @@ async def _counter_totals(clients: list[Any]) -> dict[str, float]:
     return totals
 
 
-async def _plan(clients: dict[str, list[Any]], prompts: dict[str, list[int]], note: dict, out_dir: Path,
-                plan: CollectionPlan, key: str | None, counts: dict[str, int] | None) -> tuple[dict, int]:
+async def _plan(
+    clients: dict[str, list[Any]],
+    prompts: dict[str, list[int]],
+    note: dict,
+    out_dir: Path,
+    plan: CollectionPlan,
+    key: str | None,
+    counts: dict[str, int] | None,
+) -> tuple[dict, int]:
     """Per role, the (job, index) pairs not on disk yet (each file started or resumed), and how many were."""
     plans, skipped = {}, 0
     space = plan.transport.plugin.capabilities.seed_space
     for role, role_clients in clients.items():
         jobs = []
         for pid in prompts:
-            seeds = role_seeds(role, plan.seeds, space, key, (counts or {}).get(pid, plan.seeds.count))
+            seeds = role_seeds(
+                role, plan.seeds, space, key, (counts or {}).get(pid, plan.seeds.count)
+            )
             place = {seed: index for index, seed in enumerate(seeds)}
-            jobs += [(job, place[job.seed]) for job in plan_jobs([pid], seeds, plan.seeds.repeat_fraction)]
-        header = build_header(role, role_clients[0].base_url, plan, await role_clients[0].props(), prompts, key)
+            jobs += [
+                (job, place[job.seed])
+                for job in plan_jobs([pid], seeds, plan.seeds.repeat_fraction)
+            ]
+        header = build_header(
+            role, role_clients[0].base_url, plan, await role_clients[0].props(), prompts, key
+        )
         state = start_or_resume(out_dir / f"{role}.jsonl", header, note)
         skipped += len(state.completed)
-        plans[role] = [(job, index) for job, index in jobs
-                       if (job.prompt_id, job.seed, job.repeat) not in state.completed]
+        plans[role] = [
+            (job, index)
+            for job, index in jobs
+            if (job.prompt_id, job.seed, job.repeat) not in state.completed
+        ]
     return plans, skipped
 
 
-async def _counted(role_clients: list[Any], path: Path, batch, background: BackgroundLoad | None) -> Outcome:
+async def _counted(
+    role_clients: list[Any], path: Path, batch, background: BackgroundLoad | None
+) -> Outcome:
     """Run `batch` (a coroutine giving an Outcome) between two reads of the engine-wide draft counters, and record
     their difference as a ``counters`` record (which counts the background requests' drafts too)."""
     try:
@@ -107,16 +154,34 @@ async def _counted(role_clients: list[Any], path: Path, batch, background: Backg
     outcome = await batch
     await asyncio.sleep(0.2)  # counters are updated as the engine's output is processed
     after = await _counter_totals(role_clients)
-    append_records(path, [samples.Counters(int(after["draft_n"] - before["draft_n"]),
-                                           int(after["draft_n_accepted"] - before["draft_n_accepted"]),
-                                           outcome.written, f"/metrics around a batch of {outcome.written} requests"
-                                           + (f" and {background.sent} background requests" if background else ""))])
+    append_records(
+        path,
+        [
+            samples.Counters(
+                int(after["draft_n"] - before["draft_n"]),
+                int(after["draft_n_accepted"] - before["draft_n_accepted"]),
+                outcome.written,
+                f"/metrics around a batch of {outcome.written} requests"
+                + (f" and {background.sent} background requests" if background else ""),
+            )
+        ],
+    )
     return outcome
 
 
-async def _run_role(role: str, role_clients: list[Any], prompts: dict[str, list[int]], jobs: list, out_dir: Path,
-                    plan: CollectionPlan, budget: Budget, key: str | None, forcer: Any, dropped: list[int],
-                    pace: Pace | None = None) -> Outcome:
+async def _run_role(
+    role: str,
+    role_clients: list[Any],
+    prompts: dict[str, list[int]],
+    jobs: list,
+    out_dir: Path,
+    plan: CollectionPlan,
+    budget: Budget,
+    key: str | None,
+    forcer: Any,
+    dropped: list[int],
+    pace: Pace | None = None,
+) -> Outcome:
     """One role's completions: over HTTP in waves of its concurrency (`jobs.run_waves`), the candidate as its load
     design says (lone requests, a background load); in process `concurrency` in flight (`jobs.run_bounded`);
     engine-wide draft counters read around the candidate's where the dialect needs them."""
@@ -130,7 +195,9 @@ async def _run_role(role: str, role_clients: list[Any], prompts: dict[str, list[
         if pace is not None and role == "reference":
             await pace.wait(i)
         label = ("serial" if is_serial(index, share) else "loaded") if labelled else None
-        return await sample_completion(role_clients[i % len(role_clients)], prompts, chain, job, index, label)
+        return await sample_completion(
+            role_clients[i % len(role_clients)], prompts, chain, job, index, label
+        )
 
     def write(record: samples.Completion) -> None:
         append_records(path, [record])
@@ -142,18 +209,35 @@ async def _run_role(role: str, role_clients: list[Any], prompts: dict[str, list[
             dropped.append(record.seed)
 
     def write_background(intervals: list[tuple[float, float]], failed: int) -> None:
-        append_records(path, [Background(tuple(intervals), failed, dict(plan.load.background_sampling))])
+        append_records(
+            path, [Background(tuple(intervals), failed, dict(plan.load.background_sampling))]
+        )
 
     items, description, background = list(enumerate(jobs)), f"completions ({role})", None
     if labelled and plan.load.background_load:
-        background = BackgroundLoad(role_clients, prompts, plan.background_chain(), plan.load.background_load,
-                                    write_background, transport.plugin.capabilities.seed_space, key, REQUEST_ERRORS)
+        background = BackgroundLoad(
+            role_clients,
+            prompts,
+            plan.background_chain(),
+            plan.load.background_load,
+            write_background,
+            transport.plugin.capabilities.seed_space,
+            key,
+            REQUEST_ERRORS,
+        )
     if waved:
-        segments = load_segments(items, lambda item: (item[1][0].repeat, item[1][1]), share,
-                                 transport.in_flight(role), len(prompts))
+        segments = load_segments(
+            items,
+            lambda item: (item[1][0].repeat, item[1][1]),
+            share,
+            transport.in_flight(role),
+            len(prompts),
+        )
         batch = run_waves(segments, send, write, budget, description, REQUEST_ERRORS, background)
     else:
-        batch = run_bounded(items, send, write, budget, transport.in_flight(role), description, REQUEST_ERRORS)
+        batch = run_bounded(
+            items, send, write, budget, transport.in_flight(role), description, REQUEST_ERRORS
+        )
     metrics = role == "candidate" and transport.speculation() == "metrics" and jobs
     try:
         outcome = await (_counted(role_clients, path, batch, background) if metrics else batch)
@@ -161,14 +245,23 @@ async def _run_role(role: str, role_clients: list[Any], prompts: dict[str, list[
         if pace is not None and role == "candidate":
             pace.finish()
     if background is not None and background.failed:
-        print(f"{description}: warning: {background.failed} of {background.sent} background requests failed "
-              f"(first: {background.first_failure})", file=sys.stderr)
+        print(
+            f"{description}: warning: {background.failed} of {background.sent} background requests failed "
+            f"(first: {background.first_failure})",
+            file=sys.stderr,
+        )
     return outcome
 
 
-async def collect_completions(entries: list[dict], out_dir: Path, plan: CollectionPlan, budget: Budget,
-                              counts: dict[str, int] | None = None, quiet: bool = False,
-                              forcer: Any = None) -> tuple[Outcome, dict[str, list[int]]]:
+async def collect_completions(
+    entries: list[dict],
+    out_dir: Path,
+    plan: CollectionPlan,
+    budget: Budget,
+    counts: dict[str, int] | None = None,
+    quiet: bool = False,
+    forcer: Any = None,
+) -> tuple[Outcome, dict[str, list[int]]]:
     """Sample every (prompt, seed, repeat) job at every role's URLs (`plan.transport`) into out_dir/ROLE.jsonl;
     `counts`: seeds per prompt (default the seed design's count each). The roles run at once, each with its own
     load (`_run_role`); a `forcer` (`forcing.PrefixForcer`) teacher-forces the new prefixes while they arrive."""
@@ -176,23 +269,51 @@ async def collect_completions(entries: list[dict], out_dir: Path, plan: Collecti
     key = resolve_seed_key(out_dir, plan.seeds)
     dropped: list[int] = []
     async with AsyncExitStack() as stack:
-        clients = {role: [await stack.enter_async_context(plan.transport.client(url, role)) for url in urls]
-                   for role, urls in endpoints.items()}
+        clients = {
+            role: [
+                await stack.enter_async_context(plan.transport.client(url, role)) for url in urls
+            ]
+            for role, urls in endpoints.items()
+        }
         prompts, note = await resolve_prompts(entries, next(iter(clients.values()))[0])
         jobs, skipped = await _plan(clients, prompts, note, out_dir, plan, key, counts)
         forcing = asyncio.create_task(forcer.run(prompts)) if forcer is not None else None
-        pace = Pace(2 * plan.transport.concurrency) if {"reference", "candidate"} <= set(clients) else None
+        pace = (
+            Pace(2 * plan.transport.concurrency)
+            if {"reference", "candidate"} <= set(clients)
+            else None
+        )
         try:
-            outcomes = list(await asyncio.gather(*(_run_role(role, clients[role], prompts, jobs[role], out_dir,
-                                                             plan, budget, key, forcer, dropped, pace)
-                                                   for role in clients)))
+            outcomes = list(
+                await asyncio.gather(
+                    *(
+                        _run_role(
+                            role,
+                            clients[role],
+                            prompts,
+                            jobs[role],
+                            out_dir,
+                            plan,
+                            budget,
+                            key,
+                            forcer,
+                            dropped,
+                            pace,
+                        )
+                        for role in clients
+                    )
+                )
+            )
         finally:
             if forcer is not None:
                 forcer.close()
         if forcing is not None:
             outcomes.append(await forcing)
-    outcome = Outcome(written=sum(o.written for o in outcomes), left=sum(o.left for o in outcomes),
-                      failure=next((o.failure for o in outcomes if o.failure), None))
+    outcome = Outcome(
+        written=sum(o.written for o in outcomes),
+        left=sum(o.left for o in outcomes),
+        failure=next((o.failure for o in outcomes if o.failure), None),
+    )
     if not quiet:
         report_outcome("completions (" + ", ".join(endpoints) + ")", outcome, skipped, len(dropped))
     return outcome, prompts

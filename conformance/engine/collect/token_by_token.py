@@ -46,7 +46,9 @@ def held_after(prompt: list[int], tokens: list[int], cut: bool) -> tuple[int, ..
     return (*prompt, *tokens[:-1])
 
 
-def priming_prefixes(held: tuple[int, ...] | None, prompt: list[int], prefix: list[int]) -> list[int]:
+def priming_prefixes(
+    held: tuple[int, ...] | None, prompt: list[int], prefix: list[int]
+) -> list[int]:
     """The lengths j of the prefixes prefix[:j] to ask, in order, before prompt + prefix, so that the server then
     holds all of it but its last token: none when it does already; else from just after the longest prefix it holds
     (from the prompt alone, evaluated as decoding does, when it holds less than the prompt)."""
@@ -56,7 +58,9 @@ def priming_prefixes(held: tuple[int, ...] | None, prompt: list[int], prefix: li
     start = 0
     if held is not None and held[: len(prompt)] == tuple(prompt):
         covered = len(prompt)
-        while covered < len(wanted) - 1 and covered < len(held) and held[covered] == wanted[covered]:
+        while (
+            covered < len(wanted) - 1 and covered < len(held) and held[covered] == wanted[covered]
+        ):
             covered += 1
         start = covered - len(prompt) + 1
     return list(range(start, len(prefix)))

@@ -33,7 +33,9 @@ MIN_PAIRS = 30
 PIT_SEED = 20261206
 
 
-def _scores(parts: Sequence[Any], role: str, positions: int, laws: Mapping[str, Mapping] | None) -> np.ndarray:
+def _scores(
+    parts: Sequence[Any], role: str, positions: int, laws: Mapping[str, Mapping] | None
+) -> np.ndarray:
     """(completions, positions) normal scores of the randomized PITs of `role`'s tokens ("cand" or "ref") under the
     reports `laws` (prompt id -> prefix -> report; None: the target's teacher-forced reports), NaN where unreported."""
     rng = np.random.default_rng(PIT_SEED)
@@ -43,14 +45,27 @@ def _scores(parts: Sequence[Any], role: str, positions: int, laws: Mapping[str, 
         completions = getattr(part, role)
         start = len(rows)
         rows += [np.full(positions, np.nan) for _ in completions]
-        for tok in token_stream(part.pid, completions, reports, 1, positions, {} if laws is not None else
-                                part.forced_cats):
-            ids, masses = np.array(tok.cats.ids + (np.iinfo(np.int64).max,)), tok.cats.probs  # the tail last
-            if masses[tok.category] <= 0.0:  # a token the report gives no mass: its PIT is not defined
+        for tok in token_stream(
+            part.pid,
+            completions,
+            reports,
+            1,
+            positions,
+            {} if laws is not None else part.forced_cats,
+        ):
+            ids, masses = (
+                np.array(tok.cats.ids + (np.iinfo(np.int64).max,)),
+                tok.cats.probs,
+            )  # the tail last
+            if (
+                masses[tok.category] <= 0.0
+            ):  # a token the report gives no mass: its PIT is not defined
                 continue
             below = float(masses[ids < ids[tok.category]].sum())
             u = below + rng.random() * float(masses[tok.category])
-            rows[start + tok.index][tok.position - 1] = stats.norm.ppf(min(1.0 - 1e-12, max(1e-12, u)))
+            rows[start + tok.index][tok.position - 1] = stats.norm.ppf(
+                min(1.0 - 1e-12, max(1e-12, u))
+            )
     return np.vstack(rows) if rows else np.zeros((0, positions))
 
 
@@ -72,25 +87,45 @@ def _lags(cand: np.ndarray, ref: np.ndarray, positions: int) -> list[dict]:
         (cr, cn), (rr, rn) = _correlation(cand, lag), _correlation(ref, lag)
         statistic = 0.0
         if cn >= MIN_PAIRS and rn >= MIN_PAIRS:
-            statistic = (math.atanh(cr) - math.atanh(rr)) / math.sqrt(1.0 / (cn - 3) + 1.0 / (rn - 3))
-        out.append({"lag": lag, "candidate": {"correlation": round(cr, 4), "pairs": cn},
-                    "reference": {"correlation": round(rr, 4), "pairs": rn}, "statistic": round(statistic, 3)})
+            statistic = (math.atanh(cr) - math.atanh(rr)) / math.sqrt(
+                1.0 / (cn - 3) + 1.0 / (rn - 3)
+            )
+        out.append(
+            {
+                "lag": lag,
+                "candidate": {"correlation": round(cr, 4), "pairs": cn},
+                "reference": {"correlation": round(rr, 4), "pairs": rn},
+                "statistic": round(statistic, 3),
+            }
+        )
     return out
 
 
-def dependence(parts: Sequence[Any], positions: int, draft: Mapping[str, Mapping] | None = None) -> dict:
+def dependence(
+    parts: Sequence[Any], positions: int, draft: Mapping[str, Mapping] | None = None
+) -> dict:
     """Per law read ("target"; "draft" with the draft's reports, prompt id -> prefix -> report) and lag
     1..min(MAX_LAG, positions - 1): both ends' correlations and the difference's statistic; the largest |statistic|,
     where it is, and its weight in nats (statistic^2 / 2)."""
     laws = {"target": None, **({"draft": draft} if draft else {})}
-    by_law = {name: _lags(_scores(parts, "cand", positions, law), _scores(parts, "ref", positions, law), positions)
-              for name, law in laws.items()}
+    by_law = {
+        name: _lags(
+            _scores(parts, "cand", positions, law), _scores(parts, "ref", positions, law), positions
+        )
+        for name, law in laws.items()
+    }
     entries = [(name, entry) for name, lags in by_law.items() for entry in lags]
     if not entries:
         return {"by_law": by_law, "law": None, "lag": None, "nats": 0.0, "lags": 0}
     name, worst = max(entries, key=lambda item: abs(item[1]["statistic"]))
-    return {"by_law": by_law, "law": name, "lag": worst["lag"], "nats": worst["statistic"] ** 2 / 2.0,
-            "worst": worst, "lags": len(entries)}
+    return {
+        "by_law": by_law,
+        "law": name,
+        "lag": worst["lag"],
+        "nats": worst["statistic"] ** 2 / 2.0,
+        "worst": worst,
+        "lags": len(entries),
+    }
 
 
 __all__ = ["MAX_LAG", "MIN_PAIRS", "dependence"]

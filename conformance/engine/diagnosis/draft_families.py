@@ -94,19 +94,32 @@ def q_from_raw(table: TokenTable, eps: float) -> np.ndarray:
 def shared_uniform(table: TokenTable, eps: float) -> np.ndarray:
     """(n, width) (1 - eps) p + eps (min(p, q) + the correction drawn by inverse CDF at the reused uniform)."""
     p, q = _pq(table)
-    order = np.argsort(np.where(table.listed, table.ids, np.iinfo(np.int64).max), axis=1, kind="stable")
+    order = np.argsort(
+        np.where(table.listed, table.ids, np.iinfo(np.int64).max), axis=1, kind="stable"
+    )
     rows = np.arange(p.shape[0])[:, None]
     residual = _residual(p, q)[rows, order]  # (n, width) in token id order
     high = np.cumsum(residual, axis=1)
     low = high - residual
-    threshold = np.where(q > 0, np.minimum(1.0, p / np.where(q > 0, q, 1.0)), 1.0)  # (n, width) per draft x
+    threshold = np.where(
+        q > 0, np.minimum(1.0, p / np.where(q > 0, q, 1.0)), 1.0
+    )  # (n, width) per draft x
     # overlap[n, x, y] = |[low_y, high_y) and [threshold_x, 1)|: where the reused uniform puts correction y after x.
-    overlap = np.clip(np.minimum(high[:, None, :], 1.0) - np.maximum(low[:, None, :], threshold[:, :, None]), 0.0,
-                      None)
+    overlap = np.clip(
+        np.minimum(high[:, None, :], 1.0) - np.maximum(low[:, None, :], threshold[:, :, None]),
+        0.0,
+        None,
+    )
     corrected = np.einsum("nx,nxy->ny", q * table.listed, overlap)  # (n, width) in id order
     law = np.minimum(p, q)
     law[rows, order] += corrected
     return table.normalised((1.0 - eps) * p + eps * law)
 
 
-__all__ = ["draft_law_mismatched", "q_from_raw", "ratio_law_mismatched", "resampled_from_p", "shared_uniform"]
+__all__ = [
+    "draft_law_mismatched",
+    "q_from_raw",
+    "ratio_law_mismatched",
+    "resampled_from_p",
+    "shared_uniform",
+]

@@ -23,23 +23,33 @@ from . import diagnose
 from .render import diagnosis_lines
 
 EXIT_CODES = (ExitCode.OK, ExitCode.USAGE, ExitCode.INTERNAL)
-EXIT_NOTES = {ExitCode.OK: "the diagnosis was printed",
-              ExitCode.USAGE: "a file is missing or invalid (one line naming it)"}
+EXIT_NOTES = {
+    ExitCode.OK: "the diagnosis was printed",
+    ExitCode.USAGE: "a file is missing or invalid (one line naming it)",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.description, parser.epilog = __doc__, exit_codes_help(EXIT_CODES, EXIT_NOTES)
-    parser.add_argument("cert_dir", metavar="CERT_DIR", help="a certificate's folder: reference.jsonl[.gz], "
-                        "candidate.jsonl[.gz] and certificate.json")
-    parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON instead of Markdown")
+    parser.add_argument(
+        "cert_dir",
+        metavar="CERT_DIR",
+        help="a certificate's folder: reference.jsonl[.gz], "
+        "candidate.jsonl[.gz] and certificate.json",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the diagnosis as JSON instead of Markdown"
+    )
 
 
 def explain(folder: Path) -> tuple[dict, dict]:
     """(the diagnosis of the files in `folder`, the certificate it had or {})."""
     if not folder.is_dir():
         raise ValueError(f"CERT_DIR: {folder} is not a folder")
-    reference, candidate = (read_samples(sample_file_in(folder, role)) for role in ("reference", "candidate"))
+    reference, candidate = (
+        read_samples(sample_file_in(folder, role)) for role in ("reference", "candidate")
+    )
     check_comparable(reference, candidate)
     draft = read_draft(folder, candidate)
     parts = [part for part in prompts(reference, candidate) if part.ref and part.cand]
@@ -71,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(diagnosis, indent=1, default=float))
         return int(ExitCode.OK)
     verdict = certificate.get("verdict", "no certificate.json")
-    print(f"# {certificate.get('impl', args.cert_dir)}: {verdict} (the diagnosis below does not change it)\n")
+    print(
+        f"# {certificate.get('impl', args.cert_dir)}: {verdict} (the diagnosis below does not change it)\n"
+    )
     temperature = certificate.get("engine", {}).get("request_defaults", {}).get("temperature")
     print("\n".join(diagnosis_lines(diagnosis, temperature)))
     return int(ExitCode.OK)

@@ -89,36 +89,105 @@ class Family:
 
 
 FAMILIES = (
-    Family("temperature", "theta", _tempered, lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 221)),
-           lambda t: 1.0, "the law at another temperature (q ~ p^theta): temperature applied with the wrong value"),
-    Family("pull-to-argmax", "eps", _pulled, lambda t: np.linspace(0.0, 0.95, 96), lambda t: 0.0,
-           "a pull toward the most probable token"),
-    Family("flattening", "eps", _flattened, lambda t: np.linspace(0.0, 0.95, 96), lambda t: 0.0,
-           "a share of uniform draws over the listed tokens"),
-    Family("top-k", "k", _top_k, lambda t: np.arange(1, t.probs.shape[1] + 1, dtype=float),
-           lambda t: float(t.probs.shape[1]), "truncation to the k most probable tokens on one side only"),
-    Family("min-p", "m", _min_p, lambda t: np.linspace(0.0, 0.5, 51), lambda t: 0.0,
-           "min-p truncation (p >= m p_max) on one side only"),
-    Family("stale-row", "eps", _stale, lambda t: np.linspace(0.0, 1.0, 101), lambda t: 0.0,
-           "a share of tokens drawn from the previous position's law (a bonus or correction from the wrong row, a "
-           "context shifted by one)"),
-    Family("resample-from-p", "eps", resampled_from_p, lambda t: np.linspace(0.0, 1.0, 101), lambda t: 0.0,
-           "at a rejection the correction drawn from p instead of the residual norm(max(0, p - q)) (eps: the share "
-           "of tokens at drafted positions)", needs_draft=True),
-    Family("draft-law-mismatch", "theta", draft_law_mismatched,
-           lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 121)), lambda t: 1.0,
-           "drafts drawn from another law than the q in the acceptance ratio (q^theta: the draft at another "
-           "temperature, or q from other logits than those sampled)", needs_draft=True),
-    Family("ratio-law-mismatch", "theta", ratio_law_mismatched,
-           lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 121)), lambda t: 1.0,
-           "drafts drawn from q but the acceptance ratio and the residual read q^theta (q taken from other logits "
-           "than those sampled, such as the raw logits where the drafts were warped)", needs_draft=True),
-    Family("q-from-raw-logits", "eps", q_from_raw, lambda t: np.linspace(0.0, 1.0, 101), lambda t: 0.0,
-           "drafts drawn from the warped q but the acceptance ratio and the residual reading the draft's raw "
-           "softmax (eps: the share of tokens at drafted positions)", needs_draft=True),
-    Family("shared-uniform", "eps", shared_uniform, lambda t: np.linspace(0.0, 1.0, 101), lambda t: 0.0,
-           "the acceptance uniform reused to draw the correction by inverse CDF (eps: the share of tokens at "
-           "drafted positions)", needs_draft=True),
+    Family(
+        "temperature",
+        "theta",
+        _tempered,
+        lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 221)),
+        lambda t: 1.0,
+        "the law at another temperature (q ~ p^theta): temperature applied with the wrong value",
+    ),
+    Family(
+        "pull-to-argmax",
+        "eps",
+        _pulled,
+        lambda t: np.linspace(0.0, 0.95, 96),
+        lambda t: 0.0,
+        "a pull toward the most probable token",
+    ),
+    Family(
+        "flattening",
+        "eps",
+        _flattened,
+        lambda t: np.linspace(0.0, 0.95, 96),
+        lambda t: 0.0,
+        "a share of uniform draws over the listed tokens",
+    ),
+    Family(
+        "top-k",
+        "k",
+        _top_k,
+        lambda t: np.arange(1, t.probs.shape[1] + 1, dtype=float),
+        lambda t: float(t.probs.shape[1]),
+        "truncation to the k most probable tokens on one side only",
+    ),
+    Family(
+        "min-p",
+        "m",
+        _min_p,
+        lambda t: np.linspace(0.0, 0.5, 51),
+        lambda t: 0.0,
+        "min-p truncation (p >= m p_max) on one side only",
+    ),
+    Family(
+        "stale-row",
+        "eps",
+        _stale,
+        lambda t: np.linspace(0.0, 1.0, 101),
+        lambda t: 0.0,
+        "a share of tokens drawn from the previous position's law (a bonus or correction from the wrong row, a "
+        "context shifted by one)",
+    ),
+    Family(
+        "resample-from-p",
+        "eps",
+        resampled_from_p,
+        lambda t: np.linspace(0.0, 1.0, 101),
+        lambda t: 0.0,
+        "at a rejection the correction drawn from p instead of the residual norm(max(0, p - q)) (eps: the share "
+        "of tokens at drafted positions)",
+        needs_draft=True,
+    ),
+    Family(
+        "draft-law-mismatch",
+        "theta",
+        draft_law_mismatched,
+        lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 121)),
+        lambda t: 1.0,
+        "drafts drawn from another law than the q in the acceptance ratio (q^theta: the draft at another "
+        "temperature, or q from other logits than those sampled)",
+        needs_draft=True,
+    ),
+    Family(
+        "ratio-law-mismatch",
+        "theta",
+        ratio_law_mismatched,
+        lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 121)),
+        lambda t: 1.0,
+        "drafts drawn from q but the acceptance ratio and the residual read q^theta (q taken from other logits "
+        "than those sampled, such as the raw logits where the drafts were warped)",
+        needs_draft=True,
+    ),
+    Family(
+        "q-from-raw-logits",
+        "eps",
+        q_from_raw,
+        lambda t: np.linspace(0.0, 1.0, 101),
+        lambda t: 0.0,
+        "drafts drawn from the warped q but the acceptance ratio and the residual reading the draft's raw "
+        "softmax (eps: the share of tokens at drafted positions)",
+        needs_draft=True,
+    ),
+    Family(
+        "shared-uniform",
+        "eps",
+        shared_uniform,
+        lambda t: np.linspace(0.0, 1.0, 101),
+        lambda t: 0.0,
+        "the acceptance uniform reused to draw the correction by inverse CDF (eps: the share of tokens at "
+        "drafted positions)",
+        needs_draft=True,
+    ),
 )
 
 
@@ -144,8 +213,15 @@ class Fit:
     tokens: int
 
     def to_dict(self) -> dict:
-        return {"family": self.family, "parameter": self.parameter, "value": self.value, "interval": [self.low,
-                self.high], "exact": self.exact, "gain_nats": round(self.gain, 3), "tokens": self.tokens}
+        return {
+            "family": self.family,
+            "parameter": self.parameter,
+            "value": self.value,
+            "interval": [self.low, self.high],
+            "exact": self.exact,
+            "gain_nats": round(self.gain, 3),
+            "tokens": self.tokens,
+        }
 
 
 def fit(family: Family, table: TokenTable) -> Fit:
@@ -157,8 +233,16 @@ def fit(family: Family, table: TokenTable) -> Fit:
     best = int(np.argmax(values))
     inside = grid[values >= values[best] - INTERVAL_DROP]
     at_exact = log_likelihood(table, family.law(table, exact))
-    return Fit(family.name, family.parameter, float(grid[best]), float(inside.min()), float(inside.max()), exact,
-               max(0.0, float(values[best] - at_exact)), table.size)
+    return Fit(
+        family.name,
+        family.parameter,
+        float(grid[best]),
+        float(inside.min()),
+        float(inside.max()),
+        exact,
+        max(0.0, float(values[best] - at_exact)),
+        table.size,
+    )
 
 
 def fitted_families(table: TokenTable) -> tuple[Family, ...]:
@@ -180,5 +264,14 @@ def family_named(name: str) -> Family:
     raise ValueError(f"no deviation family {name!r}; known: {', '.join(f.name for f in FAMILIES)}")
 
 
-__all__ = ["FAMILIES", "INTERVAL_DROP", "Family", "Fit", "family_named", "fit", "fit_all", "fitted_families",
-           "log_likelihood"]
+__all__ = [
+    "FAMILIES",
+    "INTERVAL_DROP",
+    "Family",
+    "Fit",
+    "family_named",
+    "fit",
+    "fit_all",
+    "fitted_families",
+    "log_likelihood",
+]

@@ -27,6 +27,8 @@ EVIDENCE_NATS = math.log(20.0)
 def evidence_threshold(comparisons: int) -> float:
     """The gain (nats) at which the best of `comparisons` fits carries evidence: log(20 x comparisons)."""
     return EVIDENCE_NATS + math.log(max(1, comparisons))
+
+
 #: A prefix is shown when the candidate visited it at least this often.
 PREFIX_MIN_VISITS = 8
 #: Prefixes shown, and categories shown at each.
@@ -68,10 +70,17 @@ def first_and_peak(positions: list[dict], families: int) -> dict:
     `families` fitted), and the position of the most evidence per token."""
     threshold = evidence_threshold(families * len(positions))
     carrying = [e for e in positions if _gain(e) >= threshold]
-    per_token = [(_gain(e) / max(1, e["candidate"]["tokens"]), e["position"]) for e in positions if _gain(e) > 0]
-    return {"first": carrying[0]["position"] if carrying else None, "threshold_nats": round(threshold, 3),
-            "peak": max(per_token)[1] if per_token else None,
-            "carrying": [e["position"] for e in carrying]}
+    per_token = [
+        (_gain(e) / max(1, e["candidate"]["tokens"]), e["position"])
+        for e in positions
+        if _gain(e) > 0
+    ]
+    return {
+        "first": carrying[0]["position"] if carrying else None,
+        "threshold_nats": round(threshold, 3),
+        "peak": max(per_token)[1] if per_token else None,
+        "carrying": [e["position"] for e in carrying],
+    }
 
 
 def load_dependence(cand: TokenTable) -> dict | None:
@@ -84,15 +93,22 @@ def load_dependence(cand: TokenTable) -> dict | None:
     apart = [fit(family, cand.subset(mask)) for mask in (serial, loaded)]
     together = fit(family, cand.subset(serial | loaded))
     split = sum(f.gain for f in apart) - together.gain
-    return {"serial": apart[0].to_dict(), "loaded": apart[1].to_dict(), "split_gain_nats": round(split, 3),
-            "depends": bool(split >= evidence_threshold(1))}
+    return {
+        "serial": apart[0].to_dict(),
+        "loaded": apart[1].to_dict(),
+        "split_gain_nats": round(split, 3),
+        "depends": bool(split >= evidence_threshold(1)),
+    }
 
 
 def _wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     if n == 0:
         return 0.0, 1.0
     p, d = k / n, 1 + z * z / n
-    centre, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    centre, half = (
+        (p + z * z / (2 * n)) / d,
+        z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d,
+    )
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
@@ -112,7 +128,10 @@ def prefix_scores(cand: TokenTable) -> list[tuple]:
         law = law / law.sum()
         counts = Counter(cand.category[index].tolist())
         n = len(index)
-        g = sum(k * math.log(k / (n * law[c])) if law[c] > 0 else -k * LOG_ZERO for c, k in counts.items())
+        g = sum(
+            k * math.log(k / (n * law[c])) if law[c] > 0 else -k * LOG_ZERO
+            for c, k in counts.items()
+        )
         scored.append((g - (len(counts) - 1) / 2.0, key, index, law, counts))
     return scored
 
@@ -130,25 +149,56 @@ def worst_prefixes(cand: TokenTable, ref: TokenTable) -> list[dict]:
         n, first = len(index), index[0]
         ref_counts = Counter(ref.category[ref_rows.get(key, [])].tolist())
         ref_n = len(ref_rows.get(key, []))
-        shown = sorted(set(range(min(CATEGORIES_SHOWN, int(cand.listed[first].sum())))) | set(counts),
-                       key=lambda c: -law[c])[:CATEGORIES_SHOWN + 2]
-        table = [{"category": int(c), "token": int(cand.ids[first, c]), "reported": round(float(law[c]), 4),
-                  "candidate": counts.get(c, 0),
-                  "candidate_interval": [round(v, 4) for v in _wilson(counts.get(c, 0), n)],
-                  "reference": ref_counts.get(c, 0)} for c in shown]
-        out.append({"prompt": key[0], "prefix": list(key[1]), "position": len(key[1]) + 1, "visits": n,
-                    "reference_visits": ref_n, "excess_nats": round(float(excess), 3), "categories": table})
+        shown = sorted(
+            set(range(min(CATEGORIES_SHOWN, int(cand.listed[first].sum())))) | set(counts),
+            key=lambda c: -law[c],
+        )[: CATEGORIES_SHOWN + 2]
+        table = [
+            {
+                "category": int(c),
+                "token": int(cand.ids[first, c]),
+                "reported": round(float(law[c]), 4),
+                "candidate": counts.get(c, 0),
+                "candidate_interval": [round(v, 4) for v in _wilson(counts.get(c, 0), n)],
+                "reference": ref_counts.get(c, 0),
+            }
+            for c in shown
+        ]
+        out.append(
+            {
+                "prompt": key[0],
+                "prefix": list(key[1]),
+                "position": len(key[1]) + 1,
+                "visits": n,
+                "reference_visits": ref_n,
+                "excess_nats": round(float(excess), 3),
+                "categories": table,
+            }
+        )
     return out
 
 
 def localise(cand: TokenTable, ref: TokenTable) -> dict:
     """Every breakdown of the candidate's deviation (and the reference's control)."""
     positions = by_key(cand, ref, "position")
-    return {"by_position": positions, "where": first_and_peak(positions, len(fitted_families(cand))),
-            "by_stratum": by_key(cand, ref, "stratum", dict(enumerate(STRATUM_NAMES))),
-            "by_prompt": by_key(cand, ref, "prompt"), "load": load_dependence(cand),
-            "prefixes": worst_prefixes(cand, ref)}
+    return {
+        "by_position": positions,
+        "where": first_and_peak(positions, len(fitted_families(cand))),
+        "by_stratum": by_key(cand, ref, "stratum", dict(enumerate(STRATUM_NAMES))),
+        "by_prompt": by_key(cand, ref, "prompt"),
+        "load": load_dependence(cand),
+        "prefixes": worst_prefixes(cand, ref),
+    }
 
 
-__all__ = ["EVIDENCE_NATS", "PREFIX_MIN_VISITS", "by_key", "evidence_threshold", "first_and_peak", "load_dependence",
-           "localise", "prefix_scores", "worst_prefixes"]
+__all__ = [
+    "EVIDENCE_NATS",
+    "PREFIX_MIN_VISITS",
+    "by_key",
+    "evidence_threshold",
+    "first_and_peak",
+    "load_dependence",
+    "localise",
+    "prefix_scores",
+    "worst_prefixes",
+]

@@ -27,8 +27,10 @@ NEIGHBOUR_SHARE, NEIGHBOUR_MIN = 0.5, 2
 
 NEIGHBOURS = {
     "stale-row": "drawn from the previous position's row (a bonus or correction from the wrong row)",
-    "shifted-context": ("drawn from the row of the same prefix with a token inserted before its last (a rejected "
-                        "draft kept in the context: a KV cache not rolled back)"),
+    "shifted-context": (
+        "drawn from the row of the same prefix with a token inserted before its last (a rejected "
+        "draft kept in the context: a KV cache not rolled back)"
+    ),
 }
 
 
@@ -41,14 +43,18 @@ def _neighbour_supports(prompt_reports: dict, inserted: dict, prefix: tuple) -> 
     """Per neighbour of `prefix`, the ids it lists (`inserted`: (g, y) -> the reports of g + [x, y])."""
     previous = prompt_reports.get(prefix[:-1]) if prefix else None
     shifted = inserted.get((prefix[:-1], prefix[-1]), ()) if prefix else ()
-    return {"stale-row": _support(previous) if previous is not None else set(),
-            "shifted-context": set().union(*(_support(report) for report in shifted))}
+    return {
+        "stale-row": _support(previous) if previous is not None else set(),
+        "shifted-context": set().union(*(_support(report) for report in shifted)),
+    }
 
 
 def _frequencies(parts: Sequence[Any], outside_keys: Sequence[tuple]) -> np.ndarray:
     """(V,) how often the reference emits each id (its own completions' tokens), plus one, over the ids seen in the
     reports, the reference's tokens and the outside tokens."""
-    ids = [int(i) for part in parts for report in part.reports.values() for i, _ in report.top_probs]
+    ids = [
+        int(i) for part in parts for report in part.reports.values() for i, _ in report.top_probs
+    ]
     ids += [token for _, _, token in outside_keys]
     emitted = [token for part in parts for completion in part.ref for token in completion.tokens]
     frequency = np.ones(1 + max(ids + emitted, default=0))
@@ -85,11 +91,19 @@ def neighbours(outside_keys: Sequence[tuple], parts: Sequence[Any]) -> dict | No
             hits[name] += token in listed
             chance[name] += float(frequency[list(listed - own)].sum()) / max(outside_mass, 1e-12)
     best = max(NEIGHBOURS, key=lambda name: hits[name])
-    if hits[best] < max(NEIGHBOUR_MIN, NEIGHBOUR_SHARE * len(outside_keys)) or hits[best] < 2.0 * chance[best]:
+    if (
+        hits[best] < max(NEIGHBOUR_MIN, NEIGHBOUR_SHARE * len(outside_keys))
+        or hits[best] < 2.0 * chance[best]
+    ):
         return None
-    return {"family": best, "explained": hits[best], "outside": len(outside_keys), "chance": round(chance[best], 2),
-            "text": f"{hits[best]} of the {len(outside_keys)} tokens outside the support are listed by a neighbouring "
-                    f"row: {NEIGHBOURS[best]} (chance: {chance[best]:.2g})"}
+    return {
+        "family": best,
+        "explained": hits[best],
+        "outside": len(outside_keys),
+        "chance": round(chance[best], 2),
+        "text": f"{hits[best]} of the {len(outside_keys)} tokens outside the support are listed by a neighbouring "
+        f"row: {NEIGHBOURS[best]} (chance: {chance[best]:.2g})",
+    }
 
 
 __all__ = ["NEIGHBOURS", "NEIGHBOUR_MIN", "NEIGHBOUR_SHARE", "neighbours"]

@@ -30,14 +30,33 @@ def _prefix_plot(plt, prefix: dict, path: Path) -> None:
     low = [f - r["candidate_interval"][0] for f, r in zip(freq, rows)]
     high = [r["candidate_interval"][1] - f for f, r in zip(freq, rows)]
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.bar([i - 0.2 for i in x], [r["reported"] for r in rows], width=0.4, label="reference: reported law")
-    ax.bar([i + 0.2 for i in x], freq, width=0.4, yerr=[low, high], capsize=3, label=f"candidate (n = {n}), 95 %")
+    ax.bar(
+        [i - 0.2 for i in x],
+        [r["reported"] for r in rows],
+        width=0.4,
+        label="reference: reported law",
+    )
+    ax.bar(
+        [i + 0.2 for i in x],
+        freq,
+        width=0.4,
+        yerr=[low, high],
+        capsize=3,
+        label=f"candidate (n = {n}), 95 %",
+    )
     if ref_n:
-        ax.plot(list(x), [r["reference"] / ref_n for r in rows], "k.", label=f"reference's own (n = {ref_n})")
+        ax.plot(
+            list(x),
+            [r["reference"] / ref_n for r in rows],
+            "k.",
+            label=f"reference's own (n = {ref_n})",
+        )
     ax.set_xticks(list(x), [str(r["token"]) for r in rows])
     ax.set_xlabel("token id")
     ax.set_ylabel("probability")
-    ax.set_title(f"{prefix['prompt']}, position {prefix['position']}: prefix {prefix['prefix'][-6:]}")
+    ax.set_title(
+        f"{prefix['prompt']}, position {prefix['position']}: prefix {prefix['prefix'][-6:]}"
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -57,7 +76,12 @@ def _positions_plot(plt, diagnosis: dict, temperature: float | None, path: Path)
     positions = [e["position"] for e in entries]
     fig, (gain_ax, temp_ax) = plt.subplots(1, 2, figsize=(10, 3.5))
     for role, style in (("candidate", "o-"), ("reference", "s--")):
-        gain_ax.plot(positions, [e[role].get("best", {}).get("gain_nats", 0.0) for e in entries], style, label=role)
+        gain_ax.plot(
+            positions,
+            [e[role].get("best", {}).get("gain_nats", 0.0) for e in entries],
+            style,
+            label=role,
+        )
         fits = [e[role].get("temperature") for e in entries]
         shown = [(p, _behaves_like(f, temperature)) for p, f in zip(positions, fits) if f]
         xs, ys = [p for p, _ in shown], [v[0] for _, v in shown]

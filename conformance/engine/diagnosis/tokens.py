@@ -34,7 +34,9 @@ class TokenTable:
     probs: np.ndarray  # (n, width) reported masses of the listed categories, zero-padded
     ids: np.ndarray  # (n, width) int: the listed categories' token ids, -1 padded
     listed: np.ndarray  # (n, width) bool: a listed category
-    previous: np.ndarray  # (n, width) the shorter prefix's reported mass of the same ids (0: not listed there)
+    previous: (
+        np.ndarray
+    )  # (n, width) the shorter prefix's reported mass of the same ids (0: not listed there)
     has_previous: np.ndarray  # (n,) bool: the shorter prefix has a report (positions >= 2)
     category: np.ndarray  # (n,) int: the token's category (always listed)
     position: np.ndarray  # (n,) int, 1-based
@@ -44,10 +46,16 @@ class TokenTable:
     prefix: list  # n (prompt, prefix tokens) keys
     token: np.ndarray  # (n,) int: the token id
     tail_tokens: int  # tokens in the tail category (not in the table)
-    draft: np.ndarray  # (n, width) the draft's reported mass q of the same ids (0: not listed there, or no report)
+    draft: (
+        np.ndarray
+    )  # (n, width) the draft's reported mass q of the same ids (0: not listed there, or no report)
     has_draft: np.ndarray  # (n,) bool: the draft reported this prefix
-    draft_raw: np.ndarray  # (n, width) the draft's raw law (its softmax at T = 1) of the same ids, 0 where unreported
-    outside_tokens: int = 0  # tokens the report gives mass 0 (a zero tail, or a listed 0): outside the support
+    draft_raw: (
+        np.ndarray
+    )  # (n, width) the draft's raw law (its softmax at T = 1) of the same ids, 0 where unreported
+    outside_tokens: int = (
+        0  # tokens the report gives mass 0 (a zero tail, or a listed 0): outside the support
+    )
     outside_examples: tuple = ()  # the first few of them: where, and the report's smallest listed mass there
     outside_keys: tuple = ()  # every one of them as (prompt, prefix, token): what `neighbours` looks up
 
@@ -65,20 +73,54 @@ class TokenTable:
     def subset(self, keep: np.ndarray) -> TokenTable:
         """The rows where `keep` (a boolean mask) is true."""
         index = np.flatnonzero(keep)
-        return TokenTable(self.probs[index], self.ids[index], self.listed[index], self.previous[index],
-                          self.has_previous[index], self.category[index], self.position[index],
-                          self.stratum[index], self.prompt[index], self.load[index],
-                          [self.prefix[i] for i in index], self.token[index], 0, self.draft[index],
-                          self.has_draft[index], self.draft_raw[index])
+        return TokenTable(
+            self.probs[index],
+            self.ids[index],
+            self.listed[index],
+            self.previous[index],
+            self.has_previous[index],
+            self.category[index],
+            self.position[index],
+            self.stratum[index],
+            self.prompt[index],
+            self.load[index],
+            [self.prefix[i] for i in index],
+            self.token[index],
+            0,
+            self.draft[index],
+            self.has_draft[index],
+            self.draft_raw[index],
+        )
 
 
-def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, cache: dict,
-          drafts: Mapping[str, Mapping[tuple[int, ...], Any]] | None = None) -> dict:
+def _rows(
+    tokens: Sequence[StreamToken],
+    loads: Sequence[str],
+    reports: dict,
+    cache: dict,
+    drafts: Mapping[str, Mapping[tuple[int, ...], Any]] | None = None,
+) -> dict:
     """The table's columns, as lists, of the listed tokens among `tokens` (`drafts`: the draft's reports of this
     prompt's prefixes, by kind, "post_sampling" or "raw", then prefix)."""
-    cols: dict[str, Any] = {name: [] for name in ("probs", "ids", "previous", "has_previous", "category", "position",
-                                                   "stratum", "prompt", "load", "prefix", "token", "draft",
-                                                   "has_draft", "draft_raw")}
+    cols: dict[str, Any] = {
+        name: []
+        for name in (
+            "probs",
+            "ids",
+            "previous",
+            "has_previous",
+            "category",
+            "position",
+            "stratum",
+            "prompt",
+            "load",
+            "prefix",
+            "token",
+            "draft",
+            "has_draft",
+            "draft_raw",
+        )
+    }
     tail = outside = 0
     examples: list[dict] = []
     keys: list[tuple] = []
@@ -88,10 +130,18 @@ def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, ca
             outside += 1
             keys.append((tok.prompt, tuple(tok.prefix), int(tok.token)))
             if len(examples) < OUTSIDE_EXAMPLES:
-                examples.append({"prompt": tok.prompt, "prefix": list(tok.prefix), "position": tok.position,
-                                 "token": tok.token, "listed": listed,
-                                 "smallest_listed": float(tok.cats.probs[:listed][tok.cats.probs[:listed] > 0].min(
-                                     initial=1.0))})
+                examples.append(
+                    {
+                        "prompt": tok.prompt,
+                        "prefix": list(tok.prefix),
+                        "position": tok.position,
+                        "token": tok.token,
+                        "listed": listed,
+                        "smallest_listed": float(
+                            tok.cats.probs[:listed][tok.cats.probs[:listed] > 0].min(initial=1.0)
+                        ),
+                    }
+                )
         if tok.category >= listed:
             tail += 1
             continue
@@ -106,46 +156,91 @@ def _rows(tokens: Sequence[StreamToken], loads: Sequence[str], reports: dict, ca
         cols["has_previous"].append(shorter is not None)
         for column, kind in (("draft", "post_sampling"), ("draft_raw", "raw")):
             draft = (drafts or {}).get(kind, {}).get(tok.prefix)
-            masses = dict((int(i), float(q)) for i, q in draft.top_probs) if draft is not None else {}
+            masses = (
+                dict((int(i), float(q)) for i, q in draft.top_probs) if draft is not None else {}
+            )
             cols[column].append(np.array([masses.get(i, 0.0) for i in tok.cats.ids]))
         cols["has_draft"].append(tok.prefix in (drafts or {}).get("post_sampling", {}))
-        for name, value in (("category", tok.category), ("position", tok.position), ("stratum", tok.cats.stratum),
-                            ("prompt", tok.prompt), ("load", load or ""), ("prefix", tok.key), ("token", tok.token)):
+        for name, value in (
+            ("category", tok.category),
+            ("position", tok.position),
+            ("stratum", tok.cats.stratum),
+            ("prompt", tok.prompt),
+            ("load", load or ""),
+            ("prefix", tok.key),
+            ("token", tok.token),
+        ):
             cols[name].append(value)
-    cols["tail"], cols["outside"], cols["examples"], cols["outside_keys"] = tail, outside, examples, keys
+    cols["tail"], cols["outside"], cols["examples"], cols["outside_keys"] = (
+        tail,
+        outside,
+        examples,
+        keys,
+    )
     return cols
 
 
 def _table(cols: dict) -> TokenTable:
     width = max((row.size for row in cols["probs"]), default=1)
     n = len(cols["probs"])
-    probs, previous, listed = np.zeros((n, width)), np.zeros((n, width)), np.zeros((n, width), dtype=bool)
-    draft, draft_raw, ids = np.zeros((n, width)), np.zeros((n, width)), np.full((n, width), -1, dtype=int)
-    for i, (row, prev, row_ids, q, q_raw) in enumerate(zip(cols["probs"], cols["previous"], cols["ids"],
-                                                           cols["draft"], cols["draft_raw"])):
-        probs[i, :row.size], previous[i, :row.size], listed[i, :row.size], ids[i, :row.size] = row, prev, True, row_ids
-        draft[i, :row.size], draft_raw[i, :row.size] = q, q_raw
-    return TokenTable(probs, ids, listed, previous, np.array(cols["has_previous"], dtype=bool),
-                      np.array(cols["category"], dtype=int), np.array(cols["position"], dtype=int),
-                      np.array(cols["stratum"], dtype=int), np.array(cols["prompt"], dtype=object),
-                      np.array(cols["load"], dtype=object), list(cols["prefix"]),
-                      np.array(cols["token"], dtype=int), int(cols["tail"]), draft,
-                      np.array(cols["has_draft"], dtype=bool), draft_raw, int(cols["outside"]),
-                      tuple(cols["examples"][:OUTSIDE_EXAMPLES]), tuple(cols["outside_keys"]))
+    probs, previous, listed = (
+        np.zeros((n, width)),
+        np.zeros((n, width)),
+        np.zeros((n, width), dtype=bool),
+    )
+    draft, draft_raw, ids = (
+        np.zeros((n, width)),
+        np.zeros((n, width)),
+        np.full((n, width), -1, dtype=int),
+    )
+    for i, (row, prev, row_ids, q, q_raw) in enumerate(
+        zip(cols["probs"], cols["previous"], cols["ids"], cols["draft"], cols["draft_raw"])
+    ):
+        probs[i, : row.size], previous[i, : row.size], listed[i, : row.size], ids[i, : row.size] = (
+            row,
+            prev,
+            True,
+            row_ids,
+        )
+        draft[i, : row.size], draft_raw[i, : row.size] = q, q_raw
+    return TokenTable(
+        probs,
+        ids,
+        listed,
+        previous,
+        np.array(cols["has_previous"], dtype=bool),
+        np.array(cols["category"], dtype=int),
+        np.array(cols["position"], dtype=int),
+        np.array(cols["stratum"], dtype=int),
+        np.array(cols["prompt"], dtype=object),
+        np.array(cols["load"], dtype=object),
+        list(cols["prefix"]),
+        np.array(cols["token"], dtype=int),
+        int(cols["tail"]),
+        draft,
+        np.array(cols["has_draft"], dtype=bool),
+        draft_raw,
+        int(cols["outside"]),
+        tuple(cols["examples"][:OUTSIDE_EXAMPLES]),
+        tuple(cols["outside_keys"]),
+    )
 
 
 def draft_reports(draft: Any) -> dict[str, dict[str, dict[tuple[int, ...], Any]]]:
     """A draft file's reports (`samples.SampleFile` of role "draft", or None), prompt id -> kind ("post_sampling": the
     law drafts are drawn from; "raw": the draft's softmax) -> prefix -> report."""
     out: dict[str, dict[str, dict[tuple[int, ...], Any]]] = {}
-    for record in (draft.prefix_probs if draft is not None else ()):
+    for record in draft.prefix_probs if draft is not None else ():
         kinds = out.setdefault(record.prompt_id, {})
         kinds.setdefault(record.probs_kind, {}).setdefault(tuple(record.prefix_tokens), record)
     return out
 
 
-def token_tables(parts: Sequence[Any], positions: int,
-                 drafts: Mapping[str, Mapping[str, Mapping[tuple[int, ...], Any]]] | None = None) -> tuple[TokenTable, TokenTable]:
+def token_tables(
+    parts: Sequence[Any],
+    positions: int,
+    drafts: Mapping[str, Mapping[str, Mapping[tuple[int, ...], Any]]] | None = None,
+) -> tuple[TokenTable, TokenTable]:
     """(candidate, reference): every prompt's tokens at positions 1..`positions` whose prefix has a teacher-forced
     report (`parts`: `checks.PromptData`), the reference's own tokens read against the same reports; `drafts`: the
     draft's reports (`draft_reports`), when a draft file was given."""

@@ -72,24 +72,48 @@ class LlamaCppPython:
 
     name = "llama-cpp-python"
 
-    def __init__(self, role: str, model: str | None = None, threads: str | int = 1, n_ctx: str | int = 512,
-                 num_pred_tokens: str | int = 10, max_ngram_size: str | int = 2) -> None:
+    def __init__(
+        self,
+        role: str,
+        model: str | None = None,
+        threads: str | int = 1,
+        n_ctx: str | int = 512,
+        num_pred_tokens: str | int = 10,
+        max_ngram_size: str | int = 2,
+    ) -> None:
         # llama-cpp-python: installed in its own venv, where this adapter runs
         import llama_cpp
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         if model is None:
             model = str(default_gguf_path())
-        self.role, self.version, self.model_name = role, llama_cpp.__version__, str(model).rsplit("/", 1)[-1]
+        self.role, self.version, self.model_name = (
+            role,
+            llama_cpp.__version__,
+            str(model).rsplit("/", 1)[-1],
+        )
         self.draft = None
         if role == "candidate":
-            self.draft = _CountingDraft(LlamaPromptLookupDecoding(max_ngram_size=int(max_ngram_size),
-                                                                  num_pred_tokens=int(num_pred_tokens)))
-        self.llm = llama_cpp.Llama(model_path=str(model), n_ctx=int(n_ctx), n_threads=int(threads),
-                                   n_threads_batch=int(threads), logits_all=True, draft_model=self.draft,
-                                   verbose=False)
-        self._is_end = lambda token: bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))
-        self._prompts: set[tuple[int, ...]] = set()  # evaluated in one batch, as plain decoding does
+            self.draft = _CountingDraft(
+                LlamaPromptLookupDecoding(
+                    max_ngram_size=int(max_ngram_size), num_pred_tokens=int(num_pred_tokens)
+                )
+            )
+        self.llm = llama_cpp.Llama(
+            model_path=str(model),
+            n_ctx=int(n_ctx),
+            n_threads=int(threads),
+            n_threads_batch=int(threads),
+            logits_all=True,
+            draft_model=self.draft,
+            verbose=False,
+        )
+        self._is_end = lambda token: bool(
+            llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token)
+        )
+        self._prompts: set[tuple[int, ...]] = (
+            set()
+        )  # evaluated in one batch, as plain decoding does
 
     def tokenize(self, text: str) -> list[int]:
         ids = [int(t) for t in self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)]
@@ -105,11 +129,16 @@ class LlamaCppPython:
         if not template:
             raise ValueError("prompts: the model has no chat template: give text or prompt_tokens")
         text = self.llm.detokenize
-        formatter = Jinja2ChatFormatter(template, eos_token=text([self.llm.token_eos()], special=True).decode(),
-                                        bos_token=text([self.llm.token_bos()], special=True).decode(),
-                                        add_generation_prompt=True)
+        formatter = Jinja2ChatFormatter(
+            template,
+            eos_token=text([self.llm.token_eos()], special=True).decode(),
+            bos_token=text([self.llm.token_bos()], special=True).decode(),
+            add_generation_prompt=True,
+        )
         prompt = formatter(messages=messages).prompt
-        ids = [int(t) for t in self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)]
+        ids = [
+            int(t) for t in self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        ]
         self._prompts.add(tuple(ids))
         return ids
 
@@ -117,9 +146,13 @@ class LlamaCppPython:
         """Bring the KV cache to `prefix` the way plain decoding does: its prompt in one batch, each later token
         alone. ggml's CPU kernels are not batch-invariant (a row's logits depend on how many rows share its batch),
         so this is what makes a report the law plain decoding samples from."""
-        prompt = max((len(p) for p in self._prompts if tuple(prefix[: len(p)]) == p), default=len(prefix))
+        prompt = max(
+            (len(p) for p in self._prompts if tuple(prefix[: len(p)]) == p), default=len(prefix)
+        )
         held = list(self.llm.input_ids[: self.llm.n_tokens])
-        keep = next((i for i, (a, b) in enumerate(zip(held, prefix)) if a != b), min(len(held), len(prefix)))
+        keep = next(
+            (i for i, (a, b) in enumerate(zip(held, prefix)) if a != b), min(len(held), len(prefix))
+        )
         if keep < prompt:
             self.llm.reset()
             self.llm.eval(prefix[:prompt])
@@ -134,16 +167,27 @@ class LlamaCppPython:
         self._evaluate(prefix)
         return top_n(chain_law(self.llm.scores[len(prefix) - 1], sampling), n)
 
-    def complete(self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int) -> Completion:
+    def complete(
+        self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int
+    ) -> Completion:
         self._prompts.add(tuple(prompt_ids))
         self.llm.reset()  # the prompt in one batch, whatever the cache held: the same numerics every time
         self.llm.set_seed(int(seed))
         if self.draft is not None:
             self.draft.proposals.clear()
         tokens, ended = [], False
-        for token in self.llm.generate(list(prompt_ids), top_k=sampling.top_k, top_p=sampling.top_p,
-                                       min_p=sampling.min_p, typical_p=1.0, temp=sampling.temperature,
-                                       repeat_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0, reset=True):
+        for token in self.llm.generate(
+            list(prompt_ids),
+            top_k=sampling.top_k,
+            top_p=sampling.top_p,
+            min_p=sampling.min_p,
+            typical_p=1.0,
+            temp=sampling.temperature,
+            repeat_penalty=1.0,
+            frequency_penalty=0.0,
+            presence_penalty=0.0,
+            reset=True,
+        ):
             tokens.append(int(token))
             if (self._is_end(token) and not sampling.ignore_eos) or len(tokens) >= max_tokens:
                 ended = self._is_end(token) and not sampling.ignore_eos

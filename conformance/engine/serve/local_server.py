@@ -48,8 +48,14 @@ class LocalServer:
     health_path = "/health"
     error: type[RuntimeError] = ServerStartError
 
-    def __init__(self, log_path: Path, startup_timeout_s: float, stop_timeout_s: float,
-                 env: dict[str, str] | None = None, port: int = 0) -> None:
+    def __init__(
+        self,
+        log_path: Path,
+        startup_timeout_s: float,
+        stop_timeout_s: float,
+        env: dict[str, str] | None = None,
+        port: int = 0,
+    ) -> None:
         if startup_timeout_s <= 0 or stop_timeout_s <= 0:
             raise ValueError("startup_timeout_s and stop_timeout_s must be > 0")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -80,8 +86,14 @@ class LocalServer:
             log.write("$ " + " ".join(command) + "\n")
             log.flush()
             env = None if self.env is None else {**os.environ, **self.env}
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True, env=env)
+            process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
         self._process, self.pid = process, process.pid
         _RUNNING[process.pid] = process
         try:
@@ -98,16 +110,20 @@ class LocalServer:
         with httpx.Client(timeout=5.0) as client:
             while time.monotonic() < deadline:
                 if process.poll() is not None:
-                    raise self.error(f"{self.name} (PID {self.pid}) exited with {process.returncode} before it was "
-                                     f"ready; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
+                    raise self.error(
+                        f"{self.name} (PID {self.pid}) exited with {process.returncode} before it was "
+                        f"ready; last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+                    )
                 try:
                     if client.get(f"{self.base_url}{self.health_path}").status_code == 200:
                         return
                 except httpx.TransportError:
                     pass
                 time.sleep(0.25)
-        raise self.error(f"{self.name} (PID {self.pid}) not ready after {self.startup_timeout_s} s; "
-                         f"last lines of {self.log_path}:\n{log_tail(self.log_path)}")
+        raise self.error(
+            f"{self.name} (PID {self.pid}) not ready after {self.startup_timeout_s} s; "
+            f"last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+        )
 
     def stop(self) -> int | None:
         """Stop the process by its PID: SIGTERM, SIGKILL after `stop_timeout_s`; -> its exit status."""

@@ -49,27 +49,40 @@ class Backend:
         self.vocab = int(target.config.vocab_size)
         self._lock = threading.Lock()
 
-    def generate(self, prompt: Sequence[int], max_tokens: int, sampling: SamplingParams, seed: int) -> Generated:
+    def generate(
+        self, prompt: Sequence[int], max_tokens: int, sampling: SamplingParams, seed: int
+    ) -> Generated:
         """Validated, serialised generation (subclasses implement `_generate`)."""
         prompt = [int(t) for t in prompt]
         if not prompt or any(t < 0 or t >= self.vocab for t in prompt):
-            raise ValueError(f"prompt must be a non-empty list of token ids in [0, {self.vocab}), got {prompt}")
+            raise ValueError(
+                f"prompt must be a non-empty list of token ids in [0, {self.vocab}), got {prompt}"
+            )
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         with self._lock:
             return self._generate(prompt, int(max_tokens), sampling, int(seed))
 
-    def _generate(self, prompt: list[int], max_tokens: int, sampling: SamplingParams, seed: int) -> Generated:
+    def _generate(
+        self, prompt: list[int], max_tokens: int, sampling: SamplingParams, seed: int
+    ) -> Generated:
         raise NotImplementedError
 
-    def position_probs(self, prompt: Sequence[int], tokens: Sequence[int], sampling: SamplingParams) -> np.ndarray:
+    def position_probs(
+        self, prompt: Sequence[int], tokens: Sequence[int], sampling: SamplingParams
+    ) -> np.ndarray:
         """Warped target distribution (len(tokens), V) of every generated position, by teacher forcing."""
         with self._lock:
             return target_rows(self.target, list(prompt), list(tokens), sampling)
 
     def describe(self) -> dict:
-        return {"backend": self.name, "speculative": self.speculative, "k": self.k, "vocab": self.vocab,
-                "eos_token_id": self.eos}
+        return {
+            "backend": self.name,
+            "speculative": self.speculative,
+            "k": self.k,
+            "vocab": self.vocab,
+            "eos_token_id": self.eos,
+        }
 
     def _finish(self, tokens: Sequence[int], draft_n: int = 0, accepted: int = 0) -> Generated:
         tokens = [int(t) for t in tokens]
@@ -84,7 +97,9 @@ class PlainBackend(Backend):
 
     def _generate(self, prompt, max_tokens, sampling, seed):
         ids = torch.tensor([prompt], dtype=torch.long)
-        result = generate_plain(self.target, ids, max_tokens, sampling=sampling, seed=seed, eos_token_id=self.eos)
+        result = generate_plain(
+            self.target, ids, max_tokens, sampling=sampling, seed=seed, eos_token_id=self.eos
+        )
         return self._finish(result.sequences[0])
 
 
@@ -103,7 +118,11 @@ class _DraftCounter:
 
 def counting(adapter_class: type[ReferenceLoop]) -> Any:
     """An instance of `adapter_class` (a ReferenceLoop subclass) that also counts its drafts."""
-    cls = type(f"Counting{adapter_class.__name__}", (_DraftCounter, adapter_class), {"name": adapter_class.name})
+    cls = type(
+        f"Counting{adapter_class.__name__}",
+        (_DraftCounter, adapter_class),
+        {"name": adapter_class.name},
+    )
     instance = cls()
     instance.reset_counts()
     return instance
@@ -116,8 +135,14 @@ class LoopBackend(Backend):
 
     speculative = True
 
-    def __init__(self, adapter_class: type[ReferenceLoop], target: Any, draft: Any, k: int,
-                 companion: Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        adapter_class: type[ReferenceLoop],
+        target: Any,
+        draft: Any,
+        k: int,
+        companion: Sequence[int] | None = None,
+    ) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1 for a speculative backend, got {k}")
         super().__init__(target, k)
@@ -129,12 +154,23 @@ class LoopBackend(Backend):
     def _generate(self, prompt, max_tokens, sampling, seed):
         self.adapter.reset_counts()
         if self.companion is None:
-            tokens = self.adapter.generate(self.target, self.draft, prompt, max_tokens, self.k, sampling, seed)
+            tokens = self.adapter.generate(
+                self.target, self.draft, prompt, max_tokens, self.k, sampling, seed
+            )
         else:
             if len(self.companion) != len(prompt):
-                raise ValueError(f"prompt must have the companion's length {len(self.companion)} in batched mode")
-            rows = self.adapter.generate_batch(self.target, self.draft, [prompt, self.companion], max_tokens,
-                                               self.k, sampling, seed)
+                raise ValueError(
+                    f"prompt must have the companion's length {len(self.companion)} in batched mode"
+                )
+            rows = self.adapter.generate_batch(
+                self.target,
+                self.draft,
+                [prompt, self.companion],
+                max_tokens,
+                self.k,
+                sampling,
+                seed,
+            )
             tokens = rows[0]
         return self._finish(tokens, self.adapter.draft_n, self.adapter.draft_n_accepted)
 
@@ -160,18 +196,21 @@ class GpuImplBackend(Backend):
         if key not in self._generators:
             if len(self._generators) >= 8:
                 self._generators.clear()
-            self._generators[key] = SpeculativeGenerator(self.target, ModelDraft(self.draft), k=self.k,
-                                                         sampling=sampling)
+            self._generators[key] = SpeculativeGenerator(
+                self.target, ModelDraft(self.draft), k=self.k, sampling=sampling
+            )
         return self._generators[key]
 
     def _generate(self, prompt, max_tokens, sampling, seed):
-        result = self._generator(sampling).generate(torch.tensor([prompt], dtype=torch.long), max_tokens,
-                                                    seed=seed, eos_token_id=self.eos)
+        result = self._generator(sampling).generate(
+            torch.tensor([prompt], dtype=torch.long), max_tokens, seed=seed, eos_token_id=self.eos
+        )
         return self._finish(result.sequences[0], result.stats.proposed, result.stats.accepted)
 
 
-def make_backend(kind: str, target: Any, draft: Any = None, k: int = 0,
-                 companion: Sequence[int] | None = None) -> Backend:
+def make_backend(
+    kind: str, target: Any, draft: Any = None, k: int = 0, companion: Sequence[int] | None = None
+) -> Backend:
     """A backend by name: "plain", "gpu_impl", "reference_loop", or a mutant's ``name`` from
     ``conformance.sequence.mutants`` (MUTANTS and BENIGN)."""
     if kind == "plain":
@@ -182,5 +221,7 @@ def make_backend(kind: str, target: Any, draft: Any = None, k: int = 0,
         return GpuImplBackend(target, draft, k)
     loops = {cls.name: cls for cls in (ReferenceLoop, *MUTANTS, *BENIGN)}
     if kind not in loops:
-        raise ValueError(f"kind must be 'plain', 'gpu_impl' or one of {sorted(loops)}, got {kind!r}")
+        raise ValueError(
+            f"kind must be 'plain', 'gpu_impl' or one of {sorted(loops)}, got {kind!r}"
+        )
     return LoopBackend(loops[kind], target, draft, k, companion)

@@ -35,8 +35,16 @@ import numpy as np
 from ....reference.warping import SamplingParams
 
 LLAMA_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
-NEUTRAL = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0,
-           "typical_p": 1.0, "xtc_probability": 0.0, "mirostat": 0, "dynatemp_range": 0.0}
+NEUTRAL = {
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "dry_multiplier": 0.0,
+    "typical_p": 1.0,
+    "xtc_probability": 0.0,
+    "mirostat": 0,
+    "dynatemp_range": 0.0,
+}
 EMPTY_OK = ("stop", "logit_bias")
 MAX_TOKENS_LIMIT = 256
 BUILD_INFO = "exactspec-meta-server"
@@ -64,8 +72,10 @@ def sampling_from_request(body: dict) -> SamplingParams:
     if order is not None and temperature not in (0.0, 1.0) and (top_p < 1 or min_p > 0):
         filters = [i for i, s in enumerate(order) if s in ("top_p", "min_p")]
         if "temperature" not in order or any(i < order.index("temperature") for i in filters):
-            raise RequestError(f"samplers order {order} applies top_p/min_p before temperature; this server "
-                               "warps temperature first (exactspec's order)")
+            raise RequestError(
+                f"samplers order {order} applies top_p/min_p before temperature; this server "
+                "warps temperature first (exactspec's order)"
+            )
     try:
         return SamplingParams(temperature, top_k, top_p, min_p)
     except ValueError as error:
@@ -76,7 +86,9 @@ def _prompt_tokens(body: dict) -> list[int]:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list):
         prompt = prompt[0]
-    ids_only = isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    ids_only = isinstance(prompt, list) and all(
+        isinstance(t, int) and not isinstance(t, bool) for t in prompt
+    )
     if not ids_only or not prompt:
         raise RequestError(f"prompt must be a non-empty list of token ids, got {prompt!r}")
     return prompt
@@ -120,19 +132,26 @@ def completion_text(generated: Generated) -> str:
 def _entry(token: int, prob: float, post_sampling: bool) -> dict:
     text = f" {int(token)}"
     key = "prob" if post_sampling else "logprob"
-    value = float(prob) if post_sampling else (float(np.log(prob)) if prob > 0 else float(np.finfo(np.float32).min))
+    value = (
+        float(prob)
+        if post_sampling
+        else (float(np.log(prob)) if prob > 0 else float(np.finfo(np.float32).min))
+    )
     return {"id": int(token), "token": text, "bytes": list(text.encode()), key: value}
 
 
-def probability_entries(tokens: list[int], rows: np.ndarray, n_probs: int, post_sampling: bool) -> list[dict]:
+def probability_entries(
+    tokens: list[int], rows: np.ndarray, n_probs: int, post_sampling: bool
+) -> list[dict]:
     """llama.cpp's per-position entries: the chosen token's probability and the top-N (nonzero, by
     probability then id), under ``top_probs``/``prob`` (post-sampling) or ``top_logprobs``/``logprob``."""
     out = []
     for token, row in zip(tokens, rows):
         order = sorted(np.flatnonzero(row > 0), key=lambda i: (-row[i], i))[:n_probs]
         entry = _entry(token, row[token], post_sampling)
-        entry["top_probs" if post_sampling else "top_logprobs"] = [_entry(int(i), row[i], post_sampling)
-                                                                   for i in order]
+        entry["top_probs" if post_sampling else "top_logprobs"] = [
+            _entry(int(i), row[i], post_sampling) for i in order
+        ]
         out.append(entry)
     return out
 
@@ -156,10 +175,16 @@ class Completer:
 
     def run(self, body: dict) -> dict:
         """The parts both response shapes need (raises RequestError for a refused request)."""
-        prompt, sampling, max_tokens = _prompt_tokens(body), self.sampling_of(body), _max_tokens(body)
+        prompt, sampling, max_tokens = (
+            _prompt_tokens(body),
+            self.sampling_of(body),
+            _max_tokens(body),
+        )
         seed = _seed(body)
         if body.get("ignore_eos"):
-            raise RequestError("ignore_eos=true is not supported: the served model always stops at its EOS")
+            raise RequestError(
+                "ignore_eos=true is not supported: the served model always stops at its EOS"
+            )
         started = time.perf_counter()
         try:
             generated = self.backend.generate(prompt, max_tokens, sampling, seed)
@@ -170,10 +195,18 @@ class Completer:
         post = bool(body.get("post_sampling_probs", False))
         probs = None
         if n_probs > 0 and generated.tokens:
-            rows = self.backend.position_probs(prompt, generated.tokens, sampling if post else SamplingParams(1.0))
+            rows = self.backend.position_probs(
+                prompt, generated.tokens, sampling if post else SamplingParams(1.0)
+            )
             probs = probability_entries(generated.tokens, rows, n_probs, post)
-        return {"prompt": prompt, "generated": generated, "probs": probs, "seed": seed, "sampling": sampling,
-                "timings": self._timings(generated, len(prompt), elapsed_ms)}
+        return {
+            "prompt": prompt,
+            "generated": generated,
+            "probs": probs,
+            "seed": seed,
+            "sampling": sampling,
+            "timings": self._timings(generated, len(prompt), elapsed_ms),
+        }
 
     def sampling_of(self, body: dict) -> Any:
         """The request's sampling settings as the backend takes them."""
@@ -182,10 +215,19 @@ class Completer:
     @staticmethod
     def _timings(generated: Generated, n_prompt: int, elapsed_ms: float) -> dict:
         n = len(generated.tokens)
-        timings = {"cache_n": 0, "prompt_n": n_prompt, "prompt_ms": 0.0, "predicted_n": n,
-                   "predicted_ms": elapsed_ms, "predicted_per_second": 1000 * n / elapsed_ms if elapsed_ms else 0.0}
+        timings = {
+            "cache_n": 0,
+            "prompt_n": n_prompt,
+            "prompt_ms": 0.0,
+            "predicted_n": n,
+            "predicted_ms": elapsed_ms,
+            "predicted_per_second": 1000 * n / elapsed_ms if elapsed_ms else 0.0,
+        }
         if generated.draft_n > 0:
-            timings["draft_n"], timings["draft_n_accepted"] = generated.draft_n, generated.draft_n_accepted
+            timings["draft_n"], timings["draft_n_accepted"] = (
+                generated.draft_n,
+                generated.draft_n_accepted,
+            )
         return timings
 
     def native(self, body: dict) -> dict:
@@ -194,16 +236,29 @@ class Completer:
         generated: Generated = done["generated"]
         s: SamplingParams = done["sampling"]
         answer = {
-            "index": 0, "content": completion_text(generated),
-            "tokens": generated.tokens if body.get("return_tokens") else [], "id_slot": 0, "stop": True,
-            "model": self.model_name, "tokens_predicted": len(generated.tokens),
+            "index": 0,
+            "content": completion_text(generated),
+            "tokens": generated.tokens if body.get("return_tokens") else [],
+            "id_slot": 0,
+            "stop": True,
+            "model": self.model_name,
+            "tokens_predicted": len(generated.tokens),
             "tokens_evaluated": len(done["prompt"]),
-            "generation_settings": {"seed": done["seed"], "temperature": s.temperature, "top_k": s.top_k or 0,
-                                    "top_p": s.top_p, "min_p": s.min_p, "n_predict": _max_tokens(body),
-                                    "n_probs": int(body.get("n_probs", 0)),
-                                    "post_sampling_probs": bool(body.get("post_sampling_probs", False))},
-            "prompt": detokenize(done["prompt"]), "truncated": False,
-            "stop_type": "eos" if generated.stopped_by_eos else "limit", "stopping_word": "", "tokens_cached": 0,
+            "generation_settings": {
+                "seed": done["seed"],
+                "temperature": s.temperature,
+                "top_k": s.top_k or 0,
+                "top_p": s.top_p,
+                "min_p": s.min_p,
+                "n_predict": _max_tokens(body),
+                "n_probs": int(body.get("n_probs", 0)),
+                "post_sampling_probs": bool(body.get("post_sampling_probs", False)),
+            },
+            "prompt": detokenize(done["prompt"]),
+            "truncated": False,
+            "stop_type": "eos" if generated.stopped_by_eos else "limit",
+            "stopping_word": "",
+            "tokens_cached": 0,
             "timings": done["timings"],
         }
         if done["probs"] is not None:
@@ -214,14 +269,27 @@ class Completer:
         """The ``/v1/completions`` answer."""
         done = self.run(body)
         generated: Generated = done["generated"]
-        choice = {"text": completion_text(generated), "index": 0,
-                  "logprobs": None if done["probs"] is None else {"content": done["probs"]},
-                  "finish_reason": "stop" if generated.stopped_by_eos else "length"}
+        choice = {
+            "text": completion_text(generated),
+            "index": 0,
+            "logprobs": None if done["probs"] is None else {"content": done["probs"]},
+            "finish_reason": "stop" if generated.stopped_by_eos else "length",
+        }
         n, n_prompt = len(generated.tokens), len(done["prompt"])
-        return {"choices": [choice], "created": int(time.time()), "model": self.model_name,
-                "system_fingerprint": BUILD_INFO, "object": "text_completion",
-                "usage": {"completion_tokens": n, "prompt_tokens": n_prompt, "total_tokens": n + n_prompt},
-                "id": f"cmpl-{secrets.token_hex(8)}", "timings": done["timings"]}
+        return {
+            "choices": [choice],
+            "created": int(time.time()),
+            "model": self.model_name,
+            "system_fingerprint": BUILD_INFO,
+            "object": "text_completion",
+            "usage": {
+                "completion_tokens": n,
+                "prompt_tokens": n_prompt,
+                "total_tokens": n + n_prompt,
+            },
+            "id": f"cmpl-{secrets.token_hex(8)}",
+            "timings": done["timings"],
+        }
 
 
 def build_app(backend: ServedBackend, model_name: str = "exactspec-tiny") -> Any:
@@ -240,33 +308,54 @@ def build_app(backend: ServedBackend, model_name: str = "exactspec-tiny") -> Any
                 body = await request.json()
                 if not isinstance(body, dict):
                     raise RequestError("the request body must be a JSON object")
-                return JSONResponse(method(body))  # inline: generation is serialised anyway (one slot)
+                return JSONResponse(
+                    method(body)
+                )  # inline: generation is serialised anyway (one slot)
             except (RequestError, ValueError, TypeError) as error:
-                return JSONResponse({"error": {"code": 400, "message": str(error), "type": "invalid_request_error"}},
-                                    status_code=400)
+                return JSONResponse(
+                    {
+                        "error": {
+                            "code": 400,
+                            "message": str(error),
+                            "type": "invalid_request_error",
+                        }
+                    },
+                    status_code=400,
+                )
+
         return endpoint
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
     async def props(request: Request) -> JSONResponse:
-        return JSONResponse({"build_info": BUILD_INFO, "model_path": model_name, "total_slots": 1,
-                             "default_generation_settings": {"params": dict(LLAMA_DEFAULTS)},
-                             "exactspec": backend.describe()})
+        return JSONResponse(
+            {
+                "build_info": BUILD_INFO,
+                "model_path": model_name,
+                "total_slots": 1,
+                "default_generation_settings": {"params": dict(LLAMA_DEFAULTS)},
+                "exactspec": backend.describe(),
+            }
+        )
 
     def tokenize(body: dict) -> dict:
         try:
             return {"tokens": [int(t) for t in str(body.get("content", "")).split()]}
         except ValueError as error:
-            raise RequestError(f"content must be whitespace-separated token ids: {error}") from error
+            raise RequestError(
+                f"content must be whitespace-separated token ids: {error}"
+            ) from error
 
-    return Starlette(routes=[
-        Route("/health", health, methods=["GET"]),
-        Route("/props", props, methods=["GET"]),
-        Route("/tokenize", answer(tokenize), methods=["POST"]),
-        Route("/completion", answer(completer.native), methods=["POST"]),
-        Route("/v1/completions", answer(completer.openai), methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/props", props, methods=["GET"]),
+            Route("/tokenize", answer(tokenize), methods=["POST"]),
+            Route("/completion", answer(completer.native), methods=["POST"]),
+            Route("/v1/completions", answer(completer.openai), methods=["POST"]),
+        ]
+    )
 
 
 def loopback_socket() -> socket.socket:
@@ -283,8 +372,12 @@ def loopback_socket() -> socket.socket:
 class EngineServer:
     """Serve `backend` on 127.0.0.1 in a background thread: ``with EngineServer(b) as s: s.base_url``."""
 
-    def __init__(self, backend: ServedBackend, model_name: str = "exactspec-tiny",
-                 ready_timeout_s: float = 20.0) -> None:
+    def __init__(
+        self,
+        backend: ServedBackend,
+        model_name: str = "exactspec-tiny",
+        ready_timeout_s: float = 20.0,
+    ) -> None:
         if ready_timeout_s <= 0:
             raise ValueError(f"ready_timeout_s must be > 0, got {ready_timeout_s}")
         self.backend, self.model_name, self.ready_timeout_s = backend, model_name, ready_timeout_s
@@ -298,11 +391,19 @@ class EngineServer:
 
         sock = loopback_socket()
         port = sock.getsockname()[1]
-        config = uvicorn.Config(build_app(self.backend, self.model_name), log_level="warning", access_log=False,
-                                lifespan="off")
+        config = uvicorn.Config(
+            build_app(self.backend, self.model_name),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name=f"exactspec-serve-{port}")
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            daemon=True,
+            name=f"exactspec-serve-{port}",
+        )
         self._thread.start()
         self.base_url = f"http://127.0.0.1:{port}"
         self._wait_ready()
@@ -315,7 +416,9 @@ class EngineServer:
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self._thread is not None and not self._thread.is_alive():
-                raise RuntimeError(f"the server thread for {self.base_url} exited before it answered /health")
+                raise RuntimeError(
+                    f"the server thread for {self.base_url} exited before it answered /health"
+                )
             try:
                 if httpx.get(self.base_url + "/health", timeout=1.0).status_code == 200:
                     return

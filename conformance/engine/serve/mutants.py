@@ -37,21 +37,37 @@ from ..samples import read_samples
 from .mutant_backends import make_backend
 from .mutant_server import EngineServer
 
-CHAIN = SamplerChain(temperature=0.5, top_k=3, max_tokens=4)  # T != 1 and a top-k: what most mutants need
+CHAIN = SamplerChain(
+    temperature=0.5, top_k=3, max_tokens=4
+)  # T != 1 and a top-k: what most mutants need
 K = 2  # drafts per round: a bonus token and a second round inside the 4 compared positions
 EOS = 4  # a likely token under top-k 3, so EOS falls inside drafts
 MODEL_NAME = "tiny-llama-v6-seed14"
-SPECULATION = {"type": "draft-model", "draft_sampling": "probabilistic", "expect_seed_coupled": False}
-PROMPTS = [{"prompt_id": "A", "prompt_tokens": [0, 2, 3, 4, 2, 3, 4, 2, 3]}]  # sequence.cases.PROMPT_A
+SPECULATION = {
+    "type": "draft-model",
+    "draft_sampling": "probabilistic",
+    "expect_seed_coupled": False,
+}
+PROMPTS = [
+    {"prompt_id": "A", "prompt_tokens": [0, 2, 3, 4, 2, 3, 4, 2, 3]}
+]  # sequence.cases.PROMPT_A
 TIME_LIMIT_S = {"quick": 600.0, "standard": 1800.0, "full": 7200.0}
 #: The zoo's seed key: every run of the zoo draws the same random seeds, so its kill table and its tests are
 #: reproducible (the mutants are deterministic per seed; only the batch-rows mutant also depends on timing).
 SEED_KEY = "e5e5e5e5000000000000000000005eed"
 #: The generation-level mutants this zoo serves (names in `sequence.mutants.ZOO`), in its order.
-SERVED_MUTANTS = ("mutant-draft-temperature-mismatch", "mutant-target-verified-at-t1", "mutant-top-k-draft-only",
-                  "mutant-q-from-raw-logits", "mutant-bonus-from-wrong-row", "mutant-kv-not-rolled-back",
-                  "mutant-batch-rows-swapped", "mutant-seed-reused-each-round", "mutant-resample-from-p",
-                  "mutant-eos-only-at-round-end")
+SERVED_MUTANTS = (
+    "mutant-draft-temperature-mismatch",
+    "mutant-target-verified-at-t1",
+    "mutant-top-k-draft-only",
+    "mutant-q-from-raw-logits",
+    "mutant-bonus-from-wrong-row",
+    "mutant-kv-not-rolled-back",
+    "mutant-batch-rows-swapped",
+    "mutant-seed-reused-each-round",
+    "mutant-resample-from-p",
+    "mutant-eos-only-at-round-end",
+)
 #: What a NOT_EXACT's diagnosis names each mutant by (`engine.diagnosis`): its mechanism, in the diagnosis's families
 #: (a token outside the support is named by the hard check that finds it; the draft's reports let the families that
 #: read q name the rule's own bugs). Every mutant of `SERVED_MUTANTS` has an entry; `tests/test_engine_meta.py`
@@ -69,19 +85,29 @@ DIAGNOSES = {
     "mutant-eos-only-at-round-end": "tokens-past-end",
 }
 #: The valid rows: a backend kind, what it is, the verdict it must get.
-VALID = (("gpu_impl", "exactspec's SpeculativeGenerator (model draft), served", Verdict.CERTIFIED),
-         ("reference_loop", "the textbook speculative loop, served", Verdict.CERTIFIED),
-         ("plain", "the plain loop served as the candidate: exact, but it never drafts", Verdict.INCONCLUSIVE))
+VALID = (
+    ("gpu_impl", "exactspec's SpeculativeGenerator (model draft), served", Verdict.CERTIFIED),
+    ("reference_loop", "the textbook speculative loop, served", Verdict.CERTIFIED),
+    (
+        "plain",
+        "the plain loop served as the candidate: exact, but it never drafts",
+        Verdict.INCONCLUSIVE,
+    ),
+)
 
 
 def plan(seed_key: str, profile: str = "quick") -> CollectionPlan:
     """The zoo's collection plan (without URLs): the chain, 4 candidate requests in flight, the reports' top 6, one
     seed key, at most 40000 completions a prompt (the profile's time limit a safety net far above a run's time)."""
-    return CollectionPlan(law=CHAIN, seeds=SeedDesign(key=seed_key),
-                          limits=Limits(time_limit_s=TIME_LIMIT_S[profile], first_round=64, max_per_prompt=40_000),
-                          identity=Identity(engine_name="exactspec-serve", speculation=SPECULATION,
-                                            model_name=MODEL_NAME),
-                          forcing=Forcing(teacher_n_probs=6, reference_n_probs=6))
+    return CollectionPlan(
+        law=CHAIN,
+        seeds=SeedDesign(key=seed_key),
+        limits=Limits(time_limit_s=TIME_LIMIT_S[profile], first_round=64, max_per_prompt=40_000),
+        identity=Identity(
+            engine_name="exactspec-serve", speculation=SPECULATION, model_name=MODEL_NAME
+        ),
+        forcing=Forcing(teacher_n_probs=6, reference_n_probs=6),
+    )
 
 
 def backend(kind: str) -> Any:
@@ -91,7 +117,9 @@ def backend(kind: str) -> Any:
     if kind == "draft":
         return make_backend("plain", draft)
     companion = PROMPT_B if kind == "mutant-batch-rows-swapped" else None
-    return make_backend(kind, target, draft, k=K, companion=companion)  # "plain" ignores k and the draft
+    return make_backend(
+        kind, target, draft, k=K, companion=companion
+    )  # "plain" ignores k and the draft
 
 
 class SharedReference:
@@ -115,9 +143,18 @@ class SharedReference:
             urls = plan(self.key, self.profile).with_urls([self.server.base_url], [server.base_url])
             run_campaign(PROMPTS, out, urls, Certification(self.profile))
         shutil.copyfile(out / "reference.jsonl", self.file)
-        reference, candidate = read_samples(out / "reference.jsonl"), read_samples(out / "candidate.jsonl")
-        collect_draft_reports(self.draft_server.base_url, candidate, reference.header.request_defaults,
-                              CHAIN.max_tokens, out / "draft.jsonl", n_probs=6)
+        reference, candidate = (
+            read_samples(out / "reference.jsonl"),
+            read_samples(out / "candidate.jsonl"),
+        )
+        collect_draft_reports(
+            self.draft_server.base_url,
+            candidate,
+            reference.header.request_defaults,
+            CHAIN.max_tokens,
+            out / "draft.jsonl",
+            n_probs=6,
+        )
         return SamplePair(reference, candidate, draft=read_samples(out / "draft.jsonl"))
 
     def close(self) -> None:
@@ -142,6 +179,7 @@ def zoo(profile: str = "quick") -> tuple[MutantSpec, ...]:
     """The engine level's zoo at `profile`: the served generation-level mutants (each must be rejected; what each
     models is its sequence-level spec's), then the valid rows. ValueError when `SERVED_MUTANTS` names something
     that is not a mutant of the sequence zoo."""
+
     def served(kind: str):
         return lambda: shared_reference(profile).pair(kind)
 
@@ -149,5 +187,7 @@ def zoo(profile: str = "quick") -> tuple[MutantSpec, ...]:
     not_mutants = [s.name for s in specs if not s.is_mutant]
     if not_mutants:
         raise ValueError(f"SERVED_MUTANTS names valid variants of the sequence zoo: {not_mutants}")
-    return as_zoo([mutant(s.name, s.models, served(s.name), s.expected) for s in specs]
-                  + [valid_variant(kind, what, served(kind), (verdict,)) for kind, what, verdict in VALID])
+    return as_zoo(
+        [mutant(s.name, s.models, served(s.name), s.expected) for s in specs]
+        + [valid_variant(kind, what, served(kind), (verdict,)) for kind, what, verdict in VALID]
+    )

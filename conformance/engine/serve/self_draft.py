@@ -28,14 +28,18 @@ from pathlib import Path
 from ....cache import content_hash, models_dir
 from ....gpu_impl.model_config import default_gguf_path
 
-DEFAULT_BLOCKS = 24  # of SmolLM2-135M's 30: acceptance ~0.4 at T = 0.7 on a chat prompt (6 blocks: ~0)
+DEFAULT_BLOCKS = (
+    24  # of SmolLM2-135M's 30: acceptance ~0.4 at T = 0.7 on a chat prompt (6 blocks: ~0)
+)
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.")
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
 
 
 def _check_blocks(blocks: int, available: int) -> None:
     if isinstance(blocks, bool) or not isinstance(blocks, int) or not 1 <= blocks < available:
-        raise ValueError(f"blocks must be an integer in [1, {available - 1}] (the source has {available}), got {blocks!r}")
+        raise ValueError(
+            f"blocks must be an integer in [1, {available - 1}] (the source has {available}), got {blocks!r}"
+        )
 
 
 def early_exit_gguf(source: str | os.PathLike, blocks: int, out: str | os.PathLike) -> Path:
@@ -60,10 +64,17 @@ def early_exit_gguf(source: str | os.PathLike, blocks: int, out: str | os.PathLi
         if field.name == gguf.Keys.General.NAME:
             value = f"{value} (early exit after {blocks} blocks)"
         writer.add_key_value(field.name, value, value_type, sub_type=sub_type)
-    kept = [t for t in reader.tensors if not ((m := _BLOCK.match(t.name)) and int(m.group(1)) >= blocks)]
+    kept = [
+        t for t in reader.tensors if not ((m := _BLOCK.match(t.name)) and int(m.group(1)) >= blocks)
+    ]
     for tensor in kept:
-        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes,
-                               tensor.tensor_type)
+        writer.add_tensor_info(
+            tensor.name,
+            tensor.data.shape,
+            tensor.data.dtype,
+            tensor.data.nbytes,
+            tensor.tensor_type,
+        )
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
@@ -89,8 +100,11 @@ def early_exit_hf_dir(source: str | os.PathLike, blocks: int, out: str | os.Path
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
     try:
         for path in weights:
-            tensors = {name: array for name, array in load_file(str(path)).items()
-                       if not ((m := _LAYER.match(name)) and int(m.group(1)) >= blocks)}
+            tensors = {
+                name: array
+                for name, array in load_file(str(path)).items()
+                if not ((m := _LAYER.match(name)) and int(m.group(1)) >= blocks)
+            }
             save_file(tensors, str(tmp / path.name), metadata={"format": "pt"})
         config.update(num_hidden_layers=blocks)
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -108,10 +122,15 @@ def early_exit_hf_dir(source: str | os.PathLike, blocks: int, out: str | os.Path
 
 def self_draft(blocks: int = DEFAULT_BLOCKS) -> dict[str, Path]:
     """{"gguf": ..., "hf_dir": ...}: the embedded SmolLM2's early-exit self-draft, built once and cached."""
-    from ....gpu_impl.models import converted_checkpoint_dir  # torch: `engine serve` starts without it
+    from ....gpu_impl.models import (
+        converted_checkpoint_dir,
+    )  # torch: `engine serve` starts without it
 
     gguf_source = default_gguf_path()
-    root = models_dir() / f"self-draft-{gguf_source.stem}-{content_hash(gguf_source)[:16]}-{blocks}blocks"
+    root = (
+        models_dir()
+        / f"self-draft-{gguf_source.stem}-{content_hash(gguf_source)[:16]}-{blocks}blocks"
+    )
     gguf_path, hf_dir = root / "draft.gguf", root / "hf"
     if not gguf_path.is_file():
         early_exit_gguf(gguf_source, blocks, gguf_path)

@@ -41,7 +41,9 @@ class ServeRequest:
         return Path(self.logs) / f"{role}.log" if self.logs else None
 
     def thread_count(self) -> int:
-        return self.threads or max(1, (os.cpu_count() or 1) // 2)  # no spinning threads on each other's cores
+        return self.threads or max(
+            1, (os.cpu_count() or 1) // 2
+        )  # no spinning threads on each other's cores
 
 
 @dataclass(frozen=True)
@@ -50,68 +52,128 @@ class ServedEngine:
 
     name: str
     modes: tuple[str, ...]
-    servers: Callable[[ServeRequest], tuple[Any, Any | None]]  # (reference, candidate or None for plain)
-    dialect_arguments: Callable[[Any, Any], list[str]]  # (reference, candidate) -> engine certify's dialect flags
+    servers: Callable[
+        [ServeRequest], tuple[Any, Any | None]
+    ]  # (reference, candidate or None for plain)
+    dialect_arguments: Callable[
+        [Any, Any], list[str]
+    ]  # (reference, candidate) -> engine certify's dialect flags
     seed_coupled: Callable[[str, str], bool]  # (mode, draft_sampling) -> expected seed-coupled
-    records_draft_sampling: bool = False  # --draft-sampling is recorded (and applies) in the draft modes
+    records_draft_sampling: bool = (
+        False  # --draft-sampling is recorded (and applies) in the draft modes
+    )
 
 
 def _llama_cpp(request: ServeRequest) -> tuple[Any, Any | None]:
     binary, threads = ensure_llama_server(), request.thread_count()
-    reference = LlamaServer(binary, mode="plain", threads=threads, slots=request.slots, port=request.ports[0],
-                            log_path=request.log("reference"))
+    reference = LlamaServer(
+        binary,
+        mode="plain",
+        threads=threads,
+        slots=request.slots,
+        port=request.ports[0],
+        log_path=request.log("reference"),
+    )
     if request.mode == "plain":
         return reference, None
     draft_model = self_draft()["gguf"] if request.mode == "selfdraft" else None
     ngram = request.mode == "ngram"
-    return reference, LlamaServer(binary, mode="ngram" if ngram else "draft", draft_sampling=request.draft_sampling,
-                                  extra_args=NGRAM_ARGS if ngram else (), draft_model=draft_model, threads=threads,
-                                  slots=request.slots, port=request.ports[1], log_path=request.log("candidate"))
+    return reference, LlamaServer(
+        binary,
+        mode="ngram" if ngram else "draft",
+        draft_sampling=request.draft_sampling,
+        extra_args=NGRAM_ARGS if ngram else (),
+        draft_model=draft_model,
+        threads=threads,
+        slots=request.slots,
+        port=request.ports[1],
+        log_path=request.log("candidate"),
+    )
 
 
 def _llama_speculative(request: ServeRequest) -> tuple[Any, Any | None]:
     """llama.cpp's examples/speculative, one run a request (`llama_speculative`), against the plain llama-server."""
-    reference = LlamaServer(ensure_llama_server(), mode="plain", threads=request.thread_count(), slots=request.slots,
-                            port=request.ports[0], log_path=request.log("reference"))
+    reference = LlamaServer(
+        ensure_llama_server(),
+        mode="plain",
+        threads=request.thread_count(),
+        slots=request.slots,
+        port=request.ports[0],
+        log_path=request.log("reference"),
+    )
     if request.mode == "plain":
         return reference, None
     draft = self_draft()["gguf"] if request.mode == "selfdraft" else None
-    return reference, LlamaSpeculativeServer(reference, draft, threads=request.thread_count(), port=request.ports[1],
-                                             log_path=request.log("candidate"))
+    return reference, LlamaSpeculativeServer(
+        reference,
+        draft,
+        threads=request.thread_count(),
+        port=request.ports[1],
+        log_path=request.log("candidate"),
+    )
 
 
 def _vllm(request: ServeRequest) -> tuple[Any, Any | None]:
     python, threads = ensure_vllm(), request.thread_count()
-    reference = VllmServer(python, mode="plain", threads=threads, port=request.ports[0],
-                           log_path=request.log("reference"))
+    reference = VllmServer(
+        python,
+        mode="plain",
+        threads=threads,
+        port=request.ports[0],
+        log_path=request.log("reference"),
+    )
     if request.mode == "plain":
         return reference, None
     draft = self_draft()["hf_dir"] if request.mode == "selfdraft" else None
-    return reference, VllmServer(python, mode="ngram" if request.mode == "ngram" else "draft", draft_dir=draft,
-                                 threads=threads, port=request.ports[1], log_path=request.log("candidate"))
+    return reference, VllmServer(
+        python,
+        mode="ngram" if request.mode == "ngram" else "draft",
+        draft_dir=draft,
+        threads=threads,
+        port=request.ports[1],
+        log_path=request.log("candidate"),
+    )
 
 
 def _llama_cpp_python(request: ServeRequest) -> tuple[Any, Any | None]:
     """One thread each (it serves one request at a time); only n-gram (prompt-lookup) speculation."""
     python = ensure_llama_cpp_python()
-    reference = LlamaCppPythonServer(python, port=request.ports[0], log_path=request.log("reference"))
+    reference = LlamaCppPythonServer(
+        python, port=request.ports[0], log_path=request.log("reference")
+    )
     if request.mode == "plain":
         return reference, None
-    return reference, LlamaCppPythonServer(python, mode="prompt-lookup", port=request.ports[1],
-                                           log_path=request.log("candidate"))
+    return reference, LlamaCppPythonServer(
+        python, mode="prompt-lookup", port=request.ports[1], log_path=request.log("candidate")
+    )
 
 
 SERVED_ENGINES: dict[str, ServedEngine] = {
-    "llama.cpp": ServedEngine("llama.cpp", MODES, _llama_cpp, lambda ref, cand: ["--dialect", "llama.cpp"],
-                              lambda mode, sampling: mode == "ngram" or sampling == "greedy",
-                              records_draft_sampling=True),
-    "vllm": ServedEngine("vllm", MODES, _vllm, lambda ref, cand: ["--dialect", "vllm"],
-                         lambda mode, sampling: False),
-    "llama-speculative": ServedEngine("llama-speculative", ("plain", "draft", "selfdraft"), _llama_speculative,
-                                      lambda ref, cand: ["--dialect", "llama.cpp"], lambda mode, sampling: False),
-    "llama-cpp-python": ServedEngine("llama-cpp-python", ("plain", "ngram"), _llama_cpp_python,
-                                     certify_arguments,
-                                     lambda mode, sampling: mode == "ngram" or sampling == "greedy"),
+    "llama.cpp": ServedEngine(
+        "llama.cpp",
+        MODES,
+        _llama_cpp,
+        lambda ref, cand: ["--dialect", "llama.cpp"],
+        lambda mode, sampling: mode == "ngram" or sampling == "greedy",
+        records_draft_sampling=True,
+    ),
+    "vllm": ServedEngine(
+        "vllm", MODES, _vllm, lambda ref, cand: ["--dialect", "vllm"], lambda mode, sampling: False
+    ),
+    "llama-speculative": ServedEngine(
+        "llama-speculative",
+        ("plain", "draft", "selfdraft"),
+        _llama_speculative,
+        lambda ref, cand: ["--dialect", "llama.cpp"],
+        lambda mode, sampling: False,
+    ),
+    "llama-cpp-python": ServedEngine(
+        "llama-cpp-python",
+        ("plain", "ngram"),
+        _llama_cpp_python,
+        certify_arguments,
+        lambda mode, sampling: mode == "ngram" or sampling == "greedy",
+    ),
 }
 ENGINES = tuple(SERVED_ENGINES)
 
@@ -126,4 +188,12 @@ def served_engine(name: str, mode: str) -> ServedEngine:
     return engine
 
 
-__all__ = ["ENGINES", "MODES", "NGRAM_ARGS", "SERVED_ENGINES", "ServeRequest", "ServedEngine", "served_engine"]
+__all__ = [
+    "ENGINES",
+    "MODES",
+    "NGRAM_ARGS",
+    "SERVED_ENGINES",
+    "ServeRequest",
+    "ServedEngine",
+    "served_engine",
+]

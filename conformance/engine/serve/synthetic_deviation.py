@@ -45,8 +45,10 @@ from .zoo_deviation import SEED_BASE, TokenDeviation
 DEFAULT_PROMPT = (5, 9)
 DEFAULT_TEMPERATURE = 0.7
 #: The truncation a mode's bug needs to show, added to the default chain when that mode is measured.
-PROBES: dict[str, dict[str, Any]] = {"truncation-skipped-verify": {"top_k": 8, "top_p": 0.9},
-                                     "min-p-ignored-verify": {"min_p": 0.1}}
+PROBES: dict[str, dict[str, Any]] = {
+    "truncation-skipped-verify": {"top_k": 8, "top_p": 0.9},
+    "min-p-ignored-verify": {"min_p": 0.1},
+}
 STRATA = (0.5, 0.9)  # top-1 probability cut points of the confidence strata
 
 
@@ -61,9 +63,13 @@ class ModeDeviation:
     settings: dict
 
     def as_dict(self) -> dict:
-        return {**self.summary.as_dict(), "exact_floor": round(self.exact_floor, 4),
-                "per_position": [round(x, 4) for x in self.per_position],
-                "per_position_exact_floor": [round(x, 4) for x in self.per_position_floor], "settings": self.settings}
+        return {
+            **self.summary.as_dict(),
+            "exact_floor": round(self.exact_floor, 4),
+            "per_position": [round(x, 4) for x in self.per_position],
+            "per_position_exact_floor": [round(x, 4) for x in self.per_position_floor],
+            "settings": self.settings,
+        }
 
 
 def probe_chain(mode: str, temperature: float = DEFAULT_TEMPERATURE) -> Chain:
@@ -71,8 +77,17 @@ def probe_chain(mode: str, temperature: float = DEFAULT_TEMPERATURE) -> Chain:
     return Chain(SamplingParams(temperature, **PROBES.get(mode, {})))
 
 
-def simulate(model: SyntheticModel, mode: Mode | str, prompt: tuple[int, ...], chain: Chain, m: int, n: int,
-             k: int = DEFAULT_K, load: Load = NO_LOAD, seed_base: int = SEED_BASE) -> np.ndarray:
+def simulate(
+    model: SyntheticModel,
+    mode: Mode | str,
+    prompt: tuple[int, ...],
+    chain: Chain,
+    m: int,
+    n: int,
+    k: int = DEFAULT_K,
+    load: Load = NO_LOAD,
+    seed_base: int = SEED_BASE,
+) -> np.ndarray:
     """n completions (seeds seed_base, seed_base + 1, ...) as an (n, m) array of ids, -1 past each end."""
     out = np.full((n, m), -1, dtype=np.int64)
     for i in range(n):
@@ -96,16 +111,17 @@ def prefixes(model: SyntheticModel, prompt: tuple[int, ...], tokens: np.ndarray)
     """The prefix structure of `tokens` (n, m): row_index indexes `rows_of`'s table (class * V + last token)."""
     n, m = tokens.shape
     context = np.concatenate([np.tile(np.asarray(prompt, dtype=np.int64), (n, 1)), tokens], axis=1)
-    last = context[:, len(prompt) - 1: len(prompt) - 1 + m]
-    before = context[:, len(prompt) - 2: len(prompt) - 2 + m] if len(prompt) >= 2 else None
+    last = context[:, len(prompt) - 1 : len(prompt) - 1 + m]
+    before = context[:, len(prompt) - 2 : len(prompt) - 2 + m] if len(prompt) >= 2 else None
     if before is None:
         before = np.concatenate([np.full((n, 1), -1), context[:, : m - 1]], axis=1)
     classes = np.where(before >= 0, model.token_class[np.maximum(before, 0)], 0)
     row_index = classes * model.vocab + np.maximum(last, 0)
     prefix_id = np.zeros((n, m), dtype=np.int64)
     for j in range(1, m):
-        _, prefix_id[:, j] = np.unique(prefix_id[:, j - 1] * (model.vocab + 1) + tokens[:, j - 1] + 1,
-                                       return_inverse=True)
+        _, prefix_id[:, j] = np.unique(
+            prefix_id[:, j - 1] * (model.vocab + 1) + tokens[:, j - 1] + 1, return_inverse=True
+        )
     ended = np.cumsum(tokens == model.eos, axis=1) - (tokens == model.eos) > 0
     return Prefixes(tokens, tokens >= 0, prefix_id, row_index, ended)
 
@@ -120,8 +136,15 @@ def _position(pre: Prefixes, rows: np.ndarray, c: int, select: np.ndarray | None
     use = pre.reached[:, c] if select is None else pre.reached[:, c] & select
     group_ids, group = np.unique(pre.prefix_id[use, c], return_inverse=True)
     token, row, ended = pre.tokens[use, c], pre.row_index[use, c], pre.ended[use, c]
-    return {"use": use, "group": group, "n_groups": len(group_ids), "token": token, "row": row, "ended": ended,
-            "p": np.where(ended, 0.0, rows[row, token])}
+    return {
+        "use": use,
+        "group": group,
+        "n_groups": len(group_ids),
+        "token": token,
+        "row": row,
+        "ended": ended,
+        "p": np.where(ended, 0.0, rows[row, token]),
+    }
 
 
 def plug_in_totals(pre: Prefixes, rows: np.ndarray) -> np.ndarray:
@@ -132,10 +155,14 @@ def plug_in_totals(pre: Prefixes, rows: np.ndarray) -> np.ndarray:
         if not d["use"].any():
             continue
         sizes = np.bincount(d["group"], minlength=d["n_groups"])
-        _, first, counts = np.unique(d["group"] * rows.shape[1] + d["token"], return_index=True, return_counts=True)
+        _, first, counts = np.unique(
+            d["group"] * rows.shape[1] + d["token"], return_index=True, return_counts=True
+        )
         pair_group, pair_p = d["group"][first], d["p"][first]
         observed_mass = np.bincount(pair_group, weights=pair_p, minlength=d["n_groups"])
-        totals[c] = 0.5 * (np.abs(counts - sizes[pair_group] * pair_p).sum() + (sizes * (1 - observed_mass)).sum())
+        totals[c] = 0.5 * (
+            np.abs(counts - sizes[pair_group] * pair_p).sum() + (sizes * (1 - observed_mass)).sum()
+        )
     return totals
 
 
@@ -144,8 +171,14 @@ def binomial_mad(n: np.ndarray, p: np.ndarray) -> np.ndarray:
     nu = np.floor(n * p) + 1
     inside = (nu <= n) & (p > 0) & (p < 1)
     p_safe, nu_safe = np.clip(p, 1e-300, 1 - 1e-16), np.minimum(nu, n)
-    log_term = (np.log(2 * nu_safe) + gammaln(n + 1) - gammaln(nu_safe + 1) - gammaln(n - nu_safe + 1)
-                + nu_safe * np.log(p_safe) + (n - nu_safe + 1) * np.log1p(-p_safe))
+    log_term = (
+        np.log(2 * nu_safe)
+        + gammaln(n + 1)
+        - gammaln(nu_safe + 1)
+        - gammaln(n - nu_safe + 1)
+        + nu_safe * np.log(p_safe)
+        + (n - nu_safe + 1) * np.log1p(-p_safe)
+    )
     return np.where(inside, np.exp(log_term), 0.0)
 
 
@@ -181,8 +214,9 @@ def _fallback(d: dict, rows: np.ndarray, in_first: np.ndarray) -> np.ndarray:
     return (signs[stratum] * hit)[~in_first]
 
 
-def split_values(pre: Prefixes, rows: np.ndarray, first: np.ndarray, min_group: int = 20,
-                 fallback: bool = True) -> np.ndarray:
+def split_values(
+    pre: Prefixes, rows: np.ndarray, first: np.ndarray, min_group: int = 20, fallback: bool = True
+) -> np.ndarray:
     """Per second-half completion: mean over positions of 1[token in A] - p(A), A fixed by the `first` half."""
     values = np.zeros(int((~first).sum()))
     second_index = np.cumsum(~first) - 1
@@ -191,7 +225,9 @@ def split_values(pre: Prefixes, rows: np.ndarray, first: np.ndarray, min_group: 
         d = _position(pre, rows, c)
         in_first, keys = first[d["use"]], d["group"] * vocab + d["token"]
         sizes = np.bincount(d["group"][in_first], minlength=d["n_groups"])
-        pair_keys, pair_first, counts = np.unique(keys[in_first], return_index=True, return_counts=True)
+        pair_keys, pair_first, counts = np.unique(
+            keys[in_first], return_index=True, return_counts=True
+        )
         pair_group, pair_p = d["group"][in_first][pair_first], d["p"][in_first][pair_first]
         over = counts > sizes[pair_group] * pair_p
         mass = np.bincount(pair_group[over], weights=pair_p[over], minlength=d["n_groups"])
@@ -199,7 +235,9 @@ def split_values(pre: Prefixes, rows: np.ndarray, first: np.ndarray, min_group: 
         g = d["group"][s]
         contribution = np.isin(keys[s], pair_keys[over]) - mass[g]
         if fallback:
-            contribution = np.where(sizes[g] >= min_group, contribution, _fallback(d, rows, in_first))
+            contribution = np.where(
+                sizes[g] >= min_group, contribution, _fallback(d, rows, in_first)
+            )
         contribution = np.where(d["ended"][s], 1.0, contribution)
         np.add.at(values, second_index[np.flatnonzero(d["use"])[s]], contribution)
     return values / pre.tokens.shape[1]
@@ -208,12 +246,22 @@ def split_values(pre: Prefixes, rows: np.ndarray, first: np.ndarray, min_group: 
 def bernstein_lower_bound(values: np.ndarray, delta: float) -> float:
     """Empirical Bernstein lower bound (Maurer & Pontil 2009) on the mean of values in [-1, 1], as the zoo's."""
     n, log_term = len(values), math.log(2.0 / delta)
-    return float(values.mean() - math.sqrt(2.0 * values.var(ddof=1) * log_term / n)
-                 - 7.0 * 2.0 * log_term / (3.0 * (n - 1)))
+    return float(
+        values.mean()
+        - math.sqrt(2.0 * values.var(ddof=1) * log_term / n)
+        - 7.0 * 2.0 * log_term / (3.0 * (n - 1))
+    )
 
 
-def deviation_of(name: str, model: SyntheticModel, prompt: tuple[int, ...], chain: Chain, tokens: np.ndarray,
-                 delta: float, settings: dict) -> ModeDeviation:
+def deviation_of(
+    name: str,
+    model: SyntheticModel,
+    prompt: tuple[int, ...],
+    chain: Chain,
+    tokens: np.ndarray,
+    delta: float,
+    settings: dict,
+) -> ModeDeviation:
     """The measured deviation of completions `tokens` (n, m) from the model's rows under `chain`."""
     n = tokens.shape[0]
     pre, rows = prefixes(model, prompt, tokens), rows_of(model, chain)
@@ -222,15 +270,33 @@ def deviation_of(name: str, model: SyntheticModel, prompt: tuple[int, ...], chai
     first = np.arange(n) < n // 2
     lower = bernstein_lower_bound(split_values(pre, rows, first), delta)
     estimate, margin = float(per_position.mean()), math.sqrt(2.0 * math.log(1.0 / delta) / n)
-    summary = TokenDeviation(name, n, estimate, lower_bound=max(0.0, lower), upper_bound=min(1.0, estimate + margin),
-                             delta=delta)
-    return ModeDeviation(summary, float(floor.mean()), tuple(per_position.tolist()), tuple(floor.tolist()), settings)
+    summary = TokenDeviation(
+        name,
+        n,
+        estimate,
+        lower_bound=max(0.0, lower),
+        upper_bound=min(1.0, estimate + margin),
+        delta=delta,
+    )
+    return ModeDeviation(
+        summary, float(floor.mean()), tuple(per_position.tolist()), tuple(floor.tolist()), settings
+    )
 
 
-def measure_mode(mode: str, profile: str = "lm-like", n: int = 20_000, m: int = 16, k: int = DEFAULT_K,
-                 temperature: float = DEFAULT_TEMPERATURE, delta: float = 1e-3, load: Load | None = None,
-                 vocab: int = 256, model_seed: int = 0, prompt: tuple[int, ...] = DEFAULT_PROMPT,
-                 chain: Chain | None = None) -> ModeDeviation:
+def measure_mode(
+    mode: str,
+    profile: str = "lm-like",
+    n: int = 20_000,
+    m: int = 16,
+    k: int = DEFAULT_K,
+    temperature: float = DEFAULT_TEMPERATURE,
+    delta: float = 1e-3,
+    load: Load | None = None,
+    vocab: int = 256,
+    model_seed: int = 0,
+    prompt: tuple[int, ...] = DEFAULT_PROMPT,
+    chain: Chain | None = None,
+) -> ModeDeviation:
     """Mean per-token TV of `mode` at positions 1..m (under `SimulatedLoad` if it is load-dependent)."""
     if n < 100 or m < 1 or not 0.0 < delta < 1.0:
         raise ValueError(f"n must be >= 100, m >= 1 and delta in (0, 1), got {n}, {m}, {delta}")
@@ -238,10 +304,26 @@ def measure_mode(mode: str, profile: str = "lm-like", n: int = 20_000, m: int = 
     chain = chain or probe_chain(mode, temperature)
     load = load if load is not None else (SimulatedLoad() if chosen.load_dependent else NO_LOAD)
     tokens = simulate(model, chosen, prompt, chain, m, n, k, load)
-    settings = {"profile": profile, "vocab": vocab, "model_seed": model_seed, "prompt": list(prompt), "m": m, "k": k,
-                "chain": chain.describe(), "in_flight": load.in_flight()}
+    settings = {
+        "profile": profile,
+        "vocab": vocab,
+        "model_seed": model_seed,
+        "prompt": list(prompt),
+        "m": m,
+        "k": k,
+        "chain": chain.describe(),
+        "in_flight": load.in_flight(),
+    }
     return deviation_of(mode, model, prompt, chain, tokens, delta, settings)
 
 
-__all__ = ["PROBES", "ModeDeviation", "deviation_of", "measure_mode", "plug_in_totals", "probe_chain", "simulate",
-           "split_values"]
+__all__ = [
+    "PROBES",
+    "ModeDeviation",
+    "deviation_of",
+    "measure_mode",
+    "plug_in_totals",
+    "probe_chain",
+    "simulate",
+    "split_values",
+]

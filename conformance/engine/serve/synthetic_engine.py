@@ -69,7 +69,9 @@ class Request:
     draft_rng: np.random.Generator
     load: Load
     context: list[int] = field(default_factory=list)
-    kv_context: list[int] = field(default_factory=list)  # what a KV cache holds (the kv bug keeps stale drafts)
+    kv_context: list[int] = field(
+        default_factory=list
+    )  # what a KV cache holds (the kv bug keeps stale drafts)
 
     @property
     def n_generated(self) -> int:
@@ -115,7 +117,10 @@ class Mode:
     def target_rows(self, req: Request, drafts: list[int]) -> list[np.ndarray]:
         """The verification rows p_1..p_{k+1}: the target after the (KV) context and each prefix of the drafts."""
         base, position, n = req.kv_context + drafts, req.n_generated + 1, len(req.kv_context)
-        chains = [self.verify_chain(req, base[: n + i], position + i, i < len(drafts)) for i in range(len(drafts) + 1)]
+        chains = [
+            self.verify_chain(req, base[: n + i], position + i, i < len(drafts))
+            for i in range(len(drafts) + 1)
+        ]
         return [req.model.target_row(base[: n + i], chain) for i, chain in enumerate(chains)]
 
     def verify_chain(self, req: Request, context: list[int], position: int, drafted: bool) -> Chain:
@@ -123,8 +128,9 @@ class Mode:
         `drafted` is False for the bonus row."""
         return req.chain
 
-    def settle(self, req: Request, p: list[np.ndarray], q: list[np.ndarray],
-               drafts: list[int]) -> tuple[list[int], int]:
+    def settle(
+        self, req: Request, p: list[np.ndarray], q: list[np.ndarray], drafts: list[int]
+    ) -> tuple[list[int], int]:
         """Accept draft i with probability min(1, p/q); at the first rejection draw the correction; else a bonus."""
         for i, token in enumerate(drafts):
             u = req.rng.random()
@@ -139,7 +145,9 @@ class Mode:
     def bonus(self, req: Request, p: list[np.ndarray]) -> int:
         return draw(p[-1], req.rng)
 
-    def after_round(self, req: Request, drafts: list[int], emitted: list[int], accepted: int) -> None:
+    def after_round(
+        self, req: Request, drafts: list[int], emitted: list[int], accepted: int
+    ) -> None:
         """Bookkeeping after a round: the KV context follows the emitted tokens (rolled back)."""
         req.kv_context.extend(emitted)
 
@@ -232,7 +240,9 @@ class HotColdContext(Bug):
     name = "hot-cold-context"
 
     def verify_chain(self, req, context, position, drafted):
-        hot = zlib.crc32(np.asarray(context, dtype=np.int32).tobytes()) & 1  # a stable hash of the context
+        hot = (
+            zlib.crc32(np.asarray(context, dtype=np.int32).tobytes()) & 1
+        )  # a stable hash of the context
         return req.chain.scaled(1.3 if hot else 1 / 1.3)
 
 
@@ -356,11 +366,32 @@ class BatchRowsMixed(Bug):
         return rows
 
 
-MODES: dict[str, Mode] = {mode.name: mode for mode in (
-    Plain(), Mode(), ExactAltOrder(), SamplerMatch(), ExactUncoupled(), TempVerify(1.15), TempVerify(0.85),
-    LenientSamplerMatch(), HotColdContext(), SpreadPerPrefix(), TruncationSkippedVerify(), MinPIgnoredVerify(),
-    KvNotRolledBack(), BonusFromLastDraftRow(), DraftsTopkQ(), ResampleFromP(), SharedUniform(), LateTemp(),
-    LoadTemp(), EosAtRoundEnd(), BatchRowsMixed())}
+MODES: dict[str, Mode] = {
+    mode.name: mode
+    for mode in (
+        Plain(),
+        Mode(),
+        ExactAltOrder(),
+        SamplerMatch(),
+        ExactUncoupled(),
+        TempVerify(1.15),
+        TempVerify(0.85),
+        LenientSamplerMatch(),
+        HotColdContext(),
+        SpreadPerPrefix(),
+        TruncationSkippedVerify(),
+        MinPIgnoredVerify(),
+        KvNotRolledBack(),
+        BonusFromLastDraftRow(),
+        DraftsTopkQ(),
+        ResampleFromP(),
+        SharedUniform(),
+        LateTemp(),
+        LoadTemp(),
+        EosAtRoundEnd(),
+        BatchRowsMixed(),
+    )
+}
 
 
 def mode_of(name: str) -> Mode:
@@ -370,13 +401,23 @@ def mode_of(name: str) -> Mode:
     return MODES[name]
 
 
-def generate(model: SyntheticModel, mode: Mode | str, prompt: Sequence[int], max_tokens: int, chain: Chain,
-             seed: int, k: int = DEFAULT_K, load: Load = NO_LOAD) -> Generated:
+def generate(
+    model: SyntheticModel,
+    mode: Mode | str,
+    prompt: Sequence[int],
+    max_tokens: int,
+    chain: Chain,
+    seed: int,
+    k: int = DEFAULT_K,
+    load: Load = NO_LOAD,
+) -> Generated:
     """One completion: at most `max_tokens` new tokens (EOS included when it stopped generation)."""
     mode = mode_of(mode) if isinstance(mode, str) else mode
     prompt = [int(t) for t in prompt]
     if not prompt or min(prompt) < 0 or max(prompt) >= model.vocab:
-        raise ValueError(f"prompt must be a non-empty list of token ids in [0, {model.vocab}), got {prompt}")
+        raise ValueError(
+            f"prompt must be a non-empty list of token ids in [0, {model.vocab}), got {prompt}"
+        )
     if max_tokens < 1 or k < 1:
         raise ValueError(f"max_tokens and k must be >= 1, got {max_tokens} and {k}")
     req = Request(model, chain, prompt, *mode.streams(int(seed)), load, list(prompt), list(prompt))
@@ -388,7 +429,7 @@ def generate(model: SyntheticModel, mode: Mode | str, prompt: Sequence[int], max
         drafted, accepted = drafted + round_k, accepted + n_accepted
         kept, stopped = mode.stops(emitted[: max_tokens - req.n_generated], model.eos)
         req.context.extend(kept)
-    tokens = req.context[len(prompt):]
+    tokens = req.context[len(prompt) :]
     return Generated(tokens, model.eos in tokens, drafted, accepted)
 
 

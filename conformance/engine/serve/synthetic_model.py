@@ -53,12 +53,39 @@ class Profile:
 
 
 PROFILES = {
-    "lm-like": Profile("lm-like", peaked_fraction=0.78, top_lead=8.0, branch_lead=6.0, tail_scale=1.0,
-                       context_scale=0.8, draft_noise=1.3, eos_fraction=0.2, eos_lead=6.5),
-    "flat": Profile("flat", peaked_fraction=0.0, top_lead=0.0, branch_lead=0.0, tail_scale=1.65,
-                    context_scale=0.4, draft_noise=0.35, eos_fraction=0.12, eos_lead=4.0),
-    "code-like": Profile("code-like", peaked_fraction=0.9, top_lead=11.0, branch_lead=6.0, tail_scale=1.0,
-                         context_scale=0.8, draft_noise=1.3, eos_fraction=0.05, eos_lead=6.5),
+    "lm-like": Profile(
+        "lm-like",
+        peaked_fraction=0.78,
+        top_lead=8.0,
+        branch_lead=6.0,
+        tail_scale=1.0,
+        context_scale=0.8,
+        draft_noise=1.3,
+        eos_fraction=0.2,
+        eos_lead=6.5,
+    ),
+    "flat": Profile(
+        "flat",
+        peaked_fraction=0.0,
+        top_lead=0.0,
+        branch_lead=0.0,
+        tail_scale=1.65,
+        context_scale=0.4,
+        draft_noise=0.35,
+        eos_fraction=0.12,
+        eos_lead=4.0,
+    ),
+    "code-like": Profile(
+        "code-like",
+        peaked_fraction=0.9,
+        top_lead=11.0,
+        branch_lead=6.0,
+        tail_scale=1.0,
+        context_scale=0.8,
+        draft_noise=1.3,
+        eos_fraction=0.05,
+        eos_lead=6.5,
+    ),
 }
 
 
@@ -103,8 +130,13 @@ class Chain:
         return _variant(self, 1.0, truncation, min_p)
 
     def describe(self) -> dict:
-        return {"temperature": self.temperature, "top_k": self.top_k or 0, "top_p": self.top_p,
-                "min_p": self.min_p, "order": "temperature-last" if self.temperature_last else "temperature-first"}
+        return {
+            "temperature": self.temperature,
+            "top_k": self.top_k or 0,
+            "top_p": self.top_p,
+            "min_p": self.min_p,
+            "order": "temperature-last" if self.temperature_last else "temperature-first",
+        }
 
 
 @functools.lru_cache(maxsize=1024)
@@ -155,11 +187,15 @@ class SyntheticModel:
         first_order = profile.tail_scale * rng.standard_normal((self.vocab, self.vocab))
         first_order += _plausible_leads(rng, profile, self.vocab)
         eos_states = rng.random(self.vocab) < profile.eos_fraction
-        first_order[:, self.eos] = np.where(eos_states, profile.eos_lead, -2.0) + 0.3 * rng.standard_normal(self.vocab)
+        first_order[:, self.eos] = np.where(
+            eos_states, profile.eos_lead, -2.0
+        ) + 0.3 * rng.standard_normal(self.vocab)
         self.token_class = rng.integers(CONTEXT_CLASSES, size=self.vocab)
         self.class_term = profile.context_scale * rng.standard_normal((CONTEXT_CLASSES, self.vocab))
         self.target = first_order[None, :, :] + self.class_term[:, None, :]  # (class, last, next)
-        self.draft = first_order + profile.draft_noise * rng.standard_normal((self.vocab, self.vocab))
+        self.draft = first_order + profile.draft_noise * rng.standard_normal(
+            (self.vocab, self.vocab)
+        )
         self._tables: dict[tuple[str, Chain], np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -201,19 +237,27 @@ class SyntheticModel:
         """The draft's warped next-token law after `context`."""
         return self._table("draft", as_chain(chain))[int(context[-1])]
 
-    def position_rows(self, prompt: Sequence[int], tokens: Sequence[int], chain: Any,
-                      which: str = "target") -> np.ndarray:
+    def position_rows(
+        self, prompt: Sequence[int], tokens: Sequence[int], chain: Any, which: str = "target"
+    ) -> np.ndarray:
         """Teacher-forced warped rows (len(tokens), V) of the target (or with `which` "draft", of the draft): row i
         is the law of tokens[i] after its prefix."""
         context = [int(t) for t in prompt] + [int(t) for t in tokens]
         if which == "draft":
-            return np.stack([self.draft_row(context[: len(prompt) + i], chain) for i in range(len(tokens))])
+            return np.stack(
+                [self.draft_row(context[: len(prompt) + i], chain) for i in range(len(tokens))]
+            )
         table = self.target_table(as_chain(chain))
         return np.stack([table[self.state(context[: len(prompt) + i])] for i in range(len(tokens))])
 
     def describe(self) -> dict:
-        return {"vocab": self.vocab, "model_seed": self.seed, "profile": dataclasses.asdict(self.profile),
-                "eos_token_id": self.eos, "context_classes": CONTEXT_CLASSES}
+        return {
+            "vocab": self.vocab,
+            "model_seed": self.seed,
+            "profile": dataclasses.asdict(self.profile),
+            "eos_token_id": self.eos,
+            "context_classes": CONTEXT_CLASSES,
+        }
 
 
 def draw(row: np.ndarray, rng: np.random.Generator) -> int:
@@ -235,4 +279,13 @@ def entropy_nats(rows: np.ndarray) -> np.ndarray:
     return -(rows * logs).sum(axis=-1)
 
 
-__all__ = ["CONTEXT_CLASSES", "PROFILES", "Chain", "Profile", "SyntheticModel", "as_chain", "draw", "entropy_nats"]
+__all__ = [
+    "CONTEXT_CLASSES",
+    "PROFILES",
+    "Chain",
+    "Profile",
+    "SyntheticModel",
+    "as_chain",
+    "draw",
+    "entropy_nats",
+]

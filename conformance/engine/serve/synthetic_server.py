@@ -61,14 +61,28 @@ def chain_from_request(body: dict) -> Chain:
         return Chain(params)
     if not isinstance(order, list) or not all(isinstance(stage, str) for stage in order):
         raise RequestError(f"samplers must be a list of stage names, got {order!r}")
-    active = [name for name, on in (("top_k", params.top_k is not None), ("top_p", params.top_p < 1),
-                                    ("min_p", params.min_p > 0)) if on]
-    if any(name not in order for name in active) or (params.temperature not in (0.0, 1.0)
-                                                      and "temperature" not in order):
-        raise RequestError(f"samplers order {order} leaves out an active stage of {active + ['temperature']}")
+    active = [
+        name
+        for name, on in (
+            ("top_k", params.top_k is not None),
+            ("top_p", params.top_p < 1),
+            ("min_p", params.min_p > 0),
+        )
+        if on
+    ]
+    if any(name not in order for name in active) or (
+        params.temperature not in (0.0, 1.0) and "temperature" not in order
+    ):
+        raise RequestError(
+            f"samplers order {order} leaves out an active stage of {active + ['temperature']}"
+        )
     if [order.index(name) for name in active] != sorted(order.index(name) for name in active):
-        raise RequestError(f"samplers order {order}: this server applies top_k, top_p, min_p in that order")
-    sensitive = [order.index(name) for name in active if name != "top_k"]  # top-k commutes with temperature
+        raise RequestError(
+            f"samplers order {order}: this server applies top_k, top_p, min_p in that order"
+        )
+    sensitive = [
+        order.index(name) for name in active if name != "top_k"
+    ]  # top-k commutes with temperature
     if not sensitive or params.temperature in (0.0, 1.0):
         return Chain(params)
     before = {position < order.index("temperature") for position in sensitive}
@@ -111,8 +125,11 @@ class InFlight:
 
     def describe(self) -> dict:
         with self._lock:
-            return {"in_flight": self.count, "max_in_flight": self.max_in_flight,
-                    "in_flight_histogram": {str(n): c for n, c in sorted(self.histogram.items())}}
+            return {
+                "in_flight": self.count,
+                "max_in_flight": self.max_in_flight,
+                "in_flight_histogram": {str(n): c for n, c in sorted(self.histogram.items())},
+            }
 
 
 class ServerLoad(Load):
@@ -134,7 +151,9 @@ class ServerLoad(Load):
 class SyntheticBackend:
     """A mode on a synthetic model, with `mutant_backends.Backend`'s interface (generate, position_probs, ...)."""
 
-    def __init__(self, model: SyntheticModel, mode: Mode, k: int = DEFAULT_K, tracker: InFlight | None = None) -> None:
+    def __init__(
+        self, model: SyntheticModel, mode: Mode, k: int = DEFAULT_K, tracker: InFlight | None = None
+    ) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         self.model, self.mode, self.k = model, mode, int(k)
@@ -145,7 +164,9 @@ class SyntheticBackend:
     def generate(self, prompt: list[int], max_tokens: int, sampling: Any, seed: int) -> Generated:
         load = ServerLoad(self.tracker)
         try:
-            return generate(self.model, self.mode, prompt, max_tokens, as_chain(sampling), seed, self.k, load)
+            return generate(
+                self.model, self.mode, prompt, max_tokens, as_chain(sampling), seed, self.k, load
+            )
         finally:
             self.tracker.register(id(load), None)
 
@@ -155,10 +176,17 @@ class SyntheticBackend:
         return self.model.position_rows(prompt, tokens, as_chain(sampling), which)
 
     def describe(self) -> dict:
-        return {"backend": "synthetic", "mode": self.mode.name, "exact": self.mode.exact,
-                "mode_mechanism": (self.mode.__doc__ or "").strip(), "speculative": self.speculative,
-                "seed_coupled": self.mode.seed_coupled, "k": self.k, "model": self.model.describe(),
-                **self.tracker.describe()}
+        return {
+            "backend": "synthetic",
+            "mode": self.mode.name,
+            "exact": self.mode.exact,
+            "mode_mechanism": (self.mode.__doc__ or "").strip(),
+            "speculative": self.speculative,
+            "seed_coupled": self.mode.seed_coupled,
+            "k": self.k,
+            "model": self.model.describe(),
+            **self.tracker.describe(),
+        }
 
 
 class SyntheticCompleter(Completer):
@@ -179,8 +207,10 @@ def build_app(backend: SyntheticBackend, model_name: str) -> Any:
     completer, tracker = SyntheticCompleter(backend, model_name), backend.tracker
 
     def refusal(error: Exception) -> JSONResponse:
-        return JSONResponse({"error": {"code": 400, "message": str(error), "type": "invalid_request_error"}},
-                            status_code=400)
+        return JSONResponse(
+            {"error": {"code": 400, "message": str(error), "type": "invalid_request_error"}},
+            status_code=400,
+        )
 
     def answer(method, counted: bool):
         async def endpoint(request):
@@ -196,6 +226,7 @@ def build_app(backend: SyntheticBackend, model_name: str) -> Any:
             finally:
                 if counted:
                     tracker.leave()
+
         return endpoint
 
     async def health(request):
@@ -205,23 +236,36 @@ def build_app(backend: SyntheticBackend, model_name: str) -> Any:
         # anyio (with starlette): only a served request needs it
         import anyio.to_thread
 
-        slots = int(anyio.to_thread.current_default_thread_limiter().total_tokens)  # generation threads
-        return JSONResponse({"build_info": BUILD_INFO, "model_path": model_name, "total_slots": slots,
-                             "default_generation_settings": {"params": dict(LLAMA_DEFAULTS)},
-                             "exactspec": backend.describe()})
+        slots = int(
+            anyio.to_thread.current_default_thread_limiter().total_tokens
+        )  # generation threads
+        return JSONResponse(
+            {
+                "build_info": BUILD_INFO,
+                "model_path": model_name,
+                "total_slots": slots,
+                "default_generation_settings": {"params": dict(LLAMA_DEFAULTS)},
+                "exactspec": backend.describe(),
+            }
+        )
 
     def tokenize(body: dict) -> dict:
         try:
             return {"tokens": [int(t) for t in str(body.get("content", "")).split()]}
         except ValueError as error:
-            raise RequestError(f"content must be whitespace-separated token ids: {error}") from error
+            raise RequestError(
+                f"content must be whitespace-separated token ids: {error}"
+            ) from error
 
-    return Starlette(routes=[
-        Route("/health", health, methods=["GET"]), Route("/props", props, methods=["GET"]),
-        Route("/tokenize", answer(tokenize, False), methods=["POST"]),
-        Route("/completion", answer(completer.native, True), methods=["POST"]),
-        Route("/v1/completions", answer(completer.openai, True), methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/props", props, methods=["GET"]),
+            Route("/tokenize", answer(tokenize, False), methods=["POST"]),
+            Route("/completion", answer(completer.native, True), methods=["POST"]),
+            Route("/v1/completions", answer(completer.openai, True), methods=["POST"]),
+        ]
+    )
 
 
 def model_name_of(profile: str, vocab: int, model_seed: int) -> str:
@@ -240,17 +284,27 @@ def _bound_socket(port: int) -> Any:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="Serve one synthetic engine mode.")
-    parser.add_argument("--mode", required=True, choices=sorted(SERVABLE), help="plain (the reference), a mode, or "
-                        "draft (the draft model served plain)")
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one, printed)")
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {MODULE}", description="Serve one synthetic engine mode."
+    )
+    parser.add_argument(
+        "--mode",
+        required=True,
+        choices=sorted(SERVABLE),
+        help="plain (the reference), a mode, or draft (the draft model served plain)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one, printed)"
+    )
     parser.add_argument("--vocab", type=int, default=256)
     parser.add_argument("--model-seed", type=int, default=0)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="lm-like")
     parser.add_argument("--k", type=int, default=DEFAULT_K, help="drafts per round")
     args = parser.parse_args(argv)
     if args.vocab < 8 or args.k < 1 or not 0 <= args.port < 65536:
-        parser.error(f"need --vocab >= 8, --k >= 1 and --port in [0, 65535], got {args.vocab}, {args.k}, {args.port}")
+        parser.error(
+            f"need --vocab >= 8, --k >= 1 and --port in [0, 65535], got {args.vocab}, {args.k}, {args.port}"
+        )
     return args
 
 
@@ -265,7 +319,10 @@ def main(argv: list[str] | None = None) -> None:
     backend = SyntheticBackend(model, servable(args.mode), args.k)
     app = build_app(backend, model_name_of(args.profile, args.vocab, args.model_seed))
     sock = _bound_socket(args.port)
-    print(f"{BUILD_INFO} ({args.mode}) listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+    print(
+        f"{BUILD_INFO} ({args.mode}) listening on http://127.0.0.1:{sock.getsockname()[1]}",
+        flush=True,
+    )
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
 
@@ -273,15 +330,39 @@ def main(argv: list[str] | None = None) -> None:
 class SyntheticServer:
     """``with SyntheticServer(mode="exact", profile="flat") as s: s.base_url, s.pid`` -- its own process."""
 
-    def __init__(self, mode: str = "exact", *, vocab: int = 256, model_seed: int = 0, profile: str = "lm-like",
-                 k: int = DEFAULT_K, ready_timeout_s: float = 30.0, stop_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        mode: str = "exact",
+        *,
+        vocab: int = 256,
+        model_seed: int = 0,
+        profile: str = "lm-like",
+        k: int = DEFAULT_K,
+        ready_timeout_s: float = 30.0,
+        stop_timeout_s: float = 5.0,
+    ) -> None:
         servable(mode)
         if profile not in PROFILES:
             raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
         if ready_timeout_s <= 0 or stop_timeout_s <= 0:
             raise ValueError(f"timeouts must be > 0, got {ready_timeout_s}, {stop_timeout_s}")
-        self.command = [sys.executable, "-m", MODULE, "--mode", mode, "--port", "0", "--vocab", str(int(vocab)),
-                        "--model-seed", str(int(model_seed)), "--profile", profile, "--k", str(int(k))]
+        self.command = [
+            sys.executable,
+            "-m",
+            MODULE,
+            "--mode",
+            mode,
+            "--port",
+            "0",
+            "--vocab",
+            str(int(vocab)),
+            "--model-seed",
+            str(int(model_seed)),
+            "--profile",
+            profile,
+            "--k",
+            str(int(k)),
+        ]
         self.ready_timeout_s, self.stop_timeout_s = ready_timeout_s, stop_timeout_s
         self.base_url, self.pid = "", 0
         self._process: subprocess.Popen | None = None
@@ -309,7 +390,9 @@ class SyntheticServer:
 
         while time.monotonic() < deadline:
             if self._process is not None and self._process.poll() is not None:
-                raise RuntimeError(f"the synthetic server exited ({self._process.returncode}): {self.output()[-2000:]}")
+                raise RuntimeError(
+                    f"the synthetic server exited ({self._process.returncode}): {self.output()[-2000:]}"
+                )
             found = LISTENING.search(self.output()) if not self.base_url else None
             self.base_url = found.group(1) if found else self.base_url
             if self.base_url:
@@ -319,8 +402,10 @@ class SyntheticServer:
                 except httpx.TransportError:
                     pass
             time.sleep(0.05)
-        raise TimeoutError(f"the synthetic server (pid {self.pid}) did not answer /health within "
-                           f"{self.ready_timeout_s} s")
+        raise TimeoutError(
+            f"the synthetic server (pid {self.pid}) did not answer /health within "
+            f"{self.ready_timeout_s} s"
+        )
 
     def stop(self) -> None:
         """Terminate the process by its PID, kill it if it has not exited after `stop_timeout_s`."""

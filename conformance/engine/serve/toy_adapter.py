@@ -37,7 +37,9 @@ def _sampler_match(p: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> li
     return emitted
 
 
-def _residual_from_p(p: np.ndarray, q: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> list[int]:
+def _residual_from_p(
+    p: np.ndarray, q: np.ndarray, x: np.ndarray, rng: np.random.Generator
+) -> list[int]:
     """The bug: accept with min(1, p/q), but draw the correction from p itself."""
     for i, token in enumerate(x):
         if rng.random() >= p[i, token] / q[i, token]:
@@ -52,8 +54,14 @@ class ToyEngine:
     version = "1"
     thread_safe = True
 
-    def __init__(self, role: str, rule: str = "standard", vocab: str | int = 48, k: str | int = 3,
-                 model_seed: str | int = 7) -> None:
+    def __init__(
+        self,
+        role: str,
+        rule: str = "standard",
+        vocab: str | int = 48,
+        k: str | int = 3,
+        model_seed: str | int = 7,
+    ) -> None:
         if rule not in RULES:
             raise ValueError(f"rule: {rule!r} must be one of {RULES}")
         self.role, self.rule, self.vocab, self.k = role, rule, int(vocab), int(k)
@@ -61,20 +69,28 @@ class ToyEngine:
             raise ValueError(f"vocab {self.vocab} must be >= 4 and k {self.k} >= 1")
         weights = np.random.default_rng(int(model_seed))
         self.logits = 2.0 * weights.standard_normal((self.vocab, self.vocab))
-        sharpness = np.where(weights.random(self.vocab) < 0.5, 0.4, 2.0)[:, None]  # flatter or sharper by context
-        self.draft_logits = sharpness * (self.logits + weights.standard_normal((self.vocab, self.vocab)))
+        sharpness = np.where(weights.random(self.vocab) < 0.5, 0.4, 2.0)[
+            :, None
+        ]  # flatter or sharper by context
+        self.draft_logits = sharpness * (
+            self.logits + weights.standard_normal((self.vocab, self.vocab))
+        )
         self.eos = self.vocab - 1
         self.model_name = f"toy-markov-v{self.vocab}-seed{int(model_seed)}"
 
     def _law(self, logits: np.ndarray, sampling: Sampling) -> np.ndarray:
-        params = SamplingParams(sampling.temperature, sampling.top_k or None, sampling.top_p, sampling.min_p)
+        params = SamplingParams(
+            sampling.temperature, sampling.top_k or None, sampling.top_p, sampling.min_p
+        )
         return params.warp(logits)
 
     def report(self, prefix_ids: list[int], sampling: Sampling, n: int) -> list[tuple[int, float]]:
         """The target's warped next-token law after the prefix: its n most probable tokens."""
         return top_n(self._law(self.logits[prefix_ids[-1]], sampling), n)
 
-    def complete(self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int) -> Completion:
+    def complete(
+        self, prompt_ids: list[int], seed: int, sampling: Sampling, max_tokens: int
+    ) -> Completion:
         rng, draft_rng = np.random.default_rng(seed), np.random.default_rng([seed, 1])
         tokens: list[int] = []
         drafted = accepted = 0
@@ -94,8 +110,13 @@ class ToyEngine:
     def _counts(self, drafted: int, accepted: int) -> tuple[int | None, int | None]:
         return (None, None) if self.role == "reference" else (drafted, accepted)
 
-    def _round(self, last: int, sampling: Sampling, rng: np.random.Generator,
-               draft_rng: np.random.Generator) -> list[int]:
+    def _round(
+        self,
+        last: int,
+        sampling: Sampling,
+        rng: np.random.Generator,
+        draft_rng: np.random.Generator,
+    ) -> list[int]:
         """One speculative round after token `last`: k drafts (their own generator), then the rule."""
         draft: list[int] = []
         q_rows = []

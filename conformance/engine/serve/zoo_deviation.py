@@ -42,9 +42,14 @@ class TokenDeviation:
     delta: float
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "n_completions": self.n_completions, "estimate": round(self.estimate, 4),
-                "lower_bound": round(self.lower_bound, 4), "upper_bound": round(self.upper_bound, 4),
-                "delta": self.delta}
+        return {
+            "kind": self.kind,
+            "n_completions": self.n_completions,
+            "estimate": round(self.estimate, 4),
+            "lower_bound": round(self.lower_bound, 4),
+            "upper_bound": round(self.upper_bound, 4),
+            "delta": self.delta,
+        }
 
 
 class TargetRows:
@@ -59,7 +64,9 @@ class TargetRows:
             # torch: the synthetic engine's deviation tables read this module without it
             from ...sequence.models import target_rows
 
-            self._rows[prefix] = target_rows(self.target, self.prompt, list(prefix) + [0], self.sampling)[-1]
+            self._rows[prefix] = target_rows(
+                self.target, self.prompt, list(prefix) + [0], self.sampling
+            )[-1]
         return self._rows[prefix]
 
 
@@ -85,8 +92,13 @@ def plug_in_tv(completions: Sequence[Sequence[int]], rows: TargetRows, m: int) -
     return total / (len(completions) * (m - 1))
 
 
-def split_lower_bound(first: Sequence[Sequence[int]], second: Sequence[Sequence[int]], rows: TargetRows, m: int,
-                      delta: float) -> float:
+def split_lower_bound(
+    first: Sequence[Sequence[int]],
+    second: Sequence[Sequence[int]],
+    rows: TargetRows,
+    m: int,
+    delta: float,
+) -> float:
     """Lower confidence bound on the mean per-token TV from over-weighted sets chosen on `first`, scored on `second`."""
     over: dict[tuple[int, tuple[int, ...]], set[int]] = {}
     for j in range(2, m + 1):
@@ -99,11 +111,17 @@ def split_lower_bound(first: Sequence[Sequence[int]], second: Sequence[Sequence[
         for j in range(2, min(m, len(tokens)) + 1):
             prefix = tuple(tokens[: j - 1])
             chosen = over.get((j, prefix), set())
-            value += float(int(tokens[j - 1]) in chosen) - float(sum(rows.after(prefix)[t] for t in chosen))
+            value += float(int(tokens[j - 1]) in chosen) - float(
+                sum(rows.after(prefix)[t] for t in chosen)
+            )
         values.append(value / (m - 1))
     z = np.asarray(values)
     n, log_term = len(z), math.log(2.0 / delta)
-    return float(z.mean() - math.sqrt(2.0 * z.var(ddof=1) * log_term / n) - 7.0 * 2.0 * log_term / (3.0 * (n - 1)))
+    return float(
+        z.mean()
+        - math.sqrt(2.0 * z.var(ddof=1) * log_term / n)
+        - 7.0 * 2.0 * log_term / (3.0 * (n - 1))
+    )
 
 
 def measure(kind: str, n_completions: int = 40_000, delta: float = 1e-3) -> TokenDeviation:
@@ -113,17 +131,28 @@ def measure(kind: str, n_completions: int = 40_000, delta: float = 1e-3) -> Toke
     from .mutants import CHAIN, EOS, backend
 
     if n_completions < 100 or not 0.0 < delta < 1.0:
-        raise ValueError(f"n_completions must be >= 100 and delta in (0, 1), got {n_completions}, {delta}")
+        raise ValueError(
+            f"n_completions must be >= 100 and delta in (0, 1), got {n_completions}, {delta}"
+        )
     sampling, m = sampling_from_request(CHAIN.request()), CHAIN.max_tokens
     generator = backend(kind)
-    completions = [generator.generate(PROMPT_A, m, sampling, SEED_BASE + i).tokens for i in range(n_completions)]
+    completions = [
+        generator.generate(PROMPT_A, m, sampling, SEED_BASE + i).tokens
+        for i in range(n_completions)
+    ]
     rows = TargetRows(tiny_pair(eos_token_id=EOS)[0], PROMPT_A, sampling)
     estimate = plug_in_tv(completions, rows, m)
     half = n_completions // 2
-    return TokenDeviation(kind, n_completions, estimate,
-                          lower_bound=max(0.0, split_lower_bound(completions[:half], completions[half:], rows, m, delta)),
-                          upper_bound=min(1.0, estimate + math.sqrt(2.0 * math.log(1.0 / delta) / n_completions)),
-                          delta=delta)
+    return TokenDeviation(
+        kind,
+        n_completions,
+        estimate,
+        lower_bound=max(
+            0.0, split_lower_bound(completions[:half], completions[half:], rows, m, delta)
+        ),
+        upper_bound=min(1.0, estimate + math.sqrt(2.0 * math.log(1.0 / delta) / n_completions)),
+        delta=delta,
+    )
 
 
 __all__ = ["TokenDeviation", "measure", "plug_in_tv", "split_lower_bound"]

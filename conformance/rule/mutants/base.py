@@ -92,6 +92,10 @@ class Rule:
         return out, counts
 
     def verify(self, target_probs, draft_probs, draft_tokens, rng):
-        tokens, counts = self.verify_batch(np.asarray(target_probs)[None], np.asarray(draft_probs)[None],
-                                           np.asarray(draft_tokens)[None], rng)
+        tokens, counts = self.verify_batch(
+            np.asarray(target_probs)[None],
+            np.asarray(draft_probs)[None],
+            np.asarray(draft_tokens)[None],
+            rng,
+        )
         return tokens[0, : counts[0]].tolist()

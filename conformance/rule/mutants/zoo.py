@@ -28,9 +28,11 @@ class Mutant(Rule):
 
 # --------------------------------------------------------------------------- residual bugs
 class SoftmaxResidual(Mutant):
-    models = ("Residual passed through softmax as if it were logits: softmax(clamp(p - q, min=0)) instead of "
-              "clamp(p - q, min=0) / sum. Models the softmax-of-clamped-residual pattern seen in early "
-              "ports of transformers' _speculative_sampling (probabilities re-softmaxed).")
+    models = (
+        "Residual passed through softmax as if it were logits: softmax(clamp(p - q, min=0)) instead of "
+        "clamp(p - q, min=0) / sum. Models the softmax-of-clamped-residual pattern seen in early "
+        "ports of transformers' _speculative_sampling (probabilities re-softmaxed)."
+    )
 
     def residual(self, p_row, q_row):
         r = np.maximum(p_row - q_row, 0.0)
@@ -46,8 +48,10 @@ class ResidualFromP(Mutant):
 
 
 class ResidualUnnormalised(Mutant):
-    models = ("Residual max(0, p - q) used without normalisation by an inverse-CDF sampler that compares u to the "
-              "raw cumulative sum and falls back to the last token (torch.searchsorted(cumsum, u).clamp(max=V-1)).")
+    models = (
+        "Residual max(0, p - q) used without normalisation by an inverse-CDF sampler that compares u to the "
+        "raw cumulative sum and falls back to the last token (torch.searchsorted(cumsum, u).clamp(max=V-1))."
+    )
 
     def residual(self, p_row, q_row):
         return np.maximum(p_row - q_row, 0.0)
@@ -75,16 +79,20 @@ class ResidualSignFlip(Mutant):
 
 
 class ResidualOneRowLate(Mutant):
-    models = ("Off-by-one in the row index: after a rejection at position i the residual uses p_{i+1} "
-              "(the next row; p[:, n_matches + 1] instead of p[:, n_matches]).")
+    models = (
+        "Off-by-one in the row index: after a rejection at position i the residual uses p_{i+1} "
+        "(the next row; p[:, n_matches + 1] instead of p[:, n_matches])."
+    )
 
     def residual_rows(self, n_acc, k):
         return n_acc + 1
 
 
 class CoinReusedForResidual(Mutant):
-    models = ("The acceptance uniform u_i is reused to sample the residual (one rand per position to save RNG "
-              "calls); given a rejection u_i >= p/q is not uniform, so the residual sample is biased.")
+    models = (
+        "The acceptance uniform u_i is reused to sample the residual (one rand per position to save RNG "
+        "calls); given a rejection u_i >= p/q is not uniform, so the residual sample is biased."
+    )
 
     def final_uniform(self, rng, u, n_acc):
         at = np.arange(u.shape[0])
@@ -93,16 +101,20 @@ class CoinReusedForResidual(Mutant):
 
 # --------------------------------------------------------------------------- acceptance bugs
 class SharedCoin(Mutant):
-    models = "One uniform shared by all k positions (torch.rand(1) broadcast against the (k,) ratio)."
+    models = (
+        "One uniform shared by all k positions (torch.rand(1) broadcast against the (k,) ratio)."
+    )
 
     def uniforms(self, rng, batch, k):
         return np.repeat(rng.random((batch, 1)), k, axis=1)
 
 
 class InclusiveBoundary(Mutant):
-    models = ("Inclusive boundary u <= p/q instead of u < p/q: with u == 0 a draft of target probability 0 is "
-              "accepted. transformers' _speculative_sampling writes `r_i <= probability_ratio` (torch.rand can "
-              "return exactly 0.0, probability 2**-24 in float32).")
+    models = (
+        "Inclusive boundary u <= p/q instead of u < p/q: with u == 0 a draft of target probability 0 is "
+        "accepted. transformers' _speculative_sampling writes `r_i <= probability_ratio` (torch.rand can "
+        "return exactly 0.0, probability 2**-24 in float32)."
+    )
 
     def accept(self, u, p_x, q_x):
         return u <= p_x / q_x
@@ -116,8 +128,10 @@ class AcceptOnGreater(Mutant):
 
 
 class NoMinBernoulli(Mutant):
-    models = ("Acceptance drawn as bernoulli(p/q) without min(1, .): torch.bernoulli raises on CPU and asserts on "
-              "CUDA when p/q > 1 (here numpy's binomial raises) -- a crash on any round where p(x) > q(x).")
+    models = (
+        "Acceptance drawn as bernoulli(p/q) without min(1, .): torch.bernoulli raises on CPU and asserts on "
+        "CUDA when p/q > 1 (here numpy's binomial raises) -- a crash on any round where p(x) > q(x)."
+    )
 
     def accept(self, u, p_x, q_x):
         return self._rng.binomial(1, p_x / q_x).astype(bool)
@@ -129,39 +143,47 @@ class NoMinBernoulli(Mutant):
 
 # --------------------------------------------------------------------------- q used in the ratio
 class DraftTemperatureMismatch(Mutant):
-    models = ("The q in the ratio is not the distribution the drafts were sampled from: drafts sampled after a "
-              "warper (temperature 0.5, or greedy in the limit) while the ratio uses the raw softmax -- the "
-              "greedy-draft-with-softmax-q bug of assisted generation. Here: ratio and residual use "
-              "softmax(logits) = norm(q ** 0.5) for drafts drawn from q = softmax(logits / 0.5).")
+    models = (
+        "The q in the ratio is not the distribution the drafts were sampled from: drafts sampled after a "
+        "warper (temperature 0.5, or greedy in the limit) while the ratio uses the raw softmax -- the "
+        "greedy-draft-with-softmax-q bug of assisted generation. Here: ratio and residual use "
+        "softmax(logits) = norm(q ** 0.5) for drafts drawn from q = softmax(logits / 0.5)."
+    )
 
     def ratio_q(self, q):
         return normalise(np.sqrt(q), q)
 
 
 class QFloorEpsilon(Mutant):
-    models = ("q floored at eps to avoid dividing by zero: q.clamp(min=1e-4) in the ratio and residual. Harmless "
-              "for large q, wrong wherever q(x) < eps -- e.g. every token of a flat draft over a 32k vocabulary.")
+    models = (
+        "q floored at eps to avoid dividing by zero: q.clamp(min=1e-4) in the ratio and residual. Harmless "
+        "for large q, wrong wherever q(x) < eps -- e.g. every token of a flat draft over a 32k vocabulary."
+    )
 
     def ratio_q(self, q):
         return np.maximum(q, 1e-4)
 
 
 class TopKDraftNotInRatio(Mutant):
-    models = ("Top-k applied on one side only: the q in the ratio/residual is top-k filtered (k = V/2) while the "
-              "drafts come from the unfiltered q (the mirror image of top-k applied to the sampled draft but "
-              "not to the q in the ratio): a draft outside the top-k gets ratio p/0 = inf and is always accepted.")
+    models = (
+        "Top-k applied on one side only: the q in the ratio/residual is top-k filtered (k = V/2) while the "
+        "drafts come from the unfiltered q (the mirror image of top-k applied to the sampled draft but "
+        "not to the q in the ratio): a draft outside the top-k gets ratio p/0 = inf and is always accepted."
+    )
 
     def ratio_q(self, q):
         V = q.shape[-1]
         keep = max(1, V // 2)
-        thresh = -np.sort(-q, axis=-1)[..., keep - 1:keep]
+        thresh = -np.sort(-q, axis=-1)[..., keep - 1 : keep]
         return normalise(np.where(q >= thresh, q, 0.0), q)
 
 
 class Bf16DraftLogits(Mutant):
-    models = ("bf16 draft path with an fp32 ratio: the draft's logits (here log q + 40, the offset real logits "
-              "carry) are held in bfloat16, so the q in the ratio is softmax(bf16(logits)), up to ~13 % off the "
-              "fp32 q the drafts were drawn from.")
+    models = (
+        "bf16 draft path with an fp32 ratio: the draft's logits (here log q + 40, the offset real logits "
+        "carry) are held in bfloat16, so the q in the ratio is softmax(bf16(logits)), up to ~13 % off the "
+        "fp32 q the drafts were drawn from."
+    )
 
     @staticmethod
     def _bf16(a):
@@ -194,9 +216,11 @@ class BonusFromRowK(Mutant):
 
 class BonusSkipped(Rule):
     kind = VALID_VARIANT  # exact, not the standard rule: a valid variant, never counted as a mutant
-    models = ("Valid but not the standard rule: bonus token skipped after k acceptances (emits only the k drafts). "
-              "Exact -- the next round draws that token from p_{k+1} anyway -- but loses a token per fully accepted "
-              "round: the suite must report 'exact, not the standard rule', never CERTIFIED.")
+    models = (
+        "Valid but not the standard rule: bonus token skipped after k acceptances (emits only the k drafts). "
+        "Exact -- the next round draws that token from p_{k+1} anyway -- but loses a token per fully accepted "
+        "round: the suite must report 'exact, not the standard rule', never CERTIFIED."
+    )
     # INCONCLUSIVE is honest too: where the deviation from the standard rule is small (k = 8, rarely fully
     # accepted) confirming exactness at that deviation can take more rounds than the profile allows.
     expected = ("EXACT_NOT_STANDARD", "INCONCLUSIVE")
@@ -207,9 +231,11 @@ class BonusSkipped(Rule):
 
 # --------------------------------------------------------------------------- sampler
 class InverseCdfNoGuard(Mutant):
-    models = ("Inverse-CDF sampler without a guard: searchsorted(cumsum(dist), u, right).clamp(max=V-1). When the "
-              "float cumsum ends below 1 (ten 0.1s sum to 0.9999999999999999) and u is above it, it returns the "
-              "last id even if that token has probability 0.")
+    models = (
+        "Inverse-CDF sampler without a guard: searchsorted(cumsum(dist), u, right).clamp(max=V-1). When the "
+        "float cumsum ends below 1 (ten 0.1s sum to 0.9999999999999999) and u is above it, it returns the "
+        "last id even if that token has probability 0."
+    )
 
     def sample(self, dist, u):
         cum = np.cumsum(dist, axis=-1)
@@ -218,10 +244,12 @@ class InverseCdfNoGuard(Mutant):
 
 # --------------------------------------------------------------------------- reached only by the right cases
 class NearEqualShortcut(Mutant):
-    models = ("Near-equal shortcut: a draft is accepted without drawing a coin when p/q >= 0.95 ('close enough "
-              "to 1', an optimisation one line away from the standard `u < p/q`, of the kind proposed to skip the "
-              "uniform draw in fused verification kernels). Only cases with 0.95 <= p/q < 1 on drafted tokens "
-              "reach it (case near_equal_draft).")
+    models = (
+        "Near-equal shortcut: a draft is accepted without drawing a coin when p/q >= 0.95 ('close enough "
+        "to 1', an optimisation one line away from the standard `u < p/q`, of the kind proposed to skip the "
+        "uniform draw in fused verification kernels). Only cases with 0.95 <= p/q < 1 on drafted tokens "
+        "reach it (case near_equal_draft)."
+    )
 
     def accept(self, u, p_x, q_x):
         ratio = p_x / q_x
@@ -229,29 +257,43 @@ class NearEqualShortcut(Mutant):
 
 
 class RankMappingBeyond16(Mutant):
-    models = ("Sampler that sorts the distribution and maps the sampled rank back to a token id through an index "
-              "table that is right only for the first 16 ranks (a top-16 partial sort, as fused top-k/top-p "
-              "kernels do first, with the remaining ids left in id order). Exact on V <= 16; on larger "
-              "vocabularies the mass of ranks > 16 lands on the wrong ids (case zipf_2048_draft_top64).")
+    models = (
+        "Sampler that sorts the distribution and maps the sampled rank back to a token id through an index "
+        "table that is right only for the first 16 ranks (a top-16 partial sort, as fused top-k/top-p "
+        "kernels do first, with the remaining ids left in id order). Exact on V <= 16; on larger "
+        "vocabularies the mass of ranks > 16 lands on the wrong ids (case zipf_2048_draft_top64)."
+    )
 
     def sample(self, dist, u):
         dist = np.atleast_2d(dist)
         V = dist.shape[-1]
         ranks = inverse_cdf(-np.sort(-dist, axis=-1), u)  # the sorted probabilities are right
         head = min(16, V)
-        top = np.argpartition(-dist, head - 1, axis=-1)[:, :head] if head < V else np.tile(np.arange(V), (len(dist), 1))
-        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(dist, top, axis=-1), axis=-1, kind="stable"), axis=-1)
+        top = (
+            np.argpartition(-dist, head - 1, axis=-1)[:, :head]
+            if head < V
+            else np.tile(np.arange(V), (len(dist), 1))
+        )
+        top = np.take_along_axis(
+            top,
+            np.argsort(-np.take_along_axis(dist, top, axis=-1), axis=-1, kind="stable"),
+            axis=-1,
+        )
         rest = np.ones(dist.shape, dtype=bool)
         np.put_along_axis(rest, top, False, axis=-1)
-        ids = np.concatenate([top, np.nonzero(rest)[1].reshape(dist.shape[0], V - head)], axis=-1)  # ranks > 16: id order
+        ids = np.concatenate(
+            [top, np.nonzero(rest)[1].reshape(dist.shape[0], V - head)], axis=-1
+        )  # ranks > 16: id order
         return ids[np.arange(dist.shape[0]), ranks]
 
 
 class StaleWorkspace(Mutant):
-    models = ("Stateful sampler whose per-position residual workspace is never cleared between rounds: it "
-              "writes only the positive entries of max(0, p - q) and leaves the rest from earlier rounds (the "
-              "persistent sampler buffers of CUDA-graph-captured decoders, reused across steps). Invisible while "
-              "every round has the same rows; cases whose rows vary from round to round show it.")
+    models = (
+        "Stateful sampler whose per-position residual workspace is never cleared between rounds: it "
+        "writes only the positive entries of max(0, p - q) and leaves the rest from earlier rounds (the "
+        "persistent sampler buffers of CUDA-graph-captured decoders, reused across steps). Invisible while "
+        "every round has the same rows; cases whose rows vary from round to round show it."
+    )
 
     def residual_rows(self, n_acc, k):
         self._rows = np.minimum(n_acc, k - 1)
@@ -259,7 +301,9 @@ class StaleWorkspace(Mutant):
 
     def residual(self, p_row, q_row):
         r = np.maximum(p_row - q_row, 0.0)
-        store = self.__dict__.setdefault("_workspace", {})  # V -> (positions, V), allocated once, never zeroed
+        store = self.__dict__.setdefault(
+            "_workspace", {}
+        )  # V -> (positions, V), allocated once, never zeroed
         ws = store.setdefault(p_row.shape[-1], np.zeros((64, p_row.shape[-1])))
         out = np.where(r > 0, r, ws[self._rows])
         ws[self._rows] = out  # the workspace keeps what was written last at each position
@@ -269,8 +313,10 @@ class StaleWorkspace(Mutant):
 # --------------------------------------------------------------------------- valid variants
 class ExponentialRace(Rule):
     kind = VALID_VARIANT
-    models = ("Valid: the final token drawn by an exponential race argmin_v E_v / r(v) (E_v ~ Exp(1)) instead "
-              "of an inverse CDF (the Gumbel-max trick used by on-device samplers).")
+    models = (
+        "Valid: the final token drawn by an exponential race argmin_v E_v / r(v) (E_v ~ Exp(1)) instead "
+        "of an inverse CDF (the Gumbel-max trick used by on-device samplers)."
+    )
 
     def sample(self, dist, u):
         e = self._rng.standard_exponential(dist.shape)
@@ -300,8 +346,10 @@ class Float32Arithmetic(Rule):
 
 class SamplerMatch(Rule):
     kind = VALID_VARIANT
-    models = ("Valid but not the standard rule: draw y_i ~ p_i and keep drafts while y_i == x_i (prompt-lookup / "
-              "llama.cpp style). Exact; accepts with probability sum_x p(x) q(x) <= sum_x min(p, q).")
+    models = (
+        "Valid but not the standard rule: draw y_i ~ p_i and keep drafts while y_i == x_i (prompt-lookup / "
+        "llama.cpp style). Exact; accepts with probability sum_x p(x) q(x) <= sum_x min(p, q)."
+    )
     expected = ("EXACT_NOT_STANDARD",)
 
     def verify_batch(self, target_probs, draft_probs, draft_tokens, rng):
@@ -334,12 +382,36 @@ class ScalarLoop:
 
 
 MUTANTS: list[type[Rule]] = [
-    SoftmaxResidual, ResidualFromP, ResidualUnnormalised, ResidualNoClamp, ResidualSignFlip, ResidualOneRowLate,
-    CoinReusedForResidual, SharedCoin, InclusiveBoundary, AcceptOnGreater, NoMinBernoulli, DraftTemperatureMismatch,
-    QFloorEpsilon, TopKDraftNotInRatio, Bf16DraftLogits, BonusFromDraftRow, BonusFromRowK, InverseCdfNoGuard,
-    NearEqualShortcut, RankMappingBeyond16, StaleWorkspace]
-VALID: list[type[Rule] | type[ScalarLoop]] = [Rule, ExponentialRace, Float32Arithmetic, SamplerMatch, BonusSkipped,
-                                              ScalarLoop]
+    SoftmaxResidual,
+    ResidualFromP,
+    ResidualUnnormalised,
+    ResidualNoClamp,
+    ResidualSignFlip,
+    ResidualOneRowLate,
+    CoinReusedForResidual,
+    SharedCoin,
+    InclusiveBoundary,
+    AcceptOnGreater,
+    NoMinBernoulli,
+    DraftTemperatureMismatch,
+    QFloorEpsilon,
+    TopKDraftNotInRatio,
+    Bf16DraftLogits,
+    BonusFromDraftRow,
+    BonusFromRowK,
+    InverseCdfNoGuard,
+    NearEqualShortcut,
+    RankMappingBeyond16,
+    StaleWorkspace,
+]
+VALID: list[type[Rule] | type[ScalarLoop]] = [
+    Rule,
+    ExponentialRace,
+    Float32Arithmetic,
+    SamplerMatch,
+    BonusSkipped,
+    ScalarLoop,
+]
 
 
 def spec(cls: type[Rule] | type[ScalarLoop]) -> MutantSpec:
