@@ -137,9 +137,8 @@ def write_result(name: str, payload: dict[str, Any], out_dir: Path | None = None
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
     payload = json.loads(json.dumps({"machine": machine_info(), **payload}, default=_json_default))
-    path.write_text(
-        json.dumps(portable_json(payload), indent=2) + "\n"
-    )  # no absolute path of this machine
+    # no absolute path of this machine
+    path.write_text(json.dumps(portable_json(payload), indent=2) + "\n")
     return path
 
 

@@ -283,12 +283,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="recompute the checks of the existing results file from its repetitions; measure nothing",
     )
-    parser.add_argument(
-        "--child", type=int, default=None, help=argparse.SUPPRESS
-    )  # internal: measure under this load
-    parser.add_argument(
-        "--child-out", default=None, help=argparse.SUPPRESS
-    )  # internal: where the child writes its rows
+    # internal: measure under this load
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    # internal: where the child writes its rows
+    parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.max_new_tokens, args.temperatures = 2, 48, "0"

@@ -135,9 +135,8 @@ def run_config(
         policy: SpeculativeGenerator(model, draft, k=K, sampling=sampling, adaptive_k=policy)
         for policy in ("fixed", "cost")
     }
-    generators["cost"].generate(
-        ids, 2, seed=99
-    )  # the cost policy's one-time calibration, outside the timing
+    # the cost policy's one-time calibration, outside the timing
+    generators["cost"].generate(ids, 2, seed=99)
     times: dict[str, list[float]] = {"plain": [], "fixed": [], "cost": []}
     results: dict[str, list[Any]] = {"fixed": [], "cost": []}
     for rep in range(args.repeats):

@@ -33,18 +33,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS_DIR, spread, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-BEFORE_REV = os.environ.get(
-    "EXACTSPEC_BEFORE_REV", "920c07a"
-)  # the per-round path before issue 13 item 6
+# the per-round path before issue 13 item 6
+BEFORE_REV = os.environ.get("EXACTSPEC_BEFORE_REV", "920c07a")
 SPECS = {
     "batch": "exactspec.conformance.adapters.gpu_impl:TorchCPU",
     "per_round": "bench_rule_parallel:PerRoundTorch",
     "per_round_before": "bench_rule_parallel:PerRoundTorchBefore",
 }
+# older labels
 LEGACY = {
     "TorchCPU (verify_batch)": "batch",
     "TorchCPU per round (verify only)": "per_round",
-}  # older labels
+}
 
 
 class PerRoundTorch:

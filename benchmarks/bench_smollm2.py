@@ -291,9 +291,8 @@ def run_config(
         )
         runs[f"spec:{name}"] = gen_of(SpeculativeGenerator(model, draft, k=k, sampling=sampling))
         cost_gen = SpeculativeGenerator(model, draft, k=k, sampling=sampling, adaptive_k="cost")
-        cost_gen.generate(
-            ids, 8
-        )  # measures the costs once (the calibration a long-running process pays once)
+        # measures the costs once (the calibration a long-running process pays once)
+        cost_gen.generate(ids, 8)
         runs[f"spec_cost:{name}"] = gen_of(cost_gen)
         runs[f"spec_stock:{name}"] = gen_of(
             SpeculativeGenerator(model, draft_stock, k=k, sampling=sampling, cpu_matmul="stock")
@@ -508,9 +507,8 @@ def section_batch(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[
                     model, draft, k=k, sampling=sampling, adaptive_k="cost"
                 ),
             }
-            gens["cost"].generate(
-                ids, 4, attention_mask=mask
-            )  # one-time cost calibration for this batch size
+            # one-time cost calibration for this batch size
+            gens["cost"].generate(ids, 4, attention_mask=mask)
             t_plain: list[float] = []
             t_spec: dict[str, list[float]] = {p: [] for p in gens}
             res: dict[str, list[Any]] = {p: [] for p in gens}

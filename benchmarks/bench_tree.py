@@ -137,9 +137,8 @@ def context_rows(
         rows = []
         for net in (model, draft_model):
             logits = net(sequence).logits[0, ids.shape[1] - 1 : -1]
-            rows.append(
-                warp_probs(logits, temperature or 1.0).double().numpy()
-            )  # T = 0: only the order is read
+            # T = 0: only the order is read
+            rows.append(warp_probs(logits, temperature or 1.0).double().numpy())
     return rows[0], rows[1]
 
 

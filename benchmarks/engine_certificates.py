@@ -41,9 +41,8 @@ OUT_ROOT = Path("docs/certificates/engine")
 PROMPTS = REPO / "examples/engine_chat_prompts.jsonl"
 PROFILE = "standard"
 MAX_SAMPLE_BYTES = 2_000_000
-EXACTSPEC = [
-    str(Path(sys.executable).parent / "exactspec")
-]  # the venv's command, as a user runs it
+# the venv's command, as a user runs it
+EXACTSPEC = [str(Path(sys.executable).parent / "exactspec")]
 
 
 @dataclass(frozen=True)
@@ -161,12 +160,12 @@ def _serve(config: Config, logs: Path) -> tuple[subprocess.Popen, list[str], flo
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("certify: "):
+            # minus the placeholders "--prompts PROMPTS.jsonl --out DIR --temperature T"
             return (
                 process,
                 shlex.split(line[len("certify: ") :])[:-6],
                 time.monotonic() - started,
-            )  # minus the
-        # placeholders "--prompts PROMPTS.jsonl --out DIR --temperature T"
+            )
     raise RuntimeError(
         f"exactspec engine serve exited ({process.wait()}) before printing its certify command; see "
         f"{logs}"
@@ -197,9 +196,8 @@ def _certify_args(config: Config, certify: list[str], out: Path, seed_key: str) 
     """The printed certify command (run with this venv's exactspec, or the in-process engine's), the prompts, the law,
     the profile and the seed key."""
     command = certify if _is_in_process(config) else [*EXACTSPEC, *certify[1:]]
-    reports = (
-        ["--teacher-n-probs", str(config.top_k)] if config.top_k > 20 else []
-    )  # raw top-k: all k reported
+    # raw top-k: all k reported
+    reports = ["--teacher-n-probs", str(config.top_k)] if config.top_k > 20 else []
     prompts = ["--prompts", config.prompts or str(PROMPTS)] + (
         ["--pooled"] if config.pooled else []
     )
@@ -248,9 +246,8 @@ def _portable(args: list[str]) -> str:
     `engine certify` opens named as a checkout resolves them."""
 
     def one(arg: str) -> str:
-        if " " in arg and arg.startswith(
-            "-"
-        ):  # a flags string (--engine-flags' value); JSON and text stay whole
+        # a flags string (--engine-flags' value); JSON and text stay whole
+        if " " in arg and arg.startswith("-"):
             return shlex.join(portable_args(shlex.split(arg)))
         return portable_path(arg) if "/" in arg and not arg.startswith("{") else arg
 
@@ -312,6 +309,7 @@ def certify(name: str, seed_key: str | None = None) -> str:
     }
     files = [_shrink(out / "reference.jsonl"), _shrink(out / "candidate.jsonl")]
     doc = json.loads((out / "certificate.json").read_text())
+    # as certified
     doc["certificate_run"] = {
         "config": name,
         "engine": config.engine,
@@ -325,7 +323,7 @@ def certify(name: str, seed_key: str | None = None) -> str:
         "runtime_s": seconds,
         "sample_files": files,
         "sample_sha256": {f: hashes[f.removesuffix(".gz")] for f in files},
-    }  # as certified
+    }
     (out / "certificate.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     (out / "command.txt").write_text(command_text(name, config, args, seed_key))
     print(f"{name}: {doc['verdict']} in {seconds} s (servers {serve_s:.0f} s) -> {out}", flush=True)

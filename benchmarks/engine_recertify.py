@@ -70,10 +70,11 @@ def recertify(name: str) -> str:
         }
         result.extra["certificate_run"] = run
         doc = write_engine_report(result, folder)["document"]
+    # name the committed files, not the temporary copies
     for key in (
         "reference_file",
         "candidate_file",
-    ):  # name the committed files, not the temporary copies
+    ):
         doc["engine"][key] = str(folder / Path(doc["engine"][key]).name)
     (folder / "certificate.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return doc["verdict"]

@@ -508,10 +508,11 @@ def main() -> None:
         help="only the proven-tail study (results/stat_calibration_lr.json)",
     )
     args = ap.parse_args()
+    # the file, not this machine's folders
     settings = {
         **vars(args),
         "out": portable_path(args.out),
-    }  # the file, not this machine's folders
+    }
     t0 = time.time()
     if args.only_lr:
         report = {"settings": settings, "lr": lr_study(args.power_seeds, args.seeds)}

@@ -177,9 +177,8 @@ def check_row(
             "realised": 0.0,
             "detectable_tv": None,
         }
-    bins = gof_bins(law / law.sum(), int(round(n)), min_expected, "lr")[
-        1
-    ]  # as the test pools, fallback included
+    # as the test pools, fallback included
+    bins = gof_bins(law / law.sum(), int(round(n)), min_expected, "lr")[1]
     exact = exact_realised_rate(bins, int(round(n)), rate)
     how = (
         "exact tail: no outcome at this n reaches the level (rate 0)"

@@ -101,9 +101,8 @@ def _builtins(spec: Any) -> dict:
 def resolve(impl: Any, level: str = "auto") -> tuple[str, Any, str, str | None]:
     """(level, object to certify, its name in the report, spec a worker can load it from or None)."""
     own = None if level == "auto" else get_level(level).own_input(impl)
-    if (
-        own is not None
-    ):  # a level that certifies something else than an adapter (the engine level's sample files)
+    # a level that certifies something else than an adapter (the engine level's sample files)
+    if own is not None:
         return level, own[0], own[1], None
     loaded = load_adapter(impl, level=level, builtins=_builtins(impl))
     spec = impl if isinstance(impl, str) else None
@@ -132,9 +131,8 @@ def certify(
     level_name, obj, name, spec = resolve(impl, level)
     lvl = get_level(level_name)
     selected = None if cases is None else list(cases)
-    if selected is not None and all(
-        isinstance(c, str) for c in selected
-    ):  # names: the level's cases of those names
+    # names: the level's cases of those names
+    if selected is not None and all(isinstance(c, str) for c in selected):
         selected = lvl.select_cases(_profile(profile), obj, selected)
     upload = [path for path in [module_file(spec)] if path is not None and scheduler]
     with case_executor(workers, scheduler, upload) as executor:

@@ -72,9 +72,8 @@ def replicate_pvalues(
         )
     profile = get_profile(profile_name)
     _, obj, name, spec = resolve(impl_spec or declared.reference_spec, level)
-    if cases is None or all(
-        isinstance(c, str) for c in cases
-    ):  # names (None: the profile's); else case objects
+    # names (None: the profile's); else case objects
+    if cases is None or all(isinstance(c, str) for c in cases):
         cases = declared.select_cases(profile, obj, cases)
     pvalues: dict = defaultdict(list)
     info: dict = {}
@@ -229,9 +228,8 @@ def run(args: argparse.Namespace) -> int:
                 f"replicate {done}/{args.replicates} ({time.perf_counter() - start:.0f} s)",
                 flush=True,
             )
-        if (
-            out is not None
-        ):  # written after every replicate: an interrupted run keeps what it measured
+        # written after every replicate: an interrupted run keeps what it measured
+        if out is not None:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(
                 json.dumps(_document(args, raw, done, time.perf_counter() - start), indent=1) + "\n"

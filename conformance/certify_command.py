@@ -217,9 +217,8 @@ def _certify(args: argparse.Namespace) -> int:
     except (OSError, TimeoutError) as error:  # the scheduler cannot be reached
         print(f"exactspec certify: --scheduler {args.scheduler}: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except (
-        ValueError
-    ) as error:  # e.g. a worker with another exactspec, numpy or scipy: not one run's certificate
+    # e.g. a worker with another exactspec, numpy or scipy: not one run's certificate
+    except ValueError as error:
         print(f"exactspec certify: {error}", file=sys.stderr)
         return EXIT_USAGE
     paths = cert.write(args.out)
@@ -237,9 +236,8 @@ def run(args: argparse.Namespace) -> int:
     except ImplUnavailable as error:
         print(f"exactspec certify: {args.impl} is unavailable here: {error}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    except (
-        ImplementationError
-    ) as error:  # should be recorded per case; never let it look like our crash
+    # should be recorded per case; never let it look like our crash
+    except ImplementationError as error:
         print(
             f"exactspec certify: {args.impl} failed outside any recorded case: {error}\n{error.traceback_text}",
             file=sys.stderr,

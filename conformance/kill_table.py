@@ -43,9 +43,8 @@ class Outcome:
     failed_checks: list[str]  # unique check names, in the order the suite ran them
     first_failure: str | None  # "case/check: message" of the first failure
     caught_by_first_token: bool  # would a first-token-only test of this level have failed it too?
-    diagnosis: str | None = (
-        None  # the mechanism a level's diagnosis names (engine level: `engine.diagnosis`)
-    )
+    # the mechanism a level's diagnosis names (engine level: `engine.diagnosis`)
+    diagnosis: str | None = None
 
 
 def _unique(names: Sequence[str]) -> list[str]:
@@ -211,9 +210,8 @@ def _checks_cell(names: list[str], shown: int = 6) -> str:
 def to_markdown(table: dict) -> str:
     """The table as Markdown: one line per mutant / valid variant, same columns at every level."""
     s = table["summary"]
-    diagnosed = any(
-        r.get("diagnosis") for r in table["rows"]
-    )  # levels that diagnose a NOT_EXACT: one more column
+    # levels that diagnose a NOT_EXACT: one more column
+    diagnosed = any(r.get("diagnosis") for r in table["rows"])
     lines = [
         f"# Mutant kill table: {s['level']} level, profile `{s['profile']}`",
         "",

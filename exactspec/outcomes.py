@@ -37,9 +37,8 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad arguments or input files: the message names the argument, file, line or field
     INTERNAL = 3  # exactspec itself crashed: a bug to report, with the traceback
     INCONCLUSIVE = 4  # nothing failed, but the run cannot decide: the report says what would
-    QUALIFIED = (
-        5  # the target is reached only for the deviations the certificate names, not for any shape
-    )
+    # the target is reached only for the deviations the certificate names, not for any shape
+    QUALIFIED = 5
     UNAVAILABLE = 6  # what was to be run cannot run here: an engine unreachable or failing, a missing package or device
     INCOMPLETE = 7  # a collection stopped at its limit before it had every record: rerun the command to resume
 

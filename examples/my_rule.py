@@ -14,9 +14,8 @@ class Verifier:
         emitted = []
         for i, token in enumerate(draft_tokens):
             p, q = target_probs[i], draft_probs[i]
-            if (
-                rng.random() * q[token] < p[token]
-            ):  # u < p/q without dividing; never accepts p(x) = 0
+            # u < p/q without dividing; never accepts p(x) = 0
+            if rng.random() * q[token] < p[token]:
                 emitted.append(int(token))
                 continue
             leftover = np.maximum(p - q, 0.0)

@@ -127,9 +127,8 @@ def _gguf_fields(path: Path) -> dict[str, object]:
         if key in fields:
             values[name] = int(fields[key].contents())
     if "vocab_size" not in values and "tokenizer.ggml.tokens" in fields:
-        values["vocab_size"] = len(
-            fields["tokenizer.ggml.tokens"].data
-        )  # one index per token string
+        # one index per token string
+        values["vocab_size"] = len(fields["tokenizer.ggml.tokens"].data)
     values["has_tokenizer"] = "tokenizer.ggml.tokens" in fields
     values["has_chat_template"] = "tokenizer.chat_template" in fields
     return values

@@ -151,9 +151,8 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
             json.dumps({"gguf": str(gguf), "sha256": content_hash(gguf), "format": _CACHE_FORMAT})
         )
         try:
-            os.replace(
-                tmp, target
-            )  # atomic: concurrent loaders see either nothing or a complete cache
+            # atomic: concurrent loaders see either nothing or a complete cache
+            os.replace(tmp, target)
         except OSError:
             if not (target / "model.safetensors").is_file():
                 raise

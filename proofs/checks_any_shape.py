@@ -34,10 +34,11 @@ from .cases import SEED, random_dist
 from .kernels import F0, fmt, tv
 from .registry import CheckResult, check, expect, run_guarded
 
+# the report tolerance (samples.TOLERANCE_RELATIVE, _ABSOLUTE)
 RHO, ABS = (
     Fraction(1, 1000),
     Fraction(1, 10**5),
-)  # the report tolerance (samples.TOLERANCE_RELATIVE, _ABSOLUTE)
+)
 
 
 def _plus(x: Fraction) -> Fraction:
@@ -66,9 +67,8 @@ def bins_merge_bound(
             order = rng.sample(range(size), size)
             top = rng.randint(0, size - 2)
             rest = order[top:]
-            if (
-                case % 3 == 0
-            ):  # disjoint supports inside the rest, c heavier there: the equality case
+            # disjoint supports inside the rest, c heavier there: the equality case
+            if case % 3 == 0:
                 half = rng.randint(1, len(rest) - 1)
                 c = [x if i not in rest[half:] else F0 for i, x in enumerate(c)]
                 p = [x if i not in rest[:half] else F0 for i, x in enumerate(p)]
@@ -130,10 +130,11 @@ def _set_tolerance_case(rng: random.Random, case: int, tolerance) -> tuple[Fract
     law = random_dist(rng, size, denom=400, p_zero=0.1)
     report = _tolerant_report(rng, law, rng.randint(1, size - 1))
     if not _within(law, report):
+        # float rounding pushed an edge report out of the tolerance: not a case of the claim
         return (
             F0,
             0,
-        )  # float rounding pushed an edge report out of the tolerance: not a case of the claim
+        )
     cats = categories(tuple(report))
     listed = [Fraction(float(q)) for q in cats.probs[:-1]]
     s, n = sum(listed, F0), len(listed)
@@ -316,10 +317,11 @@ def prefix_prior_sums_to_at_most_one(
 
 
 _BASE = (0.6, 0.25, 0.1, 0.05)  # the toy reference's law, rotated per prefix
+# kind -> (rank losing mass, rank gaining it, amount): q / p not monotone
 _SHIFTS = {
     1: (1, 2, 0.08),
     2: (2, 3, 0.04),
-}  # kind -> (rank losing mass, rank gaining it, amount): q / p not monotone
+}
 
 
 def _toy_laws(prefix: tuple) -> tuple[list[float], list[float]]:

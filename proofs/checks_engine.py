@@ -15,10 +15,11 @@ from typing import Sequence
 
 import numpy as np
 
+# read at the call: the tests break them to see a check fail
 from ..conformance.engine import (
     law_checks,
     law_stream,
-)  # read at the call: the tests break them to see a check fail
+)
 from ..conformance.engine.law_checks import CONTEXT_WEIGHTS, prefix_law_log_e, tempered_log_e
 from ..conformance.engine.law_stream import StreamToken, categories
 
@@ -81,9 +82,8 @@ def tolerance_envelope_and_slack(cases: int = 300) -> CheckResult:
                     else sum((law[i] for i in order), F0) + w * true_masses[-1]
                 )
                 gap = abs(Fraction(got) - exact)
-                bound = Fraction(cats.eta) + Fraction(
-                    1, 10**12
-                )  # float rounding of the computation itself
+                # float rounding of the computation itself
+                bound = Fraction(cats.eta) + Fraction(1, 10**12)
                 expect(
                     gap <= bound,
                     f"case {case}: token {token}: |U' - U| = {fmt(gap)} > eta = {fmt(bound)}",
@@ -148,9 +148,8 @@ def monotone_drift_tent(cases: int = 200) -> CheckResult:
         for case in range(cases):
             law = random_dist(rng, rng.randint(2, 8), denom=60, p_zero=0.0)
             ranked = sorted(law, reverse=True)
-            corners = [
-                sum(ranked[:k], F0) for k in range(len(law) + 1)
-            ]  # G - t is linear between these
+            # G - t is linear between these
+            corners = [sum(ranked[:k], F0) for k in range(len(law) + 1)]
             for name, alt, sign in _monotone_alternatives(law):
                 distance = tv(law, alt)
                 if distance == 0:

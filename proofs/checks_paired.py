@@ -17,10 +17,11 @@ from unittest import mock
 
 import numpy as np
 
+# paired_checks._sigmoid read at the call: a test breaks it
 from ..conformance.engine import (
     paired_checks,
     scorers,
-)  # paired_checks._sigmoid read at the call: a test breaks it
+)
 from ..conformance.engine.paired_checks import SCALES, block_log_e
 
 from .cases import SEED
@@ -234,9 +235,8 @@ def block_log_e_reads_cross_pairs(cases: int = 50, block: Callable | None = None
                 ((f"C{u}", rng.uniform(-3, 3)), (f"R{u}", rng.uniform(-3, 3)))
                 for u in range(rng.randint(2, 9))
             ]
-            holders = [
-                SimpleNamespace(unit=u) for u in range(len(units))
-            ]  # the code keys views by id(unit)
+            # the code keys views by id(unit)
+            holders = [SimpleNamespace(unit=u) for u in range(len(units))]
             chosen: list = [(holders[j], holders[j + 1]) for j in range(0, len(units) - 1, 2)]
             _Stub.log = []
             with mock.patch.dict(scorers.SCORERS, {"_proof_stub": _Stub}):

@@ -166,13 +166,14 @@ def prefix_tv_triangle(cases: int = 300) -> CheckResult:
                 [random_dist(rng, vocab, denom=12, p_zero=0.2) for _ in range(vocab)]
                 for _ in range(2)
             ]
+            # 0: the reference P, 1: the candidate Q
             joint = [
                 {
                     (a, b): first[m][a] * nexts[m][a][b]
                     for a, b in itertools.product(range(vocab), repeat=2)
                 }
                 for m in range(2)
-            ]  # 0: the reference P, 1: the candidate Q
+            ]
             d1 = tv(first[0], first[1])
             d2 = sum(abs(joint[0][k] - joint[1][k]) for k in joint[0]) / 2
             e2 = sum((first[1][a] * tv(nexts[1][a], nexts[0][a]) for a in range(vocab)), F0)
@@ -197,9 +198,8 @@ def coupling_spending(max_mismatches: int = 6) -> CheckResult:
         expect(total <= beta, f"the spent rates sum to {total} > beta {beta}")
         for target in (0.0125, 0.025, 0.075):
             for k in range(max_mismatches + 1):
-                n = min_num_samples_coupled_within(
-                    2 * target, beta, k
-                )  # per-token TV = 2 x completion TV
+                # per-token TV = 2 x completion TV
+                n = min_num_samples_coupled_within(2 * target, beta, k)
                 expect(n is not None, f"target {target}, k {k}: no seed count certifies")
                 tail = float(stats.binom.cdf(k, n, target))
                 expect(
@@ -220,9 +220,8 @@ def _toy_files(rng: np.random.Generator, seeds: int, mismatch: float) -> tuple:
     """A toy reference and candidate (3 tokens, V = 5, random seeds): the candidate repeats the reference's tokens
     at a seed except with probability `mismatch`; both with every decode-time and teacher-forced report."""
     vocab, length, prompts = 5, 3, {"a": (1, 2), "b": (3,)}
-    law = rng.dirichlet(
-        np.ones(vocab), size=(vocab + 1,)
-    )  # next-token law by the last token (row vocab: none)
+    # next-token law by the last token (row vocab: none)
+    law = rng.dirichlet(np.ones(vocab), size=(vocab + 1,))
 
     def row(tokens):
         return law[tokens[-1] if tokens else vocab]

@@ -21,9 +21,8 @@ F0, F1 = Fraction(0), Fraction(1)
 
 Kernel = Callable[[Sequence[Fraction], Sequence[Fraction]], list[tuple[Any, Sequence[Any]]]]
 ToyModel = Callable[[tuple[int, ...]], Sequence[Fraction]]
-KSchedule = Callable[
-    [tuple, tuple], int
-]  # (generated tokens, accepted counts of past rounds) -> this round's k
+# (generated tokens, accepted counts of past rounds) -> this round's k
+KSchedule = Callable[[tuple, tuple], int]
 
 
 # --------------------------------------------------------------------------------------------------

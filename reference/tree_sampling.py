@@ -115,9 +115,8 @@ def _draw_chunk(
             )
     p_table = np.stack([model.rows(path)[0] for path in paths.paths])
     q_table = np.stack([model.rows(path)[1] for path in paths.paths])
-    leaves = np.array([not kids for kids in children])[
-        None, :, None
-    ]  # a leaf's draft row is unused: a copy of p
+    # a leaf's draft row is unused: a copy of p
+    leaves = np.array([not kids for kids in children])[None, :, None]
     target = p_table[path_id]
     return DraftTree.from_checked_batch(
         shape, tokens, target, np.where(leaves, target, q_table[path_id]), replacement

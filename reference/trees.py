@@ -71,9 +71,8 @@ class DraftTree:
     target_probs: np.ndarray
     draft_probs: np.ndarray
     replacement: bool = True
-    _children: tuple[np.ndarray, ...] = field(
-        init=False, repr=False, compare=False
-    )  # set in __post_init__
+    # set in __post_init__
+    _children: tuple[np.ndarray, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         parent = _check_parent(self.parent)

@@ -86,9 +86,8 @@ def _check_rate_bound(rate_bound: float) -> None:
 
 def _critical_and_detectable(n: int, rate_bound: float, a: float, be: float) -> tuple[int, float]:
     """(smallest count with tail <= a under Bin(n, rate_bound), the rate caught with probability >= 1 - be)."""
-    critical = (
-        int(stats.binom.isf(a, n, rate_bound)) + 1 if n else 1
-    )  # smallest count with tail <= a
+    # smallest count with tail <= a
+    critical = int(stats.binom.isf(a, n, rate_bound)) + 1 if n else 1
     lo, hi = rate_bound, 1.0
     for _ in range(60):  # bisection: P(Bin(n, r) >= critical) >= 1 - be
         mid = (lo + hi) / 2

@@ -249,9 +249,8 @@ def assert_chisquare_gof(
         "detectable_metric": "TV on the pooled bins (w = 2*TV planning)",
         **info,
     }
-    if (
-        method == "lr"
-    ):  # a theorem (lr_tail): the rate at which an exact implementation fails this check
+    # a theorem (lr_tail): the rate at which an exact implementation fails this check
+    if method == "lr":
         details["realised_false_fail_rate_at_most"] = a
     verdict = "PASS" if passed else "FAIL"
     msg = (
@@ -283,9 +282,8 @@ def min_num_samples_within_support(discrepancy: float, false_pass_rate: float = 
     if discrepancy == 1.0:
         return 1
     n = max(1, math.ceil(math.log(be) / math.log1p(-discrepancy)))
-    while (
-        n > 1 and min_discrepancy_within_support(n - 1, be) <= discrepancy
-    ):  # rounding of the logs
+    # rounding of the logs
+    while n > 1 and min_discrepancy_within_support(n - 1, be) <= discrepancy:
         n -= 1
     while min_discrepancy_within_support(n, be) > discrepancy:
         n += 1

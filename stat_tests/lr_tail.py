@@ -68,9 +68,8 @@ def lr_critical_value(false_fail_rate: float, n_bins: int) -> float:
 def _window(m: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lo, hi, mass outside [lo, hi]) of Bin(m, r), elementwise."""
     lo = np.maximum(stats.binom.ppf(WINDOW_TAIL, m, r), 0)
-    hi = m - np.maximum(
-        stats.binom.ppf(WINDOW_TAIL, m, 1.0 - r), 0
-    )  # m - X ~ Bin(m, 1 - r): accurate far tail
+    # m - X ~ Bin(m, 1 - r): accurate far tail
+    hi = m - np.maximum(stats.binom.ppf(WINDOW_TAIL, m, 1.0 - r), 0)
     outside = stats.binom.cdf(lo - 1, m, r) + stats.binom.cdf(m - hi - 1, m, 1.0 - r)
     return lo.astype(np.int64), hi.astype(np.int64), np.asarray(outside, dtype=np.float64)
 

@@ -107,9 +107,8 @@ def assert_pit_uniform(
         if n < 2:
             raise ValueError(f"u: n={n} too small for KS (need >= 2)")
         statistic = float(stats.kstest(uu, "uniform", method="exact").statistic)
-        pvalue = (
-            float(stats.kstwo.sf(statistic - slack, n)) if statistic > slack else 1.0
-        )  # the finite-n law
+        # the finite-n law
+        pvalue = float(stats.kstwo.sf(statistic - slack, n)) if statistic > slack else 1.0
         crit = float(stats.kstwo.isf(a, n)) + float(slack)
         d = min_discrepancy_pit_uniform(n, a, be, slack=slack)
         passed = bool(pvalue >= a)

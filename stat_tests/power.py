@@ -150,9 +150,8 @@ def plan_gof(
         min_num_samples_chisquare_gof(epsilon_tv, 2, false_fail_rate, false_pass_rate, tail=tail),
         floor,
     )
-    for _ in range(
-        200
-    ):  # n only grows, so the result detects epsilon_tv on the bins it is tested with
+    # n only grows, so the result detects epsilon_tv on the bins it is tested with
+    for _ in range(200):
         me = min_expected if max_bins is None else max(min_expected, n / max_bins)
         bins = max(2, pool_bins(pp, n, me)[1].size)
         n_new = min_num_samples_chisquare_gof(

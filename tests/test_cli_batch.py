@@ -62,9 +62,8 @@ def test_json_lines_file_gives_one_json_document(capsys, tmp_path):
     assert all(
         len(batch["speedups"]) == 3 and min(batch["speedups"]) > 0 for batch in document["batches"]
     )
-    assert not any(
-        "fixed_k_speedups" in batch for batch in document["batches"]
-    )  # the policy is fixed already
+    # the policy is fixed already
+    assert not any("fixed_k_speedups" in batch for batch in document["batches"])
     assert document["stats"]["new_tokens"] == 15
     # each row's own drafts; in each batch they add up to the batch's counters
     for row in rows:

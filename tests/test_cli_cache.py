@@ -94,9 +94,8 @@ def test_cache_clear_one_kind_then_all(root, capsys, monkeypatch):
     assert exactspec_main(["cache", "clear", "--what", "plans", "--yes"]) == 0
     assert not any((root / "cpu_matmul").iterdir()) and (root / "models" / "m-0123-v2").is_dir()
     monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
-    assert (
-        exactspec_main(["cache", "clear", "--what", "models"]) == 2
-    )  # no --yes, not a terminal: nothing removed
+    # no --yes, not a terminal: nothing removed
+    assert exactspec_main(["cache", "clear", "--what", "models"]) == 2
     assert (root / "models" / "m-0123-v2").is_dir()
     assert exactspec_main(["cache", "clear", "--what", "models", "--yes"]) == 0
     assert not (root / "Old.Q4_1-abcdef").exists() and not any((root / "models").iterdir())
@@ -129,23 +128,19 @@ def test_cache_clear_stale_removes_only_what_this_exactspec_would_never_use(root
         (build / "bin" / "llama-server").write_text("")
         (build / "build-info.json").write_text(json.dumps({"cmake_flags": list(flags)}))
     (root / "llama.cpp" / "1.0" / "bin").mkdir()
-    (root / "llama.cpp" / "1.0" / "bin" / "llama-server").write_text(
-        ""
-    )  # no build-info: rebuilt, so stale
+    # no build-info: rebuilt, so stale
+    (root / "llama.cpp" / "1.0" / "bin" / "llama-server").write_text("")
     for version in (vllm_server.VLLM_VERSION, "0.1.0"):
         (root / "vllm" / version).mkdir(parents=True)
-    (root / "calibration" / "old.json").write_text(
-        '{"load_per_core": 1.5}'
-    )  # from before busy cores were kept
-    (root / "calibration" / "v1.json").write_text(
-        '{"busy_cores": 0, "key": {"version": 1}}'
-    )  # a running maximum
+    # from before busy cores were kept
+    (root / "calibration" / "old.json").write_text('{"load_per_core": 1.5}')
+    # a running maximum
+    (root / "calibration" / "v1.json").write_text('{"busy_cores": 0, "key": {"version": 1}}')
     current_plan = (
         root / "cpu_matmul" / f"v{cache.CPU_PLAN_VERSION}-x86_64-cpu-torch2-threads2.json"
     )
-    current_plan.write_text(
-        '{"plan": {}}'
-    )  # "plan.json" of _fill has no version prefix: version 1, stale
+    # "plan.json" of _fill has no version prefix: version 1, stale
+    current_plan.write_text('{"plan": {}}')
     assert exactspec_main(["cache", "info"]) == 0
     out = capsys.readouterr().out
     assert f"cache format v2; this exactspec reads v{cache.MODEL_CACHE_FORMAT}" in out

@@ -80,9 +80,8 @@ needs_smollm2 = pytest.mark.skipif(
 def test_default_model_shape_from_the_gguf_metadata(capsys, no_loading):
     shape = gguf_shape(default_gguf_path())
     assert (shape.n_layers, shape.vocab_size, shape.has_chat_template) == (30, 49152, True)
-    assert (
-        gguf_shape(default_gguf_path()) == shape
-    )  # the second read comes from the cache's shape index
+    # the second read comes from the cache's shape index
+    assert gguf_shape(default_gguf_path()) == shape
     assert "1 <= N < 30" in _fails(capsys, "hi", "--draft", "early-exit:99")
 
 
@@ -114,9 +113,8 @@ def test_bad_arguments_fail_before_loading(capsys, no_loading, argv, message):
 
 def test_output_path_that_is_a_folder_or_not_writable(capsys, no_loading, tmp_path, monkeypatch):
     assert "is a directory" in _fails(capsys, "hi", "--tiny", "-o", str(tmp_path))
-    monkeypatch.setattr(
-        os, "access", lambda path, mode: False
-    )  # as a read-only folder answers (root writes anywhere)
+    # as a read-only folder answers (root writes anywhere)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
     assert "not writable" in _fails(capsys, "hi", "--tiny", "-o", str(tmp_path / "out.txt"))
 
 

@@ -271,9 +271,8 @@ REACH_CASES = (
 def test_suite_cases_are_the_cases_of_the_python_definitions():
     assert [c.name for c in SUITE_CASES if c.name not in REACH_CASES] == list(TODAY)
     inline = _inline_names()
-    assert (
-        len(inline) == 13
-    )  # every curated case but the 32k-vocabulary one is written out in the file
+    # every curated case but the 32k-vocabulary one is written out in the file
+    assert len(inline) == 13
     for case in SUITE_CASES:
         if case.name in REACH_CASES:
             continue
@@ -294,13 +293,11 @@ def test_suite_cases_are_the_cases_of_the_python_definitions():
 def test_exactness_sensitive_rows_survive_the_file():
     by_name = {c.name: c for c in CURATED}
     tenths = by_name["cumsum_below_one_trailing_zeros"].target_probs[0]
-    assert (
-        np.cumsum(tenths)[-1] == 0.9999999999999999
-    )  # not renormalised: the inverse-CDF trap stays armed
+    # not renormalised: the inverse-CDF trap stays armed
+    assert np.cumsum(tenths)[-1] == 0.9999999999999999
     bf = by_name["p_equals_q_bf16_unrepresentable"].target_probs[0]
-    assert bf[0] == float(
-        Fraction(1, 4) + Fraction(3501, 1000 * 2**9)
-    )  # the exact fraction, rounded once
+    # the exact fraction, rounded once
+    assert bf[0] == float(Fraction(1, 4) + Fraction(3501, 1000 * 2**9))
     assert by_name["near_1e-12"].target_probs[0, 0] == 1e-12
     assert all(c.why for c in SUITE_CASES)
 
@@ -575,9 +572,8 @@ def test_plugin_runs_the_cases_of_a_user_file(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
     ids = [line for line in done.stdout.splitlines() if "::" in line]
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (
-        len([i for i in ids if "my_only_case" in i]) == 3
-    )  # contract/invariants, exactness, standard rule
+    # contract/invariants, exactness, standard rule
+    assert len([i for i in ids if "my_only_case" in i]) == 3
     assert not any("demo_uniform_draft" in i for i in ids)
 
 

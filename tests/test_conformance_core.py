@@ -33,11 +33,12 @@ SCHEMA = json.loads(
     (Path(__file__).resolve().parents[1] / "conformance" / "report.schema.json").read_text()
 )
 DEMO = CASES_BY_NAME["demo_uniform_draft"]
+# every statistical check family of the sequence level
 SEQUENCE_SUBSET = [
     "t1.0_k2",
     "batch2_k3",
     "pit_t1.0_k4",
-]  # every statistical check family of the sequence level
+]
 
 
 # --- a small structural validator: type, required, properties, items, enum, const ----------------------
@@ -96,9 +97,8 @@ def test_one_table_states_each_levels_promise():
     assert set(PROFILES) == {"quick", "standard", "full"}
     for name, profile in PROFILES.items():
         assert get_profile(name) is profile and get_profile(profile) is profile
-        assert (
-            profile.rule.total_false_fail == 1e-6
-        )  # the rule level promises 1e-6 at every profile
+        # the rule level promises 1e-6 at every profile
+        assert profile.rule.total_false_fail == 1e-6
         line = profile.describe()
         assert f"rule level total false-fail <= {profile.rule.total_false_fail:g}" in line
         assert f"sequence level total false-fail <= {profile.sequence.total_false_fail:g}" in line
@@ -111,11 +111,12 @@ def test_one_table_states_each_levels_promise():
     names = ("quick", "standard", "full")
     assert [PROFILES[n].sequence.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
     assert [PROFILES[n].engine.total_false_fail for n in names] == [1e-3, 1e-4, 1e-5]
+    # mean per-token TV
     assert [PROFILES[n].to_dict("engine")["target_tv"] for n in names] == [
         0.15,
         0.05,
         0.02,
-    ]  # mean per-token TV
+    ]
 
 
 def test_plugin_lists_the_table_names():
@@ -193,9 +194,8 @@ def test_one_verdict_set_worst_first():
 def test_inconclusive_only_when_no_counted_failure_implies_worse():
     why = ["speculation not observed"]
     assert verdict_of([_record("exactness", True)], why) == "INCONCLUSIVE"
-    assert (
-        verdict_of([_record("standard_rule", False)], why) == "INCONCLUSIVE"
-    )  # exactness not established
+    # exactness not established
+    assert verdict_of([_record("standard_rule", False)], why) == "INCONCLUSIVE"
     assert verdict_of([_record("exactness", False)], why) == "NOT_EXACT"
     assert verdict_of([_record("contract", False)], why) == "CONTRACT_VIOLATION"
     assert verdict_of([_record("exactness", True)], []) == "CERTIFIED"

@@ -246,9 +246,8 @@ def test_provenance_records_the_implementation_and_the_run(adapter_dir):
     record = collect("rule_mod:Good", argv=["exactspec", "certify", "--impl", "rule_mod:Good"])
     json.dumps(record)  # serializable
     impl = record["implementation"]
-    assert (
-        impl["module"] == "rule_mod" and impl["file"] == "./rule_mod.py"
-    )  # in the cwd; never an absolute path
+    # in the cwd; never an absolute path
+    assert impl["module"] == "rule_mod" and impl["file"] == "./rule_mod.py"
     assert (
         impl["source_sha256"]
         == hashlib.sha256((adapter_dir / "rule_mod.py").read_bytes()).hexdigest()
@@ -266,9 +265,8 @@ def test_provenance_distribution_git_and_errors(tmp_path):
     assert record["implementation"]["distribution"]["name"] == "exactspec"
     from exactspec.conformance.paths import portable_args
 
-    assert record["command_line"] == portable_args(
-        sys.argv
-    )  # argv with this machine's paths written portably
+    # argv with this machine's paths written portably
+    assert record["command_line"] == portable_args(sys.argv)
     assert git_commit(tmp_path) is None  # not a checkout
     assert sha256_of_file(tmp_path / "absent.py") is None
     builtin = collect("reference")["implementation"]

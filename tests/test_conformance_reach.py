@@ -78,9 +78,10 @@ def test_report_says_whether_the_adversarial_rng_reached(impl, reached):
 
 def test_torch_seeded_adapter_is_not_reached():
     pytest.importorskip("torch")
+    # seeds a torch.Generator from rng.integers(2**63)
     from exactspec.conformance.adapters.gpu_impl import (
         TorchCPU,
-    )  # seeds a torch.Generator from rng.integers(2**63)
+    )
 
     result = run_suite(TorchCPU(), "TorchCPU", "quick", cases=SMALL[:1], hypothesis=False)
     assert result.extra["adversarial_reach"]["reached"] is False
@@ -142,9 +143,8 @@ def test_acceptance_bias_of_half_a_percent_is_resolved_and_left_inconclusive():
     records = statistical_records(harness, case, QUICK, RATE)
     by = {r.check: r for r in records}
     assert by["acceptance_rate"].result.n > 500_000 and not by["acceptance_rate"].passed
-    assert all(
-        r.passed for r in records if r.category == "exactness"
-    )  # too small for the token laws
+    # too small for the token laws
+    assert all(r.passed for r in records if r.category == "exactness")
     confirm, unsettled = confirmatory_records(harness, case, QUICK, records, RATE)
     assert confirm == [] and unsettled and "rounds" in unsettled[0]
     assert verdict_of(records + confirm, unsettled) == "INCONCLUSIVE"
@@ -166,18 +166,18 @@ def test_reach_cases_have_the_promised_rows():
     assert (
         zipf.V == 2048 and np.count_nonzero(q) == 64 and ranks[np.maximum(p - q, 0) > 0].min() >= 64
     )
-    assert not np.array_equal(
-        np.argsort(-p, kind="stable")[:64], np.arange(64)
-    )  # rank order != id order
+    # rank order != id order
+    assert not np.array_equal(np.argsort(-p, kind="stable")[:64], np.arange(64))
     padded = CASES_BY_NAME["padded_vocab_50304"]
     assert (padded.target_probs[:, 50257:] == 0).all() and (padded.draft_probs[:, 50257:] > 0).all()
     for name in ("bf16_exact_rows", "acceptance_rate_k1"):
         rows = np.concatenate([CASES_BY_NAME[name].target_probs, CASES_BY_NAME[name].draft_probs])
         as32 = rows.astype(np.float32)
+        # bf16
         assert (
             np.array_equal(as32.astype(np.float64), rows)
             and not (as32.view(np.uint32) & 0xFFFF).any()
-        )  # bf16
+        )
     deep = CASES_BY_NAME["deep_k8_high_acceptance"]
     assert deep.k == 8 and np.prod(deep.alphas) > 0.5
     vary = CASES_BY_NAME["rows_vary_by_round"]
@@ -249,9 +249,8 @@ def test_an_implementation_exception_is_reported_with_its_traceback():
     result = run_suite(Crashes(), "crash", "quick", cases=SMALL, hypothesis=False)
     assert result.verdict == "CONTRACT_VIOLATION"
     (finding,) = [f for f in result.extra["findings"] if f["kind"] == "contract"]
-    assert sorted(finding["cases"]) == sorted(
-        c.name for c in SMALL
-    )  # one root cause, every case it hit
+    # one root cause, every case it hit
+    assert sorted(finding["cases"]) == sorted(c.name for c in SMALL)
     record = result.failed[0]
     assert (
         "_inner_step" in record.result.details["traceback"]

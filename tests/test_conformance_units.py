@@ -283,9 +283,8 @@ def test_reference_passes_checks_and_sampler_match_is_flagged():
     assert verdict_of(ok) == "CERTIFIED"
     harness = Harness(ReferenceSamplerMatch(), "sm")
     sm = statistical_records(harness, DEMO, QUICK, alpha, n=4000)
-    assert (
-        verdict_of(sm) == "INCONCLUSIVE"
-    )  # accepts differently; exactness not yet confirmed at that deviation
+    # accepts differently; exactness not yet confirmed at that deviation
+    assert verdict_of(sm) == "INCONCLUSIVE"
     assert all(r.passed for r in sm if r.category == "exactness")
     confirm, unsettled = confirmatory_records(harness, DEMO, QUICK, sm, alpha)
     assert unsettled == [] and confirm and all(r.passed for r in confirm)

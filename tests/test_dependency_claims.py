@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# as docs/engine-level.md and conformance/CONTRACT.md say
 CLAIMED = {
     "numpy",
     "scipy",
     "statsmodels",
     "matplotlib",
-}  # as docs/engine-level.md and conformance/CONTRACT.md say
+}
 BLOCKED = ("torch", "httpx", "transformers")
 
 _LOAD = """

@@ -65,9 +65,8 @@ def test_a_seed_coupled_engine_is_certified_by_coupling_in_rounds_and_a_rerun_re
     )
     ref = samples.read_samples(tmp_path / "reference.jsonl")
     assert all(c.top_probs for c in ref.completions)  # decode-time reports
-    assert not ref.prefix_probs and not any(
-        r["forced"] for r in state["rounds"]
-    )  # the coupling held: no forcing
+    # the coupling held: no forcing
+    assert not ref.prefix_probs and not any(r["forced"] for r in state["rounds"])
     assert "round 1" in capsys.readouterr().err
 
 
@@ -162,15 +161,15 @@ def test_round_plans_stop_at_verdicts_and_grow_short_prompts_towards_their_proje
     plan = next_counts(
         _Result("INCONCLUSIVE", {"a": short, "b": done}), {"a": 32, "b": 32}, 32, 10_000
     )
+    # at most 4x a round; a reached prompt gets nothing more
     assert plan.counts == {
         "a": 128,
         "b": 32,
-    }  # at most 4x a round; a reached prompt gets nothing more
+    }
     plan = next_counts(_Result("INCONCLUSIVE", {"a": short}), {"a": 128}, 32, 10_000)
     assert plan.counts == {"a": 320}
-    assert (
-        next_counts(_Result("INCONCLUSIVE", {"a": short}), {"a": 100}, 32, 100).counts is None
-    )  # at the cap
+    # at the cap
+    assert next_counts(_Result("INCONCLUSIVE", {"a": short}), {"a": 100}, 32, 100).counts is None
     stuck = next_counts(
         _Result("INCONCLUSIVE", {"a": short}, invalid={"a": "reports void"}), {"a": 32}, 32, 1000
     )
@@ -190,12 +189,10 @@ def test_round_plans_stop_at_verdicts_and_grow_short_prompts_towards_their_proje
         ],
     }
     looking = next_counts(_Result("QUALIFIED", {"a": qualified}), {"a": 64}, 32, 1000)
-    assert looking.counts == {
-        "a": 256
-    }  # no any-shape route in reach: the budget goes to looking for a deviation
-    assert (
-        next_counts(_Result("QUALIFIED", {"a": qualified}), {"a": 1000}, 32, 1000).counts is None
-    )  # the cap
+    # no any-shape route in reach: the budget goes to looking for a deviation
+    assert looking.counts == {"a": 256}
+    # the cap
+    assert next_counts(_Result("QUALIFIED", {"a": qualified}), {"a": 1000}, 32, 1000).counts is None
 
 
 def test_engine_serve_prints_the_certify_command_for_its_two_servers():

@@ -96,9 +96,8 @@ class FakeLlama:
             )
             tokens.append(token)
             context.append(token)
-        if (
-            body["seed"] == self.utf8_gap_seed
-        ):  # llama.cpp omits tokens ending inside a UTF-8 character
+        # llama.cpp omits tokens ending inside a UTF-8 character
+        if body["seed"] == self.utf8_gap_seed:
             positions = positions[1:]
         return tokens, positions
 
@@ -330,6 +329,7 @@ def test_resume_skips_written_records_and_discards_a_half_line(prompts_file, tmp
     fake = FakeLlama()
     out = tmp_path / "out"
     with serve(fake) as url:
+        # incomplete: rerun to resume
         assert (
             collect(
                 prompts_file,
@@ -343,17 +343,15 @@ def test_resume_skips_written_records_and_discards_a_half_line(prompts_file, tmp
                 reference=url,
             )
             == 7
-        )  # incomplete: rerun to resume
+        )
         assert len(samples.read_samples(out / "reference.jsonl").completions) == 3
         with (out / "reference.jsonl").open("a") as handle:
             handle.write('{"kind": "completion", "prompt_id": "a", "se')  # an interrupted write
         assert collect(prompts_file, out, "--seeds", "4", "--concurrency", "1", reference=url) == 0
-        assert (
-            collect(prompts_file, out, "--seeds", "4", "--concurrency", "1", reference=url) == 0
-        )  # nothing left
-        assert (
-            collect(prompts_file, out, "--seeds", "4", reference=url) == 2
-        )  # another load: another design
+        # nothing left
+        assert collect(prompts_file, out, "--seeds", "4", "--concurrency", "1", reference=url) == 0
+        # another load: another design
+        assert collect(prompts_file, out, "--seeds", "4", reference=url) == 2
     final = samples.read_samples(out / "reference.jsonl")
     assert keys(final) == sorted((p["prompt_id"], s, 0) for p in PROMPTS for s in range(1, 5))
     assert len(fake.bodies) == 8, "every (prompt, seed) requested exactly once over the three runs"
@@ -475,9 +473,8 @@ def test_teacher_forcing_asks_every_distinct_candidate_prefix(prompts_file, tmp_
             == 0
         )
         asked = len(ref_fake.bodies)
-        both = (
-            tmp_path / "both"
-        )  # one run: both endpoints, then teacher forcing on its own candidate output
+        # one run: both endpoints, then teacher forcing on its own candidate output
+        both = tmp_path / "both"
         assert (
             collect(
                 prompts_file,
@@ -541,9 +538,8 @@ def test_repeat_fraction_requests_the_first_seeds_twice(prompts_file, tmp_path):
     repeats = sorted((c.prompt_id, c.seed) for c in got.completions if c.repeat == 1)
     assert repeats == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
     first = {(c.prompt_id, c.seed, c.repeat): c.tokens for c in got.completions}
-    assert all(
-        first[(pid, seed, 0)] == first[(pid, seed, 1)] for pid, seed in repeats
-    )  # the fake is deterministic
+    # the fake is deterministic
+    assert all(first[(pid, seed, 0)] == first[(pid, seed, 1)] for pid, seed in repeats)
 
 
 def test_text_prompts_are_tokenized_by_the_engine_and_recorded(tmp_path):
@@ -716,11 +712,12 @@ def test_parse_completion_never_rebuilds_tokens_from_probability_entries():
 
 def test_speculative_placeholder_positions_are_not_recorded_as_distributions():
     entry = {"id": 3, "prob": 0.5, "top_probs": [{"id": 3, "prob": 0.5}, {"id": 4, "prob": 0.25}]}
+    # what llama.cpp sends for a drafted position
     placeholder = {
         "id": 4,
         "prob": 1.0,
         "top_probs": [],
-    }  # what llama.cpp sends for a drafted position
+    }
     reply = parse_completion(
         {"content": "ab", "tokens": [3, 4], "completion_probabilities": [entry, placeholder]}
     )

@@ -89,9 +89,8 @@ def test_a_late_bug_is_localised_to_its_first_position(tmp_path):
     assert all(
         e["candidate"]["best"]["gain_nats"] < diagnosis["where"]["threshold_nats"] for e in early
     )
-    assert (
-        min(diagnosis["fitted_positions"]) == 4
-    )  # fitted where it lives, not diluted by the exact positions
+    # fitted where it lives, not diluted by the exact positions
+    assert min(diagnosis["fitted_positions"]) == 4
     best = diagnosis["fits"][0]
     assert best["family"] == "temperature" and abs(best["value"] - 0.5) < 0.1, best
 
@@ -108,9 +107,8 @@ def test_the_reference_control_fits_exact_and_an_exact_candidate_names_nothing(t
             <= f["reference"]["exact"]
             <= f["reference"]["interval"][1]
         ), f
-    assert (
-        result.verdict != "NOT_EXACT" and "diagnosis" not in result.extra
-    )  # no diagnosis noise on a pass
+    # no diagnosis noise on a pass
+    assert result.verdict != "NOT_EXACT" and "diagnosis" not in result.extra
 
 
 def test_every_family_is_exact_at_its_exact_value(tmp_path):
@@ -140,10 +138,11 @@ def test_the_certificate_shows_the_diagnosis_and_the_verdict_does_not_depend_on_
     assert json.loads((tmp_path / "cert" / "certificate.json").read_text())["diagnosis"][
         "mechanism"
     ]["family"]
+    # the pictures, linked from the Markdown
     for picture in (
         "diagnosis_prefix.png",
         "diagnosis_positions.png",
-    ):  # the pictures, linked from the Markdown
+    ):
         assert (tmp_path / "cert" / picture).stat().st_size > 1000 and f"]({picture})" in markdown
     calls = []
     monkeypatch.setattr(
@@ -219,9 +218,8 @@ def test_explain_needs_no_extra_and_a_subcommand_whose_extra_is_missing_says_wha
     monkeypatch.setattr(cli.importlib, "import_module", without_httpx)
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
-    assert (
-        cli.run(parser.parse_args(["certify", "--prompts", "p.jsonl", "--out", "o"])) == 6
-    )  # unavailable here
+    # unavailable here
+    assert cli.run(parser.parse_args(["certify", "--prompts", "p.jsonl", "--out", "o"])) == 6
     assert "needs a missing package" in capsys.readouterr().err
     assert cli.run(parser.parse_args(["explain", "/no/such/folder"])) == 2
     assert "CERT_DIR" in capsys.readouterr().err

@@ -83,9 +83,8 @@ def test_drafts_from_the_ratios_own_q_are_exact_and_hotter_drafts_are_not():
 def test_a_reused_acceptance_uniform_puts_the_correction_in_the_residuals_upper_quantiles():
     # only draft 0 can be rejected (u in [1/3, 1)); the residual (0, .25, .75) in id order puts u >= 1/3 on id 2
     law = shared_uniform(_table([0.2, 0.3, 0.5], [0.6, 0.2, 0.2]), 1.0)
-    assert law[0] == pytest.approx(
-        [0.2, 0.2, 0.6]
-    )  # min(p, q) = .2 each, + .6 x 2/3 on id 2; exact: (.2, .3, .5)
+    # min(p, q) = .2 each, + .6 x 2/3 on id 2; exact: (.2, .3, .5)
+    assert law[0] == pytest.approx([0.2, 0.2, 0.6])
     assert shared_uniform(_table([0.2, 0.3, 0.5], [0.6, 0.2, 0.2]), 0.0)[0] == pytest.approx(
         [0.2, 0.3, 0.5]
     )
@@ -165,9 +164,8 @@ def test_a_draft_rule_bug_is_named_with_the_drafts_reports_and_not_without(
 ):
     named = _diagnosis(tmp_path, with_draft(mechanism))
     assert named["draft_reports"] and named["mechanism"]["family"] == name, named["mechanism"]
-    assert named["fits"][0]["interval"][0] > 0.5, named["fits"][
-        0
-    ]  # most tokens are at drafted positions
+    # most tokens are at drafted positions
+    assert named["fits"][0]["interval"][0] > 0.5, named["fits"][0]
     blind = _diagnosis(tmp_path, with_draft(mechanism), draft=False)
     assert not blind["draft_reports"] and blind["mechanism"]["family"] not in (
         "resample-from-p",

@@ -167,9 +167,8 @@ def test_a_toy_dialect_added_in_one_module_certifies_end_to_end(
     assert (
         ref.header.engine["name"] == "toy" and ref.header.engine["props"]["build_info"] == "toy 1"
     )
-    assert (
-        bool(ref.prefix_probs) is not declared
-    )  # teacher-forced through the toy client's report_after
+    # teacher-forced through the toy client's report_after
+    assert bool(ref.prefix_probs) is not declared
     assert candidate.bodies and all(body["temperature"] == 0.7 for body in candidate.bodies)
     assert "CERTIFIED" in capsys.readouterr().out
 

@@ -62,9 +62,10 @@ def test_every_option_shows_its_default_or_that_it_is_required(name):
 def test_certify_help_groups_its_flags_and_names_what_exists():
     parser = _subcommand("certify")
     groups = _groups(parser)
+    # no flags
     assert [title for title in groups if groups[title]] == [
         g for g in GROUPS if g != "--dialect vllm"
-    ]  # no flags
+    ]
     assert groups["--dialect openai"] == [
         "--tokenizer",
         "--reports",

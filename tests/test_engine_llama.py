@@ -190,9 +190,8 @@ def test_start_failure_shows_the_log_tail(tmp_path):
 
 
 def test_unready_server_is_stopped_by_pid_after_the_timeout(tmp_path):
-    binary = fake_binary(
-        tmp_path, "trap '' TERM; exec sleep 60"
-    )  # ignores SIGTERM: needs the SIGKILL
+    # ignores SIGTERM: needs the SIGKILL
+    binary = fake_binary(tmp_path, "trap '' TERM; exec sleep 60")
     server = ls.LlamaServer(
         binary,
         fake_gguf(tmp_path),

@@ -29,9 +29,8 @@ SEED_KEY = "11a3a000000000000000000000000001"  # fixed: the same random seeds ev
 
 def test_the_chain_filters_before_the_temperature_as_llama_cpp_does():
     logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
-    law = chain_law(
-        logits, Sampling(temperature=0.5, top_p=0.75)
-    )  # top-p on the T = 1 law keeps 0.5 and 0.3
+    # top-p on the T = 1 law keeps 0.5 and 0.3
+    law = chain_law(logits, Sampling(temperature=0.5, top_p=0.75))
     assert law[2] == law[3] == 0.0
     assert law[0] / law[1] == pytest.approx((0.5 / 0.3) ** 2)
     assert chain_law(logits, Sampling(temperature=0.0)).tolist() == [1.0, 0.0, 0.0, 0.0]

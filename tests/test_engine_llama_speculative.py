@@ -45,9 +45,8 @@ def test_the_chain_becomes_the_examples_flags_and_what_it_cannot_take_is_refused
     flags = example_flags(body)
     assert flags[flags.index("--temp") + 1] == "0.7" and flags[flags.index("--top-k") + 1] == "40"
     assert flags[flags.index("--samplers") + 1] == "top_k;top_p;min_p;temperature"
-    assert (
-        flags[flags.index("--repeat-penalty") + 1] == "1.0"
-    )  # the collector's pinned stages are passed on
+    # the collector's pinned stages are passed on
+    assert flags[flags.index("--repeat-penalty") + 1] == "1.0"
     for change, field in (
         ({"n_probs": 5}, "n_probs"),
         ({"grammar": "x"}, "grammar"),
@@ -71,9 +70,8 @@ def test_a_request_is_answered_with_the_first_n_predict_tokens_and_the_draft_cou
     )
     fake.chmod(0o755)
     example = Example(fake, tmp_path / "target.gguf", tmp_path / "draft.gguf", "http://127.0.0.1:9")
-    example.prompt_text = lambda ids: (
-        "The quick"
-    )  # the reference's decoding, checked to tokenize back
+    # the reference's decoding, checked to tokenize back
+    example.prompt_text = lambda ids: "The quick"
     answer = example.complete(
         {**SamplerChain(temperature=0.7, max_tokens=4).request(), "prompt": [504, 2365], "seed": 7}
     )

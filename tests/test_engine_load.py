@@ -46,11 +46,12 @@ class FastEngine:
     it was read and answered (time.time(), the client's clock)."""
 
     def __init__(self, delay_s: float = 0.001) -> None:
+        # seen: (body, peak in flight, read at, answered at)
         self.delay_s, self.open, self.seen = (
             delay_s,
             {},
             [],
-        )  # seen: (body, peak in flight, read at, answered at)
+        )
 
     def _reply(self, method: str, path: str, body: dict) -> tuple[str, str]:
         tokens = [
@@ -264,9 +265,8 @@ def test_background_requests_join_the_loaded_waves_and_never_a_serial_request(tm
     server, labels = server_peaks(engine), {(c.prompt_id, c.seed): c.load for c in cand.completions}
     assert all(server[key] == 1 for key, label in labels.items() if label == "serial")
     loaded = [key for key, label in labels.items() if label == "loaded"]
-    assert sum(server[key] >= 3 for key in loaded) >= 0.5 * len(
-        loaded
-    )  # 2 sampled + 2 background at once
+    # 2 sampled + 2 background at once
+    assert sum(server[key] >= 3 for key in loaded) >= 0.5 * len(loaded)
     measured = load.role_load(cand)
     assert measured["serial"].in_flight == {1: 16} and measured["background"].requests == len(
         background
@@ -377,6 +377,7 @@ def test_bad_load_options_are_one_usage_error_naming_the_flag(tmp_path, capsys, 
 
 def test_the_load_is_measured_from_the_intervals():
     intervals = [(0.0, 10.0), (1.0, 3.0), (2.0, 4.0), (5.0, 6.0), (10.0, 12.0), (20.0, 21.0)]
+    # touching at 10 is not overlapping
     assert load.peak_in_flight(intervals, intervals) == [
         3,
         3,
@@ -384,18 +385,16 @@ def test_the_load_is_measured_from_the_intervals():
         2,
         1,
         1,
-    ]  # touching at 10 is not overlapping
+    ]
     measured = load.measure(intervals)
     assert measured.in_flight == {1: 2, 2: 1, 3: 3} and measured.overlapped_share == pytest.approx(
         4 / 6
     )
-    assert measured.mean_in_flight == pytest.approx(
-        18 / 13
-    )  # 18 request-seconds over 13 busy seconds
+    # 18 request-seconds over 13 busy seconds
+    assert measured.mean_in_flight == pytest.approx(18 / 13)
     assert load.mean_in_flight([(20.0, 21.0)], intervals) == pytest.approx(1.0)
-    assert load.peak_in_flight([(4.5, 4.6)], intervals) == [
-        1
-    ]  # a subject outside the pool counts what is open
+    # a subject outside the pool counts what is open
+    assert load.peak_in_flight([(4.5, 4.6)], intervals) == [1]
 
 
 def test_the_serial_seeds_are_a_share_of_every_prefix_of_the_seed_list():

@@ -27,9 +27,8 @@ from exactspec.reference.warping import SamplingParams  # noqa: E402
 
 PROFILE = "quick"
 CHAIN, K, EOS, MODEL_NAME = zoo.CHAIN, zoo.K, zoo.EOS, zoo.MODEL_NAME
-SAMPLING = sampling_from_request(
-    CHAIN.request()
-)  # the server's reading of the chain the collector sends
+# the server's reading of the chain the collector sends
+SAMPLING = sampling_from_request(CHAIN.request())
 N_SIM = 3000  # direct (no HTTP) completions of each mutant to bound its per-token deviation
 #: A mutant's true parameter in the family its diagnosis fits: drafts sampled at T = 1 while q is taken at the chain's
 #: T = 0.5, both truncated to the same top 3, are q^(1/2).
@@ -97,9 +96,8 @@ def test_mutant_rejected_at_or_above_the_target(name, reference, tmp_path, recor
             deviation,
             result.reasons,
         )
-    if (
-        result.verdict == "NOT_EXACT"
-    ):  # the diagnosis names the mutant's mechanism, its parameter inside the interval
+    # the diagnosis names the mutant's mechanism, its parameter inside the interval
+    if result.verdict == "NOT_EXACT":
         diagnosis = result.extra["diagnosis"]
         assert diagnosis["mechanism"]["family"] == zoo.DIAGNOSES[name], (
             name,
@@ -165,9 +163,8 @@ def test_server_native_and_openai_shapes(loop_server):
     rows = target_rows(target, PROMPT_A, tokens, SAMPLING)
     for row, entry in zip(rows, native["completion_probabilities"]):
         listed = {e["id"]: e["prob"] for e in entry["top_probs"]}
-        assert len(listed) == 3 and sum(listed.values()) == pytest.approx(
-            1.0
-        )  # top-k 3: exactly 3 nonzero
+        # top-k 3: exactly 3 nonzero
+        assert len(listed) == 3 and sum(listed.values()) == pytest.approx(1.0)
         assert all(listed[i] == pytest.approx(row[i], abs=1e-12) for i in listed)
         assert entry["prob"] == pytest.approx(row[entry["id"]], abs=1e-12)
     raw = _post(loop_server, "/completion", {**body, "post_sampling_probs": False}).json()

@@ -427,9 +427,8 @@ def test_greedy_divergence_is_not_exact_and_names_the_first_divergence(tmp_path)
     failure = next(r for r in result.failed)
     assert failure.check == "greedy_equality" and failure.case == "p1"
     assert "seed 23: position 2" in failure.result.message
-    ruled = result.extra["engine"]["ruled_out"]["per_prompt"][
-        "p1"
-    ]  # a failed prompt rules nothing out
+    # a failed prompt rules nothing out
+    ruled = result.extra["engine"]["ruled_out"]["per_prompt"]["p1"]
     assert ruled["what"].startswith("nothing") and not ruled["reached"]
 
 
@@ -663,9 +662,8 @@ def test_pit_values_place_unlisted_tokens_in_the_tail_and_stay_in_the_unit_inter
         pytest.approx(0.5),
     )
     assert cats.near_zero_set() == () and cats.stratum == 1
-    high = categories(
-        ((0, 0.6 + 4e-6), (1, 0.4 + 4e-6))
-    )  # sums over 1: tail reported 0, envelope still > 0
+    # sums over 1: tail reported 0, envelope still > 0
+    high = categories(((0, 0.6 + 4e-6), (1, 0.4 + 4e-6)))
     assert high.probs[-1] == 0.0 and high.envelope[-1] > 0 and pit_value(high, 5, 0.3)[1] == 1.0
 
 
@@ -722,9 +720,8 @@ def test_mismatched_or_swapped_files_are_usage_errors(tmp_path, capsys):
 
 def test_cli_exit_status_0_and_1(tmp_path):
     (tmp_path / "good").mkdir(), (tmp_path / "bad").mkdir()
-    good = make_files(
-        tmp_path / "good", sharp_law, n=2000, reference_law=sharp_law
-    )  # any shape at quick
+    # any shape at quick
+    good = make_files(tmp_path / "good", sharp_law, n=2000, reference_law=sharp_law)
     assert certify_main([*map(str, good), "--profile", "quick", "--out", str(tmp_path / "c0")]) == 0
     bad = make_files(tmp_path / "bad", shifted_at(3), n=800)
     assert certify_main([*map(str, bad), "--profile", "quick", "--out", str(tmp_path / "c1")]) == 1
@@ -741,9 +738,8 @@ def test_every_declared_engine_check_has_a_distinct_name_and_profile():
     assert len({c.name for c in checks}) == len(checks)
     for name in ("quick", "standard", "full"):
         settings = get_profile(name).to_dict("engine")["settings"]
-        assert (
-            "positions" not in settings and 0 < settings["target_tv"] < 0.2
-        )  # every position asked is read
+        # every position asked is read
+        assert "positions" not in settings and 0 < settings["target_tv"] < 0.2
     assert {
         plan.test for check in checks for plan in check.plan(_any_case(), get_profile("quick"))
     } == {"sequential", "fisher"}
@@ -960,9 +956,8 @@ def test_a_report_beyond_the_rounding_tolerance_is_an_error_naming_file_line_and
     def one_report_over(record):
         if record.get("kind") == "prefix_probs" and not seen:
             seen.append(1)
-            record["top_probs"] = [
-                [i, p + 0.02] for i, p in record["top_probs"]
-            ]  # 0.9 + 0.08 + tail 0.1: 1.08
+            # 0.9 + 0.08 + tail 0.1: 1.08
+            record["top_probs"] = [[i, p + 0.02] for i, p in record["top_probs"]]
             record["top_probs"].append([5, 0.1])
         return record
 

@@ -344,17 +344,16 @@ def test_token_by_token_forcing_primes_the_prefixes_the_server_does_not_hold():
 
     prompt = [7, 8]
     assert priming_prefixes((7, 8, 1, 2), prompt, [1, 2, 3]) == []  # holds all but the last: ask it
-    assert (
-        priming_prefixes((7, 8, 1, 2, 3, 4), prompt, [1, 2, 3]) == []
-    )  # holds more: the last is re-evaluated alone
-    assert priming_prefixes((7, 8, 1, 5), prompt, [1, 2, 3]) == [
-        2
-    ]  # holds prompt + [1]: ask [1, 2] first
+    # holds more: the last is re-evaluated alone
+    assert priming_prefixes((7, 8, 1, 2, 3, 4), prompt, [1, 2, 3]) == []
+    # holds prompt + [1]: ask [1, 2] first
+    assert priming_prefixes((7, 8, 1, 5), prompt, [1, 2, 3]) == [2]
     assert priming_prefixes((7, 8), prompt, [1, 2, 3]) == [1, 2]
+    # less than the prompt: the prompt alone first
     assert priming_prefixes((7, 9), prompt, [1, 2]) == [
         0,
         1,
-    ]  # less than the prompt: the prompt alone first
+    ]
     assert priming_prefixes(None, prompt, []) == []  # the prompt itself: evaluated as decoding does
     assert (
         held_after(prompt, [1, 2, 3], cut=False) == (7, 8, 1, 2)
@@ -365,6 +364,7 @@ def test_token_by_token_forcing_primes_the_prefixes_the_server_does_not_hold():
 def test_token_by_token_forcing_sends_the_shorter_prefixes_first(tmp_path):
     reference, candidate = FakeOpenAI(text=True), FakeOpenAI(speculative=True, text=True)
     with serve(reference) as ref_url, serve(candidate) as cand_url:
+        # the coupling is not declared
         plan = _plan(
             tmp_path,
             ref_url,
@@ -372,11 +372,10 @@ def test_token_by_token_forcing_sends_the_shorter_prefixes_first(tmp_path):
             text_prompts=True,
             token_by_token=True,  # forcing at once:
             speculation={**COUPLED, "expect_seed_coupled": False},
-        )  # the coupling is not declared
+        )
         result = run_campaign(PROMPTS, tmp_path / "run", plan, QUICK)
     assert result.verdict == "CERTIFIED", result.reasons
     primed = [b for b in reference.bodies if b["logprobs"] is None]
     assert primed and all(b["max_tokens"] == 1 for b in primed)
-    assert not [
-        b for b in candidate.bodies if b["logprobs"] is None
-    ]  # the candidate is never primed
+    # the candidate is never primed
+    assert not [b for b in candidate.bodies if b["logprobs"] is None]

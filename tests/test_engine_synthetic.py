@@ -96,9 +96,8 @@ def test_teacher_forced_rows_follow_the_context(model):
     for i, row in enumerate(rows):
         assert np.array_equal(row, model.target_row(PROMPT + tokens[:i], T07))
     a, b = (int(np.flatnonzero(model.token_class == c)[0]) for c in (0, 1))
-    assert not np.array_equal(
-        model.target_row([a, 9], T07), model.target_row([b, 9], T07)
-    )  # the second order
+    # the second order
+    assert not np.array_equal(model.target_row([a, 9], T07), model.target_row([b, 9], T07))
 
 
 def test_profiles_have_the_stated_shape():
@@ -117,9 +116,8 @@ def test_profiles_have_the_stated_shape():
                 for i in range(len(tokens))
             ]
         )
-        assert (
-            0.6 < np.minimum(rows, drafts).sum(axis=1).mean() < 0.85
-        )  # acceptance rate 1 - TV(p, q)
+        # acceptance rate 1 - TV(p, q)
+        assert 0.6 < np.minimum(rows, drafts).sum(axis=1).mean() < 0.85
 
 
 def test_the_fast_draw_is_the_reference_sampler():
@@ -244,9 +242,8 @@ def test_the_vectorised_estimator_is_the_zoos(model):
 def test_exact_modes_measure_as_exact(name):
     result = deviation.measure_mode(name, n=10_000).summary
     assert result.lower_bound == 0.0
-    assert (
-        result.upper_bound < 0.085
-    )  # the plug-in's own bias (~0.03 here) plus the McDiarmid margin
+    # the plug-in's own bias (~0.03 here) plus the McDiarmid margin
+    assert result.upper_bound < 0.085
 
 
 def test_exact_rule_measures_as_exact_with_truncation_in_llama_order():
@@ -298,9 +295,8 @@ def test_server_answers_in_llama_cpp_shape(sampler_match_server, model):
         sampler_match_server.base_url + "/completion", json={**REQUEST, "seed": 11}
     ).json()
     tokens = body["tokens"]
-    assert (
-        tokens == generate(model, "plain", PROMPT, 16, LLAMA_ORDER, 11).tokens
-    )  # seed-coupled, llama's order
+    # seed-coupled, llama's order
+    assert tokens == generate(model, "plain", PROMPT, 16, LLAMA_ORDER, 11).tokens
     assert body["stop_type"] == ("eos" if tokens[-1] == model.eos else "limit")
     assert body["timings"]["draft_n"] >= body["timings"]["draft_n_accepted"] >= 0
     rows = model.position_rows(PROMPT, tokens, LLAMA_ORDER)

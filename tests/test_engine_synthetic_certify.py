@@ -26,9 +26,8 @@ def test_an_exact_engine_whose_continuations_repeat_is_certified_for_any_shape()
     result = run_mode("exact", "code-like", max_per_prompt=6000)
     assert result.verdict == "CERTIFIED", result.reasons
     for entry in result.extra["engine"]["ruled_out"]["per_prompt"].values():
-        assert (
-            entry["any_shape_reached"] and entry["best_any_shape"]["route"] == "law_any"
-        )  # not seed-coupled
+        # not seed-coupled
+        assert entry["any_shape_reached"] and entry["best_any_shape"]["route"] == "law_any"
 
 
 def test_an_exact_engine_on_open_continuations_is_never_not_exact():
@@ -45,9 +44,8 @@ def test_a_bug_is_not_exact(mode):
     result = run_mode(mode, "lm-like", max_per_prompt=8192)
     assert result.verdict == "NOT_EXACT", result.reasons
     diagnosis = result.extra["diagnosis"]
-    if (
-        mode == "late-temp-1.3"
-    ):  # T x 1.3 from position 7: found there, named, fitted there (T ~ 0.91)
+    # T x 1.3 from position 7: found there, named, fitted there (T ~ 0.91)
+    if mode == "late-temp-1.3":
         assert diagnosis["where"]["first"] >= 7 and min(diagnosis["fitted_positions"]) >= 7, (
             diagnosis["where"]
         )
@@ -63,9 +61,8 @@ def test_a_bug_that_shows_only_under_load_is_not_exact_and_named_on_the_loaded_s
     failing = [r for r in result.counted if not r.passed]
     assert any(r.result.details.get("strongest_load") == "loaded" for r in failing)
     assert "loaded" in result.extra["engine"]["load"]["text"]
-    load = result.extra["diagnosis"][
-        "load"
-    ]  # the diagnosis names the load: hotter loaded than serial
+    # the diagnosis names the load: hotter loaded than serial
+    load = result.extra["diagnosis"]["load"]
     assert load["depends"] and load["loaded"]["value"] < load["serial"]["value"], load
 
 

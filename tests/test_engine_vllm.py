@@ -409,9 +409,8 @@ def test_vllm_serves_the_same_model_as_exactspec(vllm_plain):
                     first = torch.log_softmax(logits.double(), -1)
                 generated.append(int(logits.argmax()))
                 ids = torch.cat([ids, torch.tensor([[generated[-1]]])], dim=1)
-        n = len(
-            parsed.tokens
-        )  # vLLM stops at EOS (kept as the last token); the loop above does not
+        # vLLM stops at EOS (kept as the last token); the loop above does not
+        n = len(parsed.tokens)
         assert n >= 1 and parsed.tokens == generated[:n], (
             prompt["prompt_id"],
             parsed.tokens,

@@ -64,9 +64,8 @@ def test_guard_never_returns_a_zero_weight_token(small_blocks):
         w, torch.tensor([0.0, JUST_BELOW_ONE, 0.5], dtype=torch.float64)
     )
     assert tokens.tolist() == [1, 6, 4]
-    ones = torch.full(
-        (1, 10), 0.1, dtype=torch.float64
-    )  # sums to 0.9999999999999999: u * total rounds to the end
+    # sums to 0.9999999999999999: u * total rounds to the end
+    ones = torch.full((1, 10), 0.1, dtype=torch.float64)
     ones[0, -1] = 0.0
     assert (
         categorical.inverse_cdf(ones, torch.tensor([JUST_BELOW_ONE], dtype=torch.float64)).item()

@@ -74,9 +74,8 @@ def test_prompt_lookup_tokens_are_plain_decodings(target, sampling, policy, k, m
     assert generator.plain_coupled
     result = generator.generate(PROMPTS, 40, seed=7)
     assert result.sequences == plain
-    if (
-        policy == "fixed"
-    ):  # the rounds drafted and kept drafts: the coupling was exercised, not bypassed
+    # the rounds drafted and kept drafts: the coupling was exercised, not bypassed
+    if policy == "fixed":
         assert result.stats.accepted > 0 and result.stats.proposed > result.stats.accepted
 
 

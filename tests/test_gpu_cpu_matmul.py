@@ -30,9 +30,8 @@ def test_every_kernel_computes_the_linear_product(kernel, rows):
         pytest.skip("this torch build has no oneDNN packed linear")
     generator = torch.Generator().manual_seed(rows)
     weight = torch.randn(40, 24, generator=generator)
-    x = torch.randn(rows, 48, generator=generator)[
-        :, ::2
-    ]  # a strided view, as attention outputs can be
+    # a strided view, as attention outputs can be
+    x = torch.randn(rows, 48, generator=generator)[:, ::2]
     out = skinny_product(kernel, x, weight)
     assert out.shape == (rows, 40)
     torch.testing.assert_close(out, torch.nn.functional.linear(x, weight), rtol=1e-5, atol=1e-5)
@@ -65,9 +64,8 @@ def test_subclassed_and_quantized_layers_are_left_alone():
 
 
 def test_small_weights_are_left_to_f_linear():
-    assert (
-        CachedModel(scaled_llama(1, layers=2), "auto").plan is None
-    )  # every weight < MIN_PLANNED_ELEMENTS
+    # every weight < MIN_PLANNED_ELEMENTS
+    assert CachedModel(scaled_llama(1, layers=2), "auto").plan is None
     assert plain_linears(scaled_llama(1, layers=2), cpu_matmul.MIN_PLANNED_ELEMENTS) == []
 
 
@@ -144,13 +142,11 @@ def test_packed_weights_follow_their_module_and_are_packed_again_when_it_changes
             rtol=1e-5,
             atol=1e-5,
         )
-        linears[1].weight = torch.nn.Parameter(
-            torch.zeros_like(linears[1].weight)
-        )  # replaced: packed again
+        # replaced: packed again
+        linears[1].weight = torch.nn.Parameter(torch.zeros_like(linears[1].weight))
         assert not cpu_matmul.module_packed_weight(linears[1]).to_dense().any()
-    clone = copy.deepcopy(
-        model
-    )  # the packed copies live beside the modules, so a used model still copies
+    # the packed copies live beside the modules, so a used model still copies
+    clone = copy.deepcopy(model)
     assert clone is not model and len(plain_linears(clone)) == len(linears)
 
 

@@ -120,9 +120,8 @@ def test_heads_read_the_state_that_produced_the_pending_token(trained):
         with torch.no_grad():
             states = target.get_decoder()(input_ids=torch.tensor([context])).last_hidden_state[0]
         for hidden, pending, emitted_total in draft.seen:
-            position = (
-                int(mask[row].sum()) - 1 + emitted_total[row]
-            )  # index of the pending token in `context`
+            # index of the pending token in `context`
+            position = int(mask[row].sum()) - 1 + emitted_total[row]
             if position < len(context):
                 assert int(pending[row]) == context[position]
                 torch.testing.assert_close(hidden[row], states[position - 1], atol=1e-4, rtol=1e-4)
@@ -139,9 +138,8 @@ def test_greedy_heads_match_plain_decoding(trained):
             target, HeadsDraft(target, heads), k=3, sampling=SamplingParams(0.0), adaptive_k=policy
         ).generate(prompt, 16)
         assert spec.sequences == plain
-        assert (
-            spec.stats.accepted > 0
-        )  # the trained heads do get drafts accepted on the pattern they learnt
+        # the trained heads do get drafts accepted on the pattern they learnt
+        assert spec.stats.accepted > 0
 
 
 @pytest.fixture(scope="module")

@@ -72,12 +72,10 @@ def test_per_position_acceptance_rates_see_a_copy_behind_a_doubtful_first_token(
 def test_draws_are_reproducible_and_leave_the_sampling_streams_alone():
     def run(seed: int) -> list[int]:
         chooser = timed(CostModelK(flat_costs(0.3, 0.0, noise=0.2), k_max=4, seed=seed))
-        chooser.update(
-            chooser.choose(), [0], 0.06, 0.0
-        )  # the optimistic first round, its first draft rejected
-        return [
-            chooser.choose() for _ in range(30)
-        ]  # little evidence yet: every choice is a fresh draw
+        # the optimistic first round, its first draft rejected
+        chooser.update(chooser.choose(), [0], 0.06, 0.0)
+        # little evidence yet: every choice is a fresh draw
+        return [chooser.choose() for _ in range(30)]
 
     runs = [run(7), run(7), run(8)]
     assert runs[0] == runs[1] and runs[0] != runs[2] and len(set(runs[0])) > 1
@@ -425,10 +423,11 @@ def test_model_draft_catches_up_after_a_round_without_drafts(pair):
     draft.reset(ids, None, 96)
     proposed, _ = draft.propose(3, sampling, torch.Generator().manual_seed(0))
     p = proposed.tolist()
+    # row 0 accepts all three and adds a bonus, row 1 accepts one
     emitted = [
         p[0] + [7],
         [p[1][0], 9],
-    ]  # row 0 accepts all three and adds a bonus, row 1 accepts one
+    ]
     tokens = torch.tensor([row + [-1] * (4 - len(row)) for row in emitted])
     draft.accept(tokens, torch.tensor([4, 2]), emitted)
     none, none_q = draft.propose(0, sampling, None)

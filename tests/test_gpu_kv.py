@@ -80,9 +80,7 @@ def test_cached_logits_equal_full_forward(monkeypatch, make_draft, request):
             contexts[b] += record["emitted"][b]
             accepted_lengths.add(len(record["emitted"][b]))
     assert len(rounds) >= 4
-    if (
-        "quantized" not in request.node.name
-    ):  # the int8 copy agrees with the target too often to diverge
-        assert (
-            len(accepted_lengths) >= 2
-        )  # rows accepted different amounts: the ragged path was exercised
+    # the int8 copy agrees with the target too often to diverge
+    if "quantized" not in request.node.name:
+        # rows accepted different amounts: the ragged path was exercised
+        assert len(accepted_lengths) >= 2

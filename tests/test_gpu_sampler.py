@@ -107,9 +107,8 @@ def test_tiny_probabilities_and_large_vocab(method):
 
 def test_q_zero_where_p_positive_and_p_zero_where_q_positive(method):
     p = torch.tensor([[[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]])
-    q = torch.tensor(
-        [[[0.0, 0.0, 1.0]]]
-    )  # drafted token 2 has p = 0: reject, emit from p's support
+    # drafted token 2 has p = 0: reject, emit from p's support
+    q = torch.tensor([[[0.0, 0.0, 1.0]]])
     g = torch.Generator().manual_seed(5)
     for _ in range(50):
         tokens, counts = verify_batch(p, q, torch.tensor([[2]]), g, method=method)
@@ -159,9 +158,8 @@ def oracle_round_from_uniforms(p, q, x, u):
 def test_inverse_cdf_emits_the_oracles_tokens_for_the_same_uniforms(monkeypatch, dtype, per_row):
     """Token by token against the oracle on the uniforms verify_batch draws (k+1 per row, in one draw), with a
     partial last block (V = 1100), several chunks of rows and a partial last chunk, and sparse rows."""
-    monkeypatch.setattr(
-        sampler, "CHUNK_BYTES", 7 * 1100 * 8
-    )  # 7 rows of float64 (14 of float32) per chunk
+    # 7 rows of float64 (14 of float32) per chunk
+    monkeypatch.setattr(sampler, "CHUNK_BYTES", 7 * 1100 * 8)
     rng = np.random.default_rng(3)
     batch, k, vocab = 300, 3, 1100
     q = rng.dirichlet(np.ones(vocab) * 0.2, size=(batch, k))
@@ -172,9 +170,8 @@ def test_inverse_cdf_emits_the_oracles_tokens_for_the_same_uniforms(monkeypatch,
         ],
         axis=1,
     )
-    p, q = (
-        torch.tensor(a, dtype=dtype).double().numpy() for a in (p, q)
-    )  # the rows the implementation sees
+    # the rows the implementation sees
+    p, q = (torch.tensor(a, dtype=dtype).double().numpy() for a in (p, q))
     x = inverse_cdf(q, rng.random((batch, k)))
     generators = (
         make_generators(range(batch), "cpu") if per_row else torch.Generator().manual_seed(9)
@@ -190,9 +187,8 @@ def test_inverse_cdf_emits_the_oracles_tokens_for_the_same_uniforms(monkeypatch,
     u = sampler.uniform(batch, (k + 1,), replay, "cpu").numpy()
     expected_tokens, expected_counts = oracle_round_from_uniforms(p, q, x, u)
     assert np.array_equal(counts.numpy(), expected_counts) and set(expected_counts) == {1, 2, 3, 4}
-    assert np.array_equal(
-        tokens.numpy(), expected_tokens
-    )  # float32: rounding could flip a boundary; not at this seed
+    # float32: rounding could flip a boundary; not at this seed
+    assert np.array_equal(tokens.numpy(), expected_tokens)
 
 
 def test_strided_rows_give_the_tokens_of_contiguous_ones(method):

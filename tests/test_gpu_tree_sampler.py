@@ -149,9 +149,8 @@ def test_chain_has_the_chain_law_and_matches_verify_batch():
 
 def test_row_output_does_not_depend_on_the_rest_of_the_batch():
     """Per-row generators: each row of a ragged, padded batch emits what it emits alone."""
-    trees = [
-        tree for tree in (TREES[name]() for name in sorted(TREES)) if tree.vocab_size == 5
-    ]  # one batch, one V
+    # one batch, one V
+    trees = [tree for tree in (TREES[name]() for name in sorted(TREES)) if tree.vocab_size == 5]
     rows = [(t.parent, t.tokens, t.target_probs, t.draft_probs, t.replacement) for t in trees]
     seeds = list(range(100, 100 + len(rows)))
     out, counts = tree_sampler.verify_tree_batch(

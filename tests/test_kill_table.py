@@ -53,9 +53,8 @@ def test_rule_subset_at_quick(tmp_path):
     assert all(set(r) == ROW_KEYS for r in table["rows"])
     shared, bernoulli = rows["SharedCoin"], rows["NoMinBernoulli"]
     assert shared["verdict"] == "NOT_EXACT" and shared["as_expected"]
-    assert (
-        shared["missed_by_first_token_only"] is True
-    )  # one coin for all positions: position 1 is exact
+    # one coin for all positions: position 1 is exact
+    assert shared["missed_by_first_token_only"] is True
     assert "position_1" not in shared["failed_checks"] and shared["failed_checks"]
     assert (
         bernoulli["verdict"] == "CONTRACT_VIOLATION"

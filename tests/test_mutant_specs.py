@@ -202,9 +202,8 @@ def test_engine_zoo_serves_only_the_sequence_mutants_it_names(monkeypatch):
     )
     extra = spec_module.mutant("mutant-new-bug", "a new generation-level bug", _make)
     monkeypatch.setattr(sequence_zoo, "ZOO", sequence_zoo.ZOO + (extra,))
-    assert "mutant-new-bug" not in {
-        s.name for s in engine_zoo.zoo()
-    }  # not served until SERVED_MUTANTS names it
+    # not served until SERVED_MUTANTS names it
+    assert "mutant-new-bug" not in {s.name for s in engine_zoo.zoo()}
     monkeypatch.setattr(
         engine_zoo, "SERVED_MUTANTS", engine_zoo.SERVED_MUTANTS + ("benign-bonus-dropped",)
     )

@@ -98,9 +98,8 @@ def test_options_do_not_collide_with_pytest_profiling(tmp_path):
         text=True,
         timeout=300,
     ).stdout
-    assert (
-        "--profile " in help_text and "--exactspec-profile" in help_text
-    )  # both plugins are loaded
+    # both plugins are loaded
+    assert "--profile " in help_text and "--exactspec-profile" in help_text
     done = _suite(tmp_path, "my_rule:Verifier")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
 

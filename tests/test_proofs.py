@@ -137,9 +137,8 @@ def test_exact_single_position_can_fail():
 
 
 def test_exact_round_chain_can_fail():
-    def bonus_from_draft(
-        p_rows, q_rows
-    ):  # bonus token drawn from the last draft row instead of p_{k+1}
+    # bonus token drawn from the last draft row instead of p_{k+1}
+    def bonus_from_draft(p_rows, q_rows):
         return kernels.kernel_round_law(
             kernels.standard_kernel, list(p_rows[:-1]) + [q_rows[-1]], q_rows
         )
@@ -157,9 +156,8 @@ def test_exact_sequence_law_can_fail():
 
     assert _failed(checks_loop.exact_sequence_law(speculative_law=typical_loop))
 
-    def prefix_ignoring(
-        target, draft, prompt, length, k
-    ):  # draft conditioned on the round start only
+    # draft conditioned on the round start only
+    def prefix_ignoring(target, draft, prompt, length, k):
         stale = lambda prefix: draft(prefix[: len(prompt)])
         return speculative_sequence_law(target, stale, prompt, length, k)
 
@@ -256,9 +254,8 @@ def test_sampled_rules_on_grid_can_fail():
 
     from exactspec.reference import rules
 
-    def biased_uniforms(
-        target_probs, draft_probs, draft_tokens, rng
-    ):  # accepts with P(u^2 < p/q) > min(1, p/q)
+    # accepts with P(u^2 < p/q) > min(1, p/q)
+    def biased_uniforms(target_probs, draft_probs, draft_tokens, rng):
         batch, k = np.shape(draft_tokens)
         accept_u, final_u = rng.random((batch, k)), rng.random(batch)
         return rules.verify_batch(

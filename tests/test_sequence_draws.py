@@ -49,9 +49,8 @@ def test_batched_draw_spaces_seeds_by_the_batch_size():
     run = _Run(_Recorder(), rows_per_call=32)
     samples, seeds = draws.draw(run, (1, 2, 3), 2, 70)
     assert run.adapter.calls == [(32, 1000), (32, 1032), (6, 1064)]
-    assert [s[0] for s in samples] == list(
-        range(1000, 1070)
-    )  # row r of call j: seed base + j*32 + r, no repeat
+    # row r of call j: seed base + j*32 + r, no repeat
+    assert [s[0] for s in samples] == list(range(1000, 1070))
     assert seeds[:33] == [1000] * 32 + [1032]
 
 
@@ -59,10 +58,11 @@ def test_multi_prompt_case_packs_copies_of_its_prompts_into_each_call():
     run = _Run(_Recorder(), rows_per_call=32)
     run.case.batch, run.prompts = 2, [(1, 2, 3), (4, 5, 6)]
     rows, seeds = draws.draw_rows(run, 20)
+    # 16 copies of the 2 prompts, then the 4 left
     assert run.adapter.calls == [
         (32, 1000),
         (8, 1032),
-    ]  # 16 copies of the 2 prompts, then the 4 left
+    ]
     assert [s[0] for s in rows[0]] == list(range(1000, 1032, 2)) + [1032, 1034, 1036, 1038]
     assert [s[0] for s in rows[1]] == [x + 1 for x in range(1000, 1032, 2)] + [
         1033,
@@ -74,11 +74,12 @@ def test_multi_prompt_case_packs_copies_of_its_prompts_into_each_call():
     quick = _Run(_Recorder(), rows_per_call=1)
     quick.case.batch, quick.prompts = 2, [(1, 2, 3), (4, 5, 6)]
     draws.draw_rows(quick, 3)
+    # 1 row per call: one call per sample, seed base + i
     assert quick.adapter.calls == [
         (2, 1000),
         (2, 1001),
         (2, 1002),
-    ]  # 1 row per call: one call per sample, seed base + i
+    ]
 
 
 def test_draw_without_generate_batch_calls_generate_per_sample():

@@ -22,13 +22,11 @@ def test_mutant_rejected(mutant):
         report["verdict"] in ("NOT_EXACT", "CONTRACT_VIOLATION")
         and report["schema_version"] == "2.1"
     )
-    (failing,) = [
-        c for c in report["cases"] if c["passed"] is False
-    ]  # fail-fast: the run stopped there
+    # fail-fast: the run stopped there
+    (failing,) = [c for c in report["cases"] if c["passed"] is False]
     assert failing["status"] in ("ok", "error") and any(not c["passed"] for c in failing["checks"])
-    if (
-        failing["status"] == "error"
-    ):  # the mutant raised on that case: the reason names the call and its exception
+    # the mutant raised on that case: the reason names the call and its exception
+    if failing["status"] == "error":
         assert re.search(
             rf"{type(mutant()).__name__}\.generate(_batch)? raised", failing["reason"]
         ), failing["reason"]

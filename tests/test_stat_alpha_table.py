@@ -78,13 +78,11 @@ def test_no_check_rests_on_an_asymptotic_tail():
         for r in rows.values()
     )
     tree = {(r["case"], r["check"]): r for r in alpha_table.level_rows("tree", "quick")[0]}
-    assert (
-        tree[("wor_w3_d2", "position_2")]["guarantee"] == "exact"
-    )  # rows by path: the PIT's exact KS
+    # rows by path: the PIT's exact KS
+    assert tree[("wor_w3_d2", "position_2")]["guarantee"] == "exact"
     assert tree[("wor_w3_d2", "position_2")]["how"].startswith("exact (KS")
-    assert (
-        tree[("wor_w3_d2", "position_1")]["how"] != tree[("wor_w3_d2", "position_2")]["how"]
-    )  # one row: LR
+    # one row: LR
+    assert tree[("wor_w3_d2", "position_1")]["how"] != tree[("wor_w3_d2", "position_2")]["how"]
     assert all(
         alpha_table.confirm_share(level, p)["within_if_confirmed"]
         for p in PROFILE_NAMES

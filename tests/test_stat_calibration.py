@@ -33,10 +33,11 @@ def test_gof_false_fail_rate():
             for i in range(S)
         )
         assert rej <= max_rejections(S, false_fail_rate), (method, rej)
+        # not absurdly conservative
         assert rej >= int(stats.binom.ppf(1e-4, S, false_fail_rate * 0.5)), (
             method,
             rej,
-        )  # not absurdly conservative
+        )
 
 
 def test_pit_and_rounds_false_fail_rate():

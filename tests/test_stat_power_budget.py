@@ -14,9 +14,8 @@ def test_planning_round_trip(eps, bins, false_fail_rate, false_pass_rate):
     n = st.min_num_samples_chisquare_gof(eps, bins, false_fail_rate, false_pass_rate)
     assert st.min_discrepancy_chisquare_gof(n, bins, false_fail_rate, false_pass_rate) <= eps
     if n > 1:
-        assert (
-            st.min_discrepancy_chisquare_gof(n - 1, bins, false_fail_rate, false_pass_rate) > eps
-        )  # n is the smallest
+        # n is the smallest
+        assert st.min_discrepancy_chisquare_gof(n - 1, bins, false_fail_rate, false_pass_rate) > eps
     assert st.chisquare_power(n, 2 * eps, bins, false_fail_rate) >= 1 - false_pass_rate - 1e-6
 
 

@@ -54,9 +54,8 @@ def test_an_exact_stream_is_never_rejected_and_its_bound_shrinks_like_one_over_r
 
 
 def test_a_drift_of_one_sign_per_stratum_is_rejected_though_the_pooled_drift_is_zero():
-    rng = np.random.default_rng(
-        2
-    )  # stratum 0 drifts +0.05, stratum 1 -0.05: pooled mean 0; n = 8000, alpha 1e-4
+    # stratum 0 drifts +0.05, stratum 1 -0.05: pooled mean 0; n = 8000, alpha 1e-4
+    rng = np.random.default_rng(2)
     n = 8000
     strata = rng.integers(0, 2, n)
     values = np.clip(rng.random(n) - 0.5 + np.where(strata == 0, 0.05, -0.05), -0.5, 0.5)
@@ -66,9 +65,8 @@ def test_a_drift_of_one_sign_per_stratum_is_rejected_though_the_pooled_drift_is_
 
 
 def test_the_slack_absorbs_a_drift_within_it():
-    rng = np.random.default_rng(
-        3
-    )  # mean drift < 0.02, slack 0.02 per value: the null holds; alpha 1e-4, n 20000
+    # mean drift < 0.02, slack 0.02 per value: the null holds; alpha 1e-4, n 20000
+    rng = np.random.default_rng(3)
     values = np.clip(rng.random(20000) - 0.5 + 0.02, -0.5, 0.5)
     assert assert_drift(_stream(values, np.zeros(values.size, dtype=int), slack=0.02), 1e-4).passed
     assert not assert_drift(_stream(values, np.zeros(values.size, dtype=int)), 1e-4).passed

@@ -100,9 +100,8 @@ class _HFSpeculativeSampling:
             new_logits = torch.from_numpy(np.log(p).astype(np.float32))[None]
             candidate_logits = torch.from_numpy(np.log(q).astype(np.float32))[None]
         candidate_ids = torch.from_numpy(x.copy())[None]
-        torch.default_generator.manual_seed(
-            int(rng.integers(2**63))
-        )  # CPU tensors: the global CPU generator
+        # CPU tensors: the global CPU generator
+        torch.default_generator.manual_seed(int(rng.integers(2**63)))
         kwargs = {} if self.ensemble_weight is None else {ENSEMBLE_PARAM: self.ensemble_weight}
         threads = torch.get_num_threads()
         # One round is tiny: intra-op thread wake-ups cost more than the work (x1000 on small V).

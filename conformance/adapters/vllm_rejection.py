@@ -85,12 +85,10 @@ class _VllmRejection:
             generators=generators,
         )
         drafts = q[:, :k].reshape(batch * k, -1).contiguous() if q is not None else None
-        logits = (
-            torch.log(p[:, :k]).reshape(batch * k, -1).contiguous()
-        )  # -inf where p is 0: softmax gives p back
-        if (
-            self.constrained
-        ):  # vLLM's step before the kernel: temperature (here 1), top-k and top-p (here off)
+        # -inf where p is 0: softmax gives p back
+        logits = torch.log(p[:, :k]).reshape(batch * k, -1).contiguous()
+        # vLLM's step before the kernel: temperature (here 1), top-k and top-p (here off)
+        if self.constrained:
             logits = self.sampler.apply_sampling_constraints(
                 logits, cumulative_of(batch, k), metadata
             )

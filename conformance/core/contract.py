@@ -17,9 +17,8 @@ T = TypeVar("T")
 def token_ids(out: Any, method: str, max_tokens: int, limit: str = "") -> np.ndarray:
     """`out` (a sequence or a torch tensor) as int64 token ids, 1..max_tokens of them; ContractViolation naming
     `method` (and `limit`, what bounds the count) otherwise. Ids are range-checked by the caller, which knows V."""
-    if hasattr(
-        out, "detach"
-    ):  # a torch tensor (torch is imported already if one exists): convert it
+    # a torch tensor (torch is imported already if one exists): convert it
+    if hasattr(out, "detach"):
         out = out.detach().cpu().numpy()
     if isinstance(out, (str, bytes, dict)) or out is None or not hasattr(out, "__len__"):
         raise ContractViolation(

@@ -47,9 +47,8 @@ class CaseTask:
     fail_fast: bool = False
     salt: str = ""
     threads: int | None = None
-    confirm: tuple[CheckRecord, ...] | None = (
-        None  # set: run the level's confirmation on these records
-    )
+    # set: run the level's confirmation on these records
+    confirm: tuple[CheckRecord, ...] | None = None
     sampled: Any = None  # with `confirm`: what the level's confirmation reads from the case's sample (`confirm_input`)
 
 

@@ -48,12 +48,10 @@ class CaseOutcome:
     entry: dict = field(default_factory=dict)  # the case's summary in the report
     inconclusive: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    environment: dict = field(
-        default_factory=dict
-    )  # exactspec / numpy / torch versions where it ran
-    sampled: Any = (
-        None  # what the level's confirmation reads from the case's sample (`Level.confirm_input`)
-    )
+    # exactspec / numpy / torch versions where it ran
+    environment: dict = field(default_factory=dict)
+    # what the level's confirmation reads from the case's sample (`Level.confirm_input`)
+    sampled: Any = None
 
 
 class Level:

@@ -23,9 +23,8 @@ LEVEL_MODULES: dict[str, str] = {
     "engine": "..engine.engine_level",
     "tree": "..tree.level",
 }
-LEVELS: tuple[str, ...] = tuple(
-    LEVEL_MODULES
-)  # the built-in levels; level_names() also sees levels added later
+# the built-in levels; level_names() also sees levels added later
+LEVELS: tuple[str, ...] = tuple(LEVEL_MODULES)
 
 
 def level_names() -> tuple[str, ...]:

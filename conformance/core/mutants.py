@@ -45,9 +45,8 @@ class MutantSpec:
         str  # one line: the real bug it models (a mutant) or the exact technique (a valid variant)
     )
     expected: tuple[str, ...]
-    make: Callable[
-        [], Any
-    ]  # builds what the level certifies (an adapter, or the engine level's sample pair)
+    # builds what the level certifies (an adapter, or the engine level's sample pair)
+    make: Callable[[], Any]
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip():

@@ -73,9 +73,8 @@ def plan_case(level: "Level", case: Any, profile: Profile, rate: float) -> dict:
         }
     eps = level.case_epsilon(case, profile)
     settings = profile.settings(level.name)
-    max_bins = getattr(
-        settings, "max_bins", None
-    )  # the levels whose tests drive n pool to at most this many bins
+    # the levels whose tests drive n pool to at most this many bins
+    max_bins = getattr(settings, "max_bins", None)
     sized = [
         (math.ceil(samples_for(p.law, eps, rate, profile, max_bins)[0] / p.reach), p)
         for p in drivers

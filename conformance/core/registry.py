@@ -54,9 +54,8 @@ class CheckPlan:
     reach: float = 1.0
     drives_n: bool = False
     min_expected: float | None = None
-    law_at: Callable[[float], np.ndarray] | None = (
-        None  # a law whose categories depend on the test's n
-    )
+    # a law whose categories depend on the test's n
+    law_at: Callable[[float], np.ndarray] | None = None
 
     def law_for(self, n: float) -> np.ndarray | None:
         """The null law of the test at n observations."""
@@ -80,9 +79,8 @@ class StatCheck:
     name: str
     category: str  # "exactness" | "standard_rule"
     applies: Callable[[Any], bool]  # does the check run on this case?
-    instances: Callable[
-        [Any], list[str]
-    ]  # names of the tests (records) it produces on an applicable case
+    # names of the tests (records) it produces on an applicable case
+    instances: Callable[[Any], list[str]]
     run: Runner  # (the level's sample, per-check false-fail rate, profile) -> exactly those records
     plan: Planner  # (case, profile) -> one CheckPlan per instance, in the same order
     what: str = ""
@@ -142,9 +140,8 @@ class Declared(Protocol):
 def _checks(level: "str | Declared | Sequence[StatCheck]") -> Sequence[StatCheck]:
     if isinstance(level, str):
         return get_level(level).checks
-    return cast(
-        "Sequence[StatCheck]", getattr(level, "checks", level)
-    )  # a Level, or a sequence of checks
+    # a Level, or a sequence of checks
+    return cast("Sequence[StatCheck]", getattr(level, "checks", level))
 
 
 def planned_checks(

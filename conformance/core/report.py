@@ -49,12 +49,10 @@ class SuiteResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # level-specific top-level fields of the document
-    inconclusive: list[str] = field(
-        default_factory=list
-    )  # why the run cannot certify though nothing counted failed
-    qualified: list[str] = field(
-        default_factory=list
-    )  # why its claim covers only a class of deviations
+    # why the run cannot certify though nothing counted failed
+    inconclusive: list[str] = field(default_factory=list)
+    # why its claim covers only a class of deviations
+    qualified: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         check_level(self.level)

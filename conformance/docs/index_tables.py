@@ -144,9 +144,8 @@ def coverage(doc: dict) -> str:
     """The coverage the certificate states: positions, and the candidate's load (measured, else asked)."""
     span = _positions(doc)
     per_prompt = ((doc.get("engine") or {}).get("ruled_out") or {}).get("per_prompt") or {}
-    if any(
-        e.get("route") == "greedy" for e in per_prompt.values()
-    ):  # T = 0: whole outputs compared
+    # T = 0: whole outputs compared
+    if any(e.get("route") == "greedy" for e in per_prompt.values()):
         span = (1, int(_max_tokens(doc))) if _max_tokens(doc).isdigit() else span
     text = f"positions {span[0]}..{span[1]}" if span else "positions —"
     laws = {

@@ -17,9 +17,8 @@ class SamplePair:
     reference: SampleFile
     candidate: SampleFile
     pooled: bool = False
-    draft: SampleFile | None = (
-        None  # the draft served plain, its reports of the candidate's prefixes (diagnosis only)
-    )
+    # the draft served plain, its reports of the candidate's prefixes (diagnosis only)
+    draft: SampleFile | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,18 +29,14 @@ class EngineCase:
     name: str
     greedy: bool  # temperature 0: equality (or the spread test) replaces the law checks
     positions: int  # m: the law checks read positions 1..m (the drift 2..m)
-    law: bool = (
-        True  # the reference reported the prefixes of the candidate's tokens (teacher forcing)
-    )
-    reference_reported: bool = (
-        True  # the reference reported its own prefixes (its self-check can run)
-    )
+    # the reference reported the prefixes of the candidate's tokens (teacher forcing)
+    law: bool = True
+    # the reference reported its own prefixes (its self-check can run)
+    reference_reported: bool = True
     reference_varies: bool = False  # temperature 0 and the reference's output differs between seeds
     member: bool = False  # a prompt of a pooled run: its hard checks run here, its statistics in the pooled case
-    load_labels: bool = (
-        False  # the candidate's completions are labelled serial and loaded (the load check runs)
-    )
-    data: Any = field(
-        default=None, repr=False
-    )  # checks.PromptData: the prompt's completions and reports
+    # the candidate's completions are labelled serial and loaded (the load check runs)
+    load_labels: bool = False
+    # checks.PromptData: the prompt's completions and reports
+    data: Any = field(default=None, repr=False)
     notes: list[str] = field(default_factory=list, repr=False)  # what its hard checks had to say

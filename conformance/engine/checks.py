@@ -131,9 +131,8 @@ class PromptData:
         self.top_k = defaults.get("top_k")
         self.seed_space = _random_space(reference, candidate)
         self.premise: PremiseCheck | None = None
-        self.unreported_reference = (
-            0  # the reference's tokens at positions 1..m with no teacher-forced report
-        )
+        # the reference's tokens at positions 1..m with no teacher-forced report
+        self.unreported_reference = 0
         self.forced_cats: dict = {}  # prefix -> law_stream.Categories of `reports`, shared by every check's reading
         self.self_cats: dict = {}  # the same of `self_reports`
 
@@ -188,9 +187,8 @@ class PooledData:
         spaces = {part.seed_space for part in parts}
         self.seed_space = spaces.pop() if len(spaces) == 1 else None
         self.unusable_reports = sum(part.unusable_reports for part in parts)
-        self.reports = {
-            key: value for part in parts for key, value in part.reports.items()
-        }  # evidence only
+        # evidence only
+        self.reports = {key: value for part in parts for key, value in part.reports.items()}
         self.premise: PremiseCheck | None = None
         self.unreported_reference = 0
 

@@ -332,9 +332,8 @@ class EngineLevel(Level):
             },
             "reasons": result.reasons,
         }
-        if (
-            result.verdict == Verdict.NOT_EXACT
-        ):  # after the verdict, from it: the diagnosis never changes it
+        # after the verdict, from it: the diagnosis never changes it
+        if result.verdict == Verdict.NOT_EXACT:
             failed = [
                 {"case": r.case, "check": r.check, "message": r.result.message}
                 for r in result.counted

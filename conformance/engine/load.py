@@ -226,9 +226,8 @@ def measure(
     """The load `subjects` were under among `pool` (every request of the role, the subjects included; default: the
     subjects alone)."""
     pool = subjects if pool is None else pool
-    peaks = [
-        max(peak, 1) for peak in peak_in_flight(subjects, pool)
-    ]  # a request of no duration counts itself
+    # a request of no duration counts itself
+    peaks = [max(peak, 1) for peak in peak_in_flight(subjects, pool)]
     counts: dict[int, int] = {}
     for peak in peaks:
         counts[peak] = counts.get(peak, 0) + 1

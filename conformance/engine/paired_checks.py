@@ -105,9 +105,8 @@ def blocks(units: Sequence[Unit], label: str | None = None) -> list[tuple[Unit, 
         by_prompt.setdefault(unit.data.pid, []).append(unit)
     for pid, group in by_prompt.items():
         places = {u.place for u in group}
-        sampled = next(
-            place for place in range(len(group) + 1) if place not in places
-        )  # places 0..sampled-1 all in
+        # places 0..sampled-1 all in
+        sampled = next(place for place in range(len(group) + 1) if place not in places)
         by_prompt[pid] = [
             u for u in group if u.place < sampled and (label is None or u.load == label)
         ]
@@ -248,9 +247,8 @@ def paired_check(name: str, case: Any, rate: float) -> list[CheckRecord]:
         for u in units
     }
     subsets = _subsets(units)
-    pooled = (
-        len(data.parts) > 1
-    )  # learn across the prompts, and per prompt: an equal mixture of the two
+    # learn across the prompts, and per prompt: an equal mixture of the two
+    pooled = len(data.parts) > 1
     logs = {
         label: mixture_log(
             [

@@ -41,24 +41,18 @@ class EngineResult(SuiteResult):
     """A core SuiteResult at level "engine" that knows whether the candidate speculated and which reports are void."""
 
     speculation_observed: bool = False
-    input_reasons: list[str] = field(
-        default_factory=list
-    )  # what the files hold that keeps the run from certifying
-    underpowered: list[str] = field(
-        default_factory=list
-    )  # sampled prompts short of the target (more samples help)
-    short_of_any_shape: list[str] = field(
-        default_factory=list
-    )  # prompts at the target for the monotone class only
-    invalid: dict[str, dict] = field(
-        default_factory=dict
-    )  # prompt -> why its reports are void, and which kind
-    uncovered: list[str] = field(
-        default_factory=list
-    )  # prompts whose reference tokens lack a teacher-forced report
-    voided: list[str] = field(
-        default_factory=list
-    )  # "case/check" of the records that read void reports
+    # what the files hold that keeps the run from certifying
+    input_reasons: list[str] = field(default_factory=list)
+    # sampled prompts short of the target (more samples help)
+    underpowered: list[str] = field(default_factory=list)
+    # prompts at the target for the monotone class only
+    short_of_any_shape: list[str] = field(default_factory=list)
+    # prompt -> why its reports are void, and which kind
+    invalid: dict[str, dict] = field(default_factory=dict)
+    # prompts whose reference tokens lack a teacher-forced report
+    uncovered: list[str] = field(default_factory=list)
+    # "case/check" of the records that read void reports
+    voided: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -60,9 +60,8 @@ def coupling_route(case: EngineCase, profile: Profile) -> dict | None:
         return None
     beta = profile.false_pass_rate * ROUTE_SHARE
     bound = coupling_bound(mismatches, shared, beta, data.seed_space)
-    coupled = (
-        mismatches / shared < profile.engine.target_tv / 4.0
-    )  # else more seeds will only add mismatches
+    # else more seeds will only add mismatches
+    coupled = mismatches / shared < profile.engine.target_tv / 4.0
     needed = (
         min_num_samples_coupled_within(profile.engine.target_tv, beta, mismatches, data.seed_space)
         if coupled

@@ -28,11 +28,12 @@ from .load import LOAD_LABELS, Background, check_load_design, parse_background
 
 SCHEMA = "exactspec.engine.samples"
 SCHEMA_VERSION = "1.2"
+# draft: the draft model served plain, its reports (diagnosis only)
 ROLES = (
     "reference",
     "candidate",
     "draft",
-)  # draft: the draft model served plain, its reports (diagnosis only)
+)
 PROBS_KINDS = ("post_sampling", "raw")
 #: The report tolerance (CONTRACT.md "Report tolerance"): each reported probability p' is within
 #: TOLERANCE_RELATIVE * p' + TOLERANCE_ABSOLUTE of the law the engine samples from: relative 1e-3 (float32 logits
@@ -55,9 +56,8 @@ class Header:
     created: str
     exactspec_version: str
     schema_version: str = SCHEMA_VERSION
-    design: dict | None = (
-        None  # how the seeds were drawn, and the collection's concurrency (`Design`)
-    )
+    # how the seeds were drawn, and the collection's concurrency (`Design`)
+    design: dict | None = None
 
     @property
     def speculation(self) -> dict | None:
@@ -105,16 +105,13 @@ class Completion:
     finish_reason: str | None = None
     timings: dict | None = None
     elapsed_s: float = 0.0
-    index: int | None = (
-        None  # the seed's place in the design's seed list (the order the law checks read)
-    )
-    sent_at: float | None = (
-        None  # its first byte written, its answer's first byte read (time.time(): `load`)
-    )
+    # the seed's place in the design's seed list (the order the law checks read)
+    index: int | None = None
+    # its first byte written, its answer's first byte read (time.time(): `load`)
+    sent_at: float | None = None
     received_at: float | None = None
-    load: str | None = (
-        None  # candidate: "serial" (sampled alone) or "loaded" (with the run's concurrency)
-    )
+    # candidate: "serial" (sampled alone) or "loaded" (with the run's concurrency)
+    load: str | None = None
 
     def to_dict(self) -> dict:
         """The record's line (a shallow copy: writing a record is cheap); optional fields left out when unset."""

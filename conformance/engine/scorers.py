@@ -184,9 +184,8 @@ class NearZero:
     set (hit: the token falls in it), the rates those of the candidate's and the reference's earlier tokens."""
 
     def __init__(self, by_prompt: bool = False) -> None:
-        self.hits = np.zeros(
-            2
-        )  # pooled over prompts: a near-zero emission is rare, a rate per prompt too noisy
+        # pooled over prompts: a near-zero emission is rare, a rate per prompt too noisy
+        self.hits = np.zeros(2)
         self.trials = np.zeros(2)
 
     def score(self, tokens: list[TokenView]) -> float:

@@ -188,9 +188,8 @@ def zipf_rows(
     norm(z**flatten); draft rows cycle through uniform 1/V and norm(0.5 z[perm] + 0.5 z)."""
     zipf = _norm(1.0 / np.arange(1, V + 1) ** exponent)
     bit_generator = np.random.PCG64(permutation_seed)
-    bit_generator.advance(
-        permutation_skip
-    )  # the historical case drew its permutation after 158 steps
+    # the historical case drew its permutation after 158 steps
+    bit_generator.advance(permutation_skip)
     permuted = zipf[np.random.Generator(bit_generator).permutation(V)]
     targets = (zipf, permuted, _norm(zipf**flatten))
     drafts = (np.full(V, 1.0 / V), _norm(0.5 * permuted + 0.5 * zipf))

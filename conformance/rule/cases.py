@@ -54,9 +54,8 @@ class Case:
     #: Rows that vary from round to round: (targets (M, k+1, V), drafts (M, k, V)); each round draws a member
     #: uniformly (target_probs / draft_probs are member 0). None: every round has the same rows.
     pool: tuple[np.ndarray, np.ndarray] | None = None
-    recipe: dict | None = (
-        None  # the recipe the rows came from (written back by to_dict for pooled cases)
-    )
+    # the recipe the rows came from (written back by to_dict for pooled cases)
+    recipe: dict | None = None
 
     def __post_init__(self):
         p = np.ascontiguousarray(self.target_probs, dtype=np.float64)
@@ -140,9 +139,8 @@ class Case:
     @cached_property
     def count_law(self) -> np.ndarray:
         """Exact law of N (tokens emitted per round) under the standard rule, n = 1..k+1."""
-        if (
-            self.varying
-        ):  # each round's member is uniform over the pool: the mixture of the members' laws
+        # each round's member is uniform over the pool: the mixture of the members' laws
+        if self.varying:
             alphas = np.minimum(self.pooled[0][:, :-1], self.pooled[1]).sum(axis=-1)
             return np.mean([reference.tokens_law_per_position(a) for a in alphas], axis=0).astype(
                 np.float64
@@ -232,9 +230,8 @@ def _boolean(value, where: str) -> bool:
     raise ValueError(f"{where} must be true or false, got {value!r}")
 
 
-REQUIRED = (
-    object()
-)  # RECIPES: name -> (row function, {parameter: (checker, default or REQUIRED)}); k from the case
+# RECIPES: name -> (row function, {parameter: (checker, default or REQUIRED)}); k from the case
+REQUIRED = object()
 _Param = tuple[Callable[[Any, str], Any], Any]  # (checker(value, where), default or REQUIRED)
 RECIPES: dict[str, tuple[Callable[..., tuple[Any, Any]], dict[str, _Param]]] = {
     "generated": (
@@ -320,9 +317,8 @@ def _number(value, where: str) -> float:
         return value
     if isinstance(value, str):
         try:
-            return float(
-                Fraction(value.strip())
-            )  # exact value, then one correct rounding to float64
+            # exact value, then one correct rounding to float64
+            return float(Fraction(value.strip()))
         except (ValueError, ZeroDivisionError):
             pass
     raise ValueError(

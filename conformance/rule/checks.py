@@ -196,9 +196,8 @@ def tuple_law_check(
     idx = np.searchsorted(codes, obs)
     idx_c = np.minimum(idx, codes.size - 1)
     known = codes[idx_c] == obs
-    law = with_unseen_category(
-        probs_sorted
-    )  # last category: any tuple of probability 0 under the rule
+    # last category: any tuple of probability 0 under the rule
+    law = with_unseen_category(probs_sorted)
     cats = np.where(known, idx_c, codes.size)
     counts = np.bincount(cats, minlength=law.size)
     res, plot = _gof("tuple_law", counts, law, false_fail_rate, profile)
@@ -248,9 +247,8 @@ def count_law_check(
 ) -> CheckRecord:
     """Tokens per round N against the standard rule's exact law (efficiency: standard rule, not exactness)."""
     case = rounds.case
-    law = drop_rounding_mass(
-        case.count_law
-    )  # alpha_i = 1 up to rounding: the exact law puts no mass there
+    # alpha_i = 1 up to rounding: the exact law puts no mass there
+    law = drop_rounding_mass(case.count_law)
     n = rounds.n
     me = profile.rule.min_expected(n)
     try:

@@ -85,9 +85,8 @@ def confirm_plan(
 def confirm_case(harness, case: Case, profile: Profile, plan: dict) -> list[CheckRecord]:
     """Run the planned confirmatory position checks on fresh rounds; records named confirm_position_j."""
     rounds = harness.run(case, plan["rounds"], case_seed(case.name, "confirm"))
-    prefix = (
-        "pit_position" if case.varying else "position"
-    )  # rows varying by round: the randomized PIT
+    # rows varying by round: the randomized PIT
+    prefix = "pit_position" if case.varying else "position"
     run = case_checks.pit_position_checks if case.varying else checks.position_checks
     wanted = {f"{prefix}_{j}" for j in plan["positions"]}
     out = [checks.invariant_check(harness.name, rounds, "invariants_confirm_rounds")]
@@ -104,9 +103,8 @@ def confirm_case(harness, case: Case, profile: Profile, plan: dict) -> list[Chec
             and math.isfinite(detectable)
             and detectable > plan["epsilon_tv"] * PLANNING_MARGIN
         ):
-            record.result.details["confirmatory"] = (
-                False  # too weak to confirm: the case stays unconfirmed
-            )
+            # too weak to confirm: the case stays unconfirmed
+            record.result.details["confirmatory"] = False
         out.append(record)
     return out
 

@@ -176,9 +176,8 @@ class RuleLevel(Level):
         result.extra["adversarial_reach"] = reach_info
         if reach_info and not reach_info["reached"]:
             result.notes.append(reach_info["message"])
-        if (
-            result.verdict == "NOT_EXACT" and impl is not None
-        ):  # after the verdict: never changes it
+        # after the verdict: never changes it
+        if result.verdict == "NOT_EXACT" and impl is not None:
             diagnosis = guarded(lambda: diagnose_rule(impl, cases, result.records))
             if diagnosis:
                 result.extra["diagnosis"] = diagnosis

@@ -241,9 +241,8 @@ def load_adapter(spec: Any) -> Any:
     if spec is None:
         return None
     loaded = load_any_adapter(spec, builtins=BUILTIN)
-    return (
-        loaded.adapter if loaded.level == "sequence" else None
-    )  # the level an object offers first (`loader`)
+    # the level an object offers first (`loader`)
+    return loaded.adapter if loaded.level == "sequence" else None
 
 
 def adapter_name(adapter: Any) -> str:

@@ -90,9 +90,10 @@ class SequenceLevel(Level):
         self, subject: Generator, case: Case, profile: Profile, plan: dict
     ) -> tuple[Any, list[CheckRecord]]:
         """The case's samples and hard records; output our code cannot even read is a contract violation."""
+        # torch: the declaration is read without it (the loader asks every level)
         from .run import (
             run_case,
-        )  # torch: the declaration is read without it (the loader asks every level)
+        )
 
         try:
             run, hard = run_case(subject, case, profile, plan.get("n", 0))

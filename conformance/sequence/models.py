@@ -104,9 +104,10 @@ def real_pair(draft_layers: int = 6, dtype: str = "float32") -> tuple[Any, Any, 
     Raises ``gpu_impl.models.ModelNotAvailableError`` when the model package is not installed.
     """
     if dtype not in _REAL:
+        # transformers: only the real-model cases need it
         from ...gpu_impl.drafts.early_exit import (
             truncated_model,
-        )  # transformers: only the real-model cases need it
+        )
 
         target, tokenizer = load_default_model(dtype=dtype)
         _REAL[dtype] = (target, truncated_model(target, draft_layers), tokenizer)

@@ -109,9 +109,8 @@ class KvNotRolledBack(ReferenceLoop):
 
     def next_target_context(self, row: _Row, drafts, emitted):
         n_accepted = len(emitted) - 1
-        if n_accepted < len(
-            drafts
-        ):  # a rejection: the stale entry of the rejected draft stays in the cache
+        # a rejection: the stale entry of the rejected draft stays in the cache
+        if n_accepted < len(drafts):
             return row.target_context + list(drafts[: n_accepted + 1]) + [int(emitted[-1])]
         return row.target_context + list(emitted)
 

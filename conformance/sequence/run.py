@@ -30,9 +30,8 @@ class SequenceRun:
             profile,
         )
         self.settings = profile.sequence
-        self.rows_per_call = self.settings.rows_for(
-            case.level
-        )  # samples per generate_batch call (draws)
+        # samples per generate_batch call (draws)
+        self.rows_per_call = self.settings.rows_for(case.level)
         self.target, self.draft, self.prompts = case_models(case)
         self.vocab, self.eos = int(self.target.config.vocab_size), eos_of(self.target)
         self.base = case_seed(case.name, "sequence")  # sample i uses seed base + i

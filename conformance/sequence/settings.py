@@ -21,9 +21,8 @@ class SequenceSettings(Settings):
     pit_sequences: int  # PIT cases (tiny pair): sequences per case
     real_sequences: int  # PIT cases (real model): sequences per case
     greedy_prompts: int  # greedy cases: prompts used (cycled)
-    rows_per_call: int = (
-        1  # rows per generate_batch call where offered (1: one generate call per sample)
-    )
+    # rows per generate_batch call where offered (1: one generate call per sample)
+    rows_per_call: int = 1
     pit_rows_per_call: int | None = None  # the same for the PIT cases (None: rows_per_call)
 
     def rows_for(self, case_level: str) -> int:

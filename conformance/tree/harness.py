@@ -33,9 +33,8 @@ class TreeRounds:
     with -1, and counts (the trees' rows are the case model's, so they are not kept)."""
 
     case: TreeCase
-    tree_tokens: (
-        np.ndarray
-    )  # (n, N+1): the drafted tokens of each round's tree (shape: case.parent)
+    # (n, N+1): the drafted tokens of each round's tree (shape: case.parent)
+    tree_tokens: np.ndarray
     tokens: np.ndarray  # (n, max_length)
     counts: np.ndarray  # (n,)
     seconds: float

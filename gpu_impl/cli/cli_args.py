@@ -115,9 +115,8 @@ def _add_model_and_draft(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="target model: a local Hugging Face directory or .gguf file (default: the embedded SmolLM2-135M-Instruct)",
     )
-    parser.add_argument(
-        "--tiny", action="store_true", help=argparse.SUPPRESS
-    )  # tiny random Llama, for tests
+    # tiny random Llama, for tests
+    parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--draft",
         type=_draft_type,

@@ -110,9 +110,8 @@ class BatchRunner:
                 cpu_matmul=args.cpu_matmul,
                 on_progress=lambda line: print(f"# {line}", file=sys.stderr, flush=True),
             )
-            if (
-                args.compare_plain and args.k_policy != "fixed"
-            ):  # the policy's speedup beside fixed k's
+            # the policy's speedup beside fixed k's
+            if args.compare_plain and args.k_policy != "fixed":
                 self.fixed_generator = SpeculativeGenerator(
                     target.model, draft, k=args.k, cpu_matmul=args.cpu_matmul
                 )
@@ -187,9 +186,8 @@ def _batch_figures(
         ]
         pairs = [(s, p) for s, p, _ in triples]
         lines += output.plain_lines(pairs)
-        if (
-            runner.generator.same_tokens_as_plain
-        ):  # greedy, or a deterministic draft on plain's stream
+        # greedy, or a deterministic draft on plain's stream
+        if runner.generator.same_tokens_as_plain:
             record["identical_to_plain"] = all(p.sequences == s.sequences for s, p in pairs)
             lines.append(
                 output.identical_line(
@@ -260,9 +258,8 @@ def decode_all(
     records, batch_records, results = [None] * len(rows), [], []
     for number, group in enumerate(groups):
         result = runner.speculative(group, on_tokens=stream)
-        if (
-            stream is not None
-        ):  # end the streamed line before the figures (and a plain comparison) print
+        # end the streamed line before the figures (and a plain comparison) print
+        if stream is not None:
             stream.finish(target.tokenizer.decode(result.sequences[0], skip_special_tokens=True))
         label = (
             f"batch {number + 1}/{len(groups)}: {len(group)} prompt(s)" if len(groups) > 1 else ""

@@ -163,10 +163,11 @@ def fit_costs(repetitions: list[dict[int, list[float]]]) -> Costs:
     centres = [undisturbed_log_seconds(pooled[n]) for n in widths]
     errors = [math.hypot(error, one_error) for _, error in centres]
     fitted = non_decreasing([centre - one for centre, _ in centres], [1 / e**2 for e in errors])
+    # clipped at v(1): still the fit
     v = {
         1: 1.0,
         **{n: math.exp(max(log_v, 0.0)) for n, log_v in zip(widths, fitted)},
-    }  # clipped at v(1): still the fit
+    }
     t1_s = statistics.median(t for repetition in repetitions for t in repetition[1])
     return Costs(v, 0.0, {1: 0.0, **dict(zip(widths, errors))}, t1_s=t1_s)
 
@@ -277,9 +278,8 @@ def measure_and_store(
     use_cache: bool = True,
 ) -> Costs:
     """Measure v(n) for `widths` (`measure_costs`) and, with `use_cache`, replace the cached record."""
-    busy = (
-        busy_cores_now()
-    )  # before measuring: the measurement's own work is not the machine's load
+    # before measuring: the measurement's own work is not the machine's load
+    busy = busy_cores_now()
     costs = measure_costs(time_one, widths, progress=progress)
     if use_cache:
         try:

@@ -69,9 +69,8 @@ def packable(weight: torch.Tensor) -> bool:
 def _version(weight: torch.Tensor) -> int | None:
     try:
         return weight._version
-    except (
-        RuntimeError
-    ):  # an inference tensor keeps no version counter (and cannot be changed in place)
+    # an inference tensor keeps no version counter (and cannot be changed in place)
+    except RuntimeError:
         return None
 
 
@@ -119,9 +118,8 @@ def kernel_for(plan: dict[int, str], rows: int) -> str:
 
 def _linear_forward(module: torch.nn.Linear, plan: dict[int, str]):
     weight, bias = module.weight, module.bias
-    can_pack = packable(
-        weight
-    )  # once per layer, not per call: the captured weight's dtype does not change
+    # once per layer, not per call: the captured weight's dtype does not change
+    can_pack = packable(weight)
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
@@ -161,9 +159,8 @@ def planned_layers(
     Weights the plan runs packed are packed here, once per module."""
     plan = cpu_plan(cpu_matmul) if next(model.parameters()).device.type == "cpu" else None
     linears = plain_linears(model, MIN_PLANNED_ELEMENTS) if plan else []
-    if (
-        plan and "packed" in plan.values()
-    ):  # pack now (~0.5 s for 135M weights), not inside a timed forward
+    # pack now (~0.5 s for 135M weights), not inside a timed forward
+    if plan and "packed" in plan.values():
         for module in filter(lambda m: packable(m.weight), linears):
             module_packed_weight(module)
     return linears, plan if linears else None

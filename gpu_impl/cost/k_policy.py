@@ -188,9 +188,8 @@ class CostModelK:
         draws, drawn = [], {}
         for i, (a, e, m) in enumerate(zip(self.accepted, self.examined, self.prior_means())):
             key = (a, e, m, first if i == 0 else later)
-            if (
-                key not in drawn
-            ):  # positions never reached share their posterior: one draw serves them all
+            # positions never reached share their posterior: one draw serves them all
+            if key not in drawn:
                 drawn[key] = float(
                     betaincinv(
                         DRAW_SHARPNESS * (a + m * w),

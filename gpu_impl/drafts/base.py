@@ -27,9 +27,8 @@ class DraftSource(ABC):
     #: generator then verifies by sampler-match, whose tokens at T > 0 are plain decoding's for the same seed.
     deterministic = False
 
-    wants_target_hidden = (
-        False  # True: the generator keeps the target's final-norm states for `observe_target`
-    )
+    # True: the generator keeps the target's final-norm states for `observe_target`
+    wants_target_hidden = False
 
     def observe_target(self, hidden: torch.Tensor | None, counts: torch.Tensor | None) -> None:
         """The target's final-norm states (B, m, d) of its latest forward, after `reset` (counts None: the

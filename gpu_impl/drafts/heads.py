@@ -81,9 +81,8 @@ class PredictionHeads(nn.Module):
             )
         finally:
             torch.random.set_rng_state(state)
-        with (
-            torch.no_grad()
-        ):  # start as "the state carries on": identity on the state half, small on the token half
+        # start as "the state carries on": identity on the state half, small on the token half
+        with torch.no_grad():
             for block in self.blocks:
                 block.fuse.weight[:, :hidden_size].copy_(torch.eye(hidden_size))
                 block.fuse.weight[:, hidden_size:].mul_(0.1)

@@ -46,12 +46,10 @@ class DraftEntry:
     form: str  # as the help shows it, e.g. "early-exit[:N]"
     summary: str
     parse: Callable[[str | None], DraftSpec]
-    validate: Callable[
-        [DraftSpec, ModelShape], None
-    ]  # ValueError naming --draft; no weights loaded
-    build: Callable[
-        [DraftSpec, BuildContext], tuple[Any, str]
-    ]  # -> (DraftSource or None, one-line description)
+    # ValueError naming --draft; no weights loaded
+    validate: Callable[[DraftSpec, ModelShape], None]
+    # -> (DraftSource or None, one-line description)
+    build: Callable[[DraftSpec, BuildContext], tuple[Any, str]]
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -126,9 +126,8 @@ def self_generated(
         width = max(map(len, encoded))
         ids = torch.tensor([[0] * (width - len(e)) + e for e in encoded])
         mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
-        with torch.autocast(
-            "cpu", dtype=torch.bfloat16, enabled=ids.device.type == "cpu"
-        ):  # training text: speed over bits
+        # training text: speed over bits
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=ids.device.type == "cpu"):
             result = generate_plain(
                 target,
                 ids,

@@ -66,9 +66,8 @@ def train(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     try:
         target, tokenizer = _load(args)
         rows, token_counts = corpus_rows(args, target, tokenizer)
-        piece = 8 * (
-            args.window + args.heads
-        )  # split long texts into pieces of 8 windows, so the held-out part has many
+        # split long texts into pieces of 8 windows, so the held-out part has many
+        piece = 8 * (args.window + args.heads)
         rows = [row[i : i + piece] for row in rows for i in range(0, len(row), piece)]
         train_rows, held_rows = split_rows(len(rows), args.held_out, args.seed)
         length = args.window + args.heads

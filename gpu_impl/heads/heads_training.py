@@ -31,9 +31,8 @@ class TrainConfig:
     weight_decay: float = 0.0
     seed: int = 0
     time_limit_s: float | None = None
-    text_vocabulary: bool = (
-        True  # KL over the training text's own tokens only (exact KL: False; ~10x slower)
-    )
+    # KL over the training text's own tokens only (exact KL: False; ~10x slower)
+    text_vocabulary: bool = True
 
     def check(self) -> None:
         for name in ("n_heads", "steps", "batch"):

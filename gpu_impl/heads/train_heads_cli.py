@@ -19,9 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="target: a local Hugging Face directory or .gguf file (default: the embedded SmolLM2-135M-Instruct)",
     )
-    parser.add_argument(
-        "--tiny", action="store_true", help=argparse.SUPPRESS
-    )  # tiny random Llama on random tokens (tests)
+    # tiny random Llama on random tokens (tests)
+    parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--heads",
         type=int,

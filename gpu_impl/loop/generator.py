@@ -86,18 +86,15 @@ class SpeculativeGenerator:
             raise ValueError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
         draft.check_compatible(target_model, target_tokenizer)
         self.target = CachedModel(target_model.eval(), cpu_matmul)
-        self.target.keep_hidden = (
-            draft.wants_target_hidden
-        )  # heads drafts read the target's last hidden states
+        # heads drafts read the target's last hidden states
+        self.target.keep_hidden = draft.wants_target_hidden
         self.vocab_size = logit_width(target_model)
         self.draft, self.sampling, self.mode, self.policy = draft, sampling, mode, policy
         self.costs: dict[int, Costs] = {}  # measured per batch size, for the "cost" policy
-        self.precise_timing = (
-            precise_timing  # synchronize CUDA around timed sections (costs overlap)
-        )
-        self.on_progress = (
-            on_progress  # receives progress lines of the cost calibration (when one runs)
-        )
+        # synchronize CUDA around timed sections (costs overlap)
+        self.precise_timing = precise_timing
+        # receives progress lines of the cost calibration (when one runs)
+        self.on_progress = on_progress
 
     @property
     def plain_coupled(self) -> bool:
@@ -221,9 +218,8 @@ class SpeculativeGenerator:
         """Keep what the timers learned for the next call (and the cache, when they contradicted it); say what was decided."""
         self.costs[batch] = chooser.costs()
         stats.policy_note, stats.policy_summary = chooser.note(), chooser.summary()
-        if (
-            chooser.calibration_disagrees
-        ):  # measured again for the next run (its time counts as calibration)
+        # measured again for the next run (its time counts as calibration)
+        if chooser.calibration_disagrees:
             start = time.perf_counter()
             fresh = measure_and_store(
                 self.target.model,
@@ -264,9 +260,8 @@ class SpeculativeGenerator:
         t1 = self._clock()
         logits = self.target.forward(torch.cat([pending[:, None], draft_tokens], dim=1))
         states = None
-        if (
-            draft_tokens.shape[1] == 0
-        ):  # nothing proposed: a plain decoding step from p (at T = 0 its argmax)
+        # nothing proposed: a plain decoding step from p (at T = 0 its argmax)
+        if draft_tokens.shape[1] == 0:
             tokens = plain_step(logits[:, 0], self.sampling, generators)[:, None]
             counts = torch.ones_like(tokens[:, 0])
         else:

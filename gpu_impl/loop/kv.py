@@ -32,9 +32,8 @@ class CachedModel:
         self.device = next(model.parameters()).device
         self.linears, self.plan = planned_layers(model, cpu_matmul)
         self.calls = 0
-        self.keep_hidden = (
-            False  # True: keep the final norm's output of each forward in `last_hidden`
-        )
+        # True: keep the final norm's output of each forward in `last_hidden`
+        self.keep_hidden = False
         self.last_hidden = None
 
     def reset(self, batch: int) -> None:
@@ -42,12 +41,10 @@ class CachedModel:
         self.cache = DynamicCache(config=self.model.config)
         self.calls = 0
         self.valid = torch.zeros((batch, 0), dtype=torch.bool, device=self.device)
-        self.lengths = torch.zeros(
-            batch, dtype=torch.long, device=self.device
-        )  # valid tokens per row
-        self.has_holes = (
-            False  # while False the mask is all ones and attention can use the causal fast path
-        )
+        # valid tokens per row
+        self.lengths = torch.zeros(batch, dtype=torch.long, device=self.device)
+        # while False the mask is all ones and attention can use the causal fast path
+        self.has_holes = False
         self.last_hidden = None
 
     @torch.inference_mode()

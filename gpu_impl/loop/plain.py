@@ -44,9 +44,8 @@ def generate_plain(
     eos_ids = check_limits(max_new_tokens, eos_token_id)
     if not isinstance(sampling, SamplingParams):
         raise ValueError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
-    cached = CachedModel(
-        model, cpu_matmul
-    )  # outside the timing, as a SpeculativeGenerator builds its own
+    # outside the timing, as a SpeculativeGenerator builds its own
+    cached = CachedModel(model, cpu_matmul)
     start = time.perf_counter()
     ids, valid = check_prompt(input_ids, attention_mask, cached.device)
     batch = ids.shape[0]

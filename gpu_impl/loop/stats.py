@@ -50,16 +50,13 @@ class SpecStats:
     target_time_s: float = 0.0
     wall_time_s: float = 0.0
     prefill_time_s: float = 0.0  # feeding the prompt (target and draft), within wall time
-    calibration_time_s: float = (
-        0.0  # cost measurement of the "cost" k policy (first call per batch size), within wall time
-    )
-    calibration_source: str = (
-        ""  # "cache" or "measured": where the cost policy's v(n) came from (first call only)
-    )
+    # cost measurement of the "cost" k policy (first call per batch size), within wall time
+    calibration_time_s: float = 0.0
+    # "cache" or "measured": where the cost policy's v(n) came from (first call only)
+    calibration_source: str = ""
     policy_note: str = ""  # the cost policy's decision in one line: how much it drafted and why
-    policy_summary: dict = field(
-        default_factory=dict
-    )  # the figures behind it (k_policy.CostModelK.summary)
+    # the figures behind it (k_policy.CostModelK.summary)
+    policy_summary: dict = field(default_factory=dict)
     new_tokens: int = 0
     target_calls: int = 0
     draft_calls: int = 0

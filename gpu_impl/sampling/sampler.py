@@ -32,13 +32,13 @@ from .randomness import Generators, exponential, uniform
 
 MODES = ("standard", "greedy", "sampler_match")
 PAD = -1
-CHUNK_BYTES = (
-    2 << 20
-)  # CPU: residual rows per chunk (cached for the clamp and block sums; 1-4 MB measured alike)
+# CPU: residual rows per chunk (cached for the clamp and block sums; 1-4 MB measured alike)
+CHUNK_BYTES = 2 << 20
+# CPU rows subtracted through NumPy (IEEE: torch's very results)
 NUMPY_DTYPES = (
     torch.float32,
     torch.float64,
-)  # CPU rows subtracted through NumPy (IEEE: torch's very results)
+)
 
 
 def _check_round(
@@ -169,9 +169,8 @@ def _with_fallback(sums, p_flat, p_index):
     empty = sums.sum(-1) == 0
     if p_flat.device.type == "cpu" and not bool(empty.any()):
         return sums, empty[:, None]
-    target_sums = block_sums(
-        p_flat.index_select(0, p_index).clamp_min_(0)
-    )  # max(0, p), as in `_residual`
+    # max(0, p), as in `_residual`
+    target_sums = block_sums(p_flat.index_select(0, p_index).clamp_min_(0))
     return torch.where(empty[:, None], target_sums, sums), empty[:, None]
 
 
@@ -186,18 +185,16 @@ def _residual_inverse_cdf(target_probs, draft_probs, n_accepted, u):
     block, local = pick_block(sums, u)
     first, real = block_window(block, vocab)
     p_in, q_in = windows(p_flat, p_index, first), windows(q_flat, q_index, first)
-    weights = _residual(
-        p_in, q_in, (keep_q[:, None] & ~empty)
-    )  # p itself where the residual had no mass
+    # p itself where the residual had no mass
+    weights = _residual(p_in, q_in, (keep_q[:, None] & ~empty))
     return first + pick_in_block(weights, local, real)
 
 
 def _residual_race(target_probs, draft_probs, n_accepted, generator):
     batch, k, vocab = draft_probs.shape
     p_row = _row(target_probs, n_accepted)
-    q_row = (
-        _row(draft_probs, n_accepted.clamp(max=k - 1)) * (n_accepted < k)[:, None]
-    )  # bonus row: q = 0
+    # bonus row: q = 0
+    q_row = _row(draft_probs, n_accepted.clamp(max=k - 1)) * (n_accepted < k)[:, None]
     residual = (p_row - q_row).clamp_min(0)
     weights = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p_row)
     return race(weights, exponential(batch, (vocab,), generator, target_probs.device))

@@ -101,17 +101,15 @@ def _walk(parent, tokens, target_probs, draft_probs, node_mask, replacement, uni
     current = parent.new_zeros(batch)
     last_tried = parent.new_zeros(batch)
     p, q = target_probs[:, 0], draft_probs[:, 0]
-    for step in range(
-        parent.shape[1] - 1
-    ):  # every try consumes one node: N tries visit the whole tree
+    # every try consumes one node: N tries visit the whole tree
+    for step in range(parent.shape[1] - 1):
         has_child, child = _next_child(parent, node_mask, current, last_tried)
         x = _at(tokens, child).clamp_min(0)
         ratio = _at(p, x).double() / _at(q, x).double()
         accept = has_child & (uniforms[:, step] < ratio)  # p(x) = 0 gives ratio 0: never accepted
         reject = (has_child & ~accept)[:, None]
-        residual = _normalised(
-            (p - q).clamp_min(0), p
-        )  # mass 0 only when p == q (no rejection possible)
+        # mass 0 only when p == q (no rejection possible)
+        residual = _normalised((p - q).clamp_min(0), p)
         without_x = _normalised(q.scatter(1, x[:, None], 0.0), q)
         p = torch.where(
             accept[:, None], _row(target_probs, child), torch.where(reject, residual, p)
@@ -135,9 +133,8 @@ def _path_tokens(parent, tokens, node, last):
         )
         node = _at(parent, node.clamp_min(0))
     depth = on_path.sum(-1)
-    slot = torch.where(
-        on_path, on_path.long().cumsum(-1) - 1, contexts
-    )  # ancestors come in index order
+    # ancestors come in index order
+    slot = torch.where(on_path, on_path.long().cumsum(-1) - 1, contexts)
     out = tokens.new_full((batch, contexts + 1), PAD)
     out.scatter_(1, slot, torch.where(on_path, tokens, PAD))
     out = out[:, :contexts].contiguous()
@@ -164,12 +161,10 @@ def verify_tree_batch(
     _check_tree_batch(parent, tokens, target_probs, draft_probs, node_mask, replacement)
     batch, contexts, vocab = target_probs.shape
     device = target_probs.device
-    noise = exponential(
-        batch, (vocab,), generator, device
-    )  # first, so a row's stream ignores the padding
-    uniforms = uniform(
-        batch, (max(contexts - 1, 1),), generator, device
-    )  # try t of a row uses uniforms[t]
+    # first, so a row's stream ignores the padding
+    noise = exponential(batch, (vocab,), generator, device)
+    # try t of a row uses uniforms[t]
+    uniforms = uniform(batch, (max(contexts - 1, 1),), generator, device)
     node, p = _walk(parent, tokens, target_probs, draft_probs, node_mask, replacement, uniforms)
     last = race(p, noise)
     return _path_tokens(parent, tokens, node, last)

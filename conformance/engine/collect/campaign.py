@@ -229,9 +229,8 @@ def _rounds(
     while True:
         defer = forcing_can_wait(result, declared)
         left = plan.limits.time_limit_s - spent_before - (time.monotonic() - started)
-        requests = (
-            4 * sum(state["counts"].values()) * (2 + 2 * positions)
-        )  # both ends, their prefixes, with room
+        # both ends, their prefixes, with room
+        requests = 4 * sum(state["counts"].values()) * (2 + 2 * positions)
         budgets = (
             Budget(requests, max(1.0, left * (1.0 - FORCING_RESERVE))),
             Budget(requests, max(1.0, left)),

@@ -127,12 +127,10 @@ class Reply:
     finish_reason: str | None
     timings: dict | None
     elapsed_s: float = 0.0
-    probs_dropped: str | None = (
-        None  # why the reported probabilities were not kept (top_probs is then None)
-    )
-    sent_at: float | None = (
-        None  # the request's first byte written, its answer's first read (time.time())
-    )
+    # why the reported probabilities were not kept (top_probs is then None)
+    probs_dropped: str | None = None
+    # the request's first byte written, its answer's first read (time.time())
+    sent_at: float | None = None
     received_at: float | None = None
     raw: dict = field(default_factory=dict, repr=False)
 
@@ -287,9 +285,8 @@ async def send_with_retries(
                     wave.leave()
                     wave = None  # a retry is sent as soon as it is ready
             value = read(response)
-            if (
-                times is not None
-            ):  # as the connection saw them, else around the exchange (another transport)
+            # as the connection saw them, else around the exchange (another transport)
+            if times is not None:
                 times[:] = wire if len(wire) == 2 else [started, ended]
             return value
     raise AssertionError("unreachable: tenacity either returns or reraises")
@@ -361,10 +358,11 @@ def _close_answered(sent: list[tuple[WaveStream, list[float] | None]]) -> None:
     if sockets:
         try:
             now, (readable, _, _) = time.time(), select.select(list(sockets), [], [], 0)
+        # closed between the filter and the call: the answer times stay as read
         except (
             OSError,
             ValueError,
-        ):  # closed between the filter and the call: the answer times stay as read
+        ):
             return
         for sock in readable:
             sockets[sock].append(now)

@@ -21,16 +21,14 @@ from .vocabulary import Vocabulary
 class OpenAIOptions:
     """What the generic dialect is told about the server (each field is one flag of `OpenAIDialect`)."""
 
-    tokenizer: str | None = (
-        None  # the model's tokenizer.json, its directory or its GGUF (--tokenizer)
-    )
+    # the model's tokenizer.json, its directory or its GGUF (--tokenizer)
+    tokenizer: str | None = None
     reports: str = "raw"  # what its logprobs are: "raw" or "post_sampling" (--reports)
     draft_counters: tuple[str, str] | None = None  # /metrics counters (drafted, accepted)
     request_extra: dict = field(default_factory=dict)  # merged into every request (--request-extra)
     text_prompts: bool = False  # the server takes text prompts only (--text-prompts)
-    token_by_token: bool = (
-        False  # teacher forcing evaluates each forced token alone (--force-token-by-token)
-    )
+    # teacher forcing evaluates each forced token alone (--force-token-by-token)
+    token_by_token: bool = False
 
     def __post_init__(self) -> None:
         if self.reports not in REPORT_KINDS:

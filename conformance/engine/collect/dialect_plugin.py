@@ -46,12 +46,10 @@ class Capabilities:
     """What a dialect can do, which the collection reads instead of asking its name."""
 
     seed_space: int = UINT32_SEED_SPACE  # random seeds are drawn uniformly from [0, seed_space - 1]
-    speculation: str = (
-        "timings"  # "timings" (per reply), "metrics" (engine-wide counters) or "declared"
-    )
-    has_server: bool = (
-        True  # a server whose load the design sets (waves, lone requests, background load)
-    )
+    # "timings" (per reply), "metrics" (engine-wide counters) or "declared"
+    speculation: str = "timings"
+    # a server whose load the design sets (waves, lone requests, background load)
+    has_server: bool = True
     prompt_cache: bool = False  # teacher forcing may ask the engine to reuse its prompt cache
 
 
@@ -92,9 +90,8 @@ class DialectPlugin:
     describe: ClassVar[str] = ""  # one line for --dialect's help
     capabilities: ClassVar[Capabilities] = Capabilities()
     options_type: ClassVar[type] = NoOptions
-    by_name: ClassVar[bool] = (
-        True  # chosen with --dialect NAME (False: by a flag of its own, `selected_by`)
-    )
+    # chosen with --dialect NAME (False: by a flag of its own, `selected_by`)
+    by_name: ClassVar[bool] = True
 
     @property
     def group_title(self) -> str:

@@ -158,9 +158,8 @@ def run(args: argparse.Namespace) -> int:
         return _refused(ExitCode.USAGE, error)
     except EngineUnavailable as error:
         return _refused(ExitCode.UNAVAILABLE, error)
-    except (
-        httpx.HTTPError
-    ) as error:  # an engine's error outside the collection's batches (tokenising a prompt)
+    # an engine's error outside the collection's batches (tokenising a prompt)
+    except httpx.HTTPError as error:
         return _refused(ExitCode.UNAVAILABLE, request_error_text(error))
     print(f"exactspec engine certify: {result.impl}: {result.verdict}")
     for reason in result.reasons:

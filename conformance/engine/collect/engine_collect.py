@@ -78,9 +78,8 @@ async def collect_async(
         raise ValueError(
             "--teacher-force: needs --reference-url (the reference reports the probabilities)"
         )
-    if (
-        teacher_force_path and teacher_force_path.exists()
-    ):  # refuse a mismatched file before any request
+    # refuse a mismatched file before any request
+    if teacher_force_path and teacher_force_path.exists():
         read_teacher_candidate(teacher_force_path, plan)
     await probe_endpoints(plan.transport)
     budget = Budget(plan.limits.max_requests, plan.limits.time_limit_s)
@@ -242,9 +241,8 @@ def run(args: argparse.Namespace) -> int:
         code, message = ExitCode.USAGE, str(error)
     except EngineUnavailable as error:
         code, message = ExitCode.UNAVAILABLE, str(error)
-    except (
-        httpx.HTTPError
-    ) as error:  # an engine's error outside the collection's batches (tokenising a prompt)
+    # an engine's error outside the collection's batches (tokenising a prompt)
+    except httpx.HTTPError as error:
         code, message = ExitCode.UNAVAILABLE, request_error_text(error)
     print(f"exactspec engine collect: {message}", file=sys.stderr)
     return int(code)

@@ -58,9 +58,8 @@ async def sample_prefix(
     `SHORT_REPORT`), when a text-only
     server cannot be sent the prefix (`generic_openai.PrefixNotText`), or when every try stopped on an end token."""
     prompt_id, prefix = job
-    if callable(
-        getattr(client, "report_after", None)
-    ):  # an in-process engine reports without sampling
+    # an in-process engine reports without sampling
+    if callable(getattr(client, "report_after", None)):
         listed, body = await client.report_after([*prompts[prompt_id], *prefix], chain)
         return samples.PrefixProbs(
             prompt_id=prompt_id,
@@ -71,9 +70,8 @@ async def sample_prefix(
         )
     for attempt in range(PREFIX_SEED_TRIES):
         try:
-            if callable(
-                getattr(client, "complete_forced", None)
-            ):  # a server that needs its prefixes primed
+            # a server that needs its prefixes primed
+            if callable(getattr(client, "complete_forced", None)):
                 reply, body = await client.complete_forced(
                     prompts[prompt_id], list(prefix), seed + attempt, chain, extra
                 )

@@ -245,9 +245,8 @@ def parse_generic_completion(
     finish = cut or choice.get("finish_reason")
     if cut is None:
         tokens = _with_end(tokens, finish, vocabulary, chain.max_tokens)
-        if kept is not None and len(kept) < len(
-            tokens
-        ):  # the end token a server left out has no report
+        # the end token a server left out has no report
+        if kept is not None and len(kept) < len(tokens):
             kept, kind = None, None
     return Reply(
         tokens=tokens,
@@ -295,9 +294,8 @@ class GenericOpenAIClient(OpenAIEndpoint):
         )
         self.text_prompts = text_prompts
         self._texts: dict[tuple[int, ...], str] = {}
-        self.token_by_token = (
-            token_by_token  # `token_by_token`: one lock per server, prefixes primed
-        )
+        # `token_by_token`: one lock per server, prefixes primed
+        self.token_by_token = token_by_token
 
     async def draft_counters(self) -> dict[str, float]:
         """The user-named engine-wide draft counters now (ValueError when none were named)."""
@@ -313,10 +311,11 @@ class GenericOpenAIClient(OpenAIEndpoint):
         """Sample one completion of `prompt_tokens` with `seed`; the parsed result and the body sent."""
         if not self.token_by_token:
             return await self._complete(prompt_tokens, seed, chain, extra)
+        # a request behind a lock waits for no wave
         session, unwaved = (
             session_of(self.base_url),
             WAVE.set(None),
-        )  # a request behind a lock waits for no wave
+        )
         try:
             async with session.lock:
                 session.held = None  # unknown until the reply says (a failed request leaves it so)
@@ -346,9 +345,8 @@ class GenericOpenAIClient(OpenAIEndpoint):
             for j in priming_prefixes(session.held, prompt, prefix):
                 session.held = None
                 body = await self._body([*prompt, *prefix[:j]], seed, primer, extra)
-                await self._send(
-                    "POST", "/v1/completions", {**body, "logprobs": None}
-                )  # its token is not read
+                # its token is not read
+                await self._send("POST", "/v1/completions", {**body, "logprobs": None})
                 session.held, session.priming_requests = (
                     (*prompt, *prefix[:j]),
                     session.priming_requests + 1,

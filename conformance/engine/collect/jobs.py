@@ -83,9 +83,8 @@ def failure_text(item: object, error: BaseException) -> str:
     job = _job_in(item)
     text = (str(error).splitlines() or [""])[0] or type(error).__name__
     try:
-        request = getattr(
-            error, "request", None
-        )  # httpx's errors carry the request (RuntimeError when unset)
+        # httpx's errors carry the request (RuntimeError when unset)
+        request = getattr(error, "request", None)
     except RuntimeError:
         request = None
     url = str(getattr(request, "url", "") or "")

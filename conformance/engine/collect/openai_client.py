@@ -227,9 +227,8 @@ class OpenAIEngineClient(OpenAIEndpoint):
         }
         if not self.report_probs:
             body["logprobs"] = None
-        unwaved = (
-            WAVE.set(None) if self.measure_drafts else None
-        )  # a request behind a lock waits for no wave
+        # a request behind a lock waits for no wave
+        unwaved = WAVE.set(None) if self.measure_drafts else None
         try:
             async with self._lock if self.measure_drafts else _NoLock():
                 before = await self.draft_counters() if self.measure_drafts else None

@@ -124,9 +124,8 @@ class Identity:
     engine_version: str | None = None  # None: what the engine's props say
     engine_flags: tuple[str, ...] = ()
     candidate_flags: tuple[str, ...] = ()  # the candidate's extra flags (its speculation)
-    speculation: dict | None = (
-        None  # {"type", "draft_sampling", "expect_seed_coupled"[, "evidence": "declared"]}
-    )
+    # {"type", "draft_sampling", "expect_seed_coupled"[, "evidence": "declared"]}
+    speculation: dict | None = None
     model_name: str | None = None  # None: the file name of the engine's model path
     model_sha256: str | None = None
 
@@ -151,9 +150,8 @@ class LoadDesign:
 
     serial_share: float | None = None
     background_load: int = 0
-    background_sampling: tuple[tuple[str, Any], ...] = (
-        DEFAULT_BACKGROUND_SAMPLING  # BACKGROUND_KEYS' values
-    )
+    # BACKGROUND_KEYS' values
+    background_sampling: tuple[tuple[str, Any], ...] = DEFAULT_BACKGROUND_SAMPLING
 
     def __post_init__(self) -> None:
         share, extra = self.serial_share, self.background_load

@@ -91,9 +91,8 @@ def next_counts(result, counts: dict[str, int], first: int, cap: int) -> RoundPl
         qualified = bool(entry.get("reached")) and result.speculation_observed
         want = projected(entry, any_shape=qualified)
         if qualified and (want is None or want > cap):
-            want = (
-                4 * n
-            )  # no any-shape route in reach: the run spends its budget looking for a deviation
+            # no any-shape route in reach: the run spends its budget looking for a deviation
+            want = 4 * n
         grown[pid] = min(cap, max(n + first, min(4 * n, 2 * n if want is None else want)))
         if grown[pid] > n:
             short.append(pid)

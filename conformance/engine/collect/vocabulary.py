@@ -51,16 +51,14 @@ class Vocabulary:
     ) -> None:
         self.source, self.size, self._bytes = source, len(token_bytes), token_bytes
         self.end_ids = end_ids  # the model's end-of-generation ids, first the EOS (empty when the files say none)
-        self.chat_template: str | None = (
-            None  # the model's chat template (Jinja), where its files hold one
-        )
+        # the model's chat template (Jinja), where its files hold one
+        self.chat_template: str | None = None
         self._by_text: dict[str, list[int]] = defaultdict(list)
         for token_id, raw in enumerate(token_bytes):
             try:
                 self._by_text[raw.decode("utf-8")].append(token_id)
-            except (
-                UnicodeDecodeError
-            ):  # shown lossily by servers: register the usual renderings, to refuse them
+            # shown lossily by servers: register the usual renderings, to refuse them
+            except UnicodeDecodeError:
                 for shown in (
                     raw.decode("utf-8", errors="replace"),
                     raw.decode("utf-8", errors="ignore"),

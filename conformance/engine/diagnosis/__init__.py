@@ -235,9 +235,8 @@ def diagnose(
     (`failed_checks`: the run's failed records as {"case", "check", "message"}: a hard check names its mechanism;
     `draft`: the draft file, `samples.SampleFile` of role "draft", when one was given)."""
     sampled = parts if temperature != 0 else []  # T = 0: the hard checks say it all
-    cand, ref = token_tables(
-        sampled, positions, draft_reports(draft)
-    )  # (n, width) rows of each end's tokens
+    # (n, width) rows of each end's tokens
+    cand, ref = token_tables(sampled, positions, draft_reports(draft))
     if not cand.size:
         return {
             "tokens": 0,

@@ -53,13 +53,13 @@ def _scores(
             positions,
             {} if laws is not None else part.forced_cats,
         ):
+            # the tail last
             ids, masses = (
                 np.array(tok.cats.ids + (np.iinfo(np.int64).max,)),
                 tok.cats.probs,
-            )  # the tail last
-            if (
-                masses[tok.category] <= 0.0
-            ):  # a token the report gives no mass: its PIT is not defined
+            )
+            # a token the report gives no mass: its PIT is not defined
+            if masses[tok.category] <= 0.0:
                 continue
             below = float(masses[ids < ids[tok.category]].sum())
             u = below + rng.random() * float(masses[tok.category])

@@ -101,9 +101,8 @@ def shared_uniform(table: TokenTable, eps: float) -> np.ndarray:
     residual = _residual(p, q)[rows, order]  # (n, width) in token id order
     high = np.cumsum(residual, axis=1)
     low = high - residual
-    threshold = np.where(
-        q > 0, np.minimum(1.0, p / np.where(q > 0, q, 1.0)), 1.0
-    )  # (n, width) per draft x
+    # (n, width) per draft x
+    threshold = np.where(q > 0, np.minimum(1.0, p / np.where(q > 0, q, 1.0)), 1.0)
     # overlap[n, x, y] = |[low_y, high_y) and [threshold_x, 1)|: where the reused uniform puts correction y after x.
     overlap = np.clip(
         np.minimum(high[:, None, :], 1.0) - np.maximum(low[:, None, :], threshold[:, :, None]),

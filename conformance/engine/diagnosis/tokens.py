@@ -34,9 +34,8 @@ class TokenTable:
     probs: np.ndarray  # (n, width) reported masses of the listed categories, zero-padded
     ids: np.ndarray  # (n, width) int: the listed categories' token ids, -1 padded
     listed: np.ndarray  # (n, width) bool: a listed category
-    previous: (
-        np.ndarray
-    )  # (n, width) the shorter prefix's reported mass of the same ids (0: not listed there)
+    # (n, width) the shorter prefix's reported mass of the same ids (0: not listed there)
+    previous: np.ndarray
     has_previous: np.ndarray  # (n,) bool: the shorter prefix has a report (positions >= 2)
     category: np.ndarray  # (n,) int: the token's category (always listed)
     position: np.ndarray  # (n,) int, 1-based
@@ -46,16 +45,13 @@ class TokenTable:
     prefix: list  # n (prompt, prefix tokens) keys
     token: np.ndarray  # (n,) int: the token id
     tail_tokens: int  # tokens in the tail category (not in the table)
-    draft: (
-        np.ndarray
-    )  # (n, width) the draft's reported mass q of the same ids (0: not listed there, or no report)
+    # (n, width) the draft's reported mass q of the same ids (0: not listed there, or no report)
+    draft: np.ndarray
     has_draft: np.ndarray  # (n,) bool: the draft reported this prefix
-    draft_raw: (
-        np.ndarray
-    )  # (n, width) the draft's raw law (its softmax at T = 1) of the same ids, 0 where unreported
-    outside_tokens: int = (
-        0  # tokens the report gives mass 0 (a zero tail, or a listed 0): outside the support
-    )
+    # (n, width) the draft's raw law (its softmax at T = 1) of the same ids, 0 where unreported
+    draft_raw: np.ndarray
+    # tokens the report gives mass 0 (a zero tail, or a listed 0): outside the support
+    outside_tokens: int = 0
     outside_examples: tuple = ()  # the first few of them: where, and the report's smallest listed mass there
     outside_keys: tuple = ()  # every one of them as (prompt, prefix, token): what `neighbours` looks up
 

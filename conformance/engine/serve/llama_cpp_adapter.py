@@ -111,9 +111,8 @@ class LlamaCppPython:
         self._is_end = lambda token: bool(
             llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token)
         )
-        self._prompts: set[tuple[int, ...]] = (
-            set()
-        )  # evaluated in one batch, as plain decoding does
+        # evaluated in one batch, as plain decoding does
+        self._prompts: set[tuple[int, ...]] = set()
 
     def tokenize(self, text: str) -> list[int]:
         ids = [int(t) for t in self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)]

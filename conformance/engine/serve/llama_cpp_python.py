@@ -62,9 +62,8 @@ def ensure_llama_cpp_python(
     root = venv_dir(cache_dir, version)
     python = root / "venv" / "bin" / "python"
     if (root / "install-info.json").is_file() and python.is_file():
-        if not has_exactspec(
-            python
-        ):  # the venv was made from another checkout: point it at this one
+        # the venv was made from another checkout: point it at this one
+        if not has_exactspec(python):
             install_exactspec(python, root / "install.log", "[engine]")
         return python
     root.mkdir(parents=True, exist_ok=True)

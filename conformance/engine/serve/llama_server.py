@@ -259,10 +259,11 @@ def _build(root: Path, version: str, jobs: int, niceness: int) -> None:
     }
     (root / "build-info.json").write_text(json.dumps(info, indent=2) + "\n")
     staging.rename(root / "bin" / "llama-server")
+    # ~270 MB; the sdist stays, so a rebuild needs no download
     for tree_dir in (
         tree,
         root / "src",
-    ):  # ~270 MB; the sdist stays, so a rebuild needs no download
+    ):
         shutil.rmtree(tree_dir, ignore_errors=True)
 
 

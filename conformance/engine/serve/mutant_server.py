@@ -308,9 +308,8 @@ def build_app(backend: ServedBackend, model_name: str = "exactspec-tiny") -> Any
                 body = await request.json()
                 if not isinstance(body, dict):
                     raise RequestError("the request body must be a JSON object")
-                return JSONResponse(
-                    method(body)
-                )  # inline: generation is serialised anyway (one slot)
+                # inline: generation is serialised anyway (one slot)
+                return JSONResponse(method(body))
             except (RequestError, ValueError, TypeError) as error:
                 return JSONResponse(
                     {

@@ -37,9 +37,8 @@ from ..samples import read_samples
 from .mutant_backends import make_backend
 from .mutant_server import EngineServer
 
-CHAIN = SamplerChain(
-    temperature=0.5, top_k=3, max_tokens=4
-)  # T != 1 and a top-k: what most mutants need
+# T != 1 and a top-k: what most mutants need
+CHAIN = SamplerChain(temperature=0.5, top_k=3, max_tokens=4)
 K = 2  # drafts per round: a bonus token and a second round inside the 4 compared positions
 EOS = 4  # a likely token under top-k 3, so EOS falls inside drafts
 MODEL_NAME = "tiny-llama-v6-seed14"
@@ -48,9 +47,8 @@ SPECULATION = {
     "draft_sampling": "probabilistic",
     "expect_seed_coupled": False,
 }
-PROMPTS = [
-    {"prompt_id": "A", "prompt_tokens": [0, 2, 3, 4, 2, 3, 4, 2, 3]}
-]  # sequence.cases.PROMPT_A
+# sequence.cases.PROMPT_A
+PROMPTS = [{"prompt_id": "A", "prompt_tokens": [0, 2, 3, 4, 2, 3, 4, 2, 3]}]
 TIME_LIMIT_S = {"quick": 600.0, "standard": 1800.0, "full": 7200.0}
 #: The zoo's seed key: every run of the zoo draws the same random seeds, so its kill table and its tests are
 #: reproducible (the mutants are deterministic per seed; only the batch-rows mutant also depends on timing).
@@ -117,9 +115,8 @@ def backend(kind: str) -> Any:
     if kind == "draft":
         return make_backend("plain", draft)
     companion = PROMPT_B if kind == "mutant-batch-rows-swapped" else None
-    return make_backend(
-        kind, target, draft, k=K, companion=companion
-    )  # "plain" ignores k and the draft
+    # "plain" ignores k and the draft
+    return make_backend(kind, target, draft, k=K, companion=companion)
 
 
 class SharedReference:

@@ -122,9 +122,10 @@ def early_exit_hf_dir(source: str | os.PathLike, blocks: int, out: str | os.Path
 
 def self_draft(blocks: int = DEFAULT_BLOCKS) -> dict[str, Path]:
     """{"gguf": ..., "hf_dir": ...}: the embedded SmolLM2's early-exit self-draft, built once and cached."""
+    # torch: `engine serve` starts without it
     from ....gpu_impl.models import (
         converted_checkpoint_dir,
-    )  # torch: `engine serve` starts without it
+    )
 
     gguf_source = default_gguf_path()
     root = (

@@ -41,9 +41,8 @@ class ServeRequest:
         return Path(self.logs) / f"{role}.log" if self.logs else None
 
     def thread_count(self) -> int:
-        return self.threads or max(
-            1, (os.cpu_count() or 1) // 2
-        )  # no spinning threads on each other's cores
+        # no spinning threads on each other's cores
+        return self.threads or max(1, (os.cpu_count() or 1) // 2)
 
 
 @dataclass(frozen=True)
@@ -52,16 +51,13 @@ class ServedEngine:
 
     name: str
     modes: tuple[str, ...]
-    servers: Callable[
-        [ServeRequest], tuple[Any, Any | None]
-    ]  # (reference, candidate or None for plain)
-    dialect_arguments: Callable[
-        [Any, Any], list[str]
-    ]  # (reference, candidate) -> engine certify's dialect flags
+    # (reference, candidate or None for plain)
+    servers: Callable[[ServeRequest], tuple[Any, Any | None]]
+    # (reference, candidate) -> engine certify's dialect flags
+    dialect_arguments: Callable[[Any, Any], list[str]]
     seed_coupled: Callable[[str, str], bool]  # (mode, draft_sampling) -> expected seed-coupled
-    records_draft_sampling: bool = (
-        False  # --draft-sampling is recorded (and applies) in the draft modes
-    )
+    # --draft-sampling is recorded (and applies) in the draft modes
+    records_draft_sampling: bool = False
 
 
 def _llama_cpp(request: ServeRequest) -> tuple[Any, Any | None]:

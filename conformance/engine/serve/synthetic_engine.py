@@ -69,9 +69,8 @@ class Request:
     draft_rng: np.random.Generator
     load: Load
     context: list[int] = field(default_factory=list)
-    kv_context: list[int] = field(
-        default_factory=list
-    )  # what a KV cache holds (the kv bug keeps stale drafts)
+    # what a KV cache holds (the kv bug keeps stale drafts)
+    kv_context: list[int] = field(default_factory=list)
 
     @property
     def n_generated(self) -> int:
@@ -240,9 +239,8 @@ class HotColdContext(Bug):
     name = "hot-cold-context"
 
     def verify_chain(self, req, context, position, drafted):
-        hot = (
-            zlib.crc32(np.asarray(context, dtype=np.int32).tobytes()) & 1
-        )  # a stable hash of the context
+        # a stable hash of the context
+        hot = zlib.crc32(np.asarray(context, dtype=np.int32).tobytes()) & 1
         return req.chain.scaled(1.3 if hot else 1 / 1.3)
 
 

@@ -80,9 +80,8 @@ def chain_from_request(body: dict) -> Chain:
         raise RequestError(
             f"samplers order {order}: this server applies top_k, top_p, min_p in that order"
         )
-    sensitive = [
-        order.index(name) for name in active if name != "top_k"
-    ]  # top-k commutes with temperature
+    # top-k commutes with temperature
+    sensitive = [order.index(name) for name in active if name != "top_k"]
     if not sensitive or params.temperature in (0.0, 1.0):
         return Chain(params)
     before = {position < order.index("temperature") for position in sensitive}
@@ -236,9 +235,8 @@ def build_app(backend: SyntheticBackend, model_name: str) -> Any:
         # anyio (with starlette): only a served request needs it
         import anyio.to_thread
 
-        slots = int(
-            anyio.to_thread.current_default_thread_limiter().total_tokens
-        )  # generation threads
+        # generation threads
+        slots = int(anyio.to_thread.current_default_thread_limiter().total_tokens)
         return JSONResponse(
             {
                 "build_info": BUILD_INFO,

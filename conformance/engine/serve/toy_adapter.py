@@ -69,9 +69,8 @@ class ToyEngine:
             raise ValueError(f"vocab {self.vocab} must be >= 4 and k {self.k} >= 1")
         weights = np.random.default_rng(int(model_seed))
         self.logits = 2.0 * weights.standard_normal((self.vocab, self.vocab))
-        sharpness = np.where(weights.random(self.vocab) < 0.5, 0.4, 2.0)[
-            :, None
-        ]  # flatter or sharper by context
+        # flatter or sharper by context
+        sharpness = np.where(weights.random(self.vocab) < 0.5, 0.4, 2.0)[:, None]
         self.draft_logits = sharpness * (
             self.logits + weights.standard_normal((self.vocab, self.vocab))
         )

@@ -22,9 +22,8 @@ def exactspec_source() -> tuple[str, bool]:
         json.loads(dist.read_text("direct_url.json") or "{}")
         for dist in metadata.distributions(name="exactspec")
     ]
-    record: dict = next(
-        (r for r in records if r.get("url", "").startswith("file://")), {}
-    )  # not a checkout's egg-info
+    # not a checkout's egg-info
+    record: dict = next((r for r in records if r.get("url", "").startswith("file://")), {})
     url = record.get("url", "")
     if not url.startswith("file://"):
         raise ForeignVenvError(

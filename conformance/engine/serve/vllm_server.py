@@ -132,9 +132,10 @@ def _install(root: Path, version: str) -> None:
 
 def default_model_dir() -> Path:
     """The converted SmolLM2-135M-Instruct checkpoint (`gpu_impl.models`; needs the torch extra once)."""
+    # torch: `engine serve` starts without it
     from ....gpu_impl.models import (
         converted_checkpoint_dir,
-    )  # torch: `engine serve` starts without it
+    )
 
     return converted_checkpoint_dir()
 

@@ -281,9 +281,8 @@ class RankMappingBeyond16(Mutant):
         )
         rest = np.ones(dist.shape, dtype=bool)
         np.put_along_axis(rest, top, False, axis=-1)
-        ids = np.concatenate(
-            [top, np.nonzero(rest)[1].reshape(dist.shape[0], V - head)], axis=-1
-        )  # ranks > 16: id order
+        # ranks > 16: id order
+        ids = np.concatenate([top, np.nonzero(rest)[1].reshape(dist.shape[0], V - head)], axis=-1)
         return ids[np.arange(dist.shape[0]), ranks]
 
 
@@ -301,9 +300,8 @@ class StaleWorkspace(Mutant):
 
     def residual(self, p_row, q_row):
         r = np.maximum(p_row - q_row, 0.0)
-        store = self.__dict__.setdefault(
-            "_workspace", {}
-        )  # V -> (positions, V), allocated once, never zeroed
+        # V -> (positions, V), allocated once, never zeroed
+        store = self.__dict__.setdefault("_workspace", {})
         ws = store.setdefault(p_row.shape[-1], np.zeros((64, p_row.shape[-1])))
         out = np.where(r > 0, r, ws[self._rows])
         ws[self._rows] = out  # the workspace keeps what was written last at each position
