@@ -61,6 +61,7 @@ _PREBUILD: dict = {}
 def pytest_collection_finish(session):
     """Start the engines' builds in the background at nice 19 when the session selected their tests
     (`tests/engine_prebuild.py`, log in the cache folder); they use the core the first tests leave idle.
+    Under pytest-xdist only the first worker starts them (every worker collects the same items).
     Off with EXACTSPEC_NO_PREBUILD=1."""
     import subprocess
     import sys
@@ -74,6 +75,8 @@ def pytest_collection_finish(session):
         }
     )
     if not files or os.environ.get("EXACTSPEC_NO_PREBUILD") or session.config.option.collectonly:
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
         return
     log = cache_root() / "engine_prebuild.log"
     log.parent.mkdir(parents=True, exist_ok=True)

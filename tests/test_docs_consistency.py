@@ -255,4 +255,8 @@ def test_the_readme_keeps_its_two_set_up_commands(page):
     """The README's two set-up commands (the main job, the tests) are the only bash blocks before "Certify"."""
     text = (REPO / page).read_text().split("## Certify your implementation")[0]
     blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
-    assert len(blocks) == 2 and blocks[1].strip().endswith("pytest --exactspec-profile quick")
+    assert len(blocks) == 2 and blocks[1].strip().endswith(
+        "pytest -n 2 --dist loadfile --exactspec-profile quick"
+    )
+    ci = (REPO / ".ci" / "run").read_text()
+    assert blocks[1].strip() in ci, "the README's test command is what .ci/run runs"
