@@ -44,7 +44,7 @@ from .arguments import (
 )
 from .campaign import Certification, run_campaign
 from .design import SeedDesign
-from .engine_errors import EngineUnavailable, request_error_text
+from .engine_errors import EngineUnavailable, refusal
 from .plan import CollectionPlan, Forcing, Limits
 from .prompt_sets import PROMPT_SETS
 
@@ -154,13 +154,8 @@ def run(args: argparse.Namespace) -> int:
         result = run_campaign(
             args.prompts, args.out, plan_from(args), Certification(args.profile, args.pooled)
         )
-    except ValueError as error:
-        return _refused(ExitCode.USAGE, error)
-    except EngineUnavailable as error:
-        return _refused(ExitCode.UNAVAILABLE, error)
-    # an engine's error outside the collection's batches (tokenising a prompt)
-    except httpx.HTTPError as error:
-        return _refused(ExitCode.UNAVAILABLE, request_error_text(error))
+    except (ValueError, EngineUnavailable, httpx.HTTPError) as error:
+        return _refused(*refusal(error))
     print(f"exactspec engine certify: {result.impl}: {result.verdict}")
     for reason in result.reasons:
         print(f"  {reason}")

@@ -41,7 +41,7 @@ from .arguments import (
     transport_from,
 )
 from .design import SeedDesign
-from .engine_errors import EngineUnavailable, request_error_text
+from .engine_errors import EngineUnavailable, refusal
 from .forcing import read_teacher_candidate, teacher_force
 from .jobs import Budget
 from .prompt_files import check_prompts, read_prompts
@@ -237,13 +237,8 @@ def run(args: argparse.Namespace) -> int:
                 args.prompts, args.out_dir, plan_from(args), teacher_force=args.teacher_force
             )
         )
-    except ValueError as error:
-        code, message = ExitCode.USAGE, str(error)
-    except EngineUnavailable as error:
-        code, message = ExitCode.UNAVAILABLE, str(error)
-    # an engine's error outside the collection's batches (tokenising a prompt)
-    except httpx.HTTPError as error:
-        code, message = ExitCode.UNAVAILABLE, request_error_text(error)
+    except (ValueError, EngineUnavailable, httpx.HTTPError) as error:
+        code, message = refusal(error)
     print(f"exactspec engine collect: {message}", file=sys.stderr)
     return int(code)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import httpx
 
 from ....errors import ExactspecError
+from ....outcomes import ExitCode
 
 #: Characters of an engine's error body kept in a message (bodies can be long HTML pages).
 MESSAGE_CHARS = 300
@@ -71,12 +72,24 @@ def request_error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def refusal(error: ValueError | EngineUnavailable | httpx.HTTPError) -> tuple[ExitCode, str]:
+    """The exit code and one line of an engine command stopped by `error`: a bad argument or input is a usage
+    error; an engine unreachable or failing, also outside the collection's batches (tokenising a prompt), is
+    unavailable."""
+    if isinstance(error, ValueError):
+        return ExitCode.USAGE, str(error)
+    if isinstance(error, EngineUnavailable):
+        return ExitCode.UNAVAILABLE, str(error)
+    return ExitCode.UNAVAILABLE, request_error_text(error)
+
+
 __all__ = [
     "EngineCallError",
     "EngineFailure",
     "EngineUnavailable",
     "EngineUnreachable",
     "engine_message",
+    "refusal",
     "request_error_text",
     "status_error",
 ]
