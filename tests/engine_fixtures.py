@@ -3,7 +3,8 @@
 The build happens once per machine (cached under ``$EXACTSPEC_CACHE`` / ``~/.cache/exactspec``, see
 ``conformance.engine.serve.llama_server``); a missing compiler or cmake fails the tests with the tool's name,
 it does not skip them. Every server runs on 127.0.0.1 with the embedded SmolLM2-135M GGUF, one slot, and is
-stopped by its PID at the end of the session. Import the fixtures into a test module to use them.
+stopped by its PID at the end of the module that uses it (an idle llama-server still spins: a session-scoped one
+would take CPU from the rest of the run). Import the fixtures into a test module to use them.
 """
 
 from __future__ import annotations
@@ -48,25 +49,25 @@ def llama_binary():
     return ensure_llama_server()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def llama_plain(llama_binary, tmp_path_factory):
     """llama-server without speculation: the engine's reference mode."""
     yield from _server(llama_binary, tmp_path_factory, "plain")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def llama_draft(llama_binary, tmp_path_factory):
     """llama-server speculating with the same GGUF as a greedy draft model (up to 4 drafts a round)."""
     yield from _server(llama_binary, tmp_path_factory, "draft")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def llama_ngram(llama_binary, tmp_path_factory):
     """llama-server speculating with the ngram-simple drafter (2-gram lookup, up to 8 drafts)."""
     yield from _server(llama_binary, tmp_path_factory, "ngram", extra_args=NGRAM_ARGS)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def llama_probabilistic(llama_binary, tmp_path_factory):
     """llama-server with a sampled (probabilistic) draft: the standard rejection rule at temperature > 0."""
     yield from _server(llama_binary, tmp_path_factory, "draft", draft_sampling="probabilistic")

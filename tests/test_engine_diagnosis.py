@@ -11,8 +11,13 @@ import numpy as np
 import pytest
 from exactspec.conformance.engine.checks import prompts
 from exactspec.conformance.engine.diagnosis import diagnose
-from exactspec.conformance.engine.diagnosis.families import FAMILIES, family_named, fit
-from exactspec.conformance.engine.diagnosis.tokens import token_tables
+from exactspec.conformance.engine.diagnosis.families import (
+    FAMILIES,
+    family_named,
+    fit,
+    log_likelihood,
+)
+from exactspec.conformance.engine.diagnosis.tokens import TokenTable, token_tables
 from exactspec.conformance.engine.samples import read_samples
 
 from tests.test_engine_offline import (
@@ -238,3 +243,50 @@ def test_a_diagnosis_that_fails_is_stated_and_the_verdict_stands(tmp_path, monke
     assert (
         "could not be made (RuntimeError: boom)" in result.extra["diagnosis"]["mechanism"]["text"]
     )
+
+
+def random_table(rng: np.random.Generator, n: int = 80, width: int = 6) -> TokenTable:
+    """A table of n rows with 2..width listed categories each (descending masses, some 0, a tail), a shorter
+    prefix's report at some rows and the draft's q (post-sampling and raw) at others: every branch of the laws."""
+    listed = np.arange(width)[None, :] < rng.integers(2, width + 1, size=n)[:, None]
+    masses = -np.sort(-rng.dirichlet(np.ones(width + 1), size=n)[:, :width], axis=1)
+    masses[rng.random((n, width)) < 0.1] = 0.0
+    probs = np.where(listed, masses, 0.0)
+    ids = np.where(listed, rng.permuted(np.tile(np.arange(width), (n, 1)), axis=1), -1)
+    category = np.array([rng.integers(0, row.sum()) for row in listed])
+
+    def masses_at(rate: float) -> np.ndarray:
+        return np.where(listed & (rng.random((n, width)) > rate), rng.random((n, width)), 0.0)
+
+    return TokenTable(
+        probs,
+        ids,
+        listed,
+        masses_at(0.3),
+        rng.random(n) < 0.7,
+        category,
+        rng.integers(1, 6, size=n),
+        rng.integers(0, 3, size=n),
+        np.array(["p0"] * n, dtype=object),
+        np.array([""] * n, dtype=object),
+        [("p0", (i,)) for i in range(n)],
+        category,
+        0,
+        masses_at(0.2),
+        rng.random(n) < 0.8,
+        masses_at(0.2),
+    )
+
+
+def test_every_grid_evaluator_equals_its_law_at_each_value():
+    """A family's fast grid evaluator (what `fit` reads) is its law's log-likelihood at every grid value."""
+    rng = np.random.default_rng(20261207)
+    fast = [family for family in FAMILIES if family.grid_log_likelihoods is not None]
+    assert {"temperature", "top-k", "shared-uniform", "stale-row"} <= {f.name for f in fast}
+    for table in (random_table(rng), random_table(rng, n=1, width=3)):
+        for family in fast:
+            grid = np.append(family.grid(table), family.exact(table))
+            slow = [log_likelihood(table, family.law(table, float(v))) for v in grid]
+            assert np.allclose(family.grid_log_likelihoods(table, grid), slow, rtol=1e-9), (
+                family.name
+            )

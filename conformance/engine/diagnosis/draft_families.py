@@ -33,11 +33,8 @@ from .tokens import TokenTable
 
 
 def _pq(table: TokenTable) -> tuple[np.ndarray, np.ndarray]:
-    """(p, q), each (n, width) renormalised over the listed ids; q is p where the draft reported nothing or lists
-    none of them (every family is exact there)."""
-    p = table.normalised(table.probs)
-    q = table.normalised(np.where(table.has_draft[:, None], table.draft, 0.0))
-    return p, np.where(q.sum(axis=1, keepdims=True) > 0, q, p)
+    """(p, q), each (n, width) renormalised over the listed ids (`TokenTable.reported`, `TokenTable.drafted`)."""
+    return table.reported, table.drafted
 
 
 def _residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -47,12 +44,17 @@ def _residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(total > 0, excess / np.where(total > 0, total, 1.0), p)
 
 
-def resampled_from_p(table: TokenTable, eps: float) -> np.ndarray:
-    """(n, width) (1 - eps) p + eps (min(p, q) + beta p)."""
+def resample_from_p_parts(table: TokenTable) -> tuple[np.ndarray, np.ndarray]:
+    """(p, min(p, q) + beta p), each (n, width): the mixture `resampled_from_p` weighs."""
     p, q = _pq(table)
     overlap = np.minimum(p, q)
     beta = np.clip(1.0 - overlap.sum(axis=1, keepdims=True), 0.0, 1.0)
-    return table.normalised((1.0 - eps) * p + eps * (overlap + beta * p))
+    return p, overlap + beta * p
+
+
+def resampled_from_p(table: TokenTable, eps: float) -> np.ndarray:
+    """(n, width) (1 - eps) p + eps (min(p, q) + beta p)."""
+    return table.mixed(*resample_from_p_parts(table), eps)
 
 
 def _powered(table: TokenTable, q: np.ndarray, theta: float) -> np.ndarray:
@@ -82,17 +84,24 @@ def ratio_law_mismatched(table: TokenTable, theta: float) -> np.ndarray:
     return table.normalised(_verified(p, q, _powered(table, q, theta)))
 
 
-def q_from_raw(table: TokenTable, eps: float) -> np.ndarray:
-    """(n, width) (1 - eps) p + eps (the standard rule's law when the drafts come from q and the ratio reads the
-    draft's raw law)."""
+def q_from_raw_parts(table: TokenTable) -> tuple[np.ndarray, np.ndarray]:
+    """(p, the standard rule's law when the drafts come from q and the ratio reads the draft's raw law), each
+    (n, width): the mixture `q_from_raw` weighs."""
     p, q = _pq(table)
     raw = table.normalised(np.where(table.has_draft[:, None], table.draft_raw, 0.0))
     raw = np.where(raw.sum(axis=1, keepdims=True) > 0, raw, q)
-    return table.normalised((1.0 - eps) * p + eps * _verified(p, q, raw))
+    return p, _verified(p, q, raw)
 
 
-def shared_uniform(table: TokenTable, eps: float) -> np.ndarray:
-    """(n, width) (1 - eps) p + eps (min(p, q) + the correction drawn by inverse CDF at the reused uniform)."""
+def q_from_raw(table: TokenTable, eps: float) -> np.ndarray:
+    """(n, width) (1 - eps) p + eps (the standard rule's law when the drafts come from q and the ratio reads the
+    draft's raw law)."""
+    return table.mixed(*q_from_raw_parts(table), eps)
+
+
+def shared_uniform_parts(table: TokenTable) -> tuple[np.ndarray, np.ndarray]:
+    """(p, min(p, q) + the correction drawn by inverse CDF at the reused uniform), each (n, width): the mixture
+    `shared_uniform` weighs."""
     p, q = _pq(table)
     order = np.argsort(
         np.where(table.listed, table.ids, np.iinfo(np.int64).max), axis=1, kind="stable"
@@ -112,13 +121,21 @@ def shared_uniform(table: TokenTable, eps: float) -> np.ndarray:
     corrected = np.einsum("nx,nxy->ny", q * table.listed, overlap)  # (n, width) in id order
     law = np.minimum(p, q)
     law[rows, order] += corrected
-    return table.normalised((1.0 - eps) * p + eps * law)
+    return p, law
+
+
+def shared_uniform(table: TokenTable, eps: float) -> np.ndarray:
+    """(n, width) (1 - eps) p + eps (min(p, q) + the correction drawn by inverse CDF at the reused uniform)."""
+    return table.mixed(*shared_uniform_parts(table), eps)
 
 
 __all__ = [
     "draft_law_mismatched",
     "q_from_raw",
+    "q_from_raw_parts",
     "ratio_law_mismatched",
+    "resample_from_p_parts",
     "resampled_from_p",
     "shared_uniform",
+    "shared_uniform_parts",
 ]

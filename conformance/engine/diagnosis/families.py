@@ -30,10 +30,10 @@ import numpy as np
 
 from .draft_families import (
     draft_law_mismatched,
-    q_from_raw,
+    q_from_raw_parts,
     ratio_law_mismatched,
-    resampled_from_p,
-    shared_uniform,
+    resample_from_p_parts,
+    shared_uniform_parts,
 )
 from .tokens import TokenTable
 
@@ -49,15 +49,14 @@ def _tempered(table: TokenTable, theta: float) -> np.ndarray:
     return table.normalised(np.where(positive, powered, 0.0))
 
 
-def _pulled(table: TokenTable, eps: float) -> np.ndarray:
+def _pulled_parts(table: TokenTable) -> tuple[np.ndarray, np.ndarray]:
     top = np.zeros_like(table.probs)
     top[:, 0] = 1.0
-    return table.normalised((1.0 - eps) * table.probs + eps * top)
+    return table.probs, top
 
 
-def _flattened(table: TokenTable, eps: float) -> np.ndarray:
-    uniform = table.listed / table.listed.sum(axis=1, keepdims=True)
-    return table.normalised((1.0 - eps) * table.probs + eps * uniform)
+def _flattened_parts(table: TokenTable) -> tuple[np.ndarray, np.ndarray]:
+    return table.probs, table.listed / table.listed.sum(axis=1, keepdims=True)
 
 
 def _top_k(table: TokenTable, k: float) -> np.ndarray:
@@ -69,10 +68,72 @@ def _min_p(table: TokenTable, m: float) -> np.ndarray:
     return table.normalised(table.probs * (table.probs >= m * table.probs[:, :1]))
 
 
-def _stale(table: TokenTable, eps: float) -> np.ndarray:
+def _stale_parts(table: TokenTable) -> tuple[np.ndarray, np.ndarray]:
     usable = (table.has_previous & (table.previous.sum(axis=1) > 0))[:, None]
-    mixed = np.where(usable, (1.0 - eps) * table.probs + eps * table.previous, table.probs)
-    return table.normalised(mixed)
+    return table.probs, np.where(usable, table.previous, table.probs)
+
+
+def _summed(chosen: np.ndarray) -> np.ndarray:
+    """(grid,) the log-likelihood of each column of `chosen` (n, grid): the law's mass at each token, LOG_ZERO where
+    it is 0 (as `log_likelihood`)."""
+    return np.where(chosen > 0, np.log(np.maximum(chosen, 1e-300)), LOG_ZERO).sum(axis=0)
+
+
+def _at_tokens(table: TokenTable, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """((n,), (n,)) `weights` over the listed categories at each row's token, and their row totals."""
+    listed = np.where(table.listed, weights, 0.0)
+    return listed[np.arange(table.size), table.category], listed.sum(axis=1)
+
+
+def _mixture_grid(parts: Callable[[TokenTable], tuple[np.ndarray, np.ndarray]]):
+    """The grid evaluator of the mixture family normalised((1 - eps) base + eps alternative): its log-likelihood at
+    every eps at once, from each row's two masses at its token and their totals (the law itself is
+    `TokenTable.mixed`)."""
+
+    def grid_log_likelihoods(table: TokenTable, grid: np.ndarray) -> np.ndarray:
+        (base, base_total), (alt, alt_total) = (_at_tokens(table, w) for w in parts(table))
+        eps = grid[None, :]
+        chosen = (1.0 - eps) * base[:, None] + eps * alt[:, None]  # (n, grid)
+        total = (1.0 - eps) * base_total[:, None] + eps * alt_total[:, None]  # (n, grid)
+        return _summed(np.divide(chosen, total, out=np.zeros_like(chosen), where=total > 0))
+
+    return grid_log_likelihoods
+
+
+def _mixture_law(parts: Callable[[TokenTable], tuple[np.ndarray, np.ndarray]]):
+    """The law of the mixture family `parts` at eps (`TokenTable.mixed`)."""
+    return lambda table, eps: table.mixed(*parts(table), eps)
+
+
+#: Grid values of the temperature family evaluated together (bounds the (n, width, chunk) array).
+TEMPERATURE_CHUNK = 8
+
+
+def _tempered_grid(table: TokenTable, grid: np.ndarray) -> np.ndarray:
+    """(grid,) `_tempered`'s log-likelihood at every theta of `grid`, TEMPERATURE_CHUNK values at a time: each row's
+    total of p^theta and its token's p^theta, never the whole law."""
+    positive = table.listed & (table.probs > 0)
+    logs = np.log(np.where(positive, table.probs, 1.0))  # (n, width)
+    at_token = logs[np.arange(table.size), table.category]  # (n,)
+    token_positive = positive[np.arange(table.size), table.category]  # (n,)
+    out = []
+    for start in range(0, grid.size, TEMPERATURE_CHUNK):
+        theta = grid[start : start + TEMPERATURE_CHUNK]
+        total = (np.exp(logs[:, :, None] * theta) * positive[:, :, None]).sum(axis=1)  # (n, c)
+        chosen = np.where(token_positive[:, None], np.exp(at_token[:, None] * theta), 0.0)
+        out.append(_summed(np.divide(chosen, total, out=np.zeros_like(chosen), where=total > 0)))
+    return np.concatenate(out)
+
+
+def _top_k_grid(table: TokenTable, grid: np.ndarray) -> np.ndarray:
+    """(grid,) `_top_k`'s log-likelihood at every k of `grid`, from the running totals of the report's masses."""
+    listed = np.where(table.listed, table.probs, 0.0)
+    running = np.cumsum(listed, axis=1)  # (n, width)
+    ks = grid.astype(int)
+    total = running[:, np.clip(ks, 1, listed.shape[1]) - 1]  # (n, grid)
+    inside = table.category[:, None] < ks[None, :]
+    chosen = np.where(inside, listed[np.arange(table.size), table.category][:, None], 0.0)
+    return _summed(np.divide(chosen, total, out=np.zeros_like(chosen), where=total > 0))
 
 
 @dataclass(frozen=True)
@@ -86,6 +147,8 @@ class Family:
     exact: Callable[[TokenTable], float]
     meaning: str
     needs_draft: bool = False  # reads the draft's law q (`TokenTable.draft`): fitted only where a draft file is given
+    # the log-likelihood at every grid value at once, equal to `law`'s (a test checks it); None: `law` per value
+    grid_log_likelihoods: Callable[[TokenTable, np.ndarray], np.ndarray] | None = None
 
 
 FAMILIES = (
@@ -96,22 +159,25 @@ FAMILIES = (
         lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 221)),
         lambda t: 1.0,
         "the law at another temperature (q ~ p^theta): temperature applied with the wrong value",
+        grid_log_likelihoods=_tempered_grid,
     ),
     Family(
         "pull-to-argmax",
         "eps",
-        _pulled,
+        _mixture_law(_pulled_parts),
         lambda t: np.linspace(0.0, 0.95, 96),
         lambda t: 0.0,
         "a pull toward the most probable token",
+        grid_log_likelihoods=_mixture_grid(_pulled_parts),
     ),
     Family(
         "flattening",
         "eps",
-        _flattened,
+        _mixture_law(_flattened_parts),
         lambda t: np.linspace(0.0, 0.95, 96),
         lambda t: 0.0,
         "a share of uniform draws over the listed tokens",
+        grid_log_likelihoods=_mixture_grid(_flattened_parts),
     ),
     Family(
         "top-k",
@@ -120,6 +186,7 @@ FAMILIES = (
         lambda t: np.arange(1, t.probs.shape[1] + 1, dtype=float),
         lambda t: float(t.probs.shape[1]),
         "truncation to the k most probable tokens on one side only",
+        grid_log_likelihoods=_top_k_grid,
     ),
     Family(
         "min-p",
@@ -132,21 +199,23 @@ FAMILIES = (
     Family(
         "stale-row",
         "eps",
-        _stale,
+        _mixture_law(_stale_parts),
         lambda t: np.linspace(0.0, 1.0, 101),
         lambda t: 0.0,
         "a share of tokens drawn from the previous position's law (a bonus or correction from the wrong row, a "
         "context shifted by one)",
+        grid_log_likelihoods=_mixture_grid(_stale_parts),
     ),
     Family(
         "resample-from-p",
         "eps",
-        resampled_from_p,
+        _mixture_law(resample_from_p_parts),
         lambda t: np.linspace(0.0, 1.0, 101),
         lambda t: 0.0,
         "at a rejection the correction drawn from p instead of the residual norm(max(0, p - q)) (eps: the share "
         "of tokens at drafted positions)",
         needs_draft=True,
+        grid_log_likelihoods=_mixture_grid(resample_from_p_parts),
     ),
     Family(
         "draft-law-mismatch",
@@ -171,22 +240,24 @@ FAMILIES = (
     Family(
         "q-from-raw-logits",
         "eps",
-        q_from_raw,
+        _mixture_law(q_from_raw_parts),
         lambda t: np.linspace(0.0, 1.0, 101),
         lambda t: 0.0,
         "drafts drawn from the warped q but the acceptance ratio and the residual reading the draft's raw "
         "softmax (eps: the share of tokens at drafted positions)",
         needs_draft=True,
+        grid_log_likelihoods=_mixture_grid(q_from_raw_parts),
     ),
     Family(
         "shared-uniform",
         "eps",
-        shared_uniform,
+        _mixture_law(shared_uniform_parts),
         lambda t: np.linspace(0.0, 1.0, 101),
         lambda t: 0.0,
         "the acceptance uniform reused to draw the correction by inverse CDF (eps: the share of tokens at "
         "drafted positions)",
         needs_draft=True,
+        grid_log_likelihoods=_mixture_grid(shared_uniform_parts),
     ),
 )
 
@@ -224,15 +295,23 @@ class Fit:
         }
 
 
+def grid_log_likelihoods(family: Family, table: TokenTable, grid: np.ndarray) -> np.ndarray:
+    """(grid,) the log-likelihood of `table`'s tokens under the family's law at each value of `grid` (its grid
+    evaluator where it has one, else its law at each value)."""
+    if family.grid_log_likelihoods is not None:
+        return family.grid_log_likelihoods(table, np.asarray(grid, dtype=float))
+    return np.array([log_likelihood(table, family.law(table, float(v))) for v in grid])
+
+
 def fit(family: Family, table: TokenTable) -> Fit:
     """The family's maximum-likelihood grid value on `table`, its profile interval and its gain over exact."""
     grid, exact = family.grid(table), family.exact(table)
     if not table.size:
         return Fit(family.name, family.parameter, exact, exact, exact, exact, 0.0, 0)
-    values = np.array([log_likelihood(table, family.law(table, float(v))) for v in grid])
+    values = grid_log_likelihoods(family, table, grid)
     best = int(np.argmax(values))
     inside = grid[values >= values[best] - INTERVAL_DROP]
-    at_exact = log_likelihood(table, family.law(table, exact))
+    at_exact = float(grid_log_likelihoods(family, table, np.array([exact]))[0])
     return Fit(
         family.name,
         family.parameter,
@@ -273,5 +352,6 @@ __all__ = [
     "fit",
     "fit_all",
     "fitted_families",
+    "grid_log_likelihoods",
     "log_likelihood",
 ]

@@ -41,9 +41,9 @@ def _group(table: TokenTable, keep: np.ndarray) -> dict:
     part = table.subset(keep)
     if not part.size:
         return {"tokens": 0}
-    best = fit_all(part)[0]
-    temperature = fit(family_named("temperature"), part)
-    return {"tokens": part.size, "best": best.to_dict(), "temperature": temperature.to_dict()}
+    fits = fit_all(part)
+    temperature = next(f for f in fits if f.family == "temperature")
+    return {"tokens": part.size, "best": fits[0].to_dict(), "temperature": temperature.to_dict()}
 
 
 def by_key(cand: TokenTable, ref: TokenTable, column: str, names: dict | None = None) -> list[dict]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,22 @@ class TokenTable:
         weights = np.where(self.listed, weights, 0.0)
         total = weights.sum(axis=1, keepdims=True)
         return np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+
+    @cached_property
+    def reported(self) -> np.ndarray:
+        """(n, width) p: the report's masses renormalised over the listed categories (computed once)."""
+        return self.normalised(self.probs)
+
+    @cached_property
+    def drafted(self) -> np.ndarray:
+        """(n, width) q: the draft's reported masses renormalised over the listed ids; p where the draft reported
+        nothing or lists none of them (every family that reads q is exact there). Computed once."""
+        q = self.normalised(np.where(self.has_draft[:, None], self.draft, 0.0))
+        return np.where(q.sum(axis=1, keepdims=True) > 0, q, self.reported)
+
+    def mixed(self, base: np.ndarray, alternative: np.ndarray, eps: float) -> np.ndarray:
+        """(n, width) the law normalised((1 - eps) base + eps alternative): every mixture family's law."""
+        return self.normalised((1.0 - eps) * base + eps * alternative)
 
     def subset(self, keep: np.ndarray) -> TokenTable:
         """The rows where `keep` (a boolean mask) is true."""
