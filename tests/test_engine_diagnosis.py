@@ -290,3 +290,28 @@ def test_every_grid_evaluator_equals_its_law_at_each_value():
             assert np.allclose(family.grid_log_likelihoods(table, grid), slow, rtol=1e-9), (
                 family.name
             )
+
+
+def test_a_hard_check_is_named_first_with_the_law_fit_beside_it(tmp_path):
+    """Two bugs in one run (llama.cpp's speculative example: tokens past EOS, and greedy drafts accepted as if
+    sampled): the failed hard check names its mechanism, and a family that fits the listed tokens is stated beside
+    it; with an exact law nothing is added."""
+    failed = [
+        {
+            "case": "p0",
+            "check": "tokens_past_end",
+            "message": "position 3: token 5 is followed by 1",
+        }
+    ]
+    for folder, law, also in (
+        ("hot", tempered(base_law, 0.6), "temperature"),
+        ("exact", base_law, None),
+    ):
+        (tmp_path / folder).mkdir()
+        ref, cand = make_files(tmp_path / folder, law, n=600)
+        mechanism = diagnose(
+            prompts(read_samples(ref), read_samples(cand)), MAX_TOKENS, 1.0, failed
+        )["mechanism"]
+        assert mechanism["family"] == "tokens-past-end", mechanism
+        assert mechanism.get("also", {}).get("family") == also, mechanism
+        assert ("At the listed tokens: temperature" in mechanism["text"]) == (also is not None)

@@ -7,8 +7,8 @@ where it lives), else at positions 2..m (the first position is sampled before an
 knows), against the families of `families` (with a draft file, also those that read the draft's law:
 `draft_families`), and weighs the dependence between a completion's tokens (`dependence`: a reused random stream);
 the breakdowns are `localise`'s. A failed hard check that names its mechanism by itself (`HARD_MECHANISMS`) is named
-first; tokens outside the reference's support are traced to the neighbouring row that lists them (`neighbours`), and
-the best family fitted on the listed tokens is stated beside. A diagnosis is descriptive: the verdict and every rate
+first, with the best family fitted on the listed tokens stated beside it; tokens outside the reference's support are
+traced to the neighbouring row that lists them (`neighbours`). A diagnosis is descriptive: the verdict and every rate
 come from the checks alone, and a CERTIFIED carries none.
 """
 
@@ -46,6 +46,11 @@ def fit_text(best: Fit, temperature: float | None) -> str:
     """One fitted family in words."""
     if best.family == "temperature":
         return _temperature_text(best, temperature)
+    if best.family == "top-k" and best.high == 1:
+        return (
+            "the candidate keeps only the top 1 token (interval 1-1): the most probable token every time, as "
+            "greedy decoding gives, or greedy drafts accepted by the ratio p / q as if they were sampled from q"
+        )
     if best.family == "top-k":
         return f"the candidate keeps only the top {best.value:g} tokens (interval {best.low:g}-{best.high:g})"
     what = family_named(best.family).meaning
@@ -141,19 +146,26 @@ def _mechanism(
     }
 
 
+def _with_also(mechanism: dict, fitted: dict) -> dict:
+    """A hard check's mechanism with the best fit on the listed tokens beside it when one carries evidence (`fitted`:
+    `_mechanism`'s): a run may show two bugs, one by a hard check and one in the law."""
+    out = dict(mechanism)
+    if fitted.get("family"):
+        out["also"] = fitted
+        out["text"] += f". At the listed tokens: {fitted['text']}"
+    return out
+
+
 def _with_support(mechanism: dict, neighbour: dict | None, fitted: dict) -> dict:
     """An outside-support mechanism traced to the neighbouring row that explains it (that row's family named), with
-    the best fit on the listed tokens beside it when one carries evidence (`fitted`: `_mechanism`'s)."""
+    the best fit on the listed tokens beside it (`_with_also`)."""
     out = dict(mechanism)
     if neighbour is not None:
         out = {
             "family": neighbour["family"],
             "text": f"{neighbour['family']}: {neighbour['text']}; " + mechanism["text"],
         }
-    if fitted.get("family"):
-        out["also"] = fitted
-        out["text"] += f". At the listed tokens: {fitted['text']}"
-    return out
+    return _with_also(out, fitted)
 
 
 def _recurring(table: TokenTable) -> tuple[float, float]:
@@ -268,7 +280,7 @@ def diagnose(
     if hard is not None and hard["family"] == "outside-support":
         mechanism = _with_support(hard, neighbours(cand.outside_keys, sampled), best)
     else:
-        mechanism = hard or best
+        mechanism = best if hard is None else _with_also(hard, best)
     return {
         "tokens": cand.size,
         "tail_tokens": cand.tail_tokens,
