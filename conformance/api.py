@@ -14,24 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence, cast
+from typing import Any, Callable, Sequence
 
 from .core.driver import run_level
+from ..outcomes import Verdict
 from .core.executor import case_executor, module_file
 from .core.level import CaseOutcome
 from .core.levels import get_level
 from .core.profiles import get_profile
 from .core.report import SuiteResult, document
 from .loader import load_adapter
-
-Verdict = Literal[
-    "CONTRACT_VIOLATION",
-    "NOT_EXACT",
-    "INCONCLUSIVE",
-    "QUALIFIED",
-    "EXACT_NOT_STANDARD",
-    "CERTIFIED",
-]
 
 
 @dataclass(frozen=True)
@@ -43,7 +35,7 @@ class Certificate:
 
     @property
     def verdict(self) -> Verdict:
-        return cast(Verdict, self.result.verdict)
+        return Verdict(self.result.verdict)
 
     @property
     def passed(self) -> bool:

@@ -17,42 +17,30 @@ import os
 import sys
 from typing import Any
 
-from ..crash import EXIT_INTERNAL, internal_crash  # noqa: F401 -- EXIT_INTERNAL: part of the exit table below
+from ..crash import internal_crash
 from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable
+from ..outcomes import ExitCode, Verdict, exit_codes_help
 from .core.levels import get_level, level_names
 from .core.profiles import PROFILE_NAMES, get_profile
 from .paths import check_writable
 
-EXIT_CERTIFIED = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 4
-EXIT_QUALIFIED = 5
-#: Verdict -> exit status. EXACT_NOT_STANDARD is exact (a pass); the report says it is not the standard rule.
-#: INCONCLUSIVE (the run could not decide: say, exactness not confirmed at the deviation seen) shares 4 with
-#: "unavailable", as in `certify-samples`.
-#: QUALIFIED (engine level: the target reached for a named class of deviations only) has 5 of its own: it is not
-#: the bare CERTIFIED, and not "could not decide".
-EXIT = {
-    "CERTIFIED": EXIT_CERTIFIED,
-    "EXACT_NOT_STANDARD": EXIT_CERTIFIED,
-    "NOT_EXACT": EXIT_FAILED,
-    "CONTRACT_VIOLATION": EXIT_FAILED,
-    "FAILED": EXIT_FAILED,
-    "INCONCLUSIVE": EXIT_UNAVAILABLE,
-    "QUALIFIED": EXIT_QUALIFIED,
+EXIT_CODES = (
+    ExitCode.OK,
+    ExitCode.NOT_EXACT,
+    ExitCode.USAGE,
+    ExitCode.INTERNAL,
+    ExitCode.INCONCLUSIVE,
+    ExitCode.QUALIFIED,
+    ExitCode.UNAVAILABLE,
+)
+EXIT_NOTES = {
+    ExitCode.NOT_EXACT: "an exception raised by the implementation counts as a failed case",
+    ExitCode.USAGE: "--out not writable, the adapter cannot be loaded (import error, no "
+    "verify/generate/verify_tree, asked level not offered), an unknown case, an unreachable --scheduler",
+    ExitCode.UNAVAILABLE: "the implementation is unavailable here (ImplUnavailable: a missing package, no CUDA "
+    "device, ...)",
 }
-
-EXIT_CODES_HELP = """\
-exit status:
-  0  CERTIFIED, or EXACT_NOT_STANDARD (exact, but not the standard rule's acceptance)
-  1  NOT_EXACT or CONTRACT_VIOLATION (an exception raised by the implementation counts as a failed case)
-  2  usage error: bad arguments, --out not writable, the adapter cannot be loaded (import error, no
-     verify/generate/verify_tree, asked level not offered), an unknown case, an unreachable --scheduler
-  3  exactspec itself crashed (an unexpected exception inside exactspec: please report it, with the traceback)
-  4  the implementation is unavailable here (ImplUnavailable: missing package, no CUDA device, ...), or
-     INCONCLUSIVE (the run could not decide: the report says what would settle it)
-"""
+EXIT_CODES_HELP = exit_codes_help(EXIT_CODES, EXIT_NOTES)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -200,7 +188,7 @@ def _certify(args: argparse.Namespace) -> int:
         )
     except (AdapterLoadError, ValueError) as error:
         print(f"exactspec certify: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     workers = args.workers if args.workers and args.workers > 0 else (os.cpu_count() or 1)
     try:
         cert = certify(
@@ -216,17 +204,17 @@ def _certify(args: argparse.Namespace) -> int:
         )
     except (OSError, TimeoutError) as error:  # the scheduler cannot be reached
         print(f"exactspec certify: --scheduler {args.scheduler}: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     # e.g. a worker with another exactspec, numpy or scipy: not one run's certificate
     except ValueError as error:
         print(f"exactspec certify: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     paths = cert.write(args.out)
     print(get_level(level).summary(cert.result))
     print(
         f"  report: {paths['markdown']} (+ {paths['json']}{', ' + str(len(paths['plots'])) + ' plots' if paths.get('plots') else ''})"
     )
-    return EXIT[cert.verdict]
+    return Verdict(cert.verdict).exit_code
 
 
 def run(args: argparse.Namespace) -> int:
@@ -235,14 +223,14 @@ def run(args: argparse.Namespace) -> int:
         return _certify(args)
     except ImplUnavailable as error:
         print(f"exactspec certify: {args.impl} is unavailable here: {error}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+        return ExitCode.UNAVAILABLE
     # should be recorded per case; never let it look like our crash
     except ImplementationError as error:
         print(
             f"exactspec certify: {args.impl} failed outside any recorded case: {error}\n{error.traceback_text}",
             file=sys.stderr,
         )
-        return EXIT_FAILED
+        return ExitCode.NOT_EXACT
     except Exception:  # noqa: BLE001 -- anything else is a bug in exactspec
         return internal_crash(" ".join(sys.argv))
 

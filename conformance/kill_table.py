@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..outcomes import ExitCode
+from ..outcomes import Verdict
 from .core.driver import run_level
 from .core.level import Level
 from .core.levels import check_level, get_level, level_names
@@ -104,15 +106,17 @@ def select(
 
 def as_expected(subject: MutantSpec, verdict: str) -> bool:
     """A mutant must be rejected (and get one of its verdicts); a valid variant must get one of its verdicts."""
-    if subject.kind == MUTANT and verdict == "CERTIFIED":
+    if subject.kind == MUTANT and verdict == Verdict.CERTIFIED:
         return False
-    return verdict in subject.expected or (REJECTED in subject.expected and verdict != "CERTIFIED")
+    return verdict in subject.expected or (
+        REJECTED in subject.expected and verdict != Verdict.CERTIFIED
+    )
 
 
 def table_row(subject: MutantSpec, outcome: Outcome, seconds: float) -> dict:
     """One row of the table (plain JSON); `missed_by_first_token_only` is None where nothing was caught to miss
     (valid variants, certified mutants)."""
-    rejected = outcome.verdict != "CERTIFIED"
+    rejected = outcome.verdict != Verdict.CERTIFIED
     missed = (not outcome.caught_by_first_token) if subject.kind == MUTANT and rejected else None
     return {
         "name": subject.name,
@@ -136,7 +140,7 @@ def summarize(level: str, profile: str, rows: list[dict]) -> dict:
         "level": level,
         "profile": profile,
         "mutants": len(mutants),
-        "mutants_rejected": sum(r["verdict"] != "CERTIFIED" for r in mutants),
+        "mutants_rejected": sum(r["verdict"] != Verdict.CERTIFIED for r in mutants),
         "mutants_as_expected": sum(r["as_expected"] for r in mutants),
         "valid_variants": len(valid),
         "valid_variants_as_expected": sum(r["as_expected"] for r in valid),
@@ -298,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
         subjects = choose(args.level, args.profile, args.mutants, args.valid)
     except ValueError as error:
         print(f"exactspec kill-table: {error}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     table = run_subjects(
         args.level,
         args.profile,

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from ..outcomes import Verdict
 from ..errors import ImplUnavailable
 from .core.levels import get_level
 from .core.profiles import get_profile
@@ -279,7 +280,8 @@ def record_verdict(record_property, cert: Any, verdict: str) -> None:
         ("exactspec_impl", cert.impl_spec),
         ("exactspec_verdict", verdict),
     ):
-        record_property(name, value)
+        # plain strings: pytest-xdist sends a worker's properties with execnet, which refuses str subclasses (enums)
+        record_property(name, str(value))
 
 
 def _report_dir(out_dir: str, cert: Any) -> str:
@@ -303,7 +305,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 #: The verdicts a whole-level pytest test passes on (EXACT_NOT_STANDARD is exact; the report says it is not the
 #: standard rule).
-PASSING = ("CERTIFIED", "EXACT_NOT_STANDARD")
+PASSING = (Verdict.CERTIFIED, Verdict.EXACT_NOT_STANDARD)
 
 
 def certify_level(level: str, spec: str, request, record_property) -> Any:

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .outcomes import ExitCode
 from .cache import (
     CACHE_KINDS,
     CALIBRATION_VERSION,
@@ -199,7 +200,7 @@ def info(root: Path, out=None) -> int:
                 f"    {human(entry.size):>9}  {entry.path.name}{'  (' + '; '.join(notes) + ')' if notes else ''}\n"
             )
     out.write(f"total        {human(sum(e.size for e in found)):>9}\n")
-    return 0
+    return ExitCode.OK
 
 
 def _confirm(count: int, size: int, root: Path, yes: bool) -> bool:
@@ -226,9 +227,9 @@ def clear(root: Path, what: str, yes: bool, out=None) -> int:
     ]
     if not doomed:
         out.write(f"nothing to clear ({what}) under {root}\n")
-        return 0
+        return ExitCode.OK
     if not _confirm(len(doomed), sum(e.size for e in doomed), root, yes):
-        return 2
+        return ExitCode.USAGE
     for entry in doomed:
         if entry.path.is_dir() and not entry.path.is_symlink():
             shutil.rmtree(entry.path)
@@ -238,7 +239,7 @@ def clear(root: Path, what: str, yes: bool, out=None) -> int:
         f"removed {len(doomed)} entr{'y' if len(doomed) == 1 else 'ies'} ({human(sum(e.size for e in doomed))}) "
         f"under {root}\n"
     )
-    return 0
+    return ExitCode.OK
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -267,4 +268,4 @@ def run(args: argparse.Namespace) -> int:
         "exactspec cache: give an action: info or clear (see exactspec cache --help)",
         file=sys.stderr,
     )
-    return 2
+    return ExitCode.USAGE

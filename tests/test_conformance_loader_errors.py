@@ -16,6 +16,7 @@ import pytest
 from exactspec.conformance import certify_command as certify
 from exactspec.conformance.loader import call_implementation, level_of, load_adapter
 from exactspec.conformance.provenance import collect, git_commit, sha256_of_file
+from exactspec.outcomes import ExitCode, Verdict
 from exactspec.errors import (
     AdapterLoadError,
     ContractViolation,
@@ -336,7 +337,7 @@ def test_out_is_checked_for_writability(tmp_path):
 
 
 def test_exit_statuses_of_certify(adapter_dir, capsys, monkeypatch):
-    assert certify.run(_args(adapter_dir, "broken_mod:Thing")) == certify.EXIT_USAGE
+    assert certify.run(_args(adapter_dir, "broken_mod:Thing")) == ExitCode.USAGE
     assert "surely_missing_dependency_xyz" in capsys.readouterr().err
     (adapter_dir / "blocker").write_text("x")
     assert (
@@ -349,31 +350,33 @@ def test_exit_statuses_of_certify(adapter_dir, capsys, monkeypatch):
         "from exactspec.conformance import ImplUnavailable\n"
         "def Thing():\n    raise ImplUnavailable('needs a GPU')\n"
     )
-    assert certify.run(_args(adapter_dir, "unavail_mod:Thing")) == certify.EXIT_UNAVAILABLE
+    assert certify.run(_args(adapter_dir, "unavail_mod:Thing")) == ExitCode.UNAVAILABLE
     assert "needs a GPU" in capsys.readouterr().err
 
     def crash(*args, **kwargs):
         raise KeyError("internal bug")
 
     monkeypatch.setattr("exactspec.conformance.api.run_level", crash)
-    assert certify.run(_args(adapter_dir, "rule_mod:Good")) == certify.EXIT_INTERNAL
+    assert certify.run(_args(adapter_dir, "rule_mod:Good")) == ExitCode.INTERNAL
     assert "please report it" in capsys.readouterr().err.lower()
     sys.modules.pop("unavail_mod", None)
 
 
 def test_verdicts_map_to_documented_exit_codes():
-    assert certify.EXIT["CERTIFIED"] == certify.EXIT["EXACT_NOT_STANDARD"] == 0
-    assert certify.EXIT["NOT_EXACT"] == certify.EXIT["CONTRACT_VIOLATION"] == 1
+    assert Verdict("CERTIFIED").exit_code == Verdict("EXACT_NOT_STANDARD").exit_code == 0
+    assert Verdict("NOT_EXACT").exit_code == Verdict("CONTRACT_VIOLATION").exit_code == 1
     done = subprocess.run(
         [EXACTSPEC, "certify", "--help"], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
     for fragment in (
-        "0  CERTIFIED, or EXACT_NOT_STANDARD",
+        "0  done: CERTIFIED or EXACT_NOT_STANDARD",
         "1  NOT_EXACT or CONTRACT_VIOLATION",
         "2  usage error",
         "3  exactspec itself crashed",
-        "4  the implementation is unavailable",
+        "4  INCONCLUSIVE",
+        "6  unavailable",
+        "the implementation is unavailable here",
     ):
         assert fragment in done.stdout
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Iterator
 
+from ...outcomes import Verdict
 from ...errors import ContractViolation, ImplementationError, Unsupported
 from .executor import ImplSource, impl_source, limit_threads, run_tasks, shuffled
 from .level import CaseOutcome, Level
@@ -165,7 +166,7 @@ def _confirm_phase(
     tasks: dict[str, CaseTask], by_case: dict[str, CaseOutcome], executor: Executor | None
 ) -> None:
     everything = [r for outcome in by_case.values() for r in outcome.records]
-    if verdict_of(everything) in ("CONTRACT_VIOLATION", "NOT_EXACT"):
+    if verdict_of(everything) in (Verdict.CONTRACT_VIOLATION, Verdict.NOT_EXACT):
         return  # no exactness claim is at stake
     needed = [
         replace(tasks[name], confirm=tuple(outcome.records), sampled=outcome.sampled)

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
+from ...outcomes import Verdict
 
 MUTANT, VALID_VARIANT = "mutant", "valid_variant"
 KINDS = (MUTANT, VALID_VARIANT)
 #: The expected verdict of a mutant that names none: any rejection counts.
 REJECTED = "any verdict but CERTIFIED"
 #: Verdicts a mutant may be expected to get (REJECTED: any of the core's verdicts but CERTIFIED).
-MUTANT_VERDICTS = (REJECTED, "CONTRACT_VIOLATION", "NOT_EXACT")
+MUTANT_VERDICTS = (REJECTED, Verdict.CONTRACT_VIOLATION, Verdict.NOT_EXACT)
 #: Verdicts a valid variant may be expected to get: the exact ones.
-VALID_VERDICTS = ("CERTIFIED", "EXACT_NOT_STANDARD", "INCONCLUSIVE")
+VALID_VERDICTS = (Verdict.CERTIFIED, Verdict.EXACT_NOT_STANDARD, Verdict.INCONCLUSIVE)
 
 
 def one_line(text: str | None) -> str:
@@ -81,7 +82,10 @@ def mutant(
 
 
 def valid_variant(
-    name: str, models: str | None, make: Callable[[], Any], expected: Sequence[str] = ("CERTIFIED",)
+    name: str,
+    models: str | None,
+    make: Callable[[], Any],
+    expected: Sequence[str] = (Verdict.CERTIFIED,),
 ) -> MutantSpec:
     """A valid variant's spec (`models` is made one line)."""
     return MutantSpec(name, VALID_VARIANT, one_line(models), tuple(expected), make)

@@ -45,23 +45,23 @@ CATEGORIES = ("contract", "invariant", "exactness", "standard_rule")
 STATISTICAL_CATEGORIES = ("exactness", "standard_rule")
 VERDICTS = tuple(Verdict)  # worst first (`exactspec.outcomes.Verdict`)
 
-VERDICT_TEXT = {
-    "CERTIFIED": (
+VERDICT_TEXT: dict[str, str] = {
+    Verdict.CERTIFIED: (
         "exact, and every check passed (rule level: achieves the standard rule's acceptance; engine level: "
         "speculation was observed, no deviation of the candidate from the reference was detected, and "
         "deviations of any shape are ruled out at the target over the coverage the certificate states)"
     ),
-    "EXACT_NOT_STANDARD": (
+    Verdict.EXACT_NOT_STANDARD: (
         "exact (no deviation from the target distribution detected), but NOT the standard rule: "
         "its emitted tuples / tokens per round differ from Leviathan-Chen's"
     ),
-    "INCONCLUSIVE": "nothing failed, but the run cannot certify (see the reasons)",
-    "QUALIFIED": (
+    Verdict.INCONCLUSIVE: "nothing failed, but the run cannot certify (see the reasons)",
+    Verdict.QUALIFIED: (
         "nothing failed, and deviations of the class the certificate names are ruled out at the target; "
         "deviations of any shape are not (see the reasons: what would reach the any-shape bound)"
     ),
-    "NOT_EXACT": "NOT exact: its output distribution differs from the target's (or it emits impossible tokens)",
-    "CONTRACT_VIOLATION": "does not obey the interface contract (bad output, exception, or not reproducible)",
+    Verdict.NOT_EXACT: "NOT exact: its output distribution differs from the target's (or it emits impossible tokens)",
+    Verdict.CONTRACT_VIOLATION: "does not obey the interface contract (bad output, exception, or not reproducible)",
 }
 
 
@@ -157,7 +157,8 @@ def verdict_of(
 ) -> str:
     """The worst verdict the failed records imply (CERTIFIED when none failed); `inconclusive` are the
     level's reasons the run cannot certify (non-empty: INCONCLUSIVE unless a failure implies worse); `qualified`
-    the reasons its claim covers only a class of deviations (non-empty: QUALIFIED unless worse)."""
+    the reasons its claim covers only a class of deviations (non-empty: QUALIFIED unless worse). The verdict's name,
+    a plain str (as certificates store it; pytest-xdist's execnet refuses str subclasses such as `Verdict`)."""
     if isinstance(inconclusive, str) or isinstance(qualified, str):
         raise ValueError(
             f"inconclusive and qualified must be lists of reasons, not one string: {inconclusive!r}, "
@@ -166,16 +167,16 @@ def verdict_of(
     records = list(records)
     failed = {r.category for r in records if not r.passed}
     if "contract" in failed:
-        return "CONTRACT_VIOLATION"
+        return Verdict.CONTRACT_VIOLATION.value
     if "invariant" in failed or "exactness" in failed:
-        return "NOT_EXACT"
+        return Verdict.NOT_EXACT.value
     if list(inconclusive) or unconfirmed_cases(records):
-        return "INCONCLUSIVE"
+        return Verdict.INCONCLUSIVE.value
     if list(qualified):
-        return "QUALIFIED"
+        return Verdict.QUALIFIED.value
     if "standard_rule" in failed:
-        return "EXACT_NOT_STANDARD"
-    return "CERTIFIED"
+        return Verdict.EXACT_NOT_STANDARD.value
+    return Verdict.CERTIFIED.value
 
 
 def is_confirmatory(record: CheckRecord) -> bool:

@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from ...outcomes import Verdict
 from ...stat_tests import ErrorBudget
 from ...stat_tests.result import jsonable
 from .. import CONTRACT_VERSION
@@ -74,7 +75,7 @@ class SuiteResult:
 
     @property
     def passed(self) -> bool:
-        return self.verdict == "CERTIFIED"
+        return self.verdict == Verdict.CERTIFIED
 
     @property
     def failed(self) -> list[CheckRecord]:

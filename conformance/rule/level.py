@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...outcomes import Verdict
 from ..core.contract import failed, guard
 from ..core.level import Level, named_cases
 from ..core.mechanism import guarded
@@ -177,7 +178,7 @@ class RuleLevel(Level):
         if reach_info and not reach_info["reached"]:
             result.notes.append(reach_info["message"])
         # after the verdict: never changes it
-        if result.verdict == "NOT_EXACT" and impl is not None:
+        if result.verdict == Verdict.NOT_EXACT and impl is not None:
             diagnosis = guarded(lambda: diagnose_rule(impl, cases, result.records))
             if diagnosis:
                 result.extra["diagnosis"] = diagnosis

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...outcomes import Verdict
 from ..core.contract import determinism_check, failed, guard
 from ..core.level import Level, named_cases
 from ..core.mechanism import guarded
@@ -146,7 +147,7 @@ class TreeLevel(Level):
 
     def finish(self, result: SuiteResult, cases: list, impl: Any = None) -> None:
         """A NOT_EXACT names the zoo member that fits its failing cases best (after the verdict: never changes it)."""
-        if result.verdict == "NOT_EXACT" and impl is not None:
+        if result.verdict == Verdict.NOT_EXACT and impl is not None:
             diagnosis = guarded(lambda: diagnose_tree(impl, cases, result.records))
             if diagnosis:
                 result.extra["diagnosis"] = diagnosis

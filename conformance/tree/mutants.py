@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...outcomes import Verdict
 from ...reference.tree_rules import STANDARD, SiblingRule, walk_tree, without_token
 from ...reference.trees import DraftTree
 from ..core.mutants import MutantSpec, constant, valid_variant, zoo
@@ -82,28 +83,31 @@ class TreeMutant:
 TREE_MUTANTS: tuple[TreeMutant, ...] = (
     TreeMutant(
         "stale_residual",
-        "NOT_EXACT",
+        Verdict.NOT_EXACT,
         "the residual is not updated between siblings",
         rule=SiblingRule("stale_residual", update=_stale_update),
     ),
     TreeMutant(
         "wor_as_iid",
-        "NOT_EXACT",
+        Verdict.NOT_EXACT,
         "without-replacement drafts verified with the with-replacement rule",
         replacement=True,
     ),
     TreeMutant(
         "typical_acceptance",
-        "NOT_EXACT",
+        Verdict.NOT_EXACT,
         f"Medusa's typical acceptance (epsilon {MEDUSA_EPSILON}, delta {MEDUSA_DELTA}), not exact by design",
         rule=SiblingRule("typical", accept=_typical_accept, update=_stale_update),
     ),
     TreeMutant(
-        "shared_coin", "NOT_EXACT", "the siblings of a node share one uniform", shared_coin=True
+        "shared_coin",
+        Verdict.NOT_EXACT,
+        "the siblings of a node share one uniform",
+        shared_coin=True,
     ),
     TreeMutant(
         "wrong_parent_row",
-        "NOT_EXACT",
+        Verdict.NOT_EXACT,
         "a deep node's target row read at the previous flattened index",
         target_row=_previous_index_row,
     ),
@@ -114,7 +118,7 @@ TREE_MUTANTS: tuple[TreeMutant, ...] = (
 TREE_VALID_VARIANTS: tuple[TreeMutant, ...] = (
     TreeMutant(
         "q_as_one",
-        "EXACT_NOT_STANDARD",
+        Verdict.EXACT_NOT_STANDARD,
         "EAGLE's evaluate_posterior: q treated as 1 (exact, accepts less)",
         rule=SiblingRule("q_as_one", accept=_q_one_accept, update=_q_one_update),
     ),

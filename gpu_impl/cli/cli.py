@@ -19,11 +19,12 @@ from .cli_inputs import read_prompts
 from ..cost.cpu_threads import plan_for_this_machine
 from ..drafts.registry import DRAFT_CHOICES, DraftSpec, build_draft, parse_draft  # noqa: F401
 from ..model_config import ModelNotAvailableError
+from ...outcomes import ExitCode
 
 
 def _fail(message: str) -> int:
     print(f"exactspec generate: error: {message}", file=sys.stderr)
-    return 2
+    return ExitCode.USAGE
 
 
 def _missing_package(error: ModuleNotFoundError) -> int:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ...outcomes import ExitCode
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -84,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _fail(message: str) -> int:
     print(f"exactspec train-heads: error: {message}", file=sys.stderr)
-    return 2
+    return ExitCode.USAGE
 
 
 def _check(args: argparse.Namespace) -> None:

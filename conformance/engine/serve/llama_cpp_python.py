@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ....outcomes import ExitCode
 from ....cache import cache_root
 from .llama_server import LlamaBuildError, _require_tools, _run_logged, cmake_flags
 from .venvs import ForeignVenvError, exactspec_source, has_exactspec, install_exactspec
@@ -147,8 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(ensure_llama_cpp_python(args.cache_dir, jobs=args.jobs))
     except (LlamaBuildError, ForeignVenvError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
+        return ExitCode.UNAVAILABLE
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ....outcomes import Verdict
 from ..collect.campaign import Certification, run_campaign
 from ..collect.client import SamplerChain
 from ..collect.design import SeedDesign
@@ -91,7 +92,7 @@ def run_mode(
             )
         return (
             rediagnosed_with_draft(result, folder, profile, certify_profile)
-            if result.verdict == "NOT_EXACT"
+            if result.verdict == Verdict.NOT_EXACT
             else result
         )
     finally:

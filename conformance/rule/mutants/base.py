@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....outcomes import Verdict
 from ....reference.laws import unchecked_residual
 from ....reference.rules import pack_round
 from ....reference.sampling import inverse_cdf
@@ -29,7 +30,7 @@ class Rule:
     #: The real bug (or valid technique) this models, with where it was seen.
     models: str = "the standard rule"
     #: Verdicts the suite must reach: any of these counts as a correct classification.
-    expected: tuple[str, ...] = ("CERTIFIED",)
+    expected: tuple[str, ...] = (Verdict.CERTIFIED,)
     #: Float type of every probability the driver computes with.
     dtype = np.float64
 

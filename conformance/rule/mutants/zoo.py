@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....outcomes import Verdict
 from ....reference.laws import unchecked_residual
 from ....reference.rules import pack_round
 from ....reference.sampling import inverse_cdf
 from ...core.mutants import MUTANT, VALID_VARIANT, MutantSpec, one_line, zoo
 from .base import Rule, leading_true, normalise
 
-KILLED = ("CONTRACT_VIOLATION", "NOT_EXACT")
+KILLED = (Verdict.CONTRACT_VIOLATION, Verdict.NOT_EXACT)
 
 
 class Mutant(Rule):
@@ -223,7 +224,7 @@ class BonusSkipped(Rule):
     )
     # INCONCLUSIVE is honest too: where the deviation from the standard rule is small (k = 8, rarely fully
     # accepted) confirming exactness at that deviation can take more rounds than the profile allows.
-    expected = ("EXACT_NOT_STANDARD", "INCONCLUSIVE")
+    expected = (Verdict.EXACT_NOT_STANDARD, Verdict.INCONCLUSIVE)
 
     def emit_bonus(self):
         return False
@@ -348,7 +349,7 @@ class SamplerMatch(Rule):
         "Valid but not the standard rule: draw y_i ~ p_i and keep drafts while y_i == x_i (prompt-lookup / "
         "llama.cpp style). Exact; accepts with probability sum_x p(x) q(x) <= sum_x min(p, q)."
     )
-    expected = ("EXACT_NOT_STANDARD",)
+    expected = (Verdict.EXACT_NOT_STANDARD,)
 
     def verify_batch(self, target_probs, draft_probs, draft_tokens, rng):
         p = np.asarray(target_probs, dtype=np.float64)
@@ -365,7 +366,7 @@ class ScalarLoop:
 
     kind: str = VALID_VARIANT
     models: str = "Valid: the textbook loop, one round at a time, no verify_batch."
-    expected: tuple[str, ...] = ("CERTIFIED",)
+    expected: tuple[str, ...] = (Verdict.CERTIFIED,)
 
     def verify(self, target_probs, draft_probs, draft_tokens, rng):
         p, q = np.asarray(target_probs), np.asarray(draft_probs)
