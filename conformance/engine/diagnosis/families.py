@@ -105,26 +105,6 @@ def _mixture_law(parts: Callable[[TokenTable], tuple[np.ndarray, np.ndarray]]):
     return lambda table, eps: table.mixed(*parts(table), eps)
 
 
-#: Grid values of the temperature family evaluated together (bounds the (n, width, chunk) array).
-TEMPERATURE_CHUNK = 8
-
-
-def _tempered_grid(table: TokenTable, grid: np.ndarray) -> np.ndarray:
-    """(grid,) `_tempered`'s log-likelihood at every theta of `grid`, TEMPERATURE_CHUNK values at a time: each row's
-    total of p^theta and its token's p^theta, never the whole law."""
-    positive = table.listed & (table.probs > 0)
-    logs = np.log(np.where(positive, table.probs, 1.0))  # (n, width)
-    at_token = logs[np.arange(table.size), table.category]  # (n,)
-    token_positive = positive[np.arange(table.size), table.category]  # (n,)
-    out = []
-    for start in range(0, grid.size, TEMPERATURE_CHUNK):
-        theta = grid[start : start + TEMPERATURE_CHUNK]
-        total = (np.exp(logs[:, :, None] * theta) * positive[:, :, None]).sum(axis=1)  # (n, c)
-        chosen = np.where(token_positive[:, None], np.exp(at_token[:, None] * theta), 0.0)
-        out.append(_summed(np.divide(chosen, total, out=np.zeros_like(chosen), where=total > 0)))
-    return np.concatenate(out)
-
-
 def _top_k_grid(table: TokenTable, grid: np.ndarray) -> np.ndarray:
     """(grid,) `_top_k`'s log-likelihood at every k of `grid`, from the running totals of the report's masses."""
     listed = np.where(table.listed, table.probs, 0.0)
@@ -159,7 +139,6 @@ FAMILIES = (
         lambda t: np.exp(np.linspace(np.log(1 / 3), np.log(3.0), 221)),
         lambda t: 1.0,
         "the law at another temperature (q ~ p^theta): temperature applied with the wrong value",
-        grid_log_likelihoods=_tempered_grid,
     ),
     Family(
         "pull-to-argmax",
