@@ -19,20 +19,12 @@ from typing import Any
 
 from ..crash import internal_crash
 from ..errors import AdapterLoadError, ImplementationError, ImplUnavailable
-from ..outcomes import ExitCode, Verdict, exit_codes_help
+from ..outcomes import CERTIFICATION_EXIT_CODES, ExitCode, Verdict, exit_codes_help
 from .core.levels import get_level, level_names
 from .core.profiles import PROFILE_NAMES, get_profile
 from .paths import check_writable
 
-EXIT_CODES = (
-    ExitCode.OK,
-    ExitCode.NOT_EXACT,
-    ExitCode.USAGE,
-    ExitCode.INTERNAL,
-    ExitCode.INCONCLUSIVE,
-    ExitCode.QUALIFIED,
-    ExitCode.UNAVAILABLE,
-)
+EXIT_CODES = (*CERTIFICATION_EXIT_CODES, ExitCode.UNAVAILABLE)
 EXIT_NOTES = {
     ExitCode.NOT_EXACT: "an exception raised by the implementation counts as a failed case",
     ExitCode.USAGE: "--out not writable, the adapter cannot be loaded (import error, no "

@@ -53,6 +53,11 @@ VERDICT_EXIT: dict[Verdict, ExitCode] = {
     Verdict.CONTRACT_VIOLATION: ExitCode.NOT_EXACT,
 }
 
+#: The codes every certification command can return: its verdicts', a usage error and a crash, in order.
+CERTIFICATION_EXIT_CODES: tuple[ExitCode, ...] = tuple(
+    sorted(set(VERDICT_EXIT.values()) | {ExitCode.USAGE, ExitCode.INTERNAL})
+)
+
 #: The width the epilog's lines are wrapped at.
 HELP_WIDTH = 100
 #: One line per exit code, for every command's --help epilog.
@@ -94,4 +99,11 @@ def exit_codes_help(
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["EXIT_MEANING", "ExitCode", "VERDICT_EXIT", "Verdict", "exit_codes_help"]
+__all__ = [
+    "CERTIFICATION_EXIT_CODES",
+    "EXIT_MEANING",
+    "ExitCode",
+    "VERDICT_EXIT",
+    "Verdict",
+    "exit_codes_help",
+]

@@ -11,20 +11,13 @@ import argparse
 import sys
 
 from ...crash import internal_crash
-from ...outcomes import ExitCode, Verdict, exit_codes_help
+from ...outcomes import CERTIFICATION_EXIT_CODES, ExitCode, Verdict, exit_codes_help
 from ..core.profiles import PROFILE_NAMES
 from ..paths import check_writable
 from .sample_folder import checked_draft
 from .samples import read_samples
 
-EXIT_CODES = (
-    ExitCode.OK,
-    ExitCode.NOT_EXACT,
-    ExitCode.USAGE,
-    ExitCode.INTERNAL,
-    ExitCode.INCONCLUSIVE,
-    ExitCode.QUALIFIED,
-)
+EXIT_CODES = CERTIFICATION_EXIT_CODES
 EXIT_NOTES = {
     ExitCode.OK: "CERTIFIED: no check failed, speculation was observed, and every prompt (or the pooled set) "
     "reaches the target for deviations of any shape (coupling, or the law route's any-shape bound)",

@@ -28,7 +28,7 @@ import httpx
 
 from ...paths import check_writable
 from ...core.profiles import PROFILE_NAMES
-from ....outcomes import ExitCode, Verdict, exit_codes_help
+from ....outcomes import CERTIFICATION_EXIT_CODES, ExitCode, Verdict, exit_codes_help
 from .arguments import (
     PROMPTS_HELP,
     EngineHelpFormatter,
@@ -49,15 +49,7 @@ from .plan import CollectionPlan, Forcing, Limits
 from .prompt_sets import PROMPT_SETS
 
 COMMAND = "certify"
-EXIT_CODES = (
-    ExitCode.OK,
-    ExitCode.NOT_EXACT,
-    ExitCode.USAGE,
-    ExitCode.INTERNAL,
-    ExitCode.INCONCLUSIVE,
-    ExitCode.QUALIFIED,
-    ExitCode.UNAVAILABLE,
-)
+EXIT_CODES = (*CERTIFICATION_EXIT_CODES, ExitCode.UNAVAILABLE)
 EXIT_NOTES = {
     ExitCode.INCONCLUSIVE: "the certificate's reasons say why and what would reach the target (every kind of "
     "reason: exactspec certify-samples --help)",

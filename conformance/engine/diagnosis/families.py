@@ -105,6 +105,27 @@ def _mixture_law(parts: Callable[[TokenTable], tuple[np.ndarray, np.ndarray]]):
     return lambda table, eps: table.mixed(*parts(table), eps)
 
 
+def _mixture(
+    name: str,
+    parts: Callable[[TokenTable], tuple[np.ndarray, np.ndarray]],
+    grid: Callable[[TokenTable], np.ndarray],
+    meaning: str,
+    needs_draft: bool = False,
+) -> Family:
+    """A mixture family normalised((1 - eps) base + eps alternative), (base, alternative) = `parts`: exact at
+    eps = 0, its law and its grid evaluator both built from `parts`."""
+    return Family(
+        name,
+        "eps",
+        _mixture_law(parts),
+        grid,
+        lambda t: 0.0,
+        meaning,
+        needs_draft,
+        _mixture_grid(parts),
+    )
+
+
 def _top_k_grid(table: TokenTable, grid: np.ndarray) -> np.ndarray:
     """(grid,) `_top_k`'s log-likelihood at every k of `grid`, from the running totals of the report's masses."""
     listed = np.where(table.listed, table.probs, 0.0)
@@ -140,23 +161,17 @@ FAMILIES = (
         lambda t: 1.0,
         "the law at another temperature (q ~ p^theta): temperature applied with the wrong value",
     ),
-    Family(
+    _mixture(
         "pull-to-argmax",
-        "eps",
-        _mixture_law(_pulled_parts),
+        _pulled_parts,
         lambda t: np.linspace(0.0, 0.95, 96),
-        lambda t: 0.0,
         "a pull toward the most probable token",
-        grid_log_likelihoods=_mixture_grid(_pulled_parts),
     ),
-    Family(
+    _mixture(
         "flattening",
-        "eps",
-        _mixture_law(_flattened_parts),
+        _flattened_parts,
         lambda t: np.linspace(0.0, 0.95, 96),
-        lambda t: 0.0,
         "a share of uniform draws over the listed tokens",
-        grid_log_likelihoods=_mixture_grid(_flattened_parts),
     ),
     Family(
         "top-k",
@@ -175,26 +190,20 @@ FAMILIES = (
         lambda t: 0.0,
         "min-p truncation (p >= m p_max) on one side only",
     ),
-    Family(
+    _mixture(
         "stale-row",
-        "eps",
-        _mixture_law(_stale_parts),
+        _stale_parts,
         lambda t: np.linspace(0.0, 1.0, 101),
-        lambda t: 0.0,
         "a share of tokens drawn from the previous position's law (a bonus or correction from the wrong row, a "
         "context shifted by one)",
-        grid_log_likelihoods=_mixture_grid(_stale_parts),
     ),
-    Family(
+    _mixture(
         "resample-from-p",
-        "eps",
-        _mixture_law(resample_from_p_parts),
+        resample_from_p_parts,
         lambda t: np.linspace(0.0, 1.0, 101),
-        lambda t: 0.0,
         "at a rejection the correction drawn from p instead of the residual norm(max(0, p - q)) (eps: the share "
         "of tokens at drafted positions)",
         needs_draft=True,
-        grid_log_likelihoods=_mixture_grid(resample_from_p_parts),
     ),
     Family(
         "draft-law-mismatch",
@@ -216,27 +225,21 @@ FAMILIES = (
         "than those sampled, such as the raw logits where the drafts were warped)",
         needs_draft=True,
     ),
-    Family(
+    _mixture(
         "q-from-raw-logits",
-        "eps",
-        _mixture_law(q_from_raw_parts),
+        q_from_raw_parts,
         lambda t: np.linspace(0.0, 1.0, 101),
-        lambda t: 0.0,
         "drafts drawn from the warped q but the acceptance ratio and the residual reading the draft's raw "
         "softmax (eps: the share of tokens at drafted positions)",
         needs_draft=True,
-        grid_log_likelihoods=_mixture_grid(q_from_raw_parts),
     ),
-    Family(
+    _mixture(
         "shared-uniform",
-        "eps",
-        _mixture_law(shared_uniform_parts),
+        shared_uniform_parts,
         lambda t: np.linspace(0.0, 1.0, 101),
-        lambda t: 0.0,
         "the acceptance uniform reused to draw the correction by inverse CDF (eps: the share of tokens at "
         "drafted positions)",
         needs_draft=True,
-        grid_log_likelihoods=_mixture_grid(shared_uniform_parts),
     ),
 )
 
@@ -287,10 +290,11 @@ def fit(family: Family, table: TokenTable) -> Fit:
     grid, exact = family.grid(table), family.exact(table)
     if not table.size:
         return Fit(family.name, family.parameter, exact, exact, exact, exact, 0.0, 0)
-    values = grid_log_likelihoods(family, table, grid)
+    # the grid and the exact value in one evaluation (a family's parts are built once)
+    evaluated = grid_log_likelihoods(family, table, np.append(grid, exact))
+    values, at_exact = evaluated[:-1], float(evaluated[-1])
     best = int(np.argmax(values))
     inside = grid[values >= values[best] - INTERVAL_DROP]
-    at_exact = float(grid_log_likelihoods(family, table, np.array([exact]))[0])
     return Fit(
         family.name,
         family.parameter,
