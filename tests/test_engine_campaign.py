@@ -254,7 +254,10 @@ def test_an_engine_that_fails_its_requests_is_unavailable_never_a_verdict(tmp_pa
     assert line.startswith(
         "exactspec engine certify: the engine failed before anything could be certified"
     )
-    assert f"POST {cand_url}/completion answered HTTP 400: busy" in line, line
+    assert (
+        f"the candidate's HTTPStatusError: POST {cand_url}/completion answered HTTP 400: busy"
+        in line
+    ), line
 
 
 def test_replicas_of_each_end_share_the_requests(tmp_path):

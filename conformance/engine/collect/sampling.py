@@ -244,6 +244,8 @@ async def _run_role(
     finally:
         if pace is not None and role == "candidate":
             pace.finish()
+    if outcome.failure:  # which end failed: a candidate's failing request is not the reference's
+        outcome.failure = f"the {role}'s {outcome.failure}"
     if background is not None and background.failed:
         print(
             f"{description}: warning: {background.failed} of {background.sent} background requests failed "
