@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -569,7 +570,9 @@ def test_plugin_runs_the_cases_of_a_user_file(tmp_path):
         "--exactspec-impl",
         "exactspec.conformance.adapters.reference:Reference",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+    # the listing's format is the -q one whatever the caller's PYTEST_ADDOPTS says (-v lists a tree)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
     ids = [line for line in done.stdout.splitlines() if "::" in line]
     assert done.returncode == 0, done.stdout + done.stderr
     # contract/invariants, exactness, standard rule
