@@ -39,8 +39,16 @@ def test_a_bug_that_shows_only_under_load_is_not_exact_and_named_on_the_loaded_s
     evidence, and the load the certificate states was measured (most loaded requests had company)."""
     result = run_mode("load-temp-1.15", "lm-like", max_per_prompt=8192)
     assert result.verdict == "NOT_EXACT", result.reasons
-    failing = [r for r in result.counted if not r.passed]
-    assert any(r.result.details.get("strongest_load") == "loaded" for r in failing)
+    # the check with the most evidence split by load holds more of it on the loaded seeds than on the serial ones
+    # (which check fails first, and whether the pooled stream beats the loaded one, depends on how the server's
+    # requests overlapped: a CI run at 09bd1b6 failed on the pooled stream)
+    split = [
+        r.result.details["log_e_by_load"]
+        for r in result.counted
+        if {"serial", "loaded"} <= set(r.result.details.get("log_e_by_load") or {})
+    ]
+    strongest = max(split, key=lambda logs: max(logs.values()))
+    assert strongest["loaded"] > strongest["serial"], strongest
     assert "loaded" in result.extra["engine"]["load"]["text"]
     # the diagnosis names the load: hotter loaded than serial
     load = result.extra["diagnosis"]["load"]
