@@ -3,7 +3,7 @@ after the cached prompt (the path plain sampling takes) and the whole prompt + p
 prompt evaluated from scratch, and of a verification batch of drafts); beside them the float32 law of the same
 weights in PyTorch (exactspec's converted checkpoint).
 
-    .venv/bin/python benchmarks/llama_eval_paths.py                 # 16 HumanEval prompts + the 2 chat prompts (~4 min)
+    .venv/bin/python benchmarks/llama_eval_paths.py                 # 16 HumanEval prompts + the 2 chat prompts (~1 min)
     .venv/bin/python benchmarks/llama_eval_paths.py --humaneval 4
 
 Why: the HumanEval certificate (docs/certificates/engine/ngram-t0.7-humaneval) is INCONCLUSIVE because the
