@@ -356,7 +356,7 @@ def test_vllm_cpu_sampled_speculation_is_never_certified(
     its 64 completions (NOT_EXACT when the deviation shows, else INCONCLUSIVE or QUALIFIED), and a failure is one of
     the candidate's checks; the verdict is recorded. In some runs the garbage temperatures make the candidate's
     log-probabilities NaN or infinite and its server answers HTTP 400 ("Out of range float values are not JSON
-    compliant"; seen in CI at 602f1d5): the run then ends as an engine failure that names the candidate, never the
+    compliant"; the project's CI at db2b21e): the run then ends as an engine failure that names the candidate, never the
     reference, with no certificate."""
     prompt = [p for p in PROMPTS if p["prompt_id"] == "repeat"]
     try:
