@@ -32,6 +32,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import log, write_result  # noqa: E402
 
+from exactspec.conformance.engine.collect.client import SamplerChain, parse_completion  # noqa: E402
 from exactspec.conformance.engine.collect.prompt_sets import humaneval_prompts  # noqa: E402
 from exactspec.conformance.engine.samples import TOLERANCE_RELATIVE  # noqa: E402
 from exactspec.conformance.engine.serve.llama_server import (  # noqa: E402
@@ -42,19 +43,10 @@ from exactspec.conformance.engine.serve.llama_server import (  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 CHAT_PROMPTS = REPO / "examples" / "engine_chat_prompts.jsonl"
 TEMPERATURE, N_PROBS = 0.7, 20
+#: The certificates' request for one token (every other sampler stage pinned off), its top N, one fixed seed.
 REQUEST = {
-    "temperature": TEMPERATURE,
-    "top_k": 0,
-    "top_p": 1.0,
-    "min_p": 0.0,
-    "n_probs": N_PROBS,
-    "post_sampling_probs": True,
-    "samplers": ["top_k", "top_p", "min_p", "temperature"],
-    "repeat_penalty": 1.0,
-    "repeat_last_n": 0,
-    "return_tokens": True,
+    **SamplerChain(temperature=TEMPERATURE, max_tokens=1, n_probs=N_PROBS).request(),
     "stream": False,
-    "n_predict": 1,
     "seed": 1,
 }
 
@@ -62,8 +54,8 @@ REQUEST = {
 def report(url: str, tokens: list[int], slot: int, cache: bool) -> dict[int, float]:
     """The server's top-N report of the next token after `tokens`, evaluated in `slot`."""
     body = {**REQUEST, "prompt": tokens, "id_slot": slot, "cache_prompt": cache}
-    reply = httpx.post(f"{url}/completion", json=body, timeout=300).json()
-    return {e["id"]: e["prob"] for e in reply["completion_probabilities"][0]["top_probs"]}
+    reply = parse_completion(httpx.post(f"{url}/completion", json=body, timeout=300).json())
+    return {int(token): prob for token, prob in reply.top_probs[0]}
 
 
 def tv(a: dict[int, float], b: dict[int, float]) -> float:
