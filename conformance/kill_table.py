@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..outcomes import ExitCode
-from ..outcomes import Verdict
+from ..outcomes import ExitCode, Verdict
 from .core.driver import run_level
 from .core.level import Level
 from .core.levels import check_level, get_level, level_names
