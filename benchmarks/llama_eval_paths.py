@@ -66,6 +66,22 @@ def tv(a: dict[int, float], b: dict[int, float]) -> float:
     return 0.5 * (listed + tails)
 
 
+def gap_summary(rows: list[dict]) -> dict:
+    """The decode/batch TV over `rows`: how many prefixes, median, maximum, how many past 0.002 (twice the report
+    tolerance, read as a TV), and the prompts' lengths."""
+    gaps = [r["tv_decode_batch"] for r in rows]
+    return {
+        "prefixes": len(rows),
+        "tv_decode_batch_median": statistics.median(gaps),
+        "tv_decode_batch_max": max(gaps),
+        "beyond_twice_the_tolerance": sum(g > 2 * TOLERANCE_RELATIVE for g in gaps),
+        "prompt_tokens": [
+            min(r["prompt_tokens"] for r in rows),
+            max(r["prompt_tokens"] for r in rows),
+        ],
+    }
+
+
 def prompt_tokens(url: str) -> dict[str, list[int]]:
     """The chat prompts through the server's template (as `engine certify` sends them), then HumanEval's texts."""
     out = {}
@@ -134,14 +150,15 @@ def main(argv: list[str] | None = None) -> int:
                     f"{prompt_id} [{token}]: TV decode/batch {row['tv_decode_batch']:.4f}, "
                     f"repeat {row['tv_decode_repeat']:.1e}"
                 )
-    gaps = [r["tv_decode_batch"] for r in rows]
     summary = {
-        "prefixes": len(rows),
-        "tv_decode_batch_median": statistics.median(gaps),
-        "tv_decode_batch_max": max(gaps),
+        **gap_summary(rows),
         "worst": max(rows, key=lambda r: r["tv_decode_batch"]),
-        "beyond_twice_the_tolerance": sum(g > 2 * TOLERANCE_RELATIVE for g in gaps),
         "decode_repeat_max": max(r["tv_decode_repeat"] for r in rows),
+    }
+    # the chat prompts and HumanEval's apart: the path matters on the long prompts only
+    summary["by_prompt_set"] = {
+        name: gap_summary([r for r in rows if r["prompt_id"].startswith("HumanEval/") == humaneval])
+        for name, humaneval in (("chat", False), ("humaneval", True))
     }
     if model is not None:
         summary["tv_decode_float32_median"] = statistics.median(
